@@ -1,0 +1,182 @@
+// The only file that loads the native addon (build/Release/rblk_native.node).
+// Everything here is a typed view of what native/src/*.cc exports; the
+// promise-based API that the rest of rblk uses lives in fabric.ts and files.ts.
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** What fi_getinfo told us about the provider a Domain was opened on. */
+export interface ProviderInfo {
+  provider: string;
+  fabric: string;
+  domain: string;
+  /** fi_domain_attr.mr_mode bits the provider requires (FI_MR_LOCAL, ...). */
+  mrMode: number;
+  /** fi_tx_attr.msg_order bits (FI_ORDER_SAW, ...). */
+  msgOrder: number;
+  /** True when the provider has FI_ATOMIC on this endpoint type. */
+  atomics: boolean;
+  maxMsgSize: number;
+  injectSize: number;
+  /** fi_tx_attr.iov_limit and rma_iov_limit. */
+  iovLimit: number;
+  rmaIovLimit: number;
+  txSize: number;
+  rxSize: number;
+  /** Largest private data on connect/accept/reject (FI_OPT_CM_DATA_SIZE). */
+  cmDataSize: number;
+  /** fi_domain_attr.mr_key_size, in bytes. */
+  mrKeySize: number;
+}
+
+/** Constants re-exported from rdma/fabric.h so TS never hard-codes them. */
+export interface NativeConstants {
+  FI_MR_LOCAL: number;
+  FI_MR_VIRT_ADDR: number;
+  FI_MR_ALLOCATED: number;
+  FI_MR_PROV_KEY: number;
+  FI_MR_ENDPOINT: number;
+  FI_ORDER_SAW: number;
+  FI_ORDER_RAW: number;
+  FI_ORDER_WAW: number;
+  FI_ORDER_SAS: number;
+}
+
+export interface NativeDomain {
+  readonly info: ProviderInfo;
+  close(): void;
+}
+
+export interface NativeDomainCtor {
+  new (provider: string, node: string | null, service: string | null, source: boolean): NativeDomain;
+}
+
+export interface NativeMemoryRegion {
+  /** A view over the registered memory; detached (length 0) after close(). */
+  readonly buffer: Buffer;
+  readonly key: bigint;
+  /** The remote address of byte 0: the virtual address under FI_MR_VIRT_ADDR, else 0. */
+  readonly remoteBase: bigint;
+  readonly size: number;
+  close(): void;
+}
+
+export interface NativeMemoryRegionCtor {
+  /** remoteAccess adds FI_REMOTE_READ | FI_REMOTE_WRITE; endpoint binds under FI_MR_ENDPOINT. */
+  new (domain: NativeDomain, size: number, remoteAccess: boolean, endpoint: NativeEndpoint | null): NativeMemoryRegion;
+}
+
+/** One connection-manager event from an event queue. */
+export interface NativeCmEvent {
+  type: 'connreq' | 'connected' | 'shutdown' | 'error';
+  /** For connreq: an id to hand to accept() or reject(). */
+  requestId?: number;
+  privateData?: Buffer;
+  errno?: number;
+  code?: string;
+  message?: string;
+}
+
+export interface NativeListener {
+  readonly port: number;
+  readonly address: string;
+  reject(requestId: number, privateData: Buffer | null): void;
+  close(): void;
+}
+
+export interface NativeListenerCtor {
+  new (domain: NativeDomain, node: string, service: string, onEvent: (ev: NativeCmEvent) => void): NativeListener;
+}
+
+/** A local piece of registered memory: [region, offset, length]. */
+export type NativeIov = [NativeMemoryRegion, number, number];
+/** A remote piece: [address, length, key]. */
+export type NativeRmaIov = [bigint, number, bigint];
+
+export interface NativeEndpoint {
+  /**
+   * Completions arrive in batches: onCompletions(count) is called once per
+   * batch, with completions.subarray(0, 3*count) holding (context, status, length)
+   * triples. status is 0 or a positive libfabric errno.
+   */
+  readonly completions: Uint32Array;
+  connect(node: string, service: string, privateData: Buffer | null): void;
+  /** Posts a send from registered memory; context is reported on completion. */
+  send(mr: NativeMemoryRegion, offset: number, length: number, context: number): void;
+  /** fi_inject: no completion; the bytes are copied before it returns. */
+  inject(data: Buffer): void;
+  recv(mr: NativeMemoryRegion, offset: number, length: number, context: number): void;
+  /** RMA read (isWrite false) or write; deliveryComplete asks for FI_DELIVERY_COMPLETE. */
+  rma(isWrite: boolean, local: NativeIov[], remote: NativeRmaIov[], context: number, deliveryComplete: boolean): void;
+  /** 64-bit atomics: op 'add' (fetch-add) or 'cswap'; operand and compare live in scratch, result lands there. */
+  atomic(op: 'add' | 'cswap', scratch: NativeMemoryRegion, offset: number, address: bigint, key: bigint, context: number): void;
+  /** Drains the CQ now (used when the caller needs progress without waiting for the fd). */
+  poll(): void;
+  shutdown(): void;
+  close(): void;
+}
+
+export interface NativeEndpointCtor {
+  /** From a listener's connreq (listener + requestId) or for an active connect (listener null). */
+  new (
+    domain: NativeDomain,
+    listener: NativeListener | null,
+    requestId: number,
+    node: string | null,
+    service: string | null,
+    onCompletions: (count: number) => void,
+    onEvent: (ev: NativeCmEvent) => void,
+  ): NativeEndpoint;
+  /** Accepts the connreq this endpoint was made from. */
+}
+
+export interface NativeAcceptable {
+  accept(privateData: Buffer | null): void;
+}
+
+export interface NativeAddon {
+  Domain: NativeDomainCtor;
+  MemoryRegion: NativeMemoryRegionCtor;
+  Listener: NativeListenerCtor;
+  Endpoint: NativeEndpointCtor;
+  constants: NativeConstants;
+  /** Names of providers that offer FI_EP_MSG with FI_RMA on this host. */
+  providers(): string[];
+  libfabricVersion(): string;
+  errorName(errno: number): string;
+  errorMessage(errno: number): string;
+
+  // File operations the Node fs module lacks; each runs on the libuv pool.
+  fallocate(fd: number, mode: number, offset: number, length: number): Promise<void>;
+  /** lseek with SEEK_DATA (whence 3) or SEEK_HOLE (4); resolves -1 at ENXIO (past the last data). */
+  seek(fd: number, offset: number, whence: 3 | 4): Promise<number>;
+  /** BLKGETSIZE64, BLKSSZGET (logical block size). */
+  blockDeviceInfo(fd: number): { size: number; logicalBlockSize: number };
+  /** BLKDISCARD or BLKZEROOUT. */
+  blockDeviceRange(fd: number, op: 'discard' | 'zeroout', offset: number, length: number): Promise<void>;
+  fallocateModes: { KEEP_SIZE: number; PUNCH_HOLE: number; ZERO_RANGE: number };
+
+  /** libsystemd's sd_notify(0, state): >0 sent, 0 no NOTIFY_SOCKET, <0 -errno. */
+  sdNotify(state: string): number;
+}
+
+/** Every error the addon throws or rejects with carries these. */
+export interface NativeError extends Error {
+  code: string;
+  errno: number;
+  op: string;
+}
+
+function locate(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  // Source (native/) and compiled (dist/native/) layouts both resolve to <root>/build.
+  for (const root of [join(here, '..'), join(here, '..', '..')]) {
+    const p = join(root, 'build', 'Release', 'rblk_native.node');
+    if (existsSync(p)) return p;
+  }
+  throw new Error('rblk native addon not built: run `npm run build` (it needs libfabric-dev, libfuse3-dev, libsystemd-dev)');
+}
+
+const require = createRequire(import.meta.url);
+export const addon: NativeAddon = require(locate()) as NativeAddon;

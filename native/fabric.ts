@@ -1,0 +1,739 @@
+// The typed, promise-based face of the native libfabric layer. It knows
+// nothing of SCSI or of rblk's wire protocol: it moves bytes between
+// registered memory and peers (send/recv, RMA read/write, atomics).
+//
+// Ownership follows libfabric's: a Domain owns its Listeners, Endpoints and
+// MemoryRegions, and close() unwinds them in reverse order of opening.
+import { EventEmitter } from 'node:events';
+import {
+  addon,
+  type NativeCmEvent,
+  type NativeDomain,
+  type NativeEndpoint,
+  type NativeIov,
+  type NativeListener,
+  type NativeMemoryRegion,
+  type NativeRmaIov,
+  type ProviderInfo,
+} from './binding.js';
+import { FabricError, FI_EAGAIN, FI_ECANCELED, FI_ESHUTDOWN, FI_ETIMEDOUT } from './fabric-error.js';
+
+export { FabricError } from './fabric-error.js';
+export type { ProviderInfo } from './binding.js';
+
+const C = addon.constants;
+
+/** Providers on this host that offer FI_EP_MSG with RMA (e.g. tcp, sockets, verbs). */
+export function availableProviders(): string[] {
+  return addon.providers();
+}
+
+/** `verbs` when an RDMA device is present, else `tcp` (DESIGN.md "Fabric"). */
+export function defaultProvider(): string {
+  return availableProviders().includes('verbs') ? 'verbs' : 'tcp';
+}
+
+function resolveProvider(p: string | undefined): string {
+  return p === undefined || p === 'auto' ? defaultProvider() : p;
+}
+
+export interface DomainOptions {
+  /** libfabric provider name, or 'auto' (the default). */
+  provider?: string;
+  /** An address on the interface to use (selects the domain, e.g. `lo` for 127.0.0.1). */
+  address?: string;
+}
+
+/** A piece of registered memory. */
+export interface Slice {
+  readonly mr: MemoryRegion;
+  readonly offset: number;
+  readonly length: number;
+  /** A view of exactly these bytes. */
+  readonly buffer: Buffer;
+}
+
+/** Where a peer's registered memory is: what travels in a data descriptor. */
+export interface RemoteRegion {
+  address: bigint;
+  key: bigint;
+  length: number;
+}
+
+export class Domain {
+  readonly info: ProviderInfo;
+  readonly native: NativeDomain;
+  private readonly children = new Set<{ close(): Promise<void> }>();
+  private closed = false;
+
+  private constructor(native: NativeDomain) {
+    this.native = native;
+    this.info = native.info;
+  }
+
+  static open(opts: DomainOptions = {}): Domain {
+    const provider = resolveProvider(opts.provider);
+    try {
+      return new Domain(new addon.Domain(provider, opts.address ?? null, null, false));
+    } catch (e) {
+      throw FabricError.from(e);
+    }
+  }
+
+  get provider(): string {
+    return this.info.provider;
+  }
+  get hasAtomics(): boolean {
+    return this.info.atomics;
+  }
+  /** Send-after-write ordering: an RMA write's data lands before a later send (FI_ORDER_SAW). */
+  get ordersSendAfterWrite(): boolean {
+    return (this.info.msgOrder & C.FI_ORDER_SAW) !== 0;
+  }
+  /** The provider needs memory bound to one endpoint (FI_MR_ENDPOINT). */
+  get needsEndpointMemory(): boolean {
+    return (this.info.mrMode & C.FI_MR_ENDPOINT) !== 0;
+  }
+
+  private checkOpen(op: string): void {
+    if (this.closed) throw new FabricError(9, op, `${op}: the domain is closed`, 'ERR_CLOSED');
+  }
+
+  /**
+   * Allocates page-aligned memory and registers it once. remote: peers may
+   * RDMA-read and -write it (an initiator's I/O pool); otherwise local only.
+   */
+  register(size: number, opts: { remote?: boolean; endpoint?: Endpoint } = {}): MemoryRegion {
+    this.checkOpen('fi_mr_reg');
+    let native: NativeMemoryRegion;
+    try {
+      native = new addon.MemoryRegion(this.native, size, opts.remote ?? false, opts.endpoint?.native ?? null);
+    } catch (e) {
+      throw FabricError.from(e);
+    }
+    const mr = new MemoryRegion(native, () => this.children.delete(mr));
+    this.children.add(mr);
+    return mr;
+  }
+
+  /** Listens on address:port (port 0 picks a free one; see listener.port). */
+  listen(opts: { address?: string; port?: number } = {}): Listener {
+    this.checkOpen('fi_listen');
+    const listener = new Listener(this, opts.address ?? '127.0.0.1', opts.port ?? 0, () =>
+      this.children.delete(listener),
+    );
+    this.children.add(listener);
+    return listener;
+  }
+
+  /**
+   * Connects to a listener. prepare runs after the endpoint exists and before
+   * fi_connect, so receives can be posted before the peer's first send.
+   */
+  async connect(opts: {
+    address: string;
+    port: number;
+    privateData?: Buffer;
+    timeoutMs?: number;
+    prepare?: (ep: Endpoint) => void;
+  }): Promise<Endpoint> {
+    this.checkOpen('fi_connect');
+    const ep = new Endpoint(this, null, 0, opts.address, String(opts.port), () => this.children.delete(ep));
+    this.children.add(ep);
+    try {
+      opts.prepare?.(ep);
+      await ep.establish(() => ep.native.connect(opts.address, String(opts.port), opts.privateData ?? null), opts.timeoutMs ?? 10_000);
+    } catch (e) {
+      if (!ep.isClosed) await ep.close();
+      throw e;
+    }
+    return ep;
+  }
+
+  /** @internal */
+  adopt(child: { close(): Promise<void> }): void {
+    this.children.add(child);
+  }
+  /** @internal */
+  release(child: { close(): Promise<void> }): void {
+    this.children.delete(child);
+  }
+
+  /** Closes every listener, endpoint and memory region on it, newest first, then the domain. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const child of [...this.children].reverse()) await child.close();
+    this.native.close();
+  }
+}
+
+export class MemoryRegion {
+  readonly native: NativeMemoryRegion;
+  readonly size: number;
+  readonly key: bigint;
+  /** Remote address of byte 0 (the virtual address under FI_MR_VIRT_ADDR, else 0). */
+  readonly remoteBase: bigint;
+  private buf: Buffer;
+  private inFlight = 0;
+  private idle: (() => void) | null = null;
+  private closing: Promise<void> | null = null;
+
+  /** @internal */
+  constructor(native: NativeMemoryRegion, private readonly onClose: () => void) {
+    this.native = native;
+    this.size = native.size;
+    this.key = native.key;
+    this.remoteBase = native.remoteBase;
+    this.buf = native.buffer;
+  }
+
+  get buffer(): Buffer {
+    return this.buf;
+  }
+  get isClosed(): boolean {
+    return this.closing !== null;
+  }
+
+  slice(offset: number, length: number): Slice {
+    if (this.closing) throw new FabricError(9, 'MemoryRegion.slice', 'MemoryRegion.slice: the memory region is closed', 'ERR_CLOSED');
+    if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 || offset > this.size || length > this.size - offset)
+      throw new RangeError(`slice [${offset}, +${length}) is outside the ${this.size}-byte memory region`);
+    return { mr: this, offset, length, buffer: this.buf.subarray(offset, offset + length) };
+  }
+
+  /** What a peer needs to reach [offset, offset+length) of this region. */
+  remote(offset = 0, length = this.size - offset): RemoteRegion {
+    return { address: this.remoteBase + BigInt(offset), key: this.key, length };
+  }
+
+  /** @internal */
+  hold(): void {
+    this.inFlight++;
+  }
+  /** @internal */
+  unhold(): void {
+    if (--this.inFlight === 0 && this.idle) this.idle();
+  }
+
+  /** Waits for operations using this memory to settle, detaches every view, deregisters. */
+  close(): Promise<void> {
+    if (this.closing) return this.closing;
+    this.closing = (async () => {
+      if (this.inFlight > 0) await new Promise<void>((resolve) => (this.idle = resolve));
+      this.native.close();
+      this.buf = Buffer.alloc(0);
+      this.onClose();
+    })();
+    return this.closing;
+  }
+}
+
+/**
+ * Fixed-size chunks sliced from one registered region, handed out from a
+ * free list: registration happens once, never per I/O (DESIGN.md "Memory").
+ * When the pool is empty, acquire() waits its turn in FIFO order.
+ */
+export class Pool {
+  readonly mr: MemoryRegion;
+  readonly chunkSize: number;
+  readonly count: number;
+  private readonly free: number[] = [];
+  private readonly waiters: ((s: Slice) => void)[] = [];
+
+  constructor(domain: Domain, opts: { chunkSize: number; count: number; remote?: boolean; endpoint?: Endpoint }) {
+    if (!Number.isSafeInteger(opts.chunkSize) || opts.chunkSize <= 0) throw new RangeError('chunkSize must be a positive integer');
+    if (!Number.isSafeInteger(opts.count) || opts.count <= 0) throw new RangeError('count must be a positive integer');
+    this.chunkSize = opts.chunkSize;
+    this.count = opts.count;
+    this.mr = domain.register(opts.chunkSize * opts.count, { remote: opts.remote, endpoint: opts.endpoint });
+    for (let i = opts.count - 1; i >= 0; i--) this.free.push(i);
+  }
+
+  get available(): number {
+    return this.free.length;
+  }
+
+  /** A chunk now, or null when none is free. */
+  tryAcquire(): Slice | null {
+    const i = this.free.pop();
+    return i === undefined ? null : this.mr.slice(i * this.chunkSize, this.chunkSize);
+  }
+
+  /** A chunk, waiting for one to be released if need be. */
+  acquire(): Promise<Slice> {
+    const s = this.waiters.length === 0 ? this.tryAcquire() : null;
+    if (s) return Promise.resolve(s);
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  release(slice: Slice): void {
+    if (slice.mr !== this.mr || slice.offset % this.chunkSize !== 0) throw new RangeError('slice does not belong to this pool');
+    const waiter = this.waiters.shift();
+    if (waiter) waiter(this.mr.slice(slice.offset, this.chunkSize));
+    else this.free.push(slice.offset / this.chunkSize);
+  }
+
+  close(): Promise<void> {
+    return this.mr.close();
+  }
+}
+
+export interface ConnectionRequest {
+  readonly privateData: Buffer;
+  /** prepare runs before fi_accept: post receives there. */
+  accept(opts?: { privateData?: Buffer; prepare?: (ep: Endpoint) => void; timeoutMs?: number }): Promise<Endpoint>;
+  reject(privateData?: Buffer): void;
+}
+
+export interface ListenerEvents {
+  connection: [ConnectionRequest];
+  error: [FabricError];
+}
+
+export class Listener extends EventEmitter<ListenerEvents> {
+  readonly native: NativeListener;
+  readonly port: number;
+  readonly address: string;
+  private closed = false;
+
+  /** @internal */
+  constructor(private readonly domain: Domain, address: string, port: number, private readonly onClose: () => void) {
+    super();
+    try {
+      this.native = new addon.Listener(domain.native, address, String(port), (ev) => this.onEvent(ev));
+    } catch (e) {
+      throw FabricError.from(e);
+    }
+    this.port = this.native.port;
+    this.address = this.native.address;
+  }
+
+  private onEvent(ev: NativeCmEvent): void {
+    if (ev.type === 'connreq' && ev.requestId !== undefined) {
+      const id = ev.requestId;
+      let used = false;
+      const once = (op: string): void => {
+        if (used) throw new FabricError(22, op, `${op}: this connection request was already answered`, 'ERR_ALREADY_ANSWERED');
+        used = true;
+      };
+      const req: ConnectionRequest = {
+        privateData: ev.privateData ?? Buffer.alloc(0),
+        accept: async (opts = {}) => {
+          once('fi_accept');
+          const ep = new Endpoint(this.domain, this.native, id, null, null, () => this.domain.release(ep));
+          this.domain.adopt(ep);
+          try {
+            opts.prepare?.(ep);
+            await ep.establish(() => ep.native.accept(opts.privateData ?? null), opts.timeoutMs ?? 10_000);
+          } catch (e) {
+            if (!ep.isClosed) await ep.close();
+            throw e;
+          }
+          return ep;
+        },
+        reject: (privateData) => {
+          once('fi_reject');
+          try {
+            this.native.reject(id, privateData ?? null);
+          } catch (e) {
+            throw FabricError.from(e);
+          }
+        },
+      };
+      if (this.listenerCount('connection') === 0) req.reject();
+      else this.emit('connection', req);
+    } else if (ev.type === 'error') {
+      const err = new FabricError(ev.errno ?? 5, 'fi_eq_read', ev.message ? `listener: ${ev.message} (${ev.code})` : undefined);
+      if (this.listenerCount('error') > 0) this.emit('error', err);
+    }
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Stops listening; pending requests that were never answered are rejected. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.native.close();
+    this.onClose();
+  }
+}
+
+type OpKind = 'send' | 'recv' | 'read' | 'write' | 'atomic';
+
+interface Op {
+  kind: OpKind;
+  op: string;
+  resolve: (length: number) => void;
+  reject: (e: Error) => void;
+  mrs: MemoryRegion[];
+}
+
+interface RecvOp {
+  kind: 'recv';
+  slice: Slice;
+}
+
+export interface EndpointEvents {
+  /** The peer shut the connection down (FI_SHUTDOWN); the endpoint is closed. */
+  shutdown: [];
+  /** The endpoint closed, for whatever reason. */
+  close: [];
+  error: [FabricError];
+}
+
+/**
+ * A connected FI_EP_MSG endpoint. Operations return promises; completions
+ * arrive from native in batches (one JS call per batch) and settle them.
+ */
+export class Endpoint extends EventEmitter<EndpointEvents> {
+  readonly native: NativeEndpoint;
+  readonly domain: Domain;
+  /**
+   * Called for every completed receive, with the slice it was posted with and
+   * the number of bytes that arrived. The slice is the caller's to re-post.
+   */
+  onReceive: ((slice: Slice, length: number) => void) | null = null;
+
+  private readonly ops: (Op | RecvOp | undefined)[] = [];
+  private readonly freeIds: number[] = [];
+  private readonly backlog: (() => void)[] = [];
+  private readonly completions: Uint32Array;
+  private state: 'new' | 'connecting' | 'connected' | 'closed' = 'new';
+  private connectWaiter: { resolve: (pd: Buffer) => void; reject: (e: Error) => void } | null = null;
+  private scratch: Pool | null = null;
+  private closing: Promise<void> | null = null;
+  /** Private data the peer sent with FI_CONNECTED (the accept's private data, on the connecting side). */
+  peerPrivateData: Buffer = Buffer.alloc(0);
+
+  /** @internal */
+  constructor(
+    domain: Domain,
+    listener: NativeListener | null,
+    requestId: number,
+    node: string | null,
+    service: string | null,
+    private readonly onClose: () => void,
+  ) {
+    super();
+    this.domain = domain;
+    try {
+      this.native = new addon.Endpoint(
+        domain.native,
+        listener,
+        requestId,
+        node,
+        service,
+        (count) => this.onCompletions(count),
+        (ev) => this.onEvent(ev),
+      );
+    } catch (e) {
+      throw FabricError.from(e);
+    }
+    this.completions = this.native.completions;
+  }
+
+  get isClosed(): boolean {
+    return this.state === 'closed';
+  }
+  get info(): ProviderInfo {
+    return this.domain.info;
+  }
+
+  /** @internal Runs connect or accept, then waits for FI_CONNECTED. */
+  establish(start: () => void, timeoutMs: number): Promise<void> {
+    this.state = 'connecting';
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.connectWaiter = null;
+        reject(new FabricError(FI_ETIMEDOUT, 'fi_connect', `connection not established within ${timeoutMs} ms (FI_ETIMEDOUT)`));
+      }, timeoutMs);
+      this.connectWaiter = {
+        resolve: (pd) => {
+          clearTimeout(timer);
+          this.peerPrivateData = pd;
+          this.state = 'connected';
+          resolve();
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      };
+      try {
+        start();
+      } catch (e) {
+        clearTimeout(timer);
+        this.connectWaiter = null;
+        reject(FabricError.from(e));
+      }
+    });
+  }
+
+  private onEvent(ev: NativeCmEvent): void {
+    if (ev.type === 'connected') {
+      const w = this.connectWaiter;
+      this.connectWaiter = null;
+      w?.resolve(ev.privateData ?? Buffer.alloc(0));
+      return;
+    }
+    if (ev.type === 'error') {
+      const err = new FabricError(ev.errno ?? 5, 'fi_eq_read', `${ev.message ?? 'connection error'} (${ev.code ?? 'FI_EIO'})`, ev.code);
+      (err as FabricError & { privateData?: Buffer }).privateData = ev.privateData;
+      const w = this.connectWaiter;
+      this.connectWaiter = null;
+      if (w) w.reject(err);
+      else if (this.listenerCount('error') > 0) this.emit('error', err);
+      void this.shutdownClose(err.errno, err.code);
+      return;
+    }
+    if (ev.type === 'shutdown') {
+      const w = this.connectWaiter;
+      this.connectWaiter = null;
+      w?.reject(new FabricError(FI_ESHUTDOWN, 'fi_connect', 'the peer shut the connection down (FI_ESHUTDOWN)'));
+      this.emit('shutdown');
+      void this.shutdownClose(FI_ESHUTDOWN, 'FI_ESHUTDOWN');
+    }
+  }
+
+  private async shutdownClose(errno: number, code: string): Promise<void> {
+    if (this.state === 'closed') return;
+    await this.closeWith(errno, code, 'the connection was shut down');
+  }
+
+  private onCompletions(count: number): void {
+    const c = this.completions;
+    for (let i = 0; i < count; i++) {
+      const id = c[3 * i];
+      const status = c[3 * i + 1];
+      const length = c[3 * i + 2];
+      const op = this.ops[id];
+      this.ops[id] = undefined;
+      this.freeIds.push(id);
+      if (op === undefined) continue;
+      if (op.kind === 'recv') {
+        const r = op as RecvOp;
+        r.slice.mr.unhold();
+        if (status === 0) this.onReceive?.(r.slice, length);
+        continue;
+      }
+      const o = op as Op;
+      for (const mr of o.mrs) mr.unhold();
+      if (status === 0) o.resolve(length);
+      else o.reject(new FabricError(status, o.op));
+    }
+    this.runBacklog();
+  }
+
+  private allocId(op: Op | RecvOp): number {
+    const id = this.freeIds.pop() ?? this.ops.length;
+    this.ops[id] = op;
+    return id;
+  }
+
+  private checkOpen(op: string): void {
+    if (this.state === 'closed' || this.closing)
+      throw new FabricError(9, op, `${op}: the endpoint is closed`, 'ERR_CLOSED');
+  }
+
+  /**
+   * Posts through native; a full transmit queue (FI_EAGAIN) parks the post in
+   * an ordered backlog that drains as completions free room.
+   */
+  private post(fn: () => void): void {
+    if (this.backlog.length > 0) {
+      this.backlog.push(fn);
+      return;
+    }
+    try {
+      fn();
+    } catch (e) {
+      if ((e as { errno?: number }).errno === FI_EAGAIN && (e as { code?: string }).code === 'FI_EAGAIN') {
+        this.backlog.push(fn);
+        setImmediate(() => this.pollNow());
+        return;
+      }
+      throw FabricError.from(e);
+    }
+  }
+
+  private pollNow(): void {
+    if (this.state === 'closed') return;
+    this.native.poll();
+    this.runBacklog();
+    if (this.backlog.length > 0) setImmediate(() => this.pollNow());
+  }
+
+  private runBacklog(): void {
+    while (this.backlog.length > 0 && this.state !== 'closed') {
+      const fn = this.backlog[0];
+      try {
+        fn();
+      } catch (e) {
+        if ((e as { code?: string }).code === 'FI_EAGAIN') return;
+        this.backlog.shift();
+        // The op's own reject is wired inside fn's wrapper (see issue()).
+        continue;
+      }
+      this.backlog.shift();
+    }
+  }
+
+  /** Registers op, then posts it; post-time errors reject the promise. */
+  private issue(kind: OpKind, name: string, mrs: MemoryRegion[], start: (id: number) => void): Promise<number> {
+    this.checkOpen(name);
+    return new Promise<number>((resolve, reject) => {
+      const op: Op = { kind, op: name, resolve, reject, mrs };
+      const id = this.allocId(op);
+      for (const mr of mrs) mr.hold();
+      const undo = (e: unknown): void => {
+        if (this.ops[id] !== op) return;
+        this.ops[id] = undefined;
+        this.freeIds.push(id);
+        for (const mr of mrs) mr.unhold();
+        reject(FabricError.from(e));
+      };
+      const attempt = (): void => {
+        if (this.ops[id] !== op) return; // canceled while parked
+        try {
+          start(id);
+        } catch (e) {
+          if ((e as { code?: string }).code === 'FI_EAGAIN') throw e;
+          undo(e);
+        }
+      };
+      try {
+        this.post(attempt);
+      } catch (e) {
+        undo(e);
+      }
+    });
+  }
+
+  /** Sends the bytes of a registered slice as one message. */
+  send(slice: Slice): Promise<number> {
+    return this.issue('send', 'fi_send', [slice.mr], (id) => this.native.send(slice.mr.native, slice.offset, slice.length, id));
+  }
+
+  /** Sends a small message from any Buffer (fi_inject: copied at once, no completion). */
+  sendInline(data: Buffer): void {
+    this.checkOpen('fi_inject');
+    if (data.length > this.info.injectSize)
+      throw new FabricError(90, 'fi_inject', `fi_inject: ${data.length} bytes exceed the provider's inject size of ${this.info.injectSize}`, 'FI_EMSGSIZE');
+    // Keep order with sends parked in the backlog.
+    const copy = this.backlog.length > 0 ? Buffer.from(data) : data;
+    this.post(() => this.native.inject(copy));
+  }
+
+  /** Posts a receive buffer; onReceive is called when a message lands in it. */
+  postReceive(slice: Slice): void {
+    this.checkOpen('fi_recv');
+    const op: RecvOp = { kind: 'recv', slice };
+    const id = this.allocId(op);
+    slice.mr.hold();
+    try {
+      this.native.recv(slice.mr.native, slice.offset, slice.length, id);
+    } catch (e) {
+      this.ops[id] = undefined;
+      this.freeIds.push(id);
+      slice.mr.unhold();
+      throw FabricError.from(e);
+    }
+  }
+
+  private rma(isWrite: boolean, local: Slice | Slice[], remote: RemoteRegion | RemoteRegion[], deliveryComplete: boolean): Promise<number> {
+    const locals = Array.isArray(local) ? local : [local];
+    const remotes = Array.isArray(remote) ? remote : [remote];
+    const iov: NativeIov[] = locals.map((s) => [s.mr.native, s.offset, s.length]);
+    const riov: NativeRmaIov[] = remotes.map((r) => [r.address, r.length, r.key]);
+    const name = isWrite ? 'fi_writemsg' : 'fi_readmsg';
+    return this.issue(isWrite ? 'write' : 'read', name, locals.map((s) => s.mr), (id) =>
+      this.native.rma(isWrite, iov, riov, id, deliveryComplete),
+    );
+  }
+
+  /** RDMA READ: pulls the remote bytes into the local slice(s). */
+  read(local: Slice | Slice[], remote: RemoteRegion | RemoteRegion[]): Promise<number> {
+    return this.rma(false, local, remote, false);
+  }
+
+  /**
+   * RDMA WRITE: pushes the local slice(s) into remote memory. deliveryComplete
+   * waits until the data is placed at the target (for providers without
+   * FI_ORDER_SAW, before a response may be sent).
+   */
+  write(local: Slice | Slice[], remote: RemoteRegion | RemoteRegion[], opts: { deliveryComplete?: boolean } = {}): Promise<number> {
+    return this.rma(true, local, remote, opts.deliveryComplete ?? false);
+  }
+
+  private async atomic(kind: 'add' | 'cswap', remote: { address: bigint; key: bigint }, operand: bigint, compare: bigint): Promise<bigint> {
+    const name = kind === 'add' ? 'fi_fetch_atomic' : 'fi_compare_atomic';
+    this.checkOpen(name);
+    if (!this.domain.hasAtomics)
+      throw new FabricError(95, name, `${name}: atomics are not supported by the ${this.domain.provider} provider (FI_EOPNOTSUPP)`, 'FI_EOPNOTSUPP');
+    this.scratch ??= new Pool(this.domain, {
+      chunkSize: 24,
+      count: 2730,
+      endpoint: this.domain.needsEndpointMemory ? this : undefined,
+    });
+    const scratch = this.scratch;
+    const slot = await scratch.acquire();
+    try {
+      slot.buffer.writeBigUInt64LE(BigInt.asUintN(64, operand), 0);
+      slot.buffer.writeBigUInt64LE(BigInt.asUintN(64, compare), 8);
+      await this.issue('atomic', name, [slot.mr], (id) => this.native.atomic(kind, slot.mr.native, slot.offset, remote.address, remote.key, id));
+      return slot.buffer.readBigUInt64LE(16);
+    } finally {
+      if (!slot.mr.isClosed) scratch.release(slot);
+    }
+  }
+
+  /** 64-bit fetch-and-add on remote memory; resolves the value before the add. */
+  fetchAdd(remote: { address: bigint; key: bigint }, value: bigint): Promise<bigint> {
+    return this.atomic('add', remote, value, 0n);
+  }
+
+  /** 64-bit compare-and-swap; resolves the value found (swap happened iff it equals compare). */
+  compareSwap(remote: { address: bigint; key: bigint }, compare: bigint, swap: bigint): Promise<bigint> {
+    return this.atomic('cswap', remote, swap, compare);
+  }
+
+  private closeWith(errno: number, code: string, why: string): Promise<void> {
+    if (this.closing) return this.closing;
+    this.closing = (async () => {
+      const canceled = this.state === 'closed' ? [] : this.native.close();
+      this.state = 'closed';
+      this.backlog.length = 0;
+      const w = this.connectWaiter;
+      this.connectWaiter = null;
+      w?.reject(new FabricError(errno, 'fi_connect', `connect: ${why} (${code})`, code));
+      // Everything still registered never completes now: settle it.
+      const ids = new Set<number>(canceled);
+      for (let id = 0; id < this.ops.length; id++) if (this.ops[id] !== undefined) ids.add(id);
+      for (const id of ids) {
+        const op = this.ops[id];
+        this.ops[id] = undefined;
+        if (op === undefined) continue;
+        if (op.kind === 'recv') {
+          (op as RecvOp).slice.mr.unhold();
+          continue;
+        }
+        const o = op as Op;
+        for (const mr of o.mrs) mr.unhold();
+        o.reject(new FabricError(errno, o.op, `${o.op}: ${why} (${code})`, code));
+      }
+      if (this.scratch) await this.scratch.close();
+      this.onClose();
+      this.emit('close');
+    })();
+    return this.closing;
+  }
+
+  /** Disconnects; every operation still pending rejects with FI_ECANCELED. */
+  close(): Promise<void> {
+    return this.closeWith(FI_ECANCELED, 'FI_ECANCELED', 'the endpoint was closed');
+  }
+}

@@ -1,0 +1,142 @@
+#include "domain.h"
+
+#include <rdma/fi_errno.h>
+
+#include <cstring>
+#include <string>
+
+#include "errors.h"
+
+namespace rblk {
+
+namespace {
+constexpr uint32_t kApiVersion = FI_VERSION(1, 17);
+}
+
+fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order) {
+  fi_info* hints = fi_allocinfo();
+  if (hints == nullptr) return nullptr;
+  hints->ep_attr->type = FI_EP_MSG;
+  hints->caps = FI_MSG | FI_RMA | (atomics ? FI_ATOMIC : 0);
+  hints->mode = 0;
+  hints->domain_attr->mr_mode =
+      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  // Every call is made from the JS thread.
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  if (saw_order) hints->tx_attr->msg_order = FI_ORDER_SAW;
+  if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
+  return hints;
+}
+
+Napi::Function Domain::Init(Napi::Env env) {
+  return DefineClass(env, "Domain",
+                     {InstanceAccessor<&Domain::Info>("info"), InstanceMethod<&Domain::Close>("close")});
+}
+
+// new Domain(provider, node, service, source)
+Domain::Domain(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Domain>(info) {
+  Napi::Env env = info.Env();
+  std::string provider = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+  std::string node = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
+  std::string service = info[2].IsString() ? info[2].As<Napi::String>().Utf8Value() : "";
+  bool source = info[3].IsBoolean() && info[3].As<Napi::Boolean>().Value();
+
+  // Ask for the most first: atomics and send-after-write ordering, then less.
+  int rc = -FI_ENODATA;
+  const bool tries[4][2] = {{true, true}, {false, true}, {true, false}, {false, false}};
+  for (const auto& t : tries) {
+    fi_info* hints = MakeHints(provider, t[0], t[1]);
+    if (hints == nullptr) throw MakeError(env, FI_ENOMEM, "fi_allocinfo");
+    rc = fi_getinfo(kApiVersion, node.empty() ? nullptr : node.c_str(), service.empty() ? nullptr : service.c_str(),
+                    source ? FI_SOURCE : 0, hints, &info_);
+    if (rc == 0) {
+      hints_ = hints;
+      break;
+    }
+    fi_freeinfo(hints);
+  }
+  if (rc != 0) {
+    Napi::Error e = MakeError(env, -rc, "fi_getinfo");
+    e.Set("message", Napi::String::New(env, "fi_getinfo: no libfabric provider '" + provider +
+                                                "' offers FI_EP_MSG with FI_RMA here (" + FabricErrorName(-rc) + ")"));
+    throw e;
+  }
+  rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr);
+  if (rc != 0) {
+    CloseFabric();
+    throw MakeError(env, -rc, "fi_fabric");
+  }
+  rc = fi_domain(fabric_, info_, &domain_, nullptr);
+  if (rc != 0) {
+    CloseFabric();
+    throw MakeError(env, -rc, "fi_domain");
+  }
+}
+
+Domain::~Domain() { CloseFabric(); }
+
+int Domain::GetInfo(const char* node, const char* service, uint64_t flags, fi_info** out) const {
+  return fi_getinfo(kApiVersion, node, service, flags, hints_, out);
+}
+
+void Domain::CheckOpen(Napi::Env env, const char* op) const {
+  if (domain_ == nullptr) throw MakeUsageError(env, "ERR_CLOSED", EBADF, op, "the domain is closed");
+}
+
+int Domain::CloseFabric() {
+  int rc = 0;
+  // Reverse order of opening.
+  if (domain_ != nullptr) {
+    rc = fi_close(&domain_->fid);
+    if (rc != 0) return rc;  // FI_EBUSY: something is still open on it.
+    domain_ = nullptr;
+  }
+  if (fabric_ != nullptr) {
+    fi_close(&fabric_->fid);
+    fabric_ = nullptr;
+  }
+  if (info_ != nullptr) {
+    fi_freeinfo(info_);
+    info_ = nullptr;
+  }
+  if (hints_ != nullptr) {
+    fi_freeinfo(hints_);
+    hints_ = nullptr;
+  }
+  return 0;
+}
+
+Napi::Value Domain::Info(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info_obj_.IsEmpty()) return info_obj_.Value();
+  CheckOpen(env, "Domain.info");
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("provider", info_->fabric_attr->prov_name);
+  o.Set("fabric", info_->fabric_attr->name);
+  o.Set("domain", info_->domain_attr->name);
+  o.Set("mrMode", Napi::Number::New(env, static_cast<double>(info_->domain_attr->mr_mode)));
+  o.Set("msgOrder", Napi::Number::New(env, static_cast<double>(info_->tx_attr->msg_order)));
+  o.Set("atomics", Napi::Boolean::New(env, has_atomics()));
+  o.Set("maxMsgSize", Napi::Number::New(env, static_cast<double>(info_->ep_attr->max_msg_size)));
+  o.Set("injectSize", Napi::Number::New(env, static_cast<double>(info_->tx_attr->inject_size)));
+  o.Set("iovLimit", Napi::Number::New(env, static_cast<double>(info_->tx_attr->iov_limit)));
+  o.Set("rmaIovLimit", Napi::Number::New(env, static_cast<double>(info_->tx_attr->rma_iov_limit)));
+  o.Set("txSize", Napi::Number::New(env, static_cast<double>(info_->tx_attr->size)));
+  o.Set("rxSize", Napi::Number::New(env, static_cast<double>(info_->rx_attr->size)));
+  o.Set("mrKeySize", Napi::Number::New(env, static_cast<double>(info_->domain_attr->mr_key_size)));
+  // FI_OPT_CM_DATA_SIZE needs an endpoint; the passive endpoint reports it too.
+  // The spec floor for MSG endpoints (fi_cm(3)) is 56 bytes, which every
+  // provider here meets, so that is what rblk relies on.
+  o.Set("cmDataSize", Napi::Number::New(env, 56));
+  info_obj_ = Napi::Persistent(o);
+  return o;
+}
+
+Napi::Value Domain::Close(const Napi::CallbackInfo& info) {
+  int rc = CloseFabric();
+  if (rc != 0) throw MakeError(info.Env(), -rc, "fi_close(domain)");
+  info_obj_.Reset();
+  return info.Env().Undefined();
+}
+
+}  // namespace rblk

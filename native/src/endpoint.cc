@@ -1,0 +1,499 @@
+#include "endpoint.h"
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <sys/uio.h>
+
+#include "addon-data.h"
+#include "domain.h"
+#include "errors.h"
+#include "listener.h"
+#include "memory-region.h"
+
+namespace rblk {
+
+namespace {
+constexpr size_t kBatch = 256;      // completions per call into JS
+constexpr size_t kCqRead = 32;      // entries per fi_cq_read
+constexpr size_t kMaxIov = 16;      // iov entries rblk will pass in one RMA
+constexpr size_t kAtomicSlot = 24;  // operand, compare, result: 3 x u64
+
+uint64_t ToU64(Napi::Env env, Napi::Value v, const char* op, const char* what) {
+  if (!v.IsBigInt()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, op, std::string(what) + " must be a bigint");
+  bool lossless = false;
+  uint64_t x = v.As<Napi::BigInt>().Uint64Value(&lossless);
+  if (!lossless) throw MakeUsageError(env, "ERR_OUT_OF_RANGE", ERANGE, op, std::string(what) + " must fit in 64 bits");
+  return x;
+}
+
+uint32_t ToU32(Napi::Env env, Napi::Value v, const char* op, const char* what) {
+  if (!v.IsNumber()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, op, std::string(what) + " must be a number");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= 0 && d <= 4294967295.0) || d != static_cast<double>(static_cast<uint32_t>(d)))
+    throw MakeUsageError(env, "ERR_OUT_OF_RANGE", ERANGE, op, std::string(what) + " must be a 32-bit unsigned integer");
+  return static_cast<uint32_t>(d);
+}
+}  // namespace
+
+Napi::Function Endpoint::Init(Napi::Env env) {
+  return DefineClass(env, "Endpoint",
+                     {InstanceAccessor<&Endpoint::Completions>("completions"),
+                      InstanceMethod<&Endpoint::Connect>("connect"), InstanceMethod<&Endpoint::Accept>("accept"),
+                      InstanceMethod<&Endpoint::Send>("send"), InstanceMethod<&Endpoint::Inject>("inject"),
+                      InstanceMethod<&Endpoint::Recv>("recv"), InstanceMethod<&Endpoint::Rma>("rma"),
+                      InstanceMethod<&Endpoint::Atomic>("atomic"), InstanceMethod<&Endpoint::Poll>("poll"),
+                      InstanceMethod<&Endpoint::Close>("close")});
+}
+
+// new Endpoint(domain, listener|null, requestId, node, service, onCompletions, onEvent)
+Endpoint::Endpoint(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Endpoint>(info), env_(info.Env()) {
+  Napi::Env env = info.Env();
+  domain_ = UnwrapAs<Domain>(env, info[0], &AddonData::domain, "Domain", "fi_endpoint");
+  domain_->CheckOpen(env, "fi_endpoint");
+  if (!info[5].IsFunction() || !info[6].IsFunction())
+    throw Napi::TypeError::New(env, "Endpoint: onCompletions and onEvent must be functions");
+
+  if (info[1].IsObject()) {
+    Listener* listener = UnwrapAs<Listener>(env, info[1], &AddonData::listener, "Listener", "fi_endpoint");
+    info_ = listener->TakeRequest(ToU32(env, info[2], "fi_endpoint", "requestId"));
+    if (info_ == nullptr)
+      throw MakeUsageError(env, "ERR_UNKNOWN_REQUEST", EINVAL, "fi_endpoint", "no such pending connection request");
+  } else {
+    std::string node = info[3].IsString() ? info[3].As<Napi::String>().Utf8Value() : "";
+    std::string service = info[4].IsString() ? info[4].As<Napi::String>().Utf8Value() : "";
+    int rc = domain_->GetInfo(node.c_str(), service.c_str(), 0, &info_);
+    if (rc != 0) {
+      info_ = nullptr;
+      throw MakeError(env, -rc, "fi_getinfo(" + node + ":" + service + ")");
+    }
+  }
+
+  const char* op = "fi_endpoint";
+  int rc = fi_endpoint(domain_->domain(), info_, &ep_, nullptr);
+  if (rc != 0) ep_ = nullptr;
+  uv_loop_t* loop = nullptr;
+  napi_get_uv_event_loop(env, &loop);
+  if (rc == 0) rc = eq_.Open(domain_->fabric(), loop, [this]() { OnEqReadable(); }, &op);
+  if (rc == 0) {
+    fi_cq_attr attr{};
+    attr.size = info_->tx_attr->size + info_->rx_attr->size;
+    attr.format = FI_CQ_FORMAT_MSG;
+    attr.wait_obj = FI_WAIT_FD;
+    op = "fi_cq_open";
+    rc = fi_cq_open(domain_->domain(), &attr, &cq_, nullptr);
+    if (rc != 0) cq_ = nullptr;
+  }
+  int fd = -1;
+  if (rc == 0) {
+    op = "fi_control(FI_GETWAIT)";
+    rc = fi_control(&cq_->fid, FI_GETWAIT, &fd);
+  }
+  if (rc == 0) {
+    op = "fi_ep_bind(eq)";
+    rc = fi_ep_bind(ep_, &eq_.eq()->fid, 0);
+  }
+  if (rc == 0) {
+    op = "fi_ep_bind(cq)";
+    rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV);
+  }
+  if (rc == 0) {
+    op = "fi_enable";
+    rc = fi_enable(ep_);
+  }
+  if (rc == 0 && cq_poller_.Start(loop, fd, [this]() { OnCqReadable(); }) != 0) {
+    op = "uv_poll_start";
+    rc = -FI_EIO;
+  }
+  if (rc != 0) {
+    Teardown();
+    throw MakeError(env, -rc, op);
+  }
+
+  Napi::Uint32Array batch = Napi::Uint32Array::New(env, kBatch * 3);
+  batch_ = batch.Data();
+  batch_capacity_ = kBatch;
+  completions_ = Napi::Persistent(batch);
+  domain_ref_ = Napi::Persistent(info[0].As<Napi::Object>());
+  on_completions_ = Napi::Persistent(info[5].As<Napi::Function>());
+  on_event_ = Napi::Persistent(info[6].As<Napi::Function>());
+  async_ = new Napi::AsyncContext(env, "rblk:Endpoint");
+  // Stay alive while open: the pollers call back into this object.
+  Ref();
+}
+
+Endpoint::~Endpoint() {
+  Teardown();
+  delete async_;
+  for (OpRecord* op : ops_) delete op;
+}
+
+int Endpoint::BindMemory(fid_mr* mr) {
+  if (ep_ == nullptr) return -FI_EBADF;
+  int rc = fi_mr_bind(mr, &ep_->fid, 0);
+  return rc != 0 ? rc : fi_mr_enable(mr);
+}
+
+void Endpoint::CheckOpen(Napi::Env env, const char* op) const {
+  if (ep_ == nullptr) throw MakeUsageError(env, "ERR_CLOSED", EBADF, op, "the endpoint is closed");
+}
+
+OpRecord* Endpoint::NewOp(uint32_t context) {
+  OpRecord* op;
+  if (free_ops_.empty()) {
+    op = new OpRecord;
+    ops_.push_back(op);
+  } else {
+    op = free_ops_.back();
+    free_ops_.pop_back();
+  }
+  op->context = context;
+  op->in_use = true;
+  ++in_flight_;
+  return op;
+}
+
+void Endpoint::FreeOp(OpRecord* op) {
+  for (Memory* m : op->pages) m->Release();
+  op->pages.clear();
+  op->in_use = false;
+  --in_flight_;
+  free_ops_.push_back(op);
+}
+
+// Stops polling, closes ep → cq → eq (reverse of opening) and returns the
+// contexts of the operations that never completed: the caller rejects them.
+std::vector<uint32_t> Endpoint::Teardown() {
+  cq_poller_.Stop();
+  eq_.Close();
+  if (ep_ != nullptr) {
+    fi_close(&ep_->fid);
+    ep_ = nullptr;
+  }
+  if (cq_ != nullptr) {
+    fi_close(&cq_->fid);
+    cq_ = nullptr;
+  }
+  if (info_ != nullptr) {
+    fi_freeinfo(info_);
+    info_ = nullptr;
+  }
+  std::vector<uint32_t> canceled;
+  for (OpRecord* op : ops_) {
+    if (!op->in_use) continue;
+    canceled.push_back(op->context);
+    FreeOp(op);
+  }
+  return canceled;
+}
+
+void Endpoint::Flush(size_t count) {
+  Napi::Env env(env_);
+  if (on_completions_.IsEmpty()) return;  // closed from inside an earlier batch
+  on_completions_.MakeCallback(Value(), {Napi::Number::New(env, static_cast<double>(count))}, *async_);
+}
+
+void Endpoint::DrainCq() {
+  if (draining_ || cq_ == nullptr) return;
+  draining_ = true;
+  size_t count = 0;
+  fi_cq_msg_entry entries[kCqRead];
+  try {
+    while (cq_ != nullptr) {
+      ssize_t n = fi_cq_read(cq_, entries, kCqRead);
+      if (n == -FI_EAVAIL) {
+        fi_cq_err_entry err{};
+        if (fi_cq_readerr(cq_, &err, 0) < 0) break;
+        auto* op = static_cast<OpRecord*>(err.op_context);
+        if (op == nullptr || !op->in_use) continue;
+        batch_[3 * count] = op->context;
+        batch_[3 * count + 1] = err.err != 0 ? static_cast<uint32_t>(err.err) : FI_EIO;
+        batch_[3 * count + 2] = 0;
+        FreeOp(op);
+        ++count;
+      } else if (n > 0) {
+        for (ssize_t i = 0; i < n; ++i) {
+          auto* op = static_cast<OpRecord*>(entries[i].op_context);
+          if (op == nullptr || !op->in_use) continue;
+          batch_[3 * count] = op->context;
+          batch_[3 * count + 1] = 0;
+          batch_[3 * count + 2] = static_cast<uint32_t>(entries[i].len);
+          FreeOp(op);
+          ++count;
+          if (count == batch_capacity_) {
+            Flush(count);
+            count = 0;
+          }
+        }
+        continue;
+      } else {
+        break;  // -FI_EAGAIN: empty
+      }
+      if (count == batch_capacity_) {
+        Flush(count);
+        count = 0;
+      }
+    }
+    if (count > 0) Flush(count);
+  } catch (...) {
+    draining_ = false;
+    throw;
+  }
+  draining_ = false;
+}
+
+void Endpoint::OnCqReadable() {
+  Napi::Env env(env_);
+  Napi::HandleScope scope(env);
+  try {
+    for (;;) {
+      DrainCq();
+      if (cq_ == nullptr) return;
+      fid* f = &cq_->fid;
+      if (fi_trywait(domain_->fabric(), &f, 1) == 0) return;
+    }
+  } catch (const Napi::Error& e) {
+    napi_fatal_exception(env, e.Value());
+  }
+}
+
+void Endpoint::OnEqReadable() {
+  Napi::Env env(env_);
+  Napi::HandleScope scope(env);
+  try {
+    for (;;) {
+      while (eq_.eq() != nullptr) {
+        Napi::Object ev;
+        fi_info* unused = nullptr;
+        if (eq_.Read(env, &ev, &unused) == 0) break;
+        if (unused != nullptr) fi_freeinfo(unused);
+        // Deliver what completed before the peer went away, then the event.
+        if (ev.Get("type").As<Napi::String>().Utf8Value() == "shutdown") DrainCq();
+        if (on_event_.IsEmpty()) return;
+        on_event_.MakeCallback(Value(), {ev}, *async_);
+      }
+      if (eq_.eq() == nullptr || eq_.TryWait(domain_->fabric())) return;
+    }
+  } catch (const Napi::Error& e) {
+    napi_fatal_exception(env, e.Value());
+  }
+}
+
+Napi::Value Endpoint::Completions(const Napi::CallbackInfo& info) { return completions_.Value(); }
+
+static void PrivateData(const Napi::Value& v, const void** pd, size_t* len) {
+  *pd = nullptr;
+  *len = 0;
+  if (v.IsBuffer()) {
+    *pd = v.As<Napi::Buffer<uint8_t>>().Data();
+    *len = v.As<Napi::Buffer<uint8_t>>().Length();
+  }
+}
+
+// connect(node, service, privateData|null): node/service were resolved in the constructor.
+Napi::Value Endpoint::Connect(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  CheckOpen(env, "fi_connect");
+  const void* pd;
+  size_t len;
+  PrivateData(info[2], &pd, &len);
+  CheckFabric(env, fi_connect(ep_, info_->dest_addr, pd, len), "fi_connect");
+  return env.Undefined();
+}
+
+Napi::Value Endpoint::Accept(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  CheckOpen(env, "fi_accept");
+  const void* pd;
+  size_t len;
+  PrivateData(info[0], &pd, &len);
+  CheckFabric(env, fi_accept(ep_, pd, len), "fi_accept");
+  return env.Undefined();
+}
+
+// send(mr, offset, length, context)
+Napi::Value Endpoint::Send(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  CheckOpen(env, "fi_send");
+  MemoryRegion* mr = MemoryRegion::FromValue(env, info[0], "fi_send");
+  double off = info[1].ToNumber().DoubleValue(), len = info[2].ToNumber().DoubleValue();
+  mr->CheckRange(env, off, len, "fi_send");
+  if (len > static_cast<double>(info_->ep_attr->max_msg_size))
+    throw MakeUsageError(env, "FI_EMSGSIZE", FI_EMSGSIZE, "fi_send", "message larger than the provider's max_msg_size");
+  OpRecord* op = NewOp(ToU32(env, info[3], "fi_send", "context"));
+  op->pages.push_back(mr->memory());
+  mr->memory()->Retain();
+  ssize_t rc = fi_send(ep_, mr->data() + static_cast<size_t>(off), static_cast<size_t>(len), mr->desc(), 0, op);
+  if (rc != 0) {
+    FreeOp(op);
+    throw MakeError(env, static_cast<int>(-rc), "fi_send");
+  }
+  return env.Undefined();
+}
+
+// inject(buffer): copied out before return, no completion.
+Napi::Value Endpoint::Inject(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  CheckOpen(env, "fi_inject");
+  if (!info[0].IsBuffer()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "fi_inject", "data must be a Buffer");
+  auto buf = info[0].As<Napi::Buffer<uint8_t>>();
+  if (buf.Length() > info_->tx_attr->inject_size)
+    throw MakeUsageError(env, "FI_EMSGSIZE", FI_EMSGSIZE, "fi_inject",
+                         std::to_string(buf.Length()) + " bytes exceed the provider's inject size of " +
+                             std::to_string(info_->tx_attr->inject_size));
+  CheckFabric(env, static_cast<int>(fi_inject(ep_, buf.Data(), buf.Length(), 0)), "fi_inject");
+  return env.Undefined();
+}
+
+// recv(mr, offset, length, context)
+Napi::Value Endpoint::Recv(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  CheckOpen(env, "fi_recv");
+  MemoryRegion* mr = MemoryRegion::FromValue(env, info[0], "fi_recv");
+  double off = info[1].ToNumber().DoubleValue(), len = info[2].ToNumber().DoubleValue();
+  mr->CheckRange(env, off, len, "fi_recv");
+  OpRecord* op = NewOp(ToU32(env, info[3], "fi_recv", "context"));
+  op->pages.push_back(mr->memory());
+  mr->memory()->Retain();
+  ssize_t rc = fi_recv(ep_, mr->data() + static_cast<size_t>(off), static_cast<size_t>(len), mr->desc(), 0, op);
+  if (rc != 0) {
+    FreeOp(op);
+    throw MakeError(env, static_cast<int>(-rc), "fi_recv");
+  }
+  return env.Undefined();
+}
+
+// rma(isWrite, [[mr, offset, length], ...], [[address, length, key], ...], context, deliveryComplete)
+Napi::Value Endpoint::Rma(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  bool is_write = info[0].ToBoolean().Value();
+  const char* name = is_write ? "fi_writemsg" : "fi_readmsg";
+  CheckOpen(env, name);
+  if (!info[1].IsArray() || !info[2].IsArray())
+    throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, name, "local and remote must be arrays");
+  Napi::Array local = info[1].As<Napi::Array>(), remote = info[2].As<Napi::Array>();
+  size_t iov_limit = std::min<size_t>(kMaxIov, info_->tx_attr->iov_limit);
+  size_t rma_limit = std::min<size_t>(kMaxIov, info_->tx_attr->rma_iov_limit);
+  if (local.Length() == 0 || local.Length() > iov_limit)
+    throw MakeUsageError(env, "FI_EINVAL", FI_EINVAL, name,
+                         "local iov count must be 1.." + std::to_string(iov_limit) + " for this provider");
+  if (remote.Length() == 0 || remote.Length() > rma_limit)
+    throw MakeUsageError(env, "FI_EINVAL", FI_EINVAL, name,
+                         "remote iov count must be 1.." + std::to_string(rma_limit) + " for this provider");
+  iovec iov[kMaxIov];
+  void* desc[kMaxIov];
+  MemoryRegion* mrs[kMaxIov];
+  fi_rma_iov rma[kMaxIov];
+  uint64_t local_total = 0, remote_total = 0;
+  for (uint32_t i = 0; i < local.Length(); ++i) {
+    Napi::Value e = local.Get(i);
+    if (!e.IsArray()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, name, "local iov must be [mr, offset, length]");
+    Napi::Array t = e.As<Napi::Array>();
+    MemoryRegion* mr = MemoryRegion::FromValue(env, t.Get(0u), name);
+    double off = t.Get(1u).ToNumber().DoubleValue(), len = t.Get(2u).ToNumber().DoubleValue();
+    mr->CheckRange(env, off, len, name);
+    iov[i].iov_base = mr->data() + static_cast<size_t>(off);
+    iov[i].iov_len = static_cast<size_t>(len);
+    desc[i] = mr->desc();
+    mrs[i] = mr;
+    local_total += static_cast<uint64_t>(len);
+  }
+  for (uint32_t i = 0; i < remote.Length(); ++i) {
+    Napi::Value e = remote.Get(i);
+    if (!e.IsArray()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, name, "remote iov must be [address, length, key]");
+    Napi::Array t = e.As<Napi::Array>();
+    rma[i].addr = ToU64(env, t.Get(0u), name, "remote address");
+    rma[i].len = ToU32(env, t.Get(1u), name, "remote length");
+    rma[i].key = ToU64(env, t.Get(2u), name, "remote key");
+    remote_total += rma[i].len;
+  }
+  if (local_total != remote_total)
+    throw MakeUsageError(env, "FI_EINVAL", FI_EINVAL, name,
+                         "local length " + std::to_string(local_total) + " differs from remote length " +
+                             std::to_string(remote_total));
+  OpRecord* op = NewOp(ToU32(env, info[3], name, "context"));
+  for (uint32_t i = 0; i < local.Length(); ++i) {
+    op->pages.push_back(mrs[i]->memory());
+    mrs[i]->memory()->Retain();
+  }
+  fi_msg_rma msg{};
+  msg.msg_iov = iov;
+  msg.desc = desc;
+  msg.iov_count = local.Length();
+  msg.addr = 0;
+  msg.rma_iov = rma;
+  msg.rma_iov_count = remote.Length();
+  msg.context = op;
+  uint64_t flags = FI_COMPLETION;
+  // Without FI_ORDER_SAW, a read's data must be delivered before the response SEND.
+  if (is_write && info[4].ToBoolean().Value()) flags |= FI_DELIVERY_COMPLETE;
+  ssize_t rc = is_write ? fi_writemsg(ep_, &msg, flags) : fi_readmsg(ep_, &msg, flags);
+  if (rc != 0) {
+    FreeOp(op);
+    throw MakeError(env, static_cast<int>(-rc), name);
+  }
+  return env.Undefined();
+}
+
+// atomic('add' | 'cswap', scratch, offset, address, key, context): 64-bit
+// unsigned operand at scratch[offset], compare at +8, the old value lands at +16.
+Napi::Value Endpoint::Atomic(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::string kind = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+  const char* name = kind == "cswap" ? "fi_compare_atomic" : "fi_fetch_atomic";
+  CheckOpen(env, name);
+  if (kind != "add" && kind != "cswap")
+    throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, name, "op must be 'add' or 'cswap'");
+  if (!domain_->has_atomics())
+    throw MakeUsageError(env, "FI_EOPNOTSUPP", FI_EOPNOTSUPP, name,
+                         std::string("atomics are not supported by the ") + domain_->info()->fabric_attr->prov_name +
+                             " provider");
+  MemoryRegion* mr = MemoryRegion::FromValue(env, info[1], name);
+  double off = info[2].ToNumber().DoubleValue();
+  mr->CheckRange(env, off, kAtomicSlot, name);
+  if (static_cast<uint64_t>(off) % 8 != 0)
+    throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, name, "atomic scratch offset must be 8-byte aligned");
+  uint64_t addr = ToU64(env, info[3], name, "remote address");
+  uint64_t key = ToU64(env, info[4], name, "remote key");
+  OpRecord* op = NewOp(ToU32(env, info[5], name, "context"));
+  op->pages.push_back(mr->memory());
+  mr->memory()->Retain();
+  uint8_t* slot = mr->data() + static_cast<size_t>(off);
+  ssize_t rc;
+  if (kind == "add") {
+    rc = fi_fetch_atomic(ep_, slot, 1, mr->desc(), slot + 16, mr->desc(), 0, addr, key, FI_UINT64, FI_SUM, op);
+  } else {
+    rc = fi_compare_atomic(ep_, slot, 1, mr->desc(), slot + 8, mr->desc(), slot + 16, mr->desc(), 0, addr, key,
+                           FI_UINT64, FI_CSWAP, op);
+  }
+  if (rc != 0) {
+    FreeOp(op);
+    throw MakeError(env, static_cast<int>(-rc), name);
+  }
+  return env.Undefined();
+}
+
+Napi::Value Endpoint::Poll(const Napi::CallbackInfo& info) {
+  CheckOpen(info.Env(), "fi_cq_read");
+  DrainCq();
+  return info.Env().Undefined();
+}
+
+// close(): returns the contexts of operations that will never complete.
+Napi::Value Endpoint::Close(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (ep_ == nullptr && cq_ == nullptr) throw MakeUsageError(env, "ERR_CLOSED", EBADF, "Endpoint.close", "already closed");
+  // Graceful disconnect (FI_SHUTDOWN at the peer); failure just means not connected.
+  if (ep_ != nullptr) fi_shutdown(ep_, 0);
+  std::vector<uint32_t> canceled = Teardown();
+  on_completions_.Reset();
+  on_event_.Reset();
+  domain_ref_.Reset();
+  Unref();
+  Napi::Array out = Napi::Array::New(env, canceled.size());
+  for (size_t i = 0; i < canceled.size(); ++i) out.Set(static_cast<uint32_t>(i), Napi::Number::New(env, canceled[i]));
+  return out;
+}
+
+}  // namespace rblk

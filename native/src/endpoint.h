@@ -1,0 +1,82 @@
+// An active FI_EP_MSG endpoint with its own completion queue and event queue.
+// Operations carry a JS-chosen integer context; completions are drained in
+// batches and reach JS as one call per batch (DESIGN.md "Completions").
+// Every posted operation holds a reference to the pages it touches until its
+// completion (or cancellation on close), so memory never vanishes under the NIC.
+#pragma once
+#include <napi.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "event-queue.h"
+#include "poller.h"
+
+namespace rblk {
+
+class Domain;
+struct Memory;
+
+struct OpRecord {
+  uint32_t context = 0;
+  bool in_use = false;
+  std::vector<Memory*> pages;  // retained for the life of the operation
+};
+
+class Endpoint : public Napi::ObjectWrap<Endpoint> {
+ public:
+  static Napi::Function Init(Napi::Env env);
+  explicit Endpoint(const Napi::CallbackInfo& info);
+  ~Endpoint() override;
+
+  int BindMemory(fid_mr* mr);
+
+ private:
+  Napi::Value Completions(const Napi::CallbackInfo& info);
+  Napi::Value Connect(const Napi::CallbackInfo& info);
+  Napi::Value Accept(const Napi::CallbackInfo& info);
+  Napi::Value Send(const Napi::CallbackInfo& info);
+  Napi::Value Inject(const Napi::CallbackInfo& info);
+  Napi::Value Recv(const Napi::CallbackInfo& info);
+  Napi::Value Rma(const Napi::CallbackInfo& info);
+  Napi::Value Atomic(const Napi::CallbackInfo& info);
+  Napi::Value Poll(const Napi::CallbackInfo& info);
+  Napi::Value Close(const Napi::CallbackInfo& info);
+
+  void CheckOpen(Napi::Env env, const char* op) const;
+  OpRecord* NewOp(uint32_t context);
+  void FreeOp(OpRecord* op);
+  void* OpContext(OpRecord* op) const { return op; }
+  void DrainCq();
+  void OnCqReadable();
+  void OnEqReadable();
+  void Flush(size_t count);
+  std::vector<uint32_t> Teardown();
+
+  Domain* domain_ = nullptr;
+  fi_info* info_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  EventQueue eq_;
+  FdPoller cq_poller_;
+  bool draining_ = false;
+
+  std::vector<OpRecord*> ops_;       // every record ever made (owned)
+  std::vector<OpRecord*> free_ops_;  // reusable records
+  size_t in_flight_ = 0;
+
+  uint32_t* batch_ = nullptr;  // (context, status, length) triples, backed by completions_
+  size_t batch_capacity_ = 0;
+
+  napi_env env_ = nullptr;
+  Napi::ObjectReference domain_ref_;
+  Napi::Reference<Napi::Uint32Array> completions_;
+  Napi::FunctionReference on_completions_;
+  Napi::FunctionReference on_event_;
+  Napi::AsyncContext* async_ = nullptr;
+};
+
+}  // namespace rblk

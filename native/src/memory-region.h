@@ -1,0 +1,56 @@
+// Page-aligned memory, registered once with fi_mr_reg and seen by JS as a
+// Buffer (DESIGN.md "Memory"). The pages live as long as either the
+// registration or a JS view of them does: Memory is shared by both and freed
+// when the last one lets go, so a Buffer kept past close() can never point at
+// unmapped memory, and an in-flight operation never loses its pages.
+#pragma once
+#include <napi.h>
+#include <rdma/fi_domain.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rblk {
+
+struct Memory {
+  void* base = nullptr;
+  size_t size = 0;
+  int refs = 0;
+  void Retain() { ++refs; }
+  void Release();
+};
+
+class MemoryRegion : public Napi::ObjectWrap<MemoryRegion> {
+ public:
+  static Napi::Function Init(Napi::Env env);
+  static MemoryRegion* FromValue(Napi::Env env, Napi::Value v, const char* op);
+  explicit MemoryRegion(const Napi::CallbackInfo& info);
+  ~MemoryRegion() override;
+
+  bool closed() const { return mr_ == nullptr; }
+  uint8_t* data() const { return static_cast<uint8_t*>(memory_->base); }
+  size_t size() const { return size_; }
+  void* desc() const { return desc_; }
+  Memory* memory() const { return memory_; }
+  // Throws unless [offset, offset+length) lies inside the region.
+  void CheckRange(Napi::Env env, double offset, double length, const char* op) const;
+
+ private:
+  Napi::Value Buffer(const Napi::CallbackInfo& info);
+  Napi::Value Key(const Napi::CallbackInfo& info);
+  Napi::Value RemoteBase(const Napi::CallbackInfo& info);
+  Napi::Value Size(const Napi::CallbackInfo& info);
+  Napi::Value Close(const Napi::CallbackInfo& info);
+  void Deregister();
+
+  Memory* memory_ = nullptr;
+  size_t size_ = 0;
+  fid_mr* mr_ = nullptr;
+  void* desc_ = nullptr;
+  uint64_t key_ = 0;
+  uint64_t remote_base_ = 0;
+  Napi::ObjectReference domain_ref_;
+  Napi::Reference<Napi::Buffer<uint8_t>> buffer_ref_;
+};
+
+}  // namespace rblk

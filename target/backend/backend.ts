@@ -1,0 +1,45 @@
+// The seam between the SCSI core and the storage behind a volume, in the
+// manner of tgt's backing_store_template (usr/bs_rdwr.c) and nvmet's
+// io-cmd-file.c: byte offsets in, errno-carrying errors out. The SCSI core maps
+// errno to sense in exactly one place (target/scsi/sense-map.ts); backends never
+// know about SCSI.
+
+/** Whether a byte range holds data or is a hole (SBC-4 5.5 GET LBA STATUS). */
+export interface Extent {
+  offset: number;
+  length: number;
+  mapped: boolean;
+}
+
+export interface WriteOptions {
+  /** Force Unit Access: durable before the promise resolves (SBC-4 5.40, O_DSYNC/fdatasync). */
+  fua?: boolean;
+}
+
+export interface Backend {
+  /** Bytes; the SCSI core derives block counts from it. */
+  readonly size: number;
+  readonly readOnly: boolean;
+  /** True when discard() really deallocates (thin provisioning: LBPME, VPD B2). */
+  readonly canDiscard: boolean;
+  /** Reads exactly buf.length bytes at offset into buf (no copy: buf may be registered memory). */
+  read(buf: Buffer, offset: number): Promise<void>;
+  write(buf: Buffer, offset: number, opts?: WriteOptions): Promise<void>;
+  /** Makes every completed write durable (SYNCHRONIZE CACHE). */
+  flush(): Promise<void>;
+  /** Deallocates; reads of the range then return zeroes (LBPRZ). */
+  discard(offset: number, length: number): Promise<void>;
+  /** Writes zeroes, deallocating when unmap is true and the backend can. */
+  writeZeroes(offset: number, length: number, unmap: boolean): Promise<void>;
+  /** The extent starting at offset (GET LBA STATUS); never longer than the volume. */
+  extent(offset: number): Promise<Extent>;
+  /** Re-reads the size (after a reload or resize); returns the new size. */
+  refreshSize(): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** What a backend throws: a Node-style error with a string errno code (EIO, ENOSPC, ...). */
+export interface BackendError extends Error {
+  code: string;
+  errno?: number;
+}
