@@ -159,11 +159,17 @@ export class Domain {
     this.children.delete(child);
   }
 
-  /** Closes every listener, endpoint and memory region on it, newest first, then the domain. */
+  /**
+   * Closes what is open on it, then the domain: listeners and endpoints first
+   * (newest first; that cancels their operations), then memory regions, which
+   * no operation can be using any more.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const child of [...this.children].reverse()) await child.close();
+    const children = [...this.children].reverse();
+    for (const child of children) if (!(child instanceof MemoryRegion)) await child.close();
+    for (const child of children) if (child instanceof MemoryRegion) await child.close();
     this.native.close();
   }
 }
@@ -584,7 +590,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /** Registers op, then posts it; post-time errors reject the promise. */
   private issue(kind: OpKind, name: string, mrs: MemoryRegion[], start: (id: number) => void): Promise<number> {
-    this.checkOpen(name);
+    try {
+      this.checkOpen(name);
+    } catch (e) {
+      return Promise.reject(e);
+    }
     return new Promise<number>((resolve, reject) => {
       const op: Op = { kind, op: name, resolve, reject, mrs };
       const id = this.allocId(op);

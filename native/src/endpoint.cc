@@ -106,6 +106,10 @@ Endpoint::Endpoint(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Endpoint>(
     op = "uv_poll_start";
     rc = -FI_EIO;
   }
+  if (rc == 0 && before_block_.Init(loop, [this]() { OnCqReadable(); }) != 0) {
+    op = "uv_prepare_init";
+    rc = -FI_EIO;
+  }
   if (rc != 0) {
     Teardown();
     throw MakeError(env, -rc, op);
@@ -151,6 +155,8 @@ OpRecord* Endpoint::NewOp(uint32_t context) {
   op->context = context;
   op->in_use = true;
   ++in_flight_;
+  // Whatever is posted now, fi_trywait must run before the loop sleeps.
+  before_block_.Arm();
   return op;
 }
 
@@ -166,6 +172,7 @@ void Endpoint::FreeOp(OpRecord* op) {
 // contexts of the operations that never completed: the caller rejects them.
 std::vector<uint32_t> Endpoint::Teardown() {
   cq_poller_.Stop();
+  before_block_.Close();
   eq_.Close();
   if (ep_ != nullptr) {
     fi_close(&ep_->fid);
@@ -343,6 +350,7 @@ Napi::Value Endpoint::Inject(const Napi::CallbackInfo& info) {
                          std::to_string(buf.Length()) + " bytes exceed the provider's inject size of " +
                              std::to_string(info_->tx_attr->inject_size));
   CheckFabric(env, static_cast<int>(fi_inject(ep_, buf.Data(), buf.Length(), 0)), "fi_inject");
+  before_block_.Arm();
   return env.Undefined();
 }
 

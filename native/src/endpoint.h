@@ -62,6 +62,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   fid_cq* cq_ = nullptr;
   EventQueue eq_;
   FdPoller cq_poller_;
+  BeforeBlock before_block_;
   bool draining_ = false;
 
   std::vector<OpRecord*> ops_;       // every record ever made (owned)

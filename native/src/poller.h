@@ -49,3 +49,62 @@ class FdPoller {
 };
 
 }  // namespace rblk
+
+namespace rblk {
+
+// Runs a callback once, just before the loop next blocks for I/O (uv_prepare).
+// libfabric's contract for wait fds is that fi_trywait must succeed after the
+// last posted operation and before sleeping: a provider such as tcp may have
+// buffered a send that only progress will flush, with nothing yet to wake the fd.
+class BeforeBlock {
+ public:
+  BeforeBlock() = default;
+  BeforeBlock(const BeforeBlock&) = delete;
+  BeforeBlock& operator=(const BeforeBlock&) = delete;
+  ~BeforeBlock() { Close(); }
+
+  int Init(uv_loop_t* loop, std::function<void()> fn) {
+    fn_ = std::move(fn);
+    handle_ = new uv_prepare_t;
+    int rc = uv_prepare_init(loop, handle_);
+    if (rc != 0) {
+      delete handle_;
+      handle_ = nullptr;
+      return rc;
+    }
+    handle_->data = this;
+    // A pending check must not keep the process alive on its own.
+    uv_unref(reinterpret_cast<uv_handle_t*>(handle_));
+    return 0;
+  }
+
+  void Arm() {
+    if (handle_ == nullptr || armed_) return;
+    armed_ = true;
+    uv_prepare_start(handle_, &BeforeBlock::OnPrepare);
+  }
+
+  void Close() {
+    if (handle_ == nullptr) return;
+    uv_prepare_stop(handle_);
+    handle_->data = nullptr;
+    uv_close(reinterpret_cast<uv_handle_t*>(handle_), [](uv_handle_t* h) { delete reinterpret_cast<uv_prepare_t*>(h); });
+    handle_ = nullptr;
+    armed_ = false;
+  }
+
+ private:
+  static void OnPrepare(uv_prepare_t* h) {
+    auto* self = static_cast<BeforeBlock*>(h->data);
+    if (self == nullptr) return;
+    self->armed_ = false;
+    uv_prepare_stop(h);
+    self->fn_();
+  }
+
+  uv_prepare_t* handle_ = nullptr;
+  bool armed_ = false;
+  std::function<void()> fn_;
+};
+
+}  // namespace rblk
