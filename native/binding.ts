@@ -101,7 +101,10 @@ export interface NativeEndpoint {
    * triples. status is 0 or a positive libfabric errno.
    */
   readonly completions: Uint32Array;
+  /** fi_connect to the address given at construction. */
   connect(node: string, service: string, privateData: Buffer | null): void;
+  /** fi_accept, for an endpoint made from a listener's connection request. */
+  accept(privateData: Buffer | null): void;
   /** Posts a send from registered memory; context is reported on completion. */
   send(mr: NativeMemoryRegion, offset: number, length: number, context: number): void;
   /** fi_inject: no completion; the bytes are copied before it returns. */
@@ -113,8 +116,8 @@ export interface NativeEndpoint {
   atomic(op: 'add' | 'cswap', scratch: NativeMemoryRegion, offset: number, address: bigint, key: bigint, context: number): void;
   /** Drains the CQ now (used when the caller needs progress without waiting for the fd). */
   poll(): void;
-  shutdown(): void;
-  close(): void;
+  /** fi_shutdown + close of ep, cq, eq; returns the contexts of operations that never completed. */
+  close(): number[];
 }
 
 export interface NativeEndpointCtor {
@@ -128,11 +131,6 @@ export interface NativeEndpointCtor {
     onCompletions: (count: number) => void,
     onEvent: (ev: NativeCmEvent) => void,
   ): NativeEndpoint;
-  /** Accepts the connreq this endpoint was made from. */
-}
-
-export interface NativeAcceptable {
-  accept(privateData: Buffer | null): void;
 }
 
 export interface NativeAddon {
