@@ -1,0 +1,118 @@
+// Sense keys (SPC-5 4.4.4, table 52) and every (key, ASC, ASCQ) triple that
+// rblk produces or acts on (SPC-5 annex D). Named constants keep the target's
+// error paths and the initiator's retry logic reading the same table.
+
+export const SenseKey = {
+  NO_SENSE: 0x0,
+  RECOVERED_ERROR: 0x1,
+  NOT_READY: 0x2,
+  MEDIUM_ERROR: 0x3,
+  HARDWARE_ERROR: 0x4,
+  ILLEGAL_REQUEST: 0x5,
+  UNIT_ATTENTION: 0x6,
+  DATA_PROTECT: 0x7,
+  BLANK_CHECK: 0x8,
+  VENDOR_SPECIFIC: 0x9,
+  COPY_ABORTED: 0xa,
+  ABORTED_COMMAND: 0xb,
+  VOLUME_OVERFLOW: 0xd,
+  MISCOMPARE: 0xe,
+  COMPLETED: 0xf,
+} as const;
+
+export interface SenseCode {
+  readonly key: number;
+  readonly asc: number;
+  readonly ascq: number;
+  readonly name: string;
+}
+
+function code(key: number, asc: number, ascq: number, name: string): SenseCode {
+  return Object.freeze({ key, asc, ascq, name });
+}
+
+const K = SenseKey;
+
+export const NO_ADDITIONAL_SENSE = code(K.NO_SENSE, 0x00, 0x00, 'NO ADDITIONAL SENSE INFORMATION');
+
+export const MEDIUM_NOT_PRESENT = code(K.NOT_READY, 0x3a, 0x00, 'MEDIUM NOT PRESENT');
+
+export const WRITE_ERROR = code(K.MEDIUM_ERROR, 0x0c, 0x00, 'WRITE ERROR');
+export const UNRECOVERED_READ_ERROR = code(K.MEDIUM_ERROR, 0x11, 0x00, 'UNRECOVERED READ ERROR');
+
+export const INTERNAL_TARGET_FAILURE = code(K.HARDWARE_ERROR, 0x44, 0x00, 'INTERNAL TARGET FAILURE');
+
+export const PARAMETER_LIST_LENGTH_ERROR = code(K.ILLEGAL_REQUEST, 0x1a, 0x00, 'PARAMETER LIST LENGTH ERROR');
+export const INVALID_COMMAND_OPERATION_CODE = code(K.ILLEGAL_REQUEST, 0x20, 0x00, 'INVALID COMMAND OPERATION CODE');
+export const LBA_OUT_OF_RANGE = code(K.ILLEGAL_REQUEST, 0x21, 0x00, 'LOGICAL BLOCK ADDRESS OUT OF RANGE');
+export const INVALID_FIELD_IN_CDB = code(K.ILLEGAL_REQUEST, 0x24, 0x00, 'INVALID FIELD IN CDB');
+export const LOGICAL_UNIT_NOT_SUPPORTED = code(K.ILLEGAL_REQUEST, 0x25, 0x00, 'LOGICAL UNIT NOT SUPPORTED');
+export const INVALID_FIELD_IN_PARAMETER_LIST = code(K.ILLEGAL_REQUEST, 0x26, 0x00, 'INVALID FIELD IN PARAMETER LIST');
+export const INVALID_RELEASE_OF_PERSISTENT_RESERVATION = code(
+  K.ILLEGAL_REQUEST,
+  0x26,
+  0x04,
+  'INVALID RELEASE OF PERSISTENT RESERVATION',
+);
+export const SAVING_PARAMETERS_NOT_SUPPORTED = code(K.ILLEGAL_REQUEST, 0x39, 0x00, 'SAVING PARAMETERS NOT SUPPORTED');
+
+export const POWER_ON_RESET = code(K.UNIT_ATTENTION, 0x29, 0x00, 'POWER ON, RESET, OR BUS DEVICE RESET OCCURRED');
+export const MODE_PARAMETERS_CHANGED = code(K.UNIT_ATTENTION, 0x2a, 0x01, 'MODE PARAMETERS CHANGED');
+export const RESERVATIONS_PREEMPTED = code(K.UNIT_ATTENTION, 0x2a, 0x03, 'RESERVATIONS PREEMPTED');
+export const RESERVATIONS_RELEASED = code(K.UNIT_ATTENTION, 0x2a, 0x04, 'RESERVATIONS RELEASED');
+export const REGISTRATIONS_PREEMPTED = code(K.UNIT_ATTENTION, 0x2a, 0x05, 'REGISTRATIONS PREEMPTED');
+export const CAPACITY_DATA_HAS_CHANGED = code(K.UNIT_ATTENTION, 0x2a, 0x09, 'CAPACITY DATA HAS CHANGED');
+export const REPORTED_LUNS_DATA_HAS_CHANGED = code(K.UNIT_ATTENTION, 0x3f, 0x0e, 'REPORTED LUNS DATA HAS CHANGED');
+
+export const WRITE_PROTECTED = code(K.DATA_PROTECT, 0x27, 0x00, 'WRITE PROTECTED');
+export const SOFTWARE_WRITE_PROTECTED = code(K.DATA_PROTECT, 0x27, 0x02, 'LOGICAL UNIT SOFTWARE WRITE PROTECTED');
+export const SPACE_ALLOCATION_FAILED_WRITE_PROTECT = code(
+  K.DATA_PROTECT,
+  0x27,
+  0x07,
+  'SPACE ALLOCATION FAILED WRITE PROTECT',
+);
+
+export const INSUFFICIENT_RESOURCES = code(K.ABORTED_COMMAND, 0x55, 0x03, 'INSUFFICIENT RESOURCES');
+
+export const MISCOMPARE_DURING_VERIFY = code(K.MISCOMPARE, 0x1d, 0x00, 'MISCOMPARE DURING VERIFY OPERATION');
+
+const ALL: readonly SenseCode[] = [
+  NO_ADDITIONAL_SENSE,
+  MEDIUM_NOT_PRESENT,
+  WRITE_ERROR,
+  UNRECOVERED_READ_ERROR,
+  INTERNAL_TARGET_FAILURE,
+  PARAMETER_LIST_LENGTH_ERROR,
+  INVALID_COMMAND_OPERATION_CODE,
+  LBA_OUT_OF_RANGE,
+  INVALID_FIELD_IN_CDB,
+  LOGICAL_UNIT_NOT_SUPPORTED,
+  INVALID_FIELD_IN_PARAMETER_LIST,
+  INVALID_RELEASE_OF_PERSISTENT_RESERVATION,
+  SAVING_PARAMETERS_NOT_SUPPORTED,
+  POWER_ON_RESET,
+  MODE_PARAMETERS_CHANGED,
+  RESERVATIONS_PREEMPTED,
+  RESERVATIONS_RELEASED,
+  REGISTRATIONS_PREEMPTED,
+  CAPACITY_DATA_HAS_CHANGED,
+  REPORTED_LUNS_DATA_HAS_CHANGED,
+  WRITE_PROTECTED,
+  SOFTWARE_WRITE_PROTECTED,
+  SPACE_ALLOCATION_FAILED_WRITE_PROTECT,
+  INSUFFICIENT_RESOURCES,
+  MISCOMPARE_DURING_VERIFY,
+];
+
+/** The named code for a triple, if rblk knows it. */
+export function findSenseCode(key: number, asc: number, ascq: number): SenseCode | undefined {
+  return ALL.find((c) => c.key === key && c.asc === asc && c.ascq === ascq);
+}
+
+export function senseKeyName(key: number): string {
+  for (const [name, value] of Object.entries(SenseKey)) {
+    if (value === key) return name.replace(/_/g, ' ');
+  }
+  return `KEY ${key}`;
+}

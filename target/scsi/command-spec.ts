@@ -1,0 +1,110 @@
+// How one command is described in the command table, as tgt's sbc.c and
+// spc.c describe theirs: opcode (and service action), how it is parsed, how it
+// runs, and the facts the lifecycle needs (data direction, reservation class,
+// unit-attention and write-protect treatment, REPORT SUPPORTED OPERATION
+// CODES usage data).
+import { LOGICAL_UNIT_NOT_SUPPORTED } from '../../protocol/scsi/sense-codes.js';
+import type { LogicalUnit } from './logical-unit.js';
+import type { Access, Nexus } from './nexus.js';
+import { check, type Failure, type Outcome } from './outcome.js';
+import type { PrClass } from './reservations.js';
+
+export type Direction = 'none' | 'in' | 'out';
+
+/** A parsed CDB: what the transport must move, and the handler's own fields. */
+export interface Parsed<P> {
+  readonly direction: Direction;
+  /** Bytes of data-out to fetch, or the data-in allocation length. */
+  readonly transferLength: number;
+  readonly params: P;
+}
+
+/** What a handler may touch while it runs. */
+export interface CommandIo<L extends LogicalUnit | undefined = LogicalUnit> {
+  readonly lu: L;
+  readonly nexus: Nexus;
+  readonly nexusKey: string;
+  readonly access: Access;
+  /** Registered memory from the transport: data-out to read, or data-in to fill. */
+  readonly data: Buffer;
+  /** The LUNs this nexus may see, for REPORT LUNS. */
+  readonly visibleLuns: readonly number[];
+}
+
+interface SpecBase {
+  readonly opcode: number;
+  readonly serviceAction?: number;
+  readonly name: string;
+  readonly cdbLength: number;
+  /** CDB USAGE DATA (SPC-5 6.35.3): byte 0 is the opcode, set bits are evaluated. */
+  readonly usage: readonly number[];
+  readonly pr: PrClass;
+  /** INQUIRY, REPORT LUNS and REQUEST SENSE are not blocked by a unit attention (SAM-5 5.14). */
+  readonly uaExempt?: boolean;
+  /** Allowed to a nexus that does not hold a RESERVE(6) reservation (SPC-2 5.5.1). */
+  readonly legacyExempt?: boolean;
+  /** Changes the medium: refused on a read-only LU and under 'ro' access (07 27/00). */
+  readonly writes?: boolean;
+}
+
+/** A command that needs a logical unit. */
+export interface LuCommandSpec<P> extends SpecBase {
+  readonly anyLun?: false;
+  parse(cdb: Buffer, lu: LogicalUnit): Parsed<P> | Failure;
+  execute(p: P, io: CommandIo<LogicalUnit>): Promise<Outcome> | Outcome;
+}
+
+/** A command answered for any LUN, with or without a logical unit behind it. */
+export interface AnyLunCommandSpec<P> extends SpecBase {
+  readonly anyLun: true;
+  parse(cdb: Buffer, lu: LogicalUnit | undefined): Parsed<P> | Failure;
+  execute(p: P, io: CommandIo<LogicalUnit | undefined>): Promise<Outcome> | Outcome;
+}
+
+/** A parsed command with its handler's parameters closed over. */
+export interface Prepared {
+  readonly direction: Direction;
+  readonly transferLength: number;
+  run(io: CommandIo<LogicalUnit | undefined>): Promise<Outcome> | Outcome;
+}
+
+/** A table entry with the parameter type erased. */
+export interface CommandEntry extends SpecBase {
+  readonly anyLun: boolean;
+  prepare(cdb: Buffer, lu: LogicalUnit | undefined): Prepared | Failure;
+}
+
+function isFailureResult<P>(r: Parsed<P> | Failure): r is Failure {
+  return 'kind' in r;
+}
+
+export function defineCommand<P>(spec: LuCommandSpec<P> | AnyLunCommandSpec<P>): CommandEntry {
+  const prepare = (cdb: Buffer, lu: LogicalUnit | undefined): Prepared | Failure => {
+    if (spec.anyLun === true) {
+      const r = spec.parse(cdb, lu);
+      if (isFailureResult(r)) return r;
+      return { direction: r.direction, transferLength: r.transferLength, run: (io) => spec.execute(r.params, io) };
+    }
+    if (lu === undefined) return check(LOGICAL_UNIT_NOT_SUPPORTED);
+    const r = spec.parse(cdb, lu);
+    if (isFailureResult(r)) return r;
+    return {
+      direction: r.direction,
+      transferLength: r.transferLength,
+      run: (io) => spec.execute(r.params, { ...io, lu }),
+    };
+  };
+  return { ...spec, anyLun: spec.anyLun === true, prepare };
+}
+
+export function noData<P>(params: P): Parsed<P> {
+  return { direction: 'none', transferLength: 0, params };
+}
+
+export function dataIn<P>(transferLength: number, params: P): Parsed<P> {
+  return { direction: transferLength > 0 ? 'in' : 'none', transferLength, params };
+}
+
+export function dataOut<P>(transferLength: number, params: P): Parsed<P> {
+  return { direction: transferLength > 0 ? 'out' : 'none', transferLength, params };
+}

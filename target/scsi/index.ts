@@ -1,0 +1,15 @@
+// The protocol-neutral SCSI core: what transports and the daemon use.
+export { LogicalUnit, naa6, parseIdentifier, type LogicalUnitOptions, type LuLimits } from './logical-unit.js';
+export { nexusKey, type Access, type Nexus } from './nexus.js';
+export {
+  parseCommand,
+  ScsiCommand,
+  type Completion,
+  type ExecContext,
+  type ParseResult,
+} from './scsi-command.js';
+export { ScsiTarget } from './scsi-target.js';
+export type { Direction } from './command-spec.js';
+export { COMMANDS } from './command-table.js';
+export type { ScsiLogger } from './logger.js';
+export { outcomeForError, BackendIoError } from './sense-map.js';

@@ -1,0 +1,215 @@
+// A logical unit: one volume as the SCSI core sees it. It owns the state SBC
+// and SPC attach to a logical unit (mode pages, reservations, unit attention
+// queues, the COMPARE AND WRITE range lock) and reaches storage only through
+// the Backend seam.
+import type { Backend } from '../backend/backend.js';
+import {
+  CAPACITY_DATA_HAS_CHANGED,
+  MODE_PARAMETERS_CHANGED,
+  POWER_ON_RESET,
+  REPORTED_LUNS_DATA_HAS_CHANGED,
+} from '../../protocol/scsi/sense-codes.js';
+import type { SenseFormat } from '../../protocol/scsi/sense.js';
+import { silentLogger, type ScsiLogger } from './logger.js';
+import type { ModeSettings } from './mode-pages.js';
+import { nexusKey, type Nexus } from './nexus.js';
+import { RangeLock } from './range-lock.js';
+import { Reservations } from './reservations.js';
+import { UnitAttentions } from './unit-attention.js';
+
+/** Limits reported in the Block Limits VPD page (SBC-4 6.6.4), in logical blocks. */
+export interface LuLimits {
+  /** MAXIMUM TRANSFER LENGTH: READ/WRITE/VERIFY beyond it get 05 24/00. */
+  readonly maxTransferBlocks: number;
+  readonly optimalTransferBlocks: number;
+  readonly maxUnmapLbaCount: number;
+  readonly maxUnmapDescriptors: number;
+  readonly unmapGranularity: number;
+  readonly maxWriteSameBlocks: number;
+  /** MAXIMUM COMPARE AND WRITE LENGTH, at most 255 (one CDB byte). */
+  readonly maxCompareAndWriteBlocks: number;
+}
+
+export interface LogicalUnitOptions {
+  readonly name: string;
+  readonly backend: Backend;
+  /** 16 bytes (a UUID, as a Buffer or in text form) that names this volume forever. */
+  readonly identifier: Buffer | string;
+  readonly blockSize?: 512 | 4096;
+  readonly readOnly?: boolean;
+  /** Thin provisioning; only honoured when the backend can discard. Defaults to backend.canDiscard. */
+  readonly thin?: boolean;
+  /** VPD 80h; defaults to the identifier in hex. */
+  readonly serial?: string;
+  readonly vendor?: string;
+  readonly product?: string;
+  readonly revision?: string;
+  /** IEEE company identifier for the NAA-6 designator (SPC-5 7.7.6.6.5). */
+  readonly ieeeCompanyId?: number;
+  readonly limits?: Partial<LuLimits>;
+  /** Initial WCE (Caching page); true by default, because backends honour FUA and flush. */
+  readonly writeCache?: boolean;
+  /** Reported in VPD B1h; false means an SSD-like medium (rotation rate 1). */
+  readonly rotational?: boolean;
+  readonly log?: ScsiLogger;
+}
+
+export const DEFAULT_VENDOR = 'RBLK';
+export const DEFAULT_PRODUCT = 'rblk volume';
+export const DEFAULT_REVISION = '0001';
+
+const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
+
+function defaultLimits(blockSize: number): LuLimits {
+  return {
+    maxTransferBlocks: MiB / blockSize,
+    optimalTransferBlocks: MiB / blockSize,
+    maxUnmapLbaCount: GiB / blockSize,
+    maxUnmapDescriptors: 256,
+    unmapGranularity: Math.max(1, 4096 / blockSize),
+    maxWriteSameBlocks: GiB / blockSize,
+    maxCompareAndWriteBlocks: 1,
+  };
+}
+
+function checkLimits(l: LuLimits): void {
+  for (const [name, v] of Object.entries(l)) {
+    if (!Number.isInteger(v) || v < 1 || v > 0xffffffff) throw new RangeError(`limit ${name} ${v} is not in 1..2^32-1`);
+  }
+  if (l.maxCompareAndWriteBlocks > 255) throw new RangeError('maxCompareAndWriteBlocks is at most 255');
+  if (2 * l.maxCompareAndWriteBlocks > l.maxTransferBlocks) {
+    throw new RangeError('COMPARE AND WRITE moves 2 x maxCompareAndWriteBlocks; that must fit maxTransferBlocks');
+  }
+}
+
+export function parseIdentifier(id: Buffer | string): Buffer {
+  if (Buffer.isBuffer(id)) {
+    if (id.length !== 16) throw new RangeError(`identifier is ${id.length} bytes; it must be 16`);
+    return Buffer.from(id);
+  }
+  const hex = id.replace(/-/g, '');
+  if (!/^[0-9a-fA-F]{32}$/.test(hex)) throw new RangeError(`identifier "${id}" is not 32 hex digits (a UUID)`);
+  return Buffer.from(hex, 'hex');
+}
+
+/**
+ * NAA 6 (IEEE Registered Extended, SPC-5 7.7.6.6.5): 4 bits NAA, 24 bits
+ * company id, 100 bits vendor specific. The 100 bits are the low 100 bits of
+ * the 128-bit identifier, so the designator never changes for a volume.
+ */
+export function naa6(identifier: Buffer, companyId: number): Buffer {
+  const id = identifier.readBigUInt64BE(0) * 2n ** 64n + identifier.readBigUInt64BE(8);
+  const v = (6n << 124n) | (BigInt(companyId & 0xffffff) << 100n) | (id & ((1n << 100n) - 1n));
+  const out = Buffer.alloc(16);
+  out.writeBigUInt64BE(v >> 64n, 0);
+  out.writeBigUInt64BE(v & 0xffffffffffffffffn, 8);
+  return out;
+}
+
+export class LogicalUnit {
+  readonly name: string;
+  readonly backend: Backend;
+  readonly blockSize: number;
+  readonly readOnly: boolean;
+  readonly thin: boolean;
+  readonly identifier: Buffer;
+  readonly naa: Buffer;
+  readonly serial: string;
+  readonly vendor: string;
+  readonly product: string;
+  readonly revision: string;
+  readonly rotational: boolean;
+  readonly limits: LuLimits;
+  readonly log: ScsiLogger;
+  readonly attentions = new UnitAttentions();
+  readonly reservations: Reservations;
+  readonly rangeLock = new RangeLock();
+  readonly defaultModes: ModeSettings;
+  #modes: ModeSettings;
+  #lastBlocks: number;
+
+  constructor(o: LogicalUnitOptions) {
+    const blockSize = o.blockSize ?? 512;
+    if (blockSize !== 512 && blockSize !== 4096) throw new RangeError(`block size ${String(blockSize)} is not 512 or 4096`);
+    this.name = o.name;
+    this.backend = o.backend;
+    this.blockSize = blockSize;
+    this.readOnly = (o.readOnly ?? false) || o.backend.readOnly;
+    this.thin = (o.thin ?? o.backend.canDiscard) && o.backend.canDiscard;
+    this.identifier = parseIdentifier(o.identifier);
+    this.naa = naa6(this.identifier, o.ieeeCompanyId ?? 0);
+    this.serial = o.serial ?? this.identifier.toString('hex');
+    this.vendor = o.vendor ?? DEFAULT_VENDOR;
+    this.product = o.product ?? DEFAULT_PRODUCT;
+    this.revision = o.revision ?? DEFAULT_REVISION;
+    this.rotational = o.rotational ?? false;
+    this.limits = { ...defaultLimits(blockSize), ...o.limits };
+    checkLimits(this.limits);
+    this.log = o.log ?? silentLogger;
+    this.defaultModes = { wce: o.writeCache ?? true, dSense: false };
+    this.#modes = this.defaultModes;
+    this.reservations = new Reservations((key, code) => this.attentions.establish(key, code));
+    this.#lastBlocks = this.blocks;
+  }
+
+  /** Capacity in logical blocks; a partial trailing block is not addressable. */
+  get blocks(): number {
+    return Math.floor(this.backend.size / this.blockSize);
+  }
+
+  get modes(): ModeSettings {
+    return this.#modes;
+  }
+
+  get senseFormat(): SenseFormat {
+    return this.#modes.dSense ? 'descriptor' : 'fixed';
+  }
+
+  /** MODE SELECT applied; the other nexuses hear 2A/01 (SPC-5 7.5.1). */
+  setModes(next: ModeSettings, by: Nexus): void {
+    if (next.wce === this.#modes.wce && next.dSense === this.#modes.dSense) return;
+    this.#modes = next;
+    this.attentions.establishAll(MODE_PARAMETERS_CHANGED, nexusKey(by));
+  }
+
+  /** A nexus logged in: its next command here reports 29/00. */
+  attach(n: Nexus): void {
+    this.attentions.reset(nexusKey(n));
+  }
+
+  /** I_T nexus loss: pending conditions go, and so does a RESERVE(6) (SPC-2 5.5.1). */
+  detach(n: Nexus): void {
+    const key = nexusKey(n);
+    this.attentions.forget(key);
+    this.reservations.dropLegacy(key);
+  }
+
+  /** LOGICAL UNIT RESET (SAM-5 6.5): 29/00 for every nexus but the issuer; RESERVE(6) ends. */
+  reset(issuer?: Nexus): void {
+    const except = issuer && nexusKey(issuer);
+    this.attentions.establishAll(POWER_ON_RESET, except);
+    this.reservations.dropLegacy();
+  }
+
+  raiseCapacityChanged(): void {
+    this.#lastBlocks = this.blocks;
+    this.attentions.establishAll(CAPACITY_DATA_HAS_CHANGED);
+  }
+
+  raiseInventoryChanged(): void {
+    this.attentions.establishAll(REPORTED_LUNS_DATA_HAS_CHANGED);
+  }
+
+  /**
+   * Re-reads the backend size; raises 2A/09 when the block count changed.
+   * The backend's `size` must report the refreshed value afterwards, since
+   * every command reads capacity from it.
+   */
+  async refreshCapacity(): Promise<boolean> {
+    const size = await this.backend.refreshSize();
+    if (Math.floor(size / this.blockSize) === this.#lastBlocks) return false;
+    this.raiseCapacityChanged();
+    return true;
+  }
+}

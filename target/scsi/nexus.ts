@@ -1,0 +1,21 @@
+// The I_T nexus (SAM-5 4.6.4): who is talking to the target, and through which
+// port. Persistent reservations and unit attentions belong to the nexus
+// identity (initiator and target port), not to a session, so that a
+// reconnecting initiator finds its registrations again, as SRP's initiator
+// port identifier intends (SRP r16a 5.4: several channels, one I_T nexus).
+
+export interface Nexus {
+  /** The transport's session; used in logs only. */
+  readonly sessionId: string;
+  /** The initiator's name from login (the initiator port). */
+  readonly initiator: string;
+  /** The target port the session came in on; absent when the target has one. */
+  readonly targetPort?: string;
+}
+
+/** What a nexus may do to one logical unit (set by LUN masking in the config). */
+export type Access = 'rw' | 'ro';
+
+export function nexusKey(n: Nexus): string {
+  return n.targetPort === undefined ? n.initiator : `${n.initiator}\u0000${n.targetPort}`;
+}

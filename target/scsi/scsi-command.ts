@@ -1,0 +1,163 @@
+// The command lifecycle: parse once, execute once, complete once. The
+// transport calls parseCommand() with the CDB, moves data-out into a buffer of
+// transferLength bytes, calls execute(), and sends the Completion. Every SCSI
+// error comes back as a Completion; execute() never rejects.
+import { ScsiStatus } from '../../protocol/scsi/status.js';
+import { INTERNAL_TARGET_FAILURE, LOGICAL_UNIT_NOT_SUPPORTED, WRITE_PROTECTED } from '../../protocol/scsi/sense-codes.js';
+import { buildSense, type SenseFormat } from '../../protocol/scsi/sense.js';
+import { nacaSet } from './cdb-fields.js';
+import { lookupCommand } from './command-table.js';
+import type { CommandEntry, CommandIo, Direction, Prepared } from './command-spec.js';
+import type { LogicalUnit } from './logical-unit.js';
+import { silentLogger } from './logger.js';
+import { nexusKey, type Access, type Nexus } from './nexus.js';
+import { check, invalidCdb, isFailure, RESERVATION_CONFLICT, type Outcome } from './outcome.js';
+import { BackendIoError, outcomeForError } from './sense-map.js';
+
+export interface Completion {
+  readonly status: number;
+  /** Sense bytes for CHECK CONDITION: fixed format, or descriptor format under D_SENSE. */
+  readonly sense?: Buffer;
+  /** Bytes of data-in produced into the buffer (for the residual count). */
+  readonly dataLength: number;
+}
+
+export interface ExecContext {
+  readonly nexus: Nexus;
+  /** At least transferLength bytes; data-out already fetched into it. */
+  readonly data: Buffer;
+  /** The nexus's access to this LU from LUN masking. */
+  readonly access: Access;
+  /** LUNs this nexus may see (REPORT LUNS). */
+  readonly visibleLuns: readonly number[];
+}
+
+export type ParseResult =
+  | { readonly ok: true; readonly command: ScsiCommand }
+  | { readonly ok: false; readonly completion: Completion };
+
+const EMPTY = Buffer.alloc(0);
+
+function complete(o: Outcome, format: SenseFormat): Completion {
+  switch (o.kind) {
+    case 'good':
+      return { status: o.status ?? ScsiStatus.GOOD, dataLength: o.dataLength };
+    case 'status':
+      return { status: o.status, dataLength: 0 };
+    case 'check':
+      return {
+        status: ScsiStatus.CHECK_CONDITION,
+        sense: buildSense(
+          {
+            code: o.code,
+            ...(o.information === undefined ? {} : { information: o.information }),
+            ...(o.fieldPointer === undefined ? {} : { fieldPointer: o.fieldPointer }),
+          },
+          format,
+        ),
+        dataLength: 0,
+      };
+  }
+}
+
+export class ScsiCommand {
+  readonly name: string;
+  readonly opcode: number;
+  readonly serviceAction: number | undefined;
+  readonly lu: LogicalUnit | undefined;
+  readonly direction: Direction;
+  /** Data-out bytes to fetch, or the data-in allocation length. */
+  readonly transferLength: number;
+  readonly #entry: CommandEntry;
+  readonly #prepared: Prepared;
+  #executed = false;
+
+  constructor(entry: CommandEntry, prepared: Prepared, lu: LogicalUnit | undefined) {
+    this.name = entry.name;
+    this.opcode = entry.opcode;
+    this.serviceAction = entry.serviceAction;
+    this.lu = lu;
+    this.direction = prepared.direction;
+    this.transferLength = prepared.transferLength;
+    this.#entry = entry;
+    this.#prepared = prepared;
+  }
+
+  /** Runs the command. Calling it twice is a transport bug and throws. */
+  async execute(ctx: ExecContext): Promise<Completion> {
+    if (this.#executed) throw new Error(`${this.name}: execute() called twice`);
+    this.#executed = true;
+    const format = this.lu?.senseFormat ?? 'fixed';
+    return complete(await this.#outcome(ctx), format);
+  }
+
+  async #outcome(ctx: ExecContext): Promise<Outcome> {
+    const lu = this.lu;
+    const entry = this.#entry;
+    const key = nexusKey(ctx.nexus);
+    if (this.direction !== 'none' && ctx.data.length < this.transferLength) {
+      lu?.log.warn('data buffer shorter than the transfer length', {
+        command: this.name,
+        session: ctx.nexus.sessionId,
+        have: ctx.data.length,
+        need: this.transferLength,
+      });
+      return check(INTERNAL_TARGET_FAILURE);
+    }
+    if (lu) {
+      // A pending unit attention is reported before anything else (SAM-5 5.14),
+      // except to INQUIRY, REPORT LUNS and REQUEST SENSE.
+      if (entry.uaExempt) {
+        lu.attentions.touch(key);
+      } else {
+        const ua = lu.attentions.take(key);
+        if (ua) return check(ua);
+      }
+      if (lu.reservations.conflicts(key, entry.pr, entry.legacyExempt === true)) return RESERVATION_CONFLICT;
+      if (entry.writes && ctx.access === 'ro') return check(WRITE_PROTECTED);
+    }
+    const io: CommandIo<LogicalUnit | undefined> = {
+      lu,
+      nexus: ctx.nexus,
+      nexusKey: key,
+      access: ctx.access,
+      data: this.direction === 'none' ? EMPTY : ctx.data,
+      visibleLuns: ctx.visibleLuns,
+    };
+    try {
+      return await this.#prepared.run(io);
+    } catch (e) {
+      const meta = {
+        command: this.name,
+        lu: lu?.name,
+        session: ctx.nexus.sessionId,
+        ...(e instanceof BackendIoError ? { op: e.kind, code: e.code } : {}),
+        error: e instanceof Error ? e.message : String(e),
+      };
+      (lu?.log ?? silentLogger).warn('command failed', meta);
+      return outcomeForError(e);
+    }
+  }
+}
+
+/**
+ * Parses a CDB for a logical unit (undefined when no LU sits at that LUN).
+ * Checks that need no nexus happen here, before the transport fetches any
+ * data-out: opcode, CDB fields, LBA range, limits, a read-only LU.
+ */
+export function parseCommand(cdb: Buffer, lu: LogicalUnit | undefined): ParseResult {
+  const format = lu?.senseFormat ?? 'fixed';
+  const fail = (o: Outcome): ParseResult => ({ ok: false, completion: complete(o, format) });
+  if (cdb.length === 0) return fail(check(INTERNAL_TARGET_FAILURE));
+  const entry = lookupCommand(cdb);
+  // For a LUN without a logical unit, only INQUIRY, REPORT LUNS and REQUEST
+  // SENSE are answered; anything else is LOGICAL UNIT NOT SUPPORTED (SPC-5 4.6.3).
+  if (!lu && (isFailure(entry) || !entry.anyLun)) return fail(check(LOGICAL_UNIT_NOT_SUPPORTED));
+  if (isFailure(entry)) return fail(entry);
+  if (cdb.length < entry.cdbLength) return fail(invalidCdb(cdb.length));
+  if (nacaSet(cdb, entry.cdbLength)) return fail(invalidCdb(entry.cdbLength - 1, 2));
+  if (lu && entry.writes && lu.readOnly) return fail(check(WRITE_PROTECTED));
+  const prepared = entry.prepare(cdb, lu);
+  if (isFailure(prepared)) return fail(prepared);
+  return { ok: true, command: new ScsiCommand(entry, prepared, lu) };
+}

@@ -1,0 +1,94 @@
+// WRITE SAME(10) and (16) (SBC-4 5.48, 5.49). One block of data-out (or none,
+// with NDOB) is written to every block of the range. An all-zero block goes to
+// backend.writeZeroes, which deallocates when UNMAP is set and the LU is thin
+// (LBPRZ makes that equivalent); any other pattern is repeated into a
+// page-aligned scratch buffer (scratch.ts) and written in chunks.
+import { Opcode } from '../../protocol/scsi/opcodes.js';
+import { checkRange, protectField } from './cdb-fields.js';
+import { dataOut, defineCommand, noData, type CommandEntry } from './command-spec.js';
+import type { LogicalUnit } from './logical-unit.js';
+import { good, invalidCdb, isFailure } from './outcome.js';
+import { SLOT_BYTES, withScratch } from './scratch.js';
+import { io as backendIo } from './sense-map.js';
+
+interface WriteSameParams {
+  lba: number;
+  blocks: number;
+  unmap: boolean;
+  ndob: boolean;
+}
+
+function isZero(b: Buffer): boolean {
+  for (let i = 0; i < b.length; i++) if (b[i] !== 0) return false;
+  return true;
+}
+
+async function writePattern(lu: LogicalUnit, block: Buffer, lba: number, blocks: number): Promise<void> {
+  const bs = lu.blockSize;
+  const perChunk = Math.max(1, Math.floor(SLOT_BYTES / bs));
+  const fua = !lu.modes.wce;
+  await withScratch(Math.min(blocks, perChunk) * bs, async (chunk) => {
+    for (let i = 0; i < chunk.length; i += bs) block.copy(chunk, i, 0, bs);
+    for (let done = 0; done < blocks; ) {
+      const n = Math.min(perChunk, blocks - done);
+      await backendIo('write', lu.backend.write(chunk.subarray(0, n * bs), (lba + done) * bs, { fua }));
+      done += n;
+    }
+  });
+}
+
+function writeSame(op: number, name: string, sixteen: boolean): CommandEntry {
+  const usage = sixteen
+    ? [op, 0xf9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x00]
+    : [op, 0xf8, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x00];
+  return defineCommand<WriteSameParams>({
+    opcode: op,
+    name,
+    cdbLength: sixteen ? 16 : 10,
+    usage,
+    pr: 'write',
+    writes: true,
+    parse(cdb, lu) {
+      if (protectField(cdb) !== 0) return invalidCdb(1, 7);
+      // ANCHOR needs anchored-state tracking rblk does not have.
+      if (cdb[1] & 0x10) return invalidCdb(1, 4);
+      // PBDATA and LBDATA are obsolete; NDOB exists only in the 16-byte CDB.
+      if (cdb[1] & 0x04) return invalidCdb(1, 2);
+      if (cdb[1] & 0x02) return invalidCdb(1, 1);
+      if (!sixteen && cdb[1] & 0x01) return invalidCdb(1, 0);
+      const lba = sixteen ? cdb.readBigUInt64BE(2) : cdb.readUInt32BE(2);
+      const blocks = sixteen ? cdb.readUInt32BE(10) : cdb.readUInt16BE(7);
+      const lengthAt = sixteen ? 10 : 7;
+      // WSNZ is set in VPD B0h, so zero blocks is an error rather than "to the end".
+      if (blocks === 0) return invalidCdb(lengthAt);
+      if (blocks > lu.limits.maxWriteSameBlocks) return invalidCdb(lengthAt);
+      const start = checkRange(lu, lba, blocks);
+      if (isFailure(start)) return start;
+      const params = { lba: start, blocks, unmap: (cdb[1] & 0x08) !== 0, ndob: sixteen && (cdb[1] & 0x01) !== 0 };
+      return params.ndob ? noData(params) : dataOut(lu.blockSize, params);
+    },
+    async execute(p, io) {
+      const lu = io.lu;
+      const start = checkRange(lu, p.lba, p.blocks);
+      if (isFailure(start)) return start;
+      const release = await lu.rangeLock.acquire(p.lba, p.lba + p.blocks, false);
+      try {
+        const block = p.ndob ? undefined : io.data.subarray(0, lu.blockSize);
+        const off = p.lba * lu.blockSize;
+        const len = p.blocks * lu.blockSize;
+        if (block === undefined || isZero(block)) {
+          await backendIo(p.unmap && lu.thin ? 'discard' : 'write', lu.backend.writeZeroes(off, len, p.unmap && lu.thin));
+          if (!lu.modes.wce) await backendIo('flush', lu.backend.flush());
+        } else {
+          await writePattern(lu, block, p.lba, p.blocks);
+        }
+        return good();
+      } finally {
+        release();
+      }
+    },
+  });
+}
+
+export const writeSame10 = writeSame(Opcode.WRITE_SAME_10, 'WRITE SAME(10)', false);
+export const writeSame16 = writeSame(Opcode.WRITE_SAME_16, 'WRITE SAME(16)', true);
