@@ -1,0 +1,376 @@
+// The checks a JSON Schema cannot express, and the defaults. It runs even when the schema found
+// errors, so that one pass reports everything; it reads a field only when the field has the type
+// the schema expects and no schema error of its own, so one mistake is reported once.
+
+import { isIP } from 'node:net';
+import { resolve as resolvePath } from 'node:path';
+import { inspectBacking } from './backing.js';
+import { isGlob } from './acl.js';
+import { formatPath } from './config-error.js';
+import type { PathIssue } from './schema-errors.js';
+import {
+  DEFAULT_ADDRESS,
+  DEFAULT_PORT,
+  DEFAULT_STATE_DIR,
+  LIMIT_DEFAULTS,
+  LIMIT_RANGES,
+  MIN_SECRET_LENGTH,
+  type AclEntry,
+  type AuthConfig,
+  type BlockSize,
+  type Config,
+  type InitiatorCredential,
+  type LimitsConfig,
+  type ListenerConfig,
+  type LogFormat,
+  type LogLevel,
+  type Provider,
+  type Access,
+  type VolumeBacking,
+  type VolumeConfig,
+} from './schema.js';
+import { readSecretFile } from './secret-file.js';
+import { formatSize, parseSize } from './size.js';
+import type { PathSegment } from './yaml-positions.js';
+
+export interface ResolveContext {
+  /** Recorded as Config.source. */
+  source: string;
+  /** Relative secret_file and state_dir paths are taken from here (the config file's directory). */
+  configDir: string;
+  /** Replaces state_dir (tests, demos, `rblkd --state-dir`). */
+  stateDir?: string;
+  /** Required owner of secret files; undefined skips the owner check. */
+  uid?: number;
+  /** formatPath() of every field the schema already rejected. */
+  rejected: ReadonlySet<string>;
+}
+
+export interface ResolveResult {
+  /** Present only when there were no errors (schema errors included: see loader.ts). */
+  config?: Config;
+  errors: PathIssue[];
+  warnings: PathIssue[];
+}
+
+type Rec = Record<string, unknown>;
+
+// RFC 1123 host names: dot-separated labels of up to 63 letters, digits and inner hyphens.
+const LABEL = '[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
+const HOSTNAME_RE = new RegExp(`^(?=.{1,253}$)${LABEL}(?:\\.${LABEL})*$`);
+const WILDCARDS = new Set(['0.0.0.0', '::']);
+const MAX_LUNS = 256;
+
+export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult {
+  const errors: PathIssue[] = [];
+  const warnings: PathIssue[] = [];
+  const err = (path: PathSegment[], message: string): void => void errors.push({ path, message });
+  const warn = (path: PathSegment[], message: string): void => void warnings.push({ path, message });
+
+  const get = (rec: Rec | undefined, path: PathSegment[]): unknown => {
+    if (!rec || ctx.rejected.has(formatPath(path))) return undefined;
+    return rec[String(path[path.length - 1])];
+  };
+  const rec = (v: unknown): Rec | undefined =>
+    typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Rec) : undefined;
+  const list = (v: unknown): unknown[] | undefined => (Array.isArray(v) ? v : undefined);
+  const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+  const int = (v: unknown): number | undefined => (Number.isSafeInteger(v) ? (v as number) : undefined);
+  const bool = (v: unknown): boolean | undefined => (typeof v === 'boolean' ? v : undefined);
+  const size = (v: unknown, path: PathSegment[]): number | undefined => {
+    if (typeof v !== 'number' && typeof v !== 'string') return undefined;
+    const r = parseSize(v);
+    if (r.ok) return r.bytes;
+    err(path, r.message);
+    return undefined;
+  };
+
+  if (data === null || data === undefined) warn([], 'the file is empty: no volumes are served');
+  const root = rec(data);
+
+  const stateDirRaw = str(get(root, ['state_dir']));
+  const stateDir =
+    ctx.stateDir !== undefined
+      ? resolvePath(ctx.stateDir)
+      : stateDirRaw !== undefined
+        ? resolvePath(ctx.configDir, stateDirRaw)
+        : DEFAULT_STATE_DIR;
+
+  const auth = resolveAuth();
+  const listeners = resolveListeners();
+  const volumes = resolveVolumes();
+  const limits = resolveLimits();
+  const logsec = rec(get(root, ['logging']));
+  const logging = {
+    level: (str(get(logsec, ['logging', 'level'])) ?? 'info') as LogLevel,
+    format: (str(get(logsec, ['logging', 'format'])) ?? 'text') as LogFormat,
+  };
+
+  if (!auth.required) {
+    for (const [i, l] of listeners.entries()) {
+      if (!isLoopback(l.address)) {
+        warn(['listeners', i, 'address'], `serves ${l.address} without authentication (auth.required is false)`);
+      }
+    }
+  }
+  if (root && volumes.length === 0) warn(['volumes'], 'no volumes are configured');
+
+  if (errors.length > 0 || ctx.rejected.size > 0) return { errors, warnings };
+  return {
+    errors,
+    warnings,
+    config: { source: ctx.source, listeners, volumes, auth, limits, logging, stateDir, warnings: [] },
+  };
+
+  function resolveListeners(): ListenerConfig[] {
+    const raw = list(get(root, ['listeners']));
+    if (!raw) return [{ provider: 'auto', address: DEFAULT_ADDRESS, port: DEFAULT_PORT }];
+    const out: ListenerConfig[] = [];
+    for (const [i, item] of raw.entries()) {
+      const r = rec(item);
+      const at = (k: string): PathSegment[] => ['listeners', i, k];
+      const address = str(get(r, at('address'))) ?? DEFAULT_ADDRESS;
+      if (!isIP(address) && !HOSTNAME_RE.test(address)) {
+        err(at('address'), `'${address}' is not an IP address or a host name`);
+      }
+      const provider = (str(get(r, at('provider'))) ?? 'auto') as Provider;
+      if (provider === 'verbs' && isLoopback(address)) {
+        warn(at('address'), 'the verbs provider cannot listen on loopback: use the RDMA interface address');
+      }
+      const l: ListenerConfig = { provider, address, port: int(get(r, at('port'))) ?? DEFAULT_PORT };
+      const clash = out.findIndex(
+        (o) =>
+          o.port === l.port &&
+          l.port !== 0 &&
+          (o.address === l.address || WILDCARDS.has(o.address) || WILDCARDS.has(l.address)),
+      );
+      if (clash >= 0) {
+        err(['listeners', i], `${l.address} port ${l.port} overlaps listeners[${clash}] (${out[clash].address})`);
+      }
+      out.push(l);
+    }
+    return out;
+  }
+
+  function resolveVolumes(): VolumeConfig[] {
+    const raw = list(get(root, ['volumes']));
+    if (!raw) return [];
+    const firstBy = {
+      name: new Map<string, number>(),
+      path: new Map<string, number>(),
+      serial: new Map<string, number>(),
+      uuid: new Map<string, number>(),
+      lun: new Map<number, number>(),
+    };
+    const claim = <K>(map: Map<K, number>, key: K, i: number, path: PathSegment[], what: string): void => {
+      const first = map.get(key);
+      if (first === undefined) map.set(key, i);
+      else err(path, `${what} is already used by volumes[${first}]`);
+    };
+
+    const partial: Array<{ index: number; volume: Omit<VolumeConfig, 'lun'> & { lun?: number } }> = [];
+    for (const [i, item] of raw.entries()) {
+      const r = rec(item);
+      if (!r) continue;
+      const at = (k: string): PathSegment[] => ['volumes', i, k];
+      const here: PathSegment[] = ['volumes', i];
+
+      const name = str(get(r, at('name')));
+      if (name !== undefined) claim(firstBy.name, name, i, at('name'), `volume name '${name}'`);
+      const blockSize = (int(get(r, at('block_size'))) ?? 512) as BlockSize;
+      const readOnly = bool(get(r, at('read_only'))) ?? false;
+      const thin = bool(get(r, at('thin'))) ?? false;
+      const directSetting = bool(get(r, at('direct')));
+
+      let sizeBytes = size(get(r, at('size')), at('size'));
+      if (sizeBytes !== undefined) {
+        if (sizeBytes === 0) {
+          err(at('size'), 'must be greater than zero');
+          sizeBytes = undefined;
+        } else if (sizeBytes % blockSize !== 0) {
+          err(at('size'), `${formatSize(sizeBytes)} is not a multiple of block_size ${blockSize}`);
+          sizeBytes = undefined;
+        }
+      }
+      const sizeGiven = sizeBytes !== undefined || r.size !== undefined;
+
+      const pathRaw = str(get(r, at('path')));
+      const memory = bool(get(r, at('memory'))) === true;
+      let backing: VolumeBacking | undefined;
+      if (pathRaw !== undefined && memory) {
+        err(here, "give either path or 'memory: true', not both");
+      } else if (memory) {
+        if (!sizeGiven) err(here, "'memory: true' needs size");
+        else if (sizeBytes !== undefined) backing = { kind: 'memory', size: sizeBytes };
+        if (directSetting === true) err(at('direct'), 'applies only to volumes with a path');
+      } else if (pathRaw !== undefined) {
+        // Relative backing paths live in the state directory, next to the identifiers.
+        const path = resolvePath(stateDir, pathRaw);
+        claim(firstBy.path, path, i, at('path'), `backing path ${path}`);
+        // A size already reported as wrong would turn into a misleading "does not exist, give size".
+        const found =
+          sizeGiven && sizeBytes === undefined
+            ? undefined
+            : inspectBacking({ path, size: sizeBytes, readOnly, stateDir });
+        if (found && !found.ok) {
+          err(at(found.field), found.message);
+        } else if (found?.kind === 'blockdev') {
+          backing = { kind: 'blockdev', path };
+        } else if (found?.kind === 'file') {
+          backing = { kind: 'file', path, ...(sizeBytes !== undefined ? { size: sizeBytes } : {}) };
+          if (sizeBytes === undefined && found.currentSize % blockSize !== 0) {
+            const tail = `file size ${found.currentSize} is not a multiple of ${blockSize}: the tail is not served`;
+            warn(at('path'), tail);
+          }
+        }
+      } else if (!ctx.rejected.has(formatPath(at('path'))) && !ctx.rejected.has(formatPath(at('memory')))) {
+        err(here, "needs path (a file or block device) or 'memory: true'");
+      }
+
+      const serial = str(get(r, at('serial')));
+      if (serial !== undefined) claim(firstBy.serial, serial, i, at('serial'), `serial '${serial}'`);
+      const uuidRaw = str(get(r, at('uuid')));
+      const uuid = uuidRaw?.toLowerCase();
+      if (uuid !== undefined) claim(firstBy.uuid, uuid, i, at('uuid'), `uuid ${uuid}`);
+      const lun = int(get(r, at('lun')));
+      if (lun !== undefined) claim(firstBy.lun, lun, i, at('lun'), `LUN ${lun}`);
+
+      const acl = resolveAcl(r, i);
+      if (name === undefined || backing === undefined) continue;
+      partial.push({
+        index: i,
+        volume: {
+          name,
+          backing,
+          blockSize,
+          readOnly,
+          direct: directSetting ?? backing.kind === 'blockdev',
+          thin,
+          ...(lun !== undefined ? { lun } : {}),
+          ...(serial !== undefined ? { serial } : {}),
+          ...(uuid !== undefined ? { uuid } : {}),
+          ...(acl ? { acl } : {}),
+        },
+      });
+    }
+
+    // Volumes without a LUN take the lowest free ones, in file order, so adding a volume at the
+    // end of the file never moves the others.
+    const used = new Set(firstBy.lun.keys());
+    let next = 0;
+    const out: VolumeConfig[] = [];
+    for (const { index, volume: v } of partial) {
+      if (v.lun !== undefined) {
+        out.push({ ...v, lun: v.lun });
+        continue;
+      }
+      while (used.has(next)) next++;
+      if (next >= MAX_LUNS) {
+        err(['volumes', index], 'no free LUN: 0 to 255 are all taken');
+        continue;
+      }
+      used.add(next);
+      out.push({ ...v, lun: next });
+    }
+    return out;
+  }
+
+  function resolveAcl(r: Rec, i: number): AclEntry[] | undefined {
+    const raw = list(get(r, ['volumes', i, 'acl']));
+    if (!raw) return undefined;
+    const out: AclEntry[] = [];
+    for (const [j, item] of raw.entries()) {
+      const e = rec(item);
+      const at = (k: string): PathSegment[] => ['volumes', i, 'acl', j, k];
+      const initiator = str(get(e, at('initiator')));
+      const access = str(get(e, at('access'))) as Access | undefined;
+      if (initiator === undefined || access === undefined) continue;
+      if (auth.required && !isGlob(initiator) && !auth.initiators.some((c) => c.name === initiator)) {
+        warn(at('initiator'), `no initiator named '${initiator}' in auth.initiators: it can never log in`);
+      }
+      out.push({ initiator, access });
+    }
+    return out;
+  }
+
+  function resolveAuth(): AuthConfig {
+    const a = rec(get(root, ['auth']));
+    const required = bool(get(a, ['auth', 'required'])) ?? false;
+    const raw = list(get(a, ['auth', 'initiators'])) ?? [];
+    const initiators: InitiatorCredential[] = [];
+    const firstName = new Map<string, number>();
+    for (const [i, item] of raw.entries()) {
+      const r = rec(item);
+      const at = (k: string): PathSegment[] => ['auth', 'initiators', i, k];
+      const name = str(get(r, at('name')));
+      if (name !== undefined) {
+        const first = firstName.get(name);
+        if (first !== undefined) err(at('name'), `initiator '${name}' is already listed at auth.initiators[${first}]`);
+        else firstName.set(name, i);
+      }
+      const inline = str(get(r, at('secret')));
+      const fileRaw = str(get(r, at('secret_file')));
+      let secret: string | undefined;
+      let secretFile: string | undefined;
+      if (inline !== undefined && fileRaw !== undefined) {
+        err(['auth', 'initiators', i], 'give either secret or secret_file, not both');
+      } else if (inline !== undefined) {
+        secret = inline;
+      } else if (fileRaw !== undefined) {
+        secretFile = resolvePath(ctx.configDir, fileRaw);
+        const read = readSecretFile(secretFile, ctx.uid);
+        if (read.ok) secret = read.secret;
+        else err(at('secret_file'), read.message);
+      } else if (r && !ctx.rejected.has(formatPath(at('secret'))) && !ctx.rejected.has(formatPath(at('secret_file')))) {
+        err(['auth', 'initiators', i], 'needs secret or secret_file');
+      }
+      if (secret !== undefined && secret.length < MIN_SECRET_LENGTH) {
+        const where = secretFile !== undefined ? `the secret in ${secretFile}` : 'the secret';
+        const field = secretFile !== undefined ? 'secret_file' : 'secret';
+        err(at(field), `${where} must be at least ${MIN_SECRET_LENGTH} characters`);
+        secret = undefined;
+      }
+      if (name !== undefined && secret !== undefined) {
+        initiators.push({ name, secret, ...(secretFile !== undefined ? { secretFile } : {}) });
+      }
+    }
+    if (required && raw.length === 0) {
+      err(['auth', 'required'], 'is true but auth.initiators is empty: no initiator could log in');
+    }
+    return { required, initiators };
+  }
+
+  function resolveLimits(): LimitsConfig {
+    const l = rec(get(root, ['limits']));
+    const at = (k: string): PathSegment[] => ['limits', k];
+    const limits: LimitsConfig = {
+      queueDepth: int(get(l, at('queue_depth'))) ?? LIMIT_DEFAULTS.queueDepth,
+      maxIo: LIMIT_DEFAULTS.maxIo,
+      inCapsuleData: LIMIT_DEFAULTS.inCapsuleData,
+      maxSessions: int(get(l, at('max_sessions'))) ?? LIMIT_DEFAULTS.maxSessions,
+      keepaliveMs: int(get(l, at('keepalive_ms'))) ?? LIMIT_DEFAULTS.keepaliveMs,
+      drainTimeoutMs: int(get(l, at('drain_timeout_ms'))) ?? LIMIT_DEFAULTS.drainTimeoutMs,
+    };
+    const maxIo = size(get(l, at('max_io')), at('max_io'));
+    if (maxIo !== undefined) {
+      const [lo, hi] = LIMIT_RANGES.maxIo;
+      if (maxIo < lo || maxIo > hi || (maxIo & (maxIo - 1)) !== 0) {
+        err(at('max_io'), `must be a power of two from ${formatSize(lo)} to ${formatSize(hi)}, not ${maxIo}`);
+      } else {
+        limits.maxIo = maxIo;
+      }
+    }
+    const icd = size(get(l, at('in_capsule_data')), at('in_capsule_data'));
+    if (icd !== undefined) {
+      const [lo, hi] = LIMIT_RANGES.inCapsuleData;
+      if (icd < lo || icd > hi) err(at('in_capsule_data'), `must be from ${lo} to ${formatSize(hi)}, not ${icd}`);
+      else if (icd > limits.maxIo) err(at('in_capsule_data'), `must not exceed max_io (${formatSize(limits.maxIo)})`);
+      else limits.inCapsuleData = icd;
+    }
+    return limits;
+  }
+}
+
+function isLoopback(address: string): boolean {
+  return address === 'localhost' || address === '::1' || /^127\./.test(address);
+}

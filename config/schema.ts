@@ -1,0 +1,255 @@
+// The shape of /etc/rblk/rblkd.yaml. The JSON Schema checks types, ranges and unknown keys
+// (ajv, allErrors); everything that needs more than one key or the filesystem (sizes, LUN
+// clashes, backing paths, secret files) is checked in resolve.ts. The types at the bottom are
+// the validated configuration with every default applied, in the names the daemon uses.
+
+import type { SchemaObject } from 'ajv';
+import type { ConfigIssue } from './config-error.js';
+
+export const DEFAULT_CONFIG_PATH = '/etc/rblk/rblkd.yaml';
+export const DEFAULT_STATE_DIR = '/var/lib/rblk';
+/** Loopback by default: serving the network is a decision the administrator writes down. */
+export const DEFAULT_ADDRESS = '127.0.0.1';
+export const DEFAULT_PORT = 7471;
+/** sysexits.h EX_CONFIG: what `rblkd --check-config` and a refused start exit with. */
+export const EX_CONFIG = 78;
+
+export const LIMIT_DEFAULTS = {
+  queueDepth: 128,
+  maxIo: 1024 * 1024,
+  inCapsuleData: 8192,
+  maxSessions: 64,
+  keepaliveMs: 5000,
+  drainTimeoutMs: 10_000,
+} as const;
+
+export const LIMIT_RANGES = {
+  queueDepth: [1, 4096],
+  maxIo: [4096, 16 * 1024 * 1024],
+  inCapsuleData: [0, 65536],
+  maxSessions: [1, 4096],
+  keepaliveMs: [1000, 600_000],
+  drainTimeoutMs: [0, 600_000],
+} as const;
+
+/** HMAC-SHA256 keys shorter than this are guessable offline from one captured login. */
+export const MIN_SECRET_LENGTH = 16;
+
+export const PROVIDERS = ['tcp', 'sockets', 'verbs', 'auto'] as const;
+export const BLOCK_SIZES = [512, 4096] as const;
+export const ACCESS_MODES = ['rw', 'ro'] as const;
+export const LOG_LEVELS = ['error', 'warn', 'info', 'debug'] as const;
+export const LOG_FORMATS = ['text', 'json'] as const;
+
+export type Provider = (typeof PROVIDERS)[number];
+export type BlockSize = (typeof BLOCK_SIZES)[number];
+export type Access = (typeof ACCESS_MODES)[number];
+export type LogLevel = (typeof LOG_LEVELS)[number];
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+// Annotation keyword: the sentence to print when a `pattern` does not match, instead of the
+// regular expression itself. Registered with ajv in loader.ts.
+export const PATTERN_MESSAGE = 'patternMessage';
+
+const sizeValue = { type: ['integer', 'string'] };
+
+const initiatorName = {
+  type: 'string',
+  pattern: '^[A-Za-z0-9._:@-]{1,223}$',
+  [PATTERN_MESSAGE]: 'must be 1 to 223 characters of letters, digits and . _ : @ -',
+};
+
+export const configSchema: SchemaObject = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    listeners: {
+      type: 'array',
+      minItems: 1,
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          provider: { enum: [...PROVIDERS] },
+          address: { type: 'string', minLength: 1 },
+          // 0 asks for any free port; only tests want that.
+          port: { type: 'integer', minimum: 0, maximum: 65535 },
+        },
+      },
+    },
+    volumes: {
+      type: 'array',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name'],
+        properties: {
+          name: {
+            type: 'string',
+            pattern: '^[A-Za-z0-9._-]{1,64}$',
+            [PATTERN_MESSAGE]: 'must be 1 to 64 characters of letters, digits and . _ -',
+          },
+          path: { type: 'string', minLength: 1 },
+          memory: { type: 'boolean' },
+          size: sizeValue,
+          block_size: { enum: [...BLOCK_SIZES] },
+          read_only: { type: 'boolean' },
+          direct: { type: 'boolean' },
+          thin: { type: 'boolean' },
+          // The Unit Serial Number VPD page (SPC-5) is ASCII; 20 characters fit every initiator's buffer.
+          serial: {
+            type: 'string',
+            pattern: '^[\\x21-\\x7e]{1,20}$',
+            [PATTERN_MESSAGE]: 'must be 1 to 20 printable ASCII characters without spaces',
+          },
+          // RFC 4122 (versions 1-8 as RFC 9562 extends it): the source of the VPD 0x83 designator.
+          uuid: {
+            type: 'string',
+            pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$',
+            [PATTERN_MESSAGE]: 'must be an RFC 4122 UUID such as 6f1c2b1e-8d7a-4c1f-9b2e-3a4d5e6f7a8b',
+          },
+          lun: { type: 'integer', minimum: 0, maximum: 255 },
+          acl: {
+            type: 'array',
+            items: {
+              type: 'object',
+              additionalProperties: false,
+              required: ['initiator', 'access'],
+              properties: {
+                initiator: {
+                  type: 'string',
+                  pattern: '^[A-Za-z0-9._:@*?-]{1,223}$',
+                  [PATTERN_MESSAGE]: 'must be an initiator name or a glob using * and ?',
+                },
+                access: { enum: [...ACCESS_MODES] },
+              },
+            },
+          },
+        },
+      },
+    },
+    auth: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        required: { type: 'boolean' },
+        initiators: {
+          type: 'array',
+          items: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['name'],
+            properties: {
+              name: initiatorName,
+              secret: { type: 'string' },
+              secret_file: { type: 'string', minLength: 1 },
+            },
+          },
+        },
+      },
+    },
+    limits: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        queue_depth: { type: 'integer', minimum: LIMIT_RANGES.queueDepth[0], maximum: LIMIT_RANGES.queueDepth[1] },
+        max_io: sizeValue,
+        in_capsule_data: sizeValue,
+        max_sessions: { type: 'integer', minimum: LIMIT_RANGES.maxSessions[0], maximum: LIMIT_RANGES.maxSessions[1] },
+        keepalive_ms: { type: 'integer', minimum: LIMIT_RANGES.keepaliveMs[0], maximum: LIMIT_RANGES.keepaliveMs[1] },
+        drain_timeout_ms: {
+          type: 'integer',
+          minimum: LIMIT_RANGES.drainTimeoutMs[0],
+          maximum: LIMIT_RANGES.drainTimeoutMs[1],
+        },
+      },
+    },
+    logging: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        level: { enum: [...LOG_LEVELS] },
+        format: { enum: [...LOG_FORMATS] },
+      },
+    },
+    state_dir: { type: 'string', minLength: 1 },
+  },
+};
+
+export interface ListenerConfig {
+  provider: Provider;
+  address: string;
+  port: number;
+}
+
+/** Where a volume's blocks live. Relative paths have already been made absolute. */
+export type VolumeBacking =
+  | { kind: 'file'; path: string; /** Configured size; the file is created or grown to it. */ size?: number }
+  | { kind: 'blockdev'; path: string }
+  | { kind: 'memory'; size: number };
+
+export interface AclEntry {
+  /** An initiator name, or a glob with * and ?. */
+  initiator: string;
+  access: Access;
+}
+
+export interface VolumeConfig {
+  name: string;
+  backing: VolumeBacking;
+  blockSize: BlockSize;
+  readOnly: boolean;
+  /** O_DIRECT. */
+  direct: boolean;
+  /** Thin provisioning: UNMAP deallocates, and the LU reports LBPME (SBC-4, logical block provisioning). */
+  thin: boolean;
+  /** Configured or assigned in order: the lowest LUN not taken. */
+  lun: number;
+  serial?: string;
+  /** Lower case. */
+  uuid?: string;
+  /** Absent: every initiator that may log in gets rw. First matching entry wins; no match, no access. */
+  acl?: readonly AclEntry[];
+}
+
+export interface InitiatorCredential {
+  name: string;
+  /** The HMAC key itself, read from secret_file when that was given. Never log it. */
+  secret: string;
+  secretFile?: string;
+}
+
+export interface AuthConfig {
+  required: boolean;
+  initiators: readonly InitiatorCredential[];
+}
+
+export interface LimitsConfig {
+  /** Credits per session: receive buffers posted for it. */
+  queueDepth: number;
+  /** Largest data transfer of one command, bytes; a power of two. */
+  maxIo: number;
+  /** Largest immediate write data carried in a command capsule, bytes. */
+  inCapsuleData: number;
+  maxSessions: number;
+  keepaliveMs: number;
+  drainTimeoutMs: number;
+}
+
+export interface LoggingConfig {
+  level: LogLevel;
+  format: LogFormat;
+}
+
+export interface Config {
+  /** The file (or name) the configuration was read from. */
+  source: string;
+  listeners: readonly ListenerConfig[];
+  volumes: readonly VolumeConfig[];
+  auth: AuthConfig;
+  limits: LimitsConfig;
+  logging: LoggingConfig;
+  stateDir: string;
+  /** Legal but probably unintended settings, for the daemon to log and --check-config to print. */
+  warnings: readonly ConfigIssue[];
+}
