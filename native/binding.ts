@@ -116,6 +116,8 @@ export interface NativeEndpoint {
   atomic(op: 'add' | 'cswap', scratch: NativeMemoryRegion, offset: number, address: bigint, key: bigint, context: number): void;
   /** Drains the CQ now (used when the caller needs progress without waiting for the fd). */
   poll(): void;
+  /** Spin on the CQ for up to this many µs before sleeping on the fd (0: off, the default). */
+  setBusyPoll(microseconds: number): void;
   /** fi_shutdown + close of ep, cq, eq; returns the contexts of operations that never completed. */
   close(): number[];
 }
@@ -175,6 +177,13 @@ function locate(): string {
   }
   throw new Error('rblk native addon not built: run `npm run build` (it needs libfabric-dev, libfuse3-dev, libsystemd-dev)');
 }
+
+// Debian's libfabric links the PSM providers, whose libinfinipath installs a
+// SIGSEGV handler at load time that writes "<prog>.80s-<pid>,<host>.btr" files
+// into the working directory. V8 handles some SIGSEGVs itself (WebAssembly
+// bounds traps), so that handler only litters and gets in the way; this
+// documented switch turns it off. It must be set before the library loads.
+process.env.IPATH_NO_BACKTRACE ??= '1';
 
 const require = createRequire(import.meta.url);
 export const addon: NativeAddon = require(locate()) as NativeAddon;

@@ -182,6 +182,7 @@ export class MemoryRegion {
   readonly remoteBase: bigint;
   private buf: Buffer;
   private inFlight = 0;
+  private receives = 0;
   private idle: (() => void) | null = null;
   private closing: Promise<void> | null = null;
 
@@ -213,18 +214,28 @@ export class MemoryRegion {
     return { address: this.remoteBase + BigInt(offset), key: this.key, length };
   }
 
-  /** @internal */
-  hold(): void {
+  /** @internal receive: a posted receive, which only its endpoint's close can retire. */
+  hold(receive = false): void {
     this.inFlight++;
+    if (receive) this.receives++;
   }
   /** @internal */
-  unhold(): void {
+  unhold(receive = false): void {
+    if (receive) this.receives--;
     if (--this.inFlight === 0 && this.idle) this.idle();
   }
 
-  /** Waits for operations using this memory to settle, detaches every view, deregisters. */
+  /**
+   * Waits for operations using this memory to settle, detaches every view,
+   * deregisters. Posted receives never settle by themselves, so closing a
+   * region that still has some is refused: close their endpoint first.
+   */
   close(): Promise<void> {
     if (this.closing) return this.closing;
+    if (this.receives > 0)
+      return Promise.reject(
+        new FabricError(16, 'MemoryRegion.close', `MemoryRegion.close: ${this.receives} receive(s) are still posted in this region; close their endpoint first`, 'ERR_BUSY'),
+      );
     this.closing = (async () => {
       if (this.inFlight > 0) await new Promise<void>((resolve) => (this.idle = resolve));
       this.native.close();
@@ -412,6 +423,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   private connectWaiter: { resolve: (pd: Buffer) => void; reject: (e: Error) => void } | null = null;
   private scratch: Pool | null = null;
   private closing: Promise<void> | null = null;
+  private busyPoll = 0;
   /** Private data the peer sent with FI_CONNECTED (the accept's private data, on the connecting side). */
   peerPrivateData: Buffer = Buffer.alloc(0);
 
@@ -445,6 +457,21 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   get isClosed(): boolean {
     return this.state === 'closed';
   }
+
+  /**
+   * Busy polling: before the event loop sleeps, spin on the completion queue
+   * for up to this many microseconds (as SO_BUSY_POLL does for sockets). It
+   * buys latency with CPU; 0, the default, waits on the fd alone.
+   */
+  set busyPollMicros(us: number) {
+    if (!Number.isInteger(us) || us < 0 || us > 1_000_000) throw new RangeError('busyPollMicros must be an integer from 0 to 1000000');
+    this.native.setBusyPoll(us);
+    this.busyPoll = us;
+  }
+  get busyPollMicros(): number {
+    return this.busyPoll;
+  }
+
   get info(): ProviderInfo {
     return this.domain.info;
   }
@@ -522,7 +549,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       if (op === undefined) continue;
       if (op.kind === 'recv') {
         const r = op as RecvOp;
-        r.slice.mr.unhold();
+        r.slice.mr.unhold(true);
         if (status === 0) this.onReceive?.(r.slice, length);
         continue;
       }
@@ -643,13 +670,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.checkOpen('fi_recv');
     const op: RecvOp = { kind: 'recv', slice };
     const id = this.allocId(op);
-    slice.mr.hold();
+    slice.mr.hold(true);
     try {
       this.native.recv(slice.mr.native, slice.offset, slice.length, id);
     } catch (e) {
       this.ops[id] = undefined;
       this.freeIds.push(id);
-      slice.mr.unhold();
+      slice.mr.unhold(true);
       throw FabricError.from(e);
     }
   }
@@ -728,7 +755,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
         this.ops[id] = undefined;
         if (op === undefined) continue;
         if (op.kind === 'recv') {
-          (op as RecvOp).slice.mr.unhold();
+          (op as RecvOp).slice.mr.unhold(true);
           continue;
         }
         const o = op as Op;

@@ -5,6 +5,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "addon-data.h"
 #include "domain.h"
@@ -44,6 +45,7 @@ Napi::Function Endpoint::Init(Napi::Env env) {
                       InstanceMethod<&Endpoint::Send>("send"), InstanceMethod<&Endpoint::Inject>("inject"),
                       InstanceMethod<&Endpoint::Recv>("recv"), InstanceMethod<&Endpoint::Rma>("rma"),
                       InstanceMethod<&Endpoint::Atomic>("atomic"), InstanceMethod<&Endpoint::Poll>("poll"),
+                      InstanceMethod<&Endpoint::SetBusyPoll>("setBusyPoll"),
                       InstanceMethod<&Endpoint::Close>("close")});
 }
 
@@ -106,7 +108,7 @@ Endpoint::Endpoint(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Endpoint>(
     op = "uv_poll_start";
     rc = -FI_EIO;
   }
-  if (rc == 0 && before_block_.Init(loop, [this]() { OnCqReadable(); }) != 0) {
+  if (rc == 0 && before_block_.Init(loop, [this]() { OnBeforeBlock(); }) != 0) {
     op = "uv_prepare_init";
     rc = -FI_EIO;
   }
@@ -156,7 +158,7 @@ OpRecord* Endpoint::NewOp(uint32_t context) {
   op->in_use = true;
   ++in_flight_;
   // Whatever is posted now, fi_trywait must run before the loop sleeps.
-  before_block_.Arm();
+  before_block_.Arm(busy_poll_ns_ > 0);
   return op;
 }
 
@@ -201,8 +203,9 @@ void Endpoint::Flush(size_t count) {
   on_completions_.MakeCallback(Value(), {Napi::Number::New(env, static_cast<double>(count))}, *async_);
 }
 
-void Endpoint::DrainCq() {
-  if (draining_ || cq_ == nullptr) return;
+size_t Endpoint::DrainCq() {
+  if (draining_ || cq_ == nullptr) return 0;
+  size_t total = 0;
   draining_ = true;
   size_t count = 0;
   fi_cq_msg_entry entries[kCqRead];
@@ -219,6 +222,7 @@ void Endpoint::DrainCq() {
         batch_[3 * count + 2] = 0;
         FreeOp(op);
         ++count;
+        ++total;
       } else if (n > 0) {
         for (ssize_t i = 0; i < n; ++i) {
           auto* op = static_cast<OpRecord*>(entries[i].op_context);
@@ -228,6 +232,7 @@ void Endpoint::DrainCq() {
           batch_[3 * count + 2] = static_cast<uint32_t>(entries[i].len);
           FreeOp(op);
           ++count;
+          ++total;
           if (count == batch_capacity_) {
             Flush(count);
             count = 0;
@@ -248,6 +253,36 @@ void Endpoint::DrainCq() {
     throw;
   }
   draining_ = false;
+  return total;
+}
+
+namespace {
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+}  // namespace
+
+// Just before the loop sleeps, after something was posted. With busy polling
+// on, first spin on the CQ for up to the budget, as SO_BUSY_POLL does for
+// sockets: it trades CPU for the wake-up latency of the fd. Either way, end
+// with the fi_trywait handshake so no completion is left behind.
+void Endpoint::OnBeforeBlock() {
+  if (busy_poll_ns_ > 0 && cq_ != nullptr) {
+    Napi::Env env(env_);
+    Napi::HandleScope scope(env);
+    uint64_t deadline = NowNs() + busy_poll_ns_;
+    try {
+      while (cq_ != nullptr && in_flight_ > 0) {
+        if (DrainCq() > 0 || NowNs() >= deadline) break;
+      }
+    } catch (const Napi::Error& e) {
+      napi_fatal_exception(env, e.Value());
+      return;
+    }
+  }
+  OnCqReadable();
 }
 
 void Endpoint::OnCqReadable() {
@@ -350,7 +385,7 @@ Napi::Value Endpoint::Inject(const Napi::CallbackInfo& info) {
                          std::to_string(buf.Length()) + " bytes exceed the provider's inject size of " +
                              std::to_string(info_->tx_attr->inject_size));
   CheckFabric(env, static_cast<int>(fi_inject(ep_, buf.Data(), buf.Length(), 0)), "fi_inject");
-  before_block_.Arm();
+  before_block_.Arm(busy_poll_ns_ > 0);
   return env.Undefined();
 }
 
@@ -480,6 +515,13 @@ Napi::Value Endpoint::Atomic(const Napi::CallbackInfo& info) {
     throw MakeError(env, static_cast<int>(-rc), name);
   }
   return env.Undefined();
+}
+
+// setBusyPoll(microseconds): 0 turns it off.
+Napi::Value Endpoint::SetBusyPoll(const Napi::CallbackInfo& info) {
+  uint32_t us = ToU32(info.Env(), info[0], "setBusyPoll", "microseconds");
+  busy_poll_ns_ = static_cast<uint64_t>(us) * 1000;
+  return info.Env().Undefined();
 }
 
 Napi::Value Endpoint::Poll(const Napi::CallbackInfo& info) {

@@ -44,13 +44,15 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   Napi::Value Rma(const Napi::CallbackInfo& info);
   Napi::Value Atomic(const Napi::CallbackInfo& info);
   Napi::Value Poll(const Napi::CallbackInfo& info);
+  Napi::Value SetBusyPoll(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 
   void CheckOpen(Napi::Env env, const char* op) const;
   OpRecord* NewOp(uint32_t context);
   void FreeOp(OpRecord* op);
   void* OpContext(OpRecord* op) const { return op; }
-  void DrainCq();
+  size_t DrainCq();
+  void OnBeforeBlock();
   void OnCqReadable();
   void OnEqReadable();
   void Flush(size_t count);
@@ -64,6 +66,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   FdPoller cq_poller_;
   BeforeBlock before_block_;
   bool draining_ = false;
+  uint64_t busy_poll_ns_ = 0;  // 0: wait on the fd only (the default)
 
   std::vector<OpRecord*> ops_;       // every record ever made (owned)
   std::vector<OpRecord*> free_ops_;  // reusable records

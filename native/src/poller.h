@@ -73,13 +73,20 @@ class BeforeBlock {
       return rc;
     }
     handle_->data = this;
+    idle_ = new uv_idle_t;
+    uv_idle_init(loop, idle_);
     // A pending check must not keep the process alive on its own.
     uv_unref(reinterpret_cast<uv_handle_t*>(handle_));
+    uv_unref(reinterpret_cast<uv_handle_t*>(idle_));
     return 0;
   }
 
-  void Arm() {
-    if (handle_ == nullptr || armed_) return;
+  // keep_spinning: the loop must not sleep before the next prepare phase
+  // either (busy polling), which an active idle handle guarantees.
+  void Arm(bool keep_spinning = false) {
+    if (handle_ == nullptr) return;
+    if (keep_spinning) uv_idle_start(idle_, [](uv_idle_t*) {});
+    if (armed_) return;
     armed_ = true;
     uv_prepare_start(handle_, &BeforeBlock::OnPrepare);
   }
@@ -87,9 +94,12 @@ class BeforeBlock {
   void Close() {
     if (handle_ == nullptr) return;
     uv_prepare_stop(handle_);
+    uv_idle_stop(idle_);
     handle_->data = nullptr;
     uv_close(reinterpret_cast<uv_handle_t*>(handle_), [](uv_handle_t* h) { delete reinterpret_cast<uv_prepare_t*>(h); });
+    uv_close(reinterpret_cast<uv_handle_t*>(idle_), [](uv_handle_t* h) { delete reinterpret_cast<uv_idle_t*>(h); });
     handle_ = nullptr;
+    idle_ = nullptr;
     armed_ = false;
   }
 
@@ -99,10 +109,12 @@ class BeforeBlock {
     if (self == nullptr) return;
     self->armed_ = false;
     uv_prepare_stop(h);
+    uv_idle_stop(self->idle_);
     self->fn_();
   }
 
   uv_prepare_t* handle_ = nullptr;
+  uv_idle_t* idle_ = nullptr;
   bool armed_ = false;
   std::function<void()> fn_;
 };

@@ -144,3 +144,17 @@ for (const provider of PROVIDERS) {
     t.is(mismatches, 0);
   });
 }
+
+test.serial('closing a region with posted receives is refused until their endpoint closes', async (t) => {
+  const pair = await connectPair('tcp');
+  t.teardown(() => pair.close());
+  const mr = pair.server.register(4096);
+  pair.serverEp.postReceive(mr.slice(0, 1024));
+  const err = await t.throwsAsync(mr.close());
+  t.is((err as FabricError).code, 'ERR_BUSY');
+  t.regex(err?.message ?? '', /1 receive\(s\) are still posted/);
+  t.is(mr.buffer.length, 4096, 'the region is still usable');
+  await pair.serverEp.close();
+  await mr.close();
+  t.is(mr.buffer.length, 0);
+});
