@@ -1,0 +1,46 @@
+// The seam between a remote volume and the ways it is exposed locally (NBD
+// export, FUSE file): byte offsets, async, nothing about SCSI or the fabric.
+// initiator/volume.ts implements it over an rblk session; tests implement it in
+// memory.
+
+export interface BlockDeviceInfo {
+  /** Bytes. */
+  readonly size: number;
+  /** Logical block size: 512 or 4096. Offsets and lengths are multiples of it. */
+  readonly blockSize: number;
+  readonly readOnly: boolean;
+  /** discard() really deallocates (thin provisioning). */
+  readonly canDiscard: boolean;
+  /** Largest single transfer the device takes; callers split larger requests. */
+  readonly maxTransfer: number;
+}
+
+export interface BlockDevice extends BlockDeviceInfo {
+  /** Reads length bytes at offset into a new or the given buffer. */
+  read(offset: number, length: number): Promise<Buffer>;
+  /** Writes buf at offset; fua: durable before it resolves. */
+  write(offset: number, buf: Buffer, opts?: { fua?: boolean }): Promise<void>;
+  /** Makes every completed write durable. */
+  flush(): Promise<void>;
+  /** Deallocates; the range then reads as zeroes. */
+  discard(offset: number, length: number): Promise<void>;
+  writeZeroes(offset: number, length: number, opts?: { unmap?: boolean }): Promise<void>;
+}
+
+/**
+ * Errors a BlockDevice rejects with carry a stable code; exporters map them to
+ * their own (NBD errno values, FUSE -errno).
+ */
+export type BlockErrorCode =
+  | 'LBA_OUT_OF_RANGE'
+  | 'WRITE_PROTECTED'
+  | 'MEDIUM_ERROR'
+  | 'NO_SPACE'
+  | 'NOT_SUPPORTED'
+  | 'INVALID'
+  | 'CONNECTION_LOST'
+  | 'IO_ERROR';
+
+export interface BlockError extends Error {
+  code: BlockErrorCode;
+}

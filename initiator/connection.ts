@@ -1,0 +1,392 @@
+// One logged-in connection to a target (docs/protocol.md §4, §7, §11): the
+// initiator's half of login and authentication, credits, tags, command
+// submission with its data descriptors, task management, keep-alive and
+// logout. Volumes and sessions are built on it.
+import {
+  capsuleBuffer,
+  checkLoginGrant,
+  DataDirection,
+  DataFormat,
+  decodeCapsule,
+  initiatorProof,
+  LoginRejectReason,
+  LogoutReason,
+  newNonce,
+  Opcode,
+  PROTOCOL_LIMITS,
+  ProtocolError,
+  sessionLimits,
+  TaskAttribute,
+  verifyTargetProof,
+  type Capsule,
+  type CommandData,
+  type LoginRequest,
+  type LoginResponse,
+  type ResponseCapsule,
+  type TaskFunction,
+  type WireLimits,
+} from '../protocol/wire/index.js';
+import type { InitiatorConnection, InitiatorTransport, IoBuffer } from './transport/transport.js';
+
+export interface LoginOptions {
+  address: string;
+  port: number;
+  provider?: string;
+  initiatorName: string;
+  targetName: string;
+  /** The initiator's secret; with it the login is mutually authenticated. */
+  secret?: string;
+  queueDepth?: number;
+  /** Largest I/O this connection moves in one command (the I/O pool's chunk). */
+  maxIo?: number;
+  immediateDataSize?: number;
+  connectTimeoutMs?: number;
+}
+
+/** Why a login failed, with the target's reason when it gave one. */
+export class LoginError extends Error {
+  constructor(
+    message: string,
+    readonly code: 'LOGIN_REJECTED' | 'AUTH_FAILED' | 'CONNECT_FAILED' | 'PROTOCOL_ERROR' | 'TIMEOUT',
+    readonly reason?: number,
+  ) {
+    super(message);
+    this.name = 'LoginError';
+  }
+}
+
+/** The connection died under a command: the caller may retry elsewhere. */
+export class TransportError extends Error {
+  readonly code = 'CONNECTION_LOST';
+  constructor(message: string) {
+    super(message);
+    this.name = 'TransportError';
+  }
+}
+
+export interface CommandResult {
+  status: number;
+  sense: Buffer;
+  /** Bytes of data-in the target placed (descriptor length minus underflow). */
+  dataIn: number;
+  response: ResponseCapsule;
+}
+
+export interface CommandRequest {
+  lun: number;
+  cdb: Buffer;
+  /** Data-out: immediate bytes, or a registered buffer the target RDMA-READs. */
+  dataOut?: Buffer | IoBuffer;
+  /** Data-in: a registered buffer the target RDMA-WRITEs. */
+  dataIn?: IoBuffer;
+  /** Bytes of the buffer to use (default: all of it). */
+  length?: number;
+}
+
+const REJECT_NAMES = new Map<number, string>(Object.entries(LoginRejectReason).map(([k, v]) => [v, k]));
+const LOGOUT_NAMES = new Map<number, string>(Object.entries(LogoutReason).map(([k, v]) => [v, k]));
+
+interface Pending {
+  resolve(c: Capsule): void;
+  reject(e: Error): void;
+}
+
+export class Connection {
+  private credits = 0;
+  private nextTag = 1n;
+  private readonly pending = new Map<bigint, Pending>();
+  private readonly creditWaiters: (() => void)[] = [];
+  private limits: WireLimits = PROTOCOL_LIMITS;
+  private rsp!: LoginResponse;
+  private closed = false;
+  private keepAlive: NodeJS.Timeout | null = null;
+  private lastSent = Date.now();
+  private closeReason = '';
+  onClose: ((reason: string) => void) | null = null;
+
+  private constructor(
+    readonly conn: InitiatorConnection,
+    readonly options: LoginOptions,
+  ) {}
+
+  /** Connects and logs in; rejects with LoginError on refusal or failure. */
+  static async open(transport: InitiatorTransport, o: LoginOptions): Promise<Connection> {
+    const queueDepth = o.queueDepth ?? 32;
+    const maxIo = o.maxIo ?? 1 << 20;
+    const immediate = o.immediateDataSize ?? 8192;
+    let conn: InitiatorConnection;
+    try {
+      conn = await transport.connect({
+        address: o.address,
+        port: o.port,
+        provider: o.provider,
+        maxCapsule: Math.max(1024, 48 + immediate),
+        queueDepth,
+        receiveSize: 1024,
+        ioPoolSize: maxIo * queueDepth,
+        ioChunkSize: maxIo,
+        timeoutMs: o.connectTimeoutMs,
+      });
+    } catch (e) {
+      throw new LoginError(`cannot connect to ${o.address}:${o.port}: ${(e as Error).message}`, 'CONNECT_FAILED');
+    }
+    const c = new Connection(conn, o);
+    conn.onCapsule = (buf) => c.onCapsule(buf);
+    conn.onClose = (reason) => c.lost(reason);
+    try {
+      await c.login(queueDepth, maxIo, Math.min(immediate, conn.accept.maxCapsule - 48));
+    } catch (e) {
+      await c.close();
+      throw e;
+    }
+    return c;
+  }
+
+  get sessionId(): bigint {
+    return this.rsp.sessionId;
+  }
+  get maxTransfer(): number {
+    return this.rsp.maxTransfer;
+  }
+  get immediateDataSize(): number {
+    return this.rsp.immediateDataSize;
+  }
+  get grantedCredits(): number {
+    return this.rsp.credits;
+  }
+  get isClosed(): boolean {
+    return this.closed;
+  }
+  get provider(): string {
+    return this.conn.provider;
+  }
+
+  private async login(queueDepth: number, maxIo: number, immediate: number): Promise<void> {
+    const o = this.options;
+    const tag = this.nextTag++;
+    const req: LoginRequest = {
+      op: Opcode.LOGIN_REQ,
+      tag,
+      authRequired: o.secret !== undefined,
+      maxItCapsule: this.conn.accept.maxCapsule,
+      maxTiCapsule: 1024,
+      immediateDataSize: Math.max(0, immediate),
+      credits: queueDepth,
+      initiatorName: o.initiatorName,
+      targetName: o.targetName,
+    };
+    const timeout = setTimeout(() => this.failAll(new LoginError('login timed out', 'TIMEOUT')), 10_000);
+    try {
+      let answer = await this.request(tag, req);
+      let nonces: { targetNonce: Buffer; initiatorNonce: Buffer } | null = null;
+      if (answer.op === Opcode.LOGIN_CHALLENGE) {
+        if (o.secret === undefined) throw new LoginError('the target demands authentication and no secret was given', 'AUTH_FAILED');
+        const initiatorNonce = newNonce();
+        nonces = { targetNonce: Buffer.from(answer.targetNonce), initiatorNonce };
+        const proof = initiatorProof(o.secret, { initiatorName: o.initiatorName, targetName: o.targetName, ...nonces });
+        answer = await this.request(tag, { op: Opcode.LOGIN_AUTH, tag, initiatorNonce, initiatorProof: proof });
+      }
+      if (answer.op === Opcode.LOGIN_REJ) {
+        const name = REJECT_NAMES.get(answer.reason) ?? `0x${answer.reason.toString(16)}`;
+        throw new LoginError(`login rejected by the target: ${name}`, answer.reason === LoginRejectReason.AUTH_FAILED ? 'AUTH_FAILED' : 'LOGIN_REJECTED', answer.reason);
+      }
+      if (answer.op !== Opcode.LOGIN_RSP) throw new LoginError(`unexpected answer to login: op 0x${answer.op.toString(16)}`, 'PROTOCOL_ERROR');
+      try {
+        checkLoginGrant(req, answer);
+      } catch (e) {
+        throw new LoginError(`the target's grant is invalid: ${(e as Error).message}`, 'PROTOCOL_ERROR');
+      }
+      if (o.secret !== undefined) {
+        // Mutual authentication: the target must prove it knows the secret too.
+        const ok =
+          nonces !== null &&
+          answer.targetProof !== null &&
+          verifyTargetProof(o.secret, { initiatorName: o.initiatorName, targetName: o.targetName, ...nonces }, answer.targetProof);
+        if (!ok) throw new LoginError('the target failed to prove it knows the secret', 'AUTH_FAILED');
+      }
+      this.rsp = answer;
+      this.credits = answer.credits;
+      this.limits = sessionLimits(answer, 'initiator');
+      void maxIo;
+      this.startKeepAlive(answer.keepAliveMs);
+    } finally {
+      clearTimeout(timeout);
+    }
+  }
+
+  private startKeepAlive(ms: number): void {
+    if (ms <= 0) return;
+    let outstanding = false;
+    this.keepAlive = setInterval(() => {
+      if (this.closed) return;
+      if (outstanding) {
+        // §13: no KEEPALIVE_RSP within the interval: the target is dead.
+        void this.fail(`no KEEPALIVE_RSP within ${ms} ms`);
+        return;
+      }
+      if (Date.now() - this.lastSent < ms) return;
+      outstanding = true;
+      const tag = this.nextTag++;
+      this.request(tag, { op: Opcode.KEEPALIVE, tag }).then(
+        () => (outstanding = false),
+        () => undefined,
+      );
+    }, ms);
+    this.keepAlive.unref();
+  }
+
+  private request(tag: bigint, c: Capsule): Promise<Capsule> {
+    if (this.closed) return Promise.reject(new TransportError(`connection closed: ${this.closeReason}`));
+    return new Promise<Capsule>((resolve, reject) => {
+      this.pending.set(tag, { resolve, reject });
+      this.lastSent = Date.now();
+      this.conn.send(capsuleBuffer(c)).catch((e: Error) => {
+        this.pending.delete(tag);
+        reject(new TransportError(e.message));
+      });
+    });
+  }
+
+  private onCapsule(buf: Buffer): void {
+    let c: Capsule;
+    try {
+      c = decodeCapsule(buf, { from: 'target', limits: this.limits });
+    } catch (e) {
+      void this.fail(`undecodable capsule from the target: ${e instanceof ProtocolError ? e.reason + ': ' : ''}${(e as Error).message}`);
+      return;
+    }
+    if (c.op === Opcode.T_LOGOUT) {
+      void this.fail(`the target logged this session out: ${LOGOUT_NAMES.get(c.reason) ?? c.reason}`);
+      return;
+    }
+    if (c.op === Opcode.CRED_REQ) {
+      this.credits += c.creditDelta;
+      void this.conn.send(capsuleBuffer({ op: Opcode.CRED_RSP, tag: c.tag })).catch(() => undefined);
+      this.wakeCredits();
+      return;
+    }
+    const p = this.pending.get(c.tag);
+    if (!p) {
+      void this.fail(`answer with unknown tag ${c.tag}`);
+      return;
+    }
+    this.pending.delete(c.tag);
+    if (c.op === Opcode.RSP || c.op === Opcode.TSK_RSP) {
+      this.credits += c.creditDelta;
+      this.wakeCredits();
+    }
+    p.resolve(c);
+  }
+
+  private wakeCredits(): void {
+    while (this.credits > 0 && this.creditWaiters.length > 0) this.creditWaiters.shift()!();
+  }
+
+  /** Waits for a credit; keeps one in reserve for task management (as ib_srp does). */
+  private async takeCredit(reserve: number): Promise<void> {
+    while (this.credits <= reserve) {
+      if (this.closed) throw new TransportError(`connection closed: ${this.closeReason}`);
+      await new Promise<void>((r) => this.creditWaiters.push(r));
+    }
+    this.credits--;
+  }
+
+  /** Issues one SCSI command and resolves with its response (SCSI errors are in status/sense, not thrown). */
+  async command(r: CommandRequest): Promise<CommandResult> {
+    let data: CommandData = { format: DataFormat.NONE };
+    let direction: DataDirection = DataDirection.NONE;
+    let offered = 0;
+    if (r.dataOut !== undefined) {
+      direction = DataDirection.WRITE;
+      if (Buffer.isBuffer(r.dataOut)) {
+        const len = r.length ?? r.dataOut.length;
+        if (len > this.rsp.immediateDataSize) throw new RangeError(`immediate data of ${len} bytes exceeds ${this.rsp.immediateDataSize}`);
+        data = len === 0 ? { format: DataFormat.NONE } : { format: DataFormat.IMMEDIATE, data: r.dataOut.subarray(0, len) };
+        if (len === 0) direction = DataDirection.NONE;
+        offered = len;
+      } else {
+        const segs = r.dataOut.segments(0, r.length ?? r.dataOut.buffer.length);
+        data = segs.length === 1 ? { format: DataFormat.DIRECT, descriptor: segs[0] } : { format: DataFormat.LIST, descriptors: segs };
+        offered = r.length ?? r.dataOut.buffer.length;
+      }
+    } else if (r.dataIn !== undefined) {
+      direction = DataDirection.READ;
+      const segs = r.dataIn.segments(0, r.length ?? r.dataIn.buffer.length);
+      data = segs.length === 1 ? { format: DataFormat.DIRECT, descriptor: segs[0] } : { format: DataFormat.LIST, descriptors: segs };
+      offered = r.length ?? r.dataIn.buffer.length;
+    }
+    if (offered > this.rsp.maxTransfer) throw new RangeError(`transfer of ${offered} bytes exceeds the target's maximum of ${this.rsp.maxTransfer}`);
+    await this.takeCredit(1);
+    const tag = this.nextTag++;
+    const cdb = Buffer.alloc(16);
+    r.cdb.copy(cdb);
+    const answer = await this.request(tag, { op: Opcode.CMD, tag, lun: r.lun, taskAttribute: TaskAttribute.SIMPLE, direction, cdb, data });
+    if (answer.op !== Opcode.RSP) throw new TransportError(`unexpected answer to a command: op 0x${answer.op.toString(16)}`);
+    const under = answer.dataInResidual?.kind === 'under' ? answer.dataInResidual.count : 0;
+    return { status: answer.status, sense: Buffer.from(answer.sense), dataIn: direction === DataDirection.READ ? offered - under : 0, response: answer };
+  }
+
+  /** Task management (§14); resolves with the TSK_RSP response code. */
+  async taskManagement(lun: number, fn: TaskFunction, taskTag = 0n): Promise<number> {
+    await this.takeCredit(0);
+    const tag = this.nextTag++;
+    const answer = await this.request(tag, { op: Opcode.TSK_MGMT, tag, lun, function: fn, taskTag });
+    if (answer.op !== Opcode.TSK_RSP) throw new TransportError('unexpected answer to task management');
+    return answer.response;
+  }
+
+  /** The tag the next command will get (for ABORT TASK in tests and timeouts). */
+  peekNextTag(): bigint {
+    return this.nextTag;
+  }
+
+  allocate(length: number): Promise<IoBuffer> {
+    return this.conn.allocate(length);
+  }
+
+  register(size: number): IoBuffer {
+    return this.conn.register(size);
+  }
+
+  private failAll(e: Error): void {
+    for (const p of this.pending.values()) p.reject(e);
+    this.pending.clear();
+    for (const w of this.creditWaiters.splice(0)) w();
+  }
+
+  private async fail(why: string): Promise<void> {
+    if (this.closed) return;
+    this.closeReason = why;
+    await this.close();
+  }
+
+  private lost(reason: string): void {
+    if (!this.closeReason) this.closeReason = reason;
+    this.shut();
+  }
+
+  private shut(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.keepAlive) clearInterval(this.keepAlive);
+    this.failAll(new TransportError(`connection closed: ${this.closeReason}`));
+    this.onClose?.(this.closeReason);
+  }
+
+  /** Logs out (I_LOGOUT) after outstanding commands, then disconnects. */
+  async logout(): Promise<void> {
+    if (this.closed) return;
+    const waitFor = [...this.pending.values()].length;
+    if (waitFor > 0) await new Promise((r) => setTimeout(r, 0));
+    await this.conn.send(capsuleBuffer({ op: Opcode.I_LOGOUT, tag: this.nextTag++ })).catch(() => undefined);
+    this.closeReason ||= 'logged out';
+    await this.close();
+  }
+
+  async close(): Promise<void> {
+    if (!this.closeReason) this.closeReason = 'closed by the initiator';
+    const wasClosed = this.closed;
+    this.shut();
+    if (!wasClosed || !this.conn) await this.conn.close();
+  }
+}

@@ -1,0 +1,129 @@
+// The initiator's libfabric transport: one FI_EP_MSG endpoint per connection,
+// a remote-accessible I/O pool the target RDMA-reads and -writes, and receive
+// buffers for the target's answers posted before fi_connect.
+import { connectDataBuffer, ConnectKind, decodeConnectData, type ConnectAcceptData } from '../../protocol/wire/index.js';
+import { Domain, FabricError, Pool, type Endpoint, type MemoryRegion, type Slice } from '../../native/fabric.js';
+import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, RemoteSegment } from './transport.js';
+
+function ioBuffer(slice: Slice, release: () => void): IoBuffer {
+  return {
+    buffer: slice.buffer,
+    segments(offset = 0, length = slice.length - offset): RemoteSegment[] {
+      if (offset < 0 || length < 0 || offset + length > slice.length) throw new RangeError('segment outside the buffer');
+      return [{ address: slice.mr.remoteBase + BigInt(slice.offset + offset), key: slice.mr.key, length }];
+    },
+    release,
+  };
+}
+
+class FabricInitiatorConnection implements InitiatorConnection {
+  onCapsule: ((capsule: Buffer) => void) | null = null;
+  onClose: ((reason: string) => void) | null = null;
+  private closed = false;
+  private readonly freeSend: number[] = [];
+  private readonly sendWaiters: ((i: number) => void)[] = [];
+
+  constructor(
+    private readonly domain: Domain,
+    private readonly ep: Endpoint,
+    readonly accept: ConnectAcceptData,
+    private readonly pool: Pool,
+    private readonly recvRegion: MemoryRegion,
+    private readonly sendRegion: MemoryRegion,
+    private readonly sendSlot: number,
+    sendSlots: number,
+  ) {
+    for (let i = sendSlots - 1; i >= 0; i--) this.freeSend.push(i);
+    ep.onReceive = (slice, length) => {
+      try {
+        this.onCapsule?.(slice.buffer.subarray(0, length));
+      } finally {
+        if (!ep.isClosed) ep.postReceive(slice);
+      }
+    };
+    ep.on('close', () => void this.finish('the connection was shut down'));
+  }
+
+  get provider(): string {
+    return this.domain.provider;
+  }
+
+  async send(capsule: Buffer): Promise<void> {
+    if (capsule.length <= this.ep.info.injectSize) {
+      this.ep.sendInline(capsule);
+      return;
+    }
+    if (capsule.length > this.sendSlot) throw new RangeError(`capsule of ${capsule.length} bytes exceeds ${this.sendSlot}`);
+    const slot = this.freeSend.pop() ?? (await new Promise<number>((r) => this.sendWaiters.push(r)));
+    try {
+      const s = this.sendRegion.slice(slot * this.sendSlot, capsule.length);
+      capsule.copy(s.buffer);
+      await this.ep.send(s);
+    } finally {
+      const w = this.sendWaiters.shift();
+      if (w) w(slot);
+      else this.freeSend.push(slot);
+    }
+  }
+
+  async allocate(length: number): Promise<IoBuffer> {
+    if (length > this.pool.chunkSize) throw new RangeError(`I/O of ${length} bytes exceeds the ${this.pool.chunkSize}-byte pool chunk`);
+    const chunk = await this.pool.acquire();
+    let released = false;
+    return ioBuffer(chunk.mr.slice(chunk.offset, length), () => {
+      if (released) return;
+      released = true;
+      if (!chunk.mr.isClosed) this.pool.release(chunk);
+    });
+  }
+
+  register(size: number): IoBuffer {
+    const mr = this.domain.register(size, { remote: true });
+    return ioBuffer(mr.slice(0, size), () => void mr.close());
+  }
+
+  private async finish(reason: string): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.domain.close();
+    this.onClose?.(reason);
+  }
+
+  async close(): Promise<void> {
+    await this.finish('closed by the initiator');
+  }
+}
+
+export class FabricInitiatorTransport implements InitiatorTransport {
+  readonly name = 'fabric' as const;
+
+  async connect(opts: ConnectOptions): Promise<InitiatorConnection> {
+    const domain = Domain.open({ provider: opts.provider, address: opts.address });
+    try {
+      const recvCount = opts.queueDepth + 3;
+      const recvRegion = domain.register(recvCount * opts.receiveSize);
+      const sendSlots = opts.queueDepth + 4;
+      const sendRegion = domain.register(sendSlots * opts.maxCapsule);
+      const pool = new Pool(domain, { chunkSize: opts.ioChunkSize, count: Math.max(1, Math.floor(opts.ioPoolSize / opts.ioChunkSize)), remote: true });
+      const ep = await domain.connect({
+        address: opts.address,
+        port: opts.port,
+        timeoutMs: opts.timeoutMs,
+        privateData: connectDataBuffer({ kind: ConnectKind.CONNECT, maxCapsule: opts.maxCapsule, queueDepth: opts.queueDepth }),
+        prepare: (e) => {
+          for (let i = 0; i < recvCount; i++) e.postReceive(recvRegion.slice(i * opts.receiveSize, opts.receiveSize));
+        },
+      });
+      let accept: ConnectAcceptData;
+      try {
+        accept = decodeConnectData(ep.peerPrivateData, ConnectKind.ACCEPT);
+      } catch (e) {
+        throw new FabricError(71, 'fi_connect', `the target's accept data is invalid: ${(e as Error).message}`, 'EPROTO');
+      }
+      return new FabricInitiatorConnection(domain, ep, accept, pool, recvRegion, sendRegion, opts.maxCapsule, sendSlots);
+    } catch (e) {
+      await domain.close();
+      throw e;
+    }
+  }
+}

@@ -1,0 +1,83 @@
+// The initiator's side of the in-process loop transport (tests): the same
+// contract as the fabric transport, over native/loop-fabric.ts.
+import { connectDataBuffer, ConnectKind, decodeConnectData, type ConnectAcceptData } from '../../protocol/wire/index.js';
+import { FabricError } from '../../native/fabric-error.js';
+import { LoopChunkPool, loopConnect, LoopMemory, type LoopEnd } from '../../native/loop-fabric.js';
+import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, RemoteSegment } from './transport.js';
+
+function ioBuffer(memory: LoopMemory, offset: number, length: number, release: () => void): IoBuffer {
+  return {
+    buffer: memory.buffer.subarray(offset, offset + length),
+    segments(o = 0, l = length - o): RemoteSegment[] {
+      if (o < 0 || l < 0 || o + l > length) throw new RangeError('segment outside the buffer');
+      return [{ address: BigInt(offset + o), key: memory.key, length: l }];
+    },
+    release,
+  };
+}
+
+class LoopInitiatorConnection implements InitiatorConnection {
+  readonly provider = 'loop';
+  onCapsule: ((capsule: Buffer) => void) | null = null;
+  onClose: ((reason: string) => void) | null = null;
+  private closed = false;
+
+  constructor(
+    private readonly end: LoopEnd,
+    readonly accept: ConnectAcceptData,
+    private readonly pool: LoopChunkPool,
+  ) {
+    end.onMessage = (msg) => this.onCapsule?.(msg);
+    end.onClose = (reason) => this.finish(reason);
+  }
+
+  send(capsule: Buffer): Promise<void> {
+    return this.end.send(capsule);
+  }
+
+  async allocate(length: number): Promise<IoBuffer> {
+    if (length > this.pool.chunkSize) throw new RangeError(`I/O of ${length} bytes exceeds the ${this.pool.chunkSize}-byte pool chunk`);
+    const chunk = await this.pool.acquire();
+    let released = false;
+    return ioBuffer(this.pool.memory, chunk.offset, length, () => {
+      if (released) return;
+      released = true;
+      this.pool.release(chunk.index);
+    });
+  }
+
+  register(size: number): IoBuffer {
+    const mem = new LoopMemory(size, { remote: true });
+    return ioBuffer(mem, 0, size, () => mem.close());
+  }
+
+  private finish(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.pool.close();
+    this.onClose?.(reason);
+  }
+
+  async close(): Promise<void> {
+    this.end.close('closed by the initiator');
+    this.finish('closed by the initiator');
+  }
+}
+
+export class LoopInitiatorTransport implements InitiatorTransport {
+  readonly name = 'loop' as const;
+
+  async connect(opts: ConnectOptions): Promise<InitiatorConnection> {
+    const pd = connectDataBuffer({ kind: ConnectKind.CONNECT, maxCapsule: opts.maxCapsule, queueDepth: opts.queueDepth });
+    const { end, privateData } = await loopConnect(`${opts.address}:${opts.port}`, pd);
+    let accept: ConnectAcceptData;
+    try {
+      accept = decodeConnectData(privateData, ConnectKind.ACCEPT);
+    } catch (e) {
+      end.close('bad accept');
+      throw new FabricError(71, 'fi_connect', `the target's accept data is invalid: ${(e as Error).message}`, 'EPROTO');
+    }
+    const pool = new LoopChunkPool(opts.ioChunkSize, Math.max(1, Math.floor(opts.ioPoolSize / opts.ioChunkSize)), { remote: true });
+    return new LoopInitiatorConnection(end, accept, pool);
+  }
+}

@@ -1,0 +1,54 @@
+// The seam between the initiator's session layer and the fabric: connect with
+// private data, move capsules, and hand out memory the target may RDMA into or
+// out of (the initiator's I/O pool, registered for remote access).
+import type { ConnectAcceptData } from '../../protocol/wire/index.js';
+
+/** What a data descriptor carries: where in the initiator's memory, and its key. */
+export interface RemoteSegment {
+  address: bigint;
+  key: bigint;
+  length: number;
+}
+
+/** Registered, remote-accessible memory for one command's data (or a user's zero-copy buffer). */
+export interface IoBuffer {
+  readonly buffer: Buffer;
+  /** The descriptor(s) naming buffer[offset, offset+length) to the target. */
+  segments(offset?: number, length?: number): RemoteSegment[];
+  release(): void;
+}
+
+export interface InitiatorConnection {
+  readonly provider: string;
+  /** The target's ACCEPT: its receive buffer size and count. */
+  readonly accept: ConnectAcceptData;
+  /** Called once per received capsule with exactly its bytes; valid until the handler returns. */
+  onCapsule: ((capsule: Buffer) => void) | null;
+  onClose: ((reason: string) => void) | null;
+  send(capsule: Buffer): Promise<void>;
+  /** Remote-accessible memory from the connection's I/O pool; waits when it is busy. */
+  allocate(length: number): Promise<IoBuffer>;
+  /** A dedicated remote-accessible region the caller owns (zero-copy user buffers). */
+  register(size: number): IoBuffer;
+  close(): Promise<void>;
+}
+
+export interface ConnectOptions {
+  address: string;
+  port: number;
+  provider?: string;
+  /** Largest capsule this side sends, and the queue depth it asks for. */
+  maxCapsule: number;
+  queueDepth: number;
+  /** Receive buffers posted before connecting: queue depth + 3 of this size (the maxTiCapsule asked for). */
+  receiveSize: number;
+  /** Bytes of I/O pool (largest I/O × depth, typically). */
+  ioPoolSize: number;
+  ioChunkSize: number;
+  timeoutMs?: number;
+}
+
+export interface InitiatorTransport {
+  readonly name: 'fabric' | 'loop';
+  connect(opts: ConnectOptions): Promise<InitiatorConnection>;
+}

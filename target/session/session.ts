@@ -1,0 +1,459 @@
+// One initiator connection on the target, from accept to disconnect
+// (docs/protocol.md §4): login with optional mutual HMAC authentication, then
+// commands, task management, keep-alive and logout. Every capsule is decoded
+// strictly; any violation ends this session alone, with a logged reason
+// (§15), and nothing else notices.
+import {
+  capsuleBuffer,
+  decodeCapsule,
+  LoginRejectReason,
+  LogoutReason,
+  MAX_TRANSFER_LENGTH,
+  newNonce,
+  Opcode,
+  ProtocolError,
+  PROTOCOL_LIMITS,
+  sessionLimits,
+  targetProof,
+  TaskFunction,
+  TaskResponse,
+  verifyInitiatorProof,
+  type Capsule,
+  type CommandCapsule,
+  type LoginRequest,
+  type LoginResponse,
+  type LogoutReason as LogoutReasonCode,
+  type Residual,
+  type ResponseCapsule,
+  type TaskManagement,
+  type WireLimits,
+} from '../../protocol/wire/index.js';
+import { ScsiStatus } from '../../protocol/scsi/status.js';
+import type { Nexus } from '../scsi/index.js';
+import type { TargetConnection } from '../transport/transport.js';
+import { runCommand, type CommandState } from './command.js';
+import type { MappedLun, SessionEnvironment, SessionLogger } from './environment.js';
+
+let nextSessionId = 1n;
+const EMPTY = Buffer.alloc(0);
+
+/** Largest target-to-initiator capsule rblk sends: RSP with 252 bytes of sense is 284. */
+const TARGET_CAPSULE_NEED = 512;
+
+type State = 'login' | 'challenged' | 'active' | 'closing' | 'closed';
+
+export class ProtocolViolation extends Error {
+  constructor(
+    message: string,
+    readonly logoutReason: number = LogoutReason.PROTOCOL_ERROR,
+  ) {
+    super(message);
+  }
+}
+
+export class TargetSession {
+  readonly sessionId = nextSessionId++;
+  private state: State = 'login';
+  private limits: WireLimits;
+  private login: LoginRequest | null = null;
+  private targetNonce: Buffer | null = null;
+  private nexus: Nexus | null = null;
+  private luns: ReadonlyMap<number, MappedLun> = new Map();
+  private credits = 0;
+  private readonly outstanding = new Map<bigint, CommandState>();
+  private outstandingTasks = 0;
+  private keepAliveOutstanding = false;
+  private lastHeard = Date.now();
+  private timer: NodeJS.Timeout | null = null;
+  private draining = false;
+  private readonly idle: (() => void)[] = [];
+  private log: SessionLogger;
+  private closedPromise: Promise<void>;
+  private resolveClosed!: () => void;
+  /** Called once when the session has ended and released everything. */
+  onEnd: ((session: TargetSession) => void) | null = null;
+
+  constructor(
+    readonly conn: TargetConnection,
+    private readonly env: SessionEnvironment,
+  ) {
+    this.log = env.log;
+    this.limits = { ...PROTOCOL_LIMITS, maxCapsule: conn.maxCapsule };
+    this.closedPromise = new Promise((r) => (this.resolveClosed = r));
+    conn.onCapsule = (buf) => this.onCapsule(buf);
+    conn.onClose = (reason) => void this.ended(reason);
+    // §4: login must complete within the login timeout.
+    this.timer = setTimeout(() => {
+      if (this.state === 'login' || this.state === 'challenged') void this.fail(new ProtocolViolation('login did not complete in time'));
+    }, env.limits.loginTimeoutMs);
+  }
+
+  get initiator(): string | null {
+    return this.login?.initiatorName ?? null;
+  }
+  get isActive(): boolean {
+    return this.state === 'active';
+  }
+  get commandsInFlight(): number {
+    return this.outstanding.size;
+  }
+  /** Resolves when the session has ended. */
+  get closed(): Promise<void> {
+    return this.closedPromise;
+  }
+  /** LUNs this session sees: the daemon's reload compares them. */
+  get mappedLuns(): ReadonlyMap<number, MappedLun> {
+    return this.luns;
+  }
+
+  private onCapsule(buf: Buffer): void {
+    if (this.state === 'closing' || this.state === 'closed') return;
+    this.lastHeard = Date.now();
+    let capsule: Capsule;
+    try {
+      capsule = decodeCapsule(buf, { from: 'initiator', limits: this.limits });
+    } catch (e) {
+      const msg = e instanceof ProtocolError ? `${e.reason}: ${e.message}` : String(e);
+      void this.fail(new ProtocolViolation(`undecodable capsule (${msg})`));
+      return;
+    }
+    try {
+      this.dispatch(capsule);
+    } catch (e) {
+      void this.fail(e instanceof ProtocolViolation ? e : new ProtocolViolation(String(e)));
+    }
+  }
+
+  private dispatch(c: Capsule): void {
+    switch (this.state) {
+      case 'login':
+        if (c.op !== Opcode.LOGIN_REQ) throw new ProtocolViolation(`unexpected ${opName(c.op)} before login`, LogoutReason.UNEXPECTED_CAPSULE);
+        this.onLoginRequest(c);
+        return;
+      case 'challenged':
+        if (c.op !== Opcode.LOGIN_AUTH || c.tag !== this.login?.tag)
+          throw new ProtocolViolation(`expected LOGIN_AUTH, got ${opName(c.op)}`, LogoutReason.UNEXPECTED_CAPSULE);
+        this.onLoginAuth(c.initiatorNonce, c.initiatorProof);
+        return;
+      case 'active':
+        break;
+      default:
+        return;
+    }
+    switch (c.op) {
+      case Opcode.CMD:
+        this.onCommand(c);
+        return;
+      case Opcode.TSK_MGMT:
+        this.onTaskManagement(c);
+        return;
+      case Opcode.KEEPALIVE:
+        if (this.keepAliveOutstanding) throw new ProtocolViolation('a second KEEPALIVE while one is outstanding', LogoutReason.CREDIT_OVERRUN);
+        this.keepAliveOutstanding = true;
+        void this.sendCapsule({ op: Opcode.KEEPALIVE_RSP, tag: c.tag }).finally(() => (this.keepAliveOutstanding = false));
+        return;
+      case Opcode.CRED_RSP:
+        // rblk never sends CRED_REQ, so none can be outstanding (§11).
+        throw new ProtocolViolation('CRED_RSP with no CRED_REQ outstanding', LogoutReason.CREDIT_OVERRUN);
+      case Opcode.I_LOGOUT:
+        this.log.info('initiator logged out', this.meta());
+        void this.end('initiator logout');
+        return;
+      default:
+        throw new ProtocolViolation(`unexpected ${opName(c.op)} in a logged-in session`, LogoutReason.UNEXPECTED_CAPSULE);
+    }
+  }
+
+  // §7: LOGIN_REQ → [LOGIN_CHALLENGE → LOGIN_AUTH] → LOGIN_RSP or LOGIN_REJ.
+  private onLoginRequest(req: LoginRequest): void {
+    this.login = req;
+    this.log = this.env.log;
+    const m = { initiator: req.initiatorName, connection: this.conn.id };
+    if (req.targetName !== this.env.targetName) {
+      this.log.warn(`login refused: unknown target name ${JSON.stringify(req.targetName)}`, m);
+      return this.reject(LoginRejectReason.UNABLE_TO_ASSOCIATE);
+    }
+    if (req.maxItCapsule > this.conn.maxCapsule) return this.reject(LoginRejectReason.CAPSULE_TOO_LARGE);
+    if (req.maxTiCapsule < TARGET_CAPSULE_NEED) return this.reject(LoginRejectReason.CAPSULE_TOO_LARGE);
+    const admitted = this.env.admitSession();
+    if (admitted !== 'ok') {
+      this.log.warn(`login refused: ${admitted === 'full' ? 'max_sessions reached' : 'shutting down'}`, m);
+      return this.reject(admitted === 'full' ? LoginRejectReason.NO_RESOURCES : LoginRejectReason.SHUTTING_DOWN);
+    }
+    const secret = this.env.secretFor(req.initiatorName);
+    if (secret === null && (this.env.authRequired || req.authRequired)) {
+      this.log.warn('login refused: authentication required and no secret is configured for this initiator', m);
+      return this.reject(LoginRejectReason.AUTH_FAILED);
+    }
+    if (this.env.lunsFor(req.initiatorName).size === 0) {
+      this.log.warn('login refused: no volume is visible to this initiator', m);
+      return this.reject(LoginRejectReason.ACCESS_DENIED);
+    }
+    if (secret !== null) {
+      this.targetNonce = newNonce();
+      this.state = 'challenged';
+      void this.sendCapsule({ op: Opcode.LOGIN_CHALLENGE, tag: req.tag, targetNonce: this.targetNonce });
+      return;
+    }
+    this.grant(null);
+  }
+
+  private onLoginAuth(initiatorNonce: Buffer, proof: Buffer): void {
+    const req = this.login!;
+    const secret = this.env.secretFor(req.initiatorName);
+    const transcript = {
+      initiatorName: req.initiatorName,
+      targetName: this.env.targetName,
+      targetNonce: this.targetNonce!,
+      initiatorNonce: Buffer.from(initiatorNonce),
+    };
+    if (secret === null || !verifyInitiatorProof(secret, transcript, proof)) {
+      this.log.warn('login refused: authentication failed (wrong secret or tampered exchange)', { initiator: req.initiatorName });
+      return this.reject(LoginRejectReason.AUTH_FAILED);
+    }
+    this.grant(targetProof(secret, transcript));
+  }
+
+  private grant(proof: Buffer | null): void {
+    const req = this.login!;
+    const l = this.env.limits;
+    const credits = Math.max(1, Math.min(req.credits, l.queueDepth, this.conn.recvBuffers - 3));
+    const rsp: LoginResponse = {
+      op: Opcode.LOGIN_RSP,
+      tag: req.tag,
+      sessionId: this.sessionId,
+      maxItCapsule: Math.min(req.maxItCapsule, this.conn.maxCapsule),
+      maxTiCapsule: Math.min(req.maxTiCapsule, 4096),
+      immediateDataSize: Math.min(req.immediateDataSize, l.inCapsuleData, Math.min(req.maxItCapsule, this.conn.maxCapsule) - 48),
+      maxTransfer: Math.min(l.maxIo, MAX_TRANSFER_LENGTH),
+      credits,
+      maxDescriptors: l.maxDescriptors,
+      keepAliveMs: l.keepAliveMs,
+      targetProof: proof,
+    };
+    this.credits = credits;
+    this.limits = sessionLimits(rsp, 'target');
+    this.nexus = { sessionId: String(this.sessionId), initiator: req.initiatorName, targetPort: this.env.portName };
+    this.luns = this.env.lunsFor(req.initiatorName);
+    this.env.scsi.login(this.nexus);
+    this.state = 'active';
+    this.log = withMeta(this.env.log, this.meta());
+    if (this.timer) clearTimeout(this.timer);
+    this.startKeepAlive();
+    this.log.info(`logged in${proof ? ' (authenticated)' : ''}: ${credits} credits, ${this.luns.size} LUN(s)`, { provider: this.conn.provider });
+    void this.sendCapsule(rsp);
+  }
+
+  private reject(reason: LoginRejectReason): void {
+    const req = this.login;
+    this.state = 'closing';
+    void this.sendCapsule({ op: Opcode.LOGIN_REJ, tag: req?.tag ?? 0n, reason, maxItCapsule: this.conn.maxCapsule })
+      .catch(() => undefined)
+      .finally(() => void this.end('login rejected'));
+  }
+
+  private startKeepAlive(): void {
+    const ka = this.env.limits.keepAliveMs;
+    if (ka <= 0) return;
+    // §13: silence for 2 × keepAliveMs ends the session.
+    this.timer = setInterval(() => {
+      if (Date.now() - this.lastHeard > 2 * ka) {
+        this.log.warn(`no capsule for ${Date.now() - this.lastHeard} ms: the initiator is gone`);
+        void this.logoutAndEnd(LogoutReason.INACTIVE, 'keep-alive timeout');
+      }
+    }, Math.max(50, Math.floor(ka / 2)));
+    this.timer.unref();
+  }
+
+  private onCommand(c: CommandCapsule): void {
+    if (this.outstanding.has(c.tag)) throw new ProtocolViolation(`tag ${c.tag} is already outstanding`);
+    if (this.outstanding.size + this.outstandingTasks >= this.credits) throw new ProtocolViolation('credit overrun', LogoutReason.CREDIT_OVERRUN);
+    // The capsule is a view of a receive buffer that is reposted when this
+    // returns: keep copies of what outlives it (the CDB, immediate data).
+    const cdb = Buffer.from(c.cdb);
+    const data = c.data.format === 3 ? { format: c.data.format, data: Buffer.from(c.data.data) } : c.data;
+    const state: CommandState = { tag: c.tag, lun: c.lun, aborted: false, done: Promise.resolve() };
+    this.outstanding.set(c.tag, state);
+    const mapped = this.luns.get(c.lun);
+    if (this.draining) {
+      // Draining: finish what is running, refuse new work with BUSY (SAM-5 5.3.1).
+      state.done = this.respond(state, ScsiStatus.BUSY, undefined, 0, 0, 0);
+      return;
+    }
+    state.done = runCommand(
+      { ...c, cdb, data },
+      state,
+      {
+        conn: this.conn,
+        scsi: this.env.scsi,
+        nexus: this.nexus!,
+        mapped,
+        visibleLuns: [...this.luns.keys()].sort((a, b) => a - b),
+        maxIo: this.env.limits.maxIo,
+        log: this.log,
+        respond: (status, sense, dataLen, outResidual, inResidual) => this.respond(state, status, sense, dataLen, outResidual, inResidual),
+        fatal: (why) => void this.fail(new ProtocolViolation(why)),
+      },
+    );
+  }
+
+  private async respond(state: CommandState, status: number, sense: Buffer | undefined, _dataLen: number, outResidual: number, inResidual: number): Promise<void> {
+    if (!this.outstanding.has(state.tag) || this.state === 'closed') return;
+    this.outstanding.delete(state.tag);
+    const residual = (n: number): Residual | null => (n === 0 ? null : { kind: n > 0 ? 'under' : 'over', count: Math.abs(n) });
+    const rsp: ResponseCapsule = {
+      op: Opcode.RSP,
+      tag: state.tag,
+      creditDelta: 1,
+      status: state.aborted ? ScsiStatus.TASK_ABORTED : status,
+      sense: state.aborted ? EMPTY : (sense ?? EMPTY),
+      dataOutResidual: residual(outResidual),
+      dataInResidual: residual(inResidual),
+    };
+    try {
+      await this.sendCapsule(rsp);
+    } catch (e) {
+      this.log.warn(`could not send RSP for tag ${state.tag}: ${(e as Error).message}`);
+    }
+    if (this.outstanding.size === 0) for (const w of this.idle.splice(0)) w();
+  }
+
+  // §14.1: abort what was asked, send each aborted command's RSP, then TSK_RSP.
+  private onTaskManagement(t: TaskManagement): void {
+    if (this.outstanding.has(t.tag)) throw new ProtocolViolation(`tag ${t.tag} is already outstanding`);
+    if (this.outstanding.size + this.outstandingTasks >= this.credits) throw new ProtocolViolation('credit overrun', LogoutReason.CREDIT_OVERRUN);
+    this.outstandingTasks++;
+    void this.runTask(t).finally(() => this.outstandingTasks--);
+  }
+
+  private async runTask(t: TaskManagement): Promise<void> {
+    const mapped = this.luns.get(t.lun);
+    let response: number = TaskResponse.COMPLETE;
+    if (!mapped) response = TaskResponse.INCORRECT_LUN;
+    else if (t.function === TaskFunction.ABORT_TASK) {
+      const s = this.outstanding.get(t.taskTag);
+      if (s && s.lun === t.lun) {
+        s.aborted = true;
+        await s.done;
+      }
+    } else if (t.function === TaskFunction.ABORT_TASK_SET) {
+      const mine = [...this.outstanding.values()].filter((s) => s.lun === t.lun);
+      for (const s of mine) s.aborted = true;
+      await Promise.all(mine.map((s) => s.done));
+    } else if (t.function === TaskFunction.LUN_RESET) {
+      const mine = [...this.outstanding.values()].filter((s) => s.lun === t.lun);
+      for (const s of mine) s.aborted = true;
+      await Promise.all(mine.map((s) => s.done));
+      // SAM-5 6.3.3: other nexuses see 29/00 on their next command.
+      mapped.lu.reset(this.nexus!);
+      this.log.info(`LUN ${t.lun} reset`);
+    } else {
+      response = TaskResponse.NOT_SUPPORTED;
+    }
+    if (this.state !== 'active' && this.state !== 'closing') return;
+    await this.sendCapsule({ op: Opcode.TSK_RSP, tag: t.tag, creditDelta: 1, response: response as TaskResponse }).catch(() => undefined);
+  }
+
+  private async sendCapsule(c: Capsule): Promise<void> {
+    if (this.state === 'closed') return;
+    await this.conn.send(capsuleBuffer(c));
+  }
+
+  private meta(): Record<string, unknown> {
+    return { session: String(this.sessionId), initiator: this.login?.initiatorName, connection: this.conn.id };
+  }
+
+  /** A protocol violation: log it, tell the initiator (best effort), disconnect (§15). */
+  private async fail(v: ProtocolViolation): Promise<void> {
+    if (this.state === 'closing' || this.state === 'closed') return;
+    this.log.warn(`protocol violation, disconnecting: ${v.message}`, this.meta());
+    if (this.state === 'active') return this.logoutAndEnd(v.logoutReason, v.message);
+    const tag = this.login?.tag ?? 0n;
+    this.state = 'closing';
+    await this.sendCapsule({ op: Opcode.LOGIN_REJ, tag, reason: LoginRejectReason.PROTOCOL_ERROR, maxItCapsule: this.conn.maxCapsule }).catch(
+      () => undefined,
+    );
+    await this.end(v.message);
+  }
+
+  private async logoutAndEnd(reason: number, why: string): Promise<void> {
+    if (this.state === 'closing' || this.state === 'closed') return;
+    this.state = 'closing';
+    // Stop outstanding commands before they touch the initiator's memory again.
+    for (const s of this.outstanding.values()) s.aborted = true;
+    await this.sendCapsule({ op: Opcode.T_LOGOUT, tag: 0n, reason: reason as LogoutReasonCode }).catch(() => undefined);
+    await this.end(why);
+  }
+
+  /**
+   * Drain (SIGTERM): new commands get BUSY, running ones finish, then
+   * T_LOGOUT (shutting down) and disconnect. Resolves when the session ended.
+   */
+  async drain(timeoutMs: number): Promise<void> {
+    if (this.state === 'closed') return;
+    if (this.state !== 'active') return this.end('shutting down');
+    this.draining = true;
+    if (this.outstanding.size > 0) {
+      await Promise.race([new Promise<void>((r) => this.idle.push(r)), new Promise((r) => setTimeout(r, timeoutMs).unref())]);
+    }
+    await this.logoutAndEnd(LogoutReason.SHUTDOWN, 'target shutting down');
+  }
+
+  /** Ends the session administratively (a volume it used was removed, forced logout). */
+  logout(reason: number = LogoutReason.ADMIN, why = 'administrative logout'): Promise<void> {
+    if (this.state !== 'active') return this.end(why);
+    return this.logoutAndEnd(reason, why);
+  }
+
+  /** After a reload: recompute this session's LUN map (removed LUNs vanish, added ones appear). */
+  refreshLuns(): void {
+    if (this.state === 'active' && this.login) this.luns = this.env.lunsFor(this.login.initiatorName);
+  }
+
+  private async end(why: string): Promise<void> {
+    if (this.state === 'closed') return this.closedPromise;
+    this.state = 'closing';
+    for (const s of this.outstanding.values()) s.aborted = true;
+    // Commands settle (their RMA fails once the connection is down); wait so
+    // nothing touches target memory after the pool may be released.
+    const running = [...this.outstanding.values()].map((s) => s.done);
+    await this.conn.close(why);
+    await Promise.allSettled(running);
+    await this.ended(why);
+  }
+
+  private async ended(why: string): Promise<void> {
+    if (this.state === 'closed') return;
+    if (this.state !== 'closing') {
+      // The peer went away first: abort and wait as end() does.
+      this.state = 'closing';
+      for (const s of this.outstanding.values()) s.aborted = true;
+      await Promise.allSettled([...this.outstanding.values()].map((s) => s.done));
+    }
+    this.state = 'closed';
+    if (this.timer) {
+      clearTimeout(this.timer);
+      clearInterval(this.timer);
+    }
+    if (this.nexus) this.env.scsi.logout(this.nexus);
+    this.outstanding.clear();
+    this.log.info(`session ended: ${why}`, this.meta());
+    this.resolveClosed();
+    this.onEnd?.(this);
+  }
+}
+
+function opName(op: number): string {
+  for (const [k, v] of Object.entries(Opcode)) if (v === op) return k;
+  return `0x${op.toString(16)}`;
+}
+
+function withMeta(log: SessionLogger, meta: Record<string, unknown>): SessionLogger {
+  const m = (extra?: Record<string, unknown>): Record<string, unknown> => ({ ...meta, ...extra });
+  return {
+    error: (msg, x) => log.error(msg, m(x)),
+    warn: (msg, x) => log.warn(msg, m(x)),
+    info: (msg, x) => log.info(msg, m(x)),
+    debug: (msg, x) => log.debug(msg, m(x)),
+  };
+}

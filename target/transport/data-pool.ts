@@ -1,0 +1,45 @@
+// The target's data memory: registered once per port, local access only, and
+// sliced per command from two size classes, so a 4 KiB I/O does not pin a
+// max_io-sized chunk. When a class is empty, commands wait their turn (FIFO):
+// never an allocation per I/O, never a spurious failure (DESIGN.md "Memory").
+import type { Domain, Pool, Slice } from '../../native/fabric.js';
+import { Pool as FabricPool } from '../../native/fabric.js';
+import type { DataBuffer } from './transport.js';
+
+const SMALL_CHUNK = 64 * 1024;
+
+export class DataPool {
+  private readonly small: Pool;
+  private readonly large: Pool | null;
+  readonly maxIo: number;
+
+  constructor(domain: Domain, opts: { maxIo: number; dataBuffers: number }) {
+    this.maxIo = opts.maxIo;
+    this.small = new FabricPool(domain, { chunkSize: Math.min(SMALL_CHUNK, opts.maxIo), count: Math.max(64, opts.dataBuffers * 4) });
+    this.large = opts.maxIo > SMALL_CHUNK ? new FabricPool(domain, { chunkSize: opts.maxIo, count: opts.dataBuffers }) : null;
+  }
+
+  /** A slice of exactly `length` bytes (page-aligned start), or waits for one. */
+  async allocate(length: number): Promise<DataBuffer & { slice: Slice }> {
+    if (!Number.isSafeInteger(length) || length < 0 || length > this.maxIo)
+      throw new RangeError(`data length ${length} is outside 0..${this.maxIo}`);
+    const pool = length <= this.small.chunkSize || !this.large ? this.small : this.large;
+    const chunk = await pool.acquire();
+    const slice = chunk.mr.slice(chunk.offset, length);
+    let released = false;
+    return {
+      buffer: slice.buffer,
+      slice,
+      release: () => {
+        if (released) return;
+        released = true;
+        pool.release(chunk);
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.small.close();
+    await this.large?.close();
+  }
+}

@@ -1,0 +1,209 @@
+// The libfabric transport (docs/protocol.md §2): one passive endpoint per
+// port, one FI_EP_MSG endpoint per connection. Receive buffers are posted
+// before fi_accept; data moves by RMA between the port's local-only data pool
+// and the initiator's registered memory.
+import {
+  connectDataBuffer,
+  ConnectKind,
+  ConnectRejectReason,
+  decodeConnectData,
+  ProtocolError,
+  PROTOCOL_VERSION,
+} from '../../protocol/wire/index.js';
+import { Domain, type Endpoint, type Listener, type MemoryRegion, type RemoteRegion, type Slice } from '../../native/fabric.js';
+import { DataPool } from './data-pool.js';
+import type { DataBuffer, PortHandlers, PortOptions, RemoteSegment, TargetConnection, TargetPort, TargetTransport } from './transport.js';
+
+let nextConnectionId = 1;
+
+/** Capsules the target sends are small (RSP ≤ 284 bytes); larger ones go through a send slot of this size. */
+const SEND_SLOT = 1024;
+const SEND_SLOTS = 64;
+
+class FabricConnection implements TargetConnection {
+  readonly id = nextConnectionId++;
+  onCapsule: ((capsule: Buffer) => void) | null = null;
+  onClose: ((reason: string) => void) | null = null;
+  private closed = false;
+  private readonly freeSendSlots: number[] = [];
+  private readonly sendWaiters: ((slot: number) => void)[] = [];
+
+  constructor(
+    readonly ep: Endpoint,
+    readonly peer: string,
+    readonly request: ReturnType<typeof decodeConnectData<typeof ConnectKind.CONNECT>>,
+    readonly recvBuffers: number,
+    readonly maxCapsule: number,
+    private readonly recvRegion: MemoryRegion,
+    private readonly sendRegion: MemoryRegion,
+    private readonly pool: DataPool,
+    private readonly rmaIovLimit: number,
+    private readonly ordered: boolean,
+  ) {
+    for (let i = SEND_SLOTS - 1; i >= 0; i--) this.freeSendSlots.push(i);
+    ep.onReceive = (slice, length) => this.receive(slice, length);
+    ep.on('close', () => void this.finish('the connection was shut down'));
+  }
+
+  get provider(): string {
+    return this.ep.domain.provider;
+  }
+
+  private receive(slice: Slice, length: number): void {
+    try {
+      this.onCapsule?.(slice.buffer.subarray(0, length));
+    } finally {
+      // The handler copied what it keeps; the buffer goes back at once.
+      if (!this.closed && !this.ep.isClosed) this.ep.postReceive(slice);
+    }
+  }
+
+  async send(capsule: Buffer): Promise<void> {
+    if (capsule.length <= this.ep.info.injectSize) {
+      this.ep.sendInline(capsule);
+      return;
+    }
+    if (capsule.length > SEND_SLOT) throw new RangeError(`capsule of ${capsule.length} bytes exceeds the send slot`);
+    const slot = this.freeSendSlots.pop() ?? (await new Promise<number>((r) => this.sendWaiters.push(r)));
+    try {
+      const s = this.sendRegion.slice(slot * SEND_SLOT, capsule.length);
+      capsule.copy(s.buffer);
+      await this.ep.send(s);
+    } finally {
+      const w = this.sendWaiters.shift();
+      if (w) w(slot);
+      else this.freeSendSlots.push(slot);
+    }
+  }
+
+  allocate(length: number): Promise<DataBuffer> {
+    return this.pool.allocate(length);
+  }
+
+  private groups(from: Slice, segments: RemoteSegment[]): { local: Slice; remote: RemoteRegion[] }[] {
+    // One RMA per group of at most rma_iov_limit remote segments, each against
+    // the matching contiguous piece of the local buffer.
+    const out: { local: Slice; remote: RemoteRegion[] }[] = [];
+    let at = 0;
+    for (let i = 0; i < segments.length; i += this.rmaIovLimit) {
+      const group = segments.slice(i, i + this.rmaIovLimit);
+      const len = group.reduce((n, s) => n + s.length, 0);
+      out.push({ local: from.mr.slice(from.offset + at, len), remote: group });
+      at += len;
+    }
+    return out;
+  }
+
+  async read(into: DataBuffer, segments: RemoteSegment[]): Promise<void> {
+    const slice = (into as DataBuffer & { slice: Slice }).slice;
+    await Promise.all(this.groups(slice, segments).map((g) => this.ep.read(g.local, g.remote)));
+  }
+
+  async write(from: DataBuffer, length: number, segments: RemoteSegment[]): Promise<void> {
+    const slice = (from as DataBuffer & { slice: Slice }).slice;
+    // Trim the segments to the bytes actually produced.
+    const trimmed: RemoteSegment[] = [];
+    let left = length;
+    for (const s of segments) {
+      if (left === 0) break;
+      const n = Math.min(left, s.length);
+      trimmed.push({ address: s.address, key: s.key, length: n });
+      left -= n;
+    }
+    await Promise.all(
+      this.groups(slice, trimmed).map((g) => this.ep.write(g.local, g.remote, { deliveryComplete: !this.ordered })),
+    );
+  }
+
+  private async finish(reason: string): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.ep.close();
+    await this.recvRegion.close();
+    await this.sendRegion.close();
+    this.onClose?.(reason);
+  }
+
+  close(reason: string): Promise<void> {
+    return this.finish(reason);
+  }
+}
+
+class FabricPort implements TargetPort {
+  constructor(
+    readonly provider: string,
+    readonly address: string,
+    readonly port: number,
+    private readonly domain: Domain,
+    private readonly pool: DataPool,
+    private readonly listener: Listener,
+    private readonly connections: Set<FabricConnection>,
+  ) {}
+
+  async stopAccepting(): Promise<void> {
+    await this.listener.close();
+  }
+
+  async close(): Promise<void> {
+    await this.stopAccepting();
+    for (const c of [...this.connections]) await c.close('the port is closing');
+    await this.pool.close();
+    await this.domain.close();
+  }
+}
+
+export class FabricTargetTransport implements TargetTransport {
+  readonly name = 'fabric' as const;
+
+  async listen(opts: PortOptions, handlers: PortHandlers): Promise<TargetPort> {
+    const domain = Domain.open({ provider: opts.provider, address: opts.address === '0.0.0.0' ? undefined : opts.address });
+    const pool = new DataPool(domain, { maxIo: opts.maxIo, dataBuffers: opts.dataBuffers });
+    const listener = domain.listen({ address: opts.address, port: opts.port });
+    const rmaIovLimit = Math.max(1, Math.min(16, domain.info.rmaIovLimit, domain.info.iovLimit));
+    const connections = new Set<FabricConnection>();
+    const reject = (req: { reject(pd?: Buffer): void }, reason: ConnectRejectReason): void =>
+      req.reject(connectDataBuffer({ kind: ConnectKind.REJECT, version: PROTOCOL_VERSION, reason }));
+
+    listener.on('connection', (req) => {
+      let request;
+      try {
+        request = decodeConnectData(req.privateData, ConnectKind.CONNECT);
+      } catch (e) {
+        const why = e instanceof ProtocolError && e.reason === 'BAD_VERSION' ? ConnectRejectReason.UNSUPPORTED_VERSION : ConnectRejectReason.BAD_PRIVATE_DATA;
+        reject(req, why);
+        return;
+      }
+      const peer = 'fabric';
+      const decision = handlers.admit(request, peer);
+      if ('reject' in decision) {
+        reject(req, decision.reject);
+        return;
+      }
+      const { recvBuffers, maxCapsule } = decision.accept;
+      const recvRegion = domain.register(recvBuffers * maxCapsule);
+      const sendRegion = domain.register(SEND_SLOT * SEND_SLOTS);
+      req
+        .accept({
+          privateData: connectDataBuffer({ kind: ConnectKind.ACCEPT, maxCapsule, recvBuffers }),
+          prepare: (ep) => {
+            for (let i = 0; i < recvBuffers; i++) ep.postReceive(recvRegion.slice(i * maxCapsule, maxCapsule));
+          },
+        })
+        .then(
+          (ep) => {
+            const conn = new FabricConnection(ep, peer, request, recvBuffers, maxCapsule, recvRegion, sendRegion, pool, rmaIovLimit, domain.ordersSendAfterWrite);
+            connections.add(conn);
+            ep.once('close', () => connections.delete(conn));
+            handlers.connected(conn);
+          },
+          () => {
+            // The initiator went away during accept: give the buffers back.
+            void recvRegion.close().catch(() => undefined);
+            void sendRegion.close();
+          },
+        );
+    });
+
+    return new FabricPort(domain.provider, listener.address, listener.port, domain, pool, listener, connections);
+  }
+}

@@ -1,0 +1,87 @@
+// The seam between the target's session layer and the fabric, as Linux nvmet
+// separates nvmet_fabrics_ops from the core: a transport accepts connections,
+// moves capsules, and moves data between target-local registered memory and
+// the initiator's memory (RDMA READ for a write, RDMA WRITE for a read). It
+// knows nothing of SCSI or of the capsules' contents.
+import type { ConnectRejectReason, ConnectRequestData } from '../../protocol/wire/index.js';
+
+/** A piece of the initiator's memory, as a data descriptor names it. */
+export interface RemoteSegment {
+  address: bigint;
+  key: bigint;
+  length: number;
+}
+
+/** Target-local registered memory holding one command's data. */
+export interface DataBuffer {
+  /** Exactly the bytes asked for; page-aligned, so O_DIRECT backends can use it. */
+  readonly buffer: Buffer;
+  release(): void;
+}
+
+export interface TargetConnection {
+  /** Unique per process, for logs. */
+  readonly id: number;
+  /** Where the initiator connected from ("127.0.0.1:41234", "loop:name"). */
+  readonly peer: string;
+  readonly provider: string;
+  /** What the initiator asked for in its connect private data. */
+  readonly request: ConnectRequestData;
+  /** Receive buffers posted: what the initiator may have outstanding, plus control buffers. */
+  readonly recvBuffers: number;
+  /** Size of each posted receive buffer: the largest capsule this connection takes. */
+  readonly maxCapsule: number;
+  /**
+   * Called once per received capsule with exactly its bytes. The view is only
+   * valid until the handler returns: its receive buffer is posted again then.
+   */
+  onCapsule: ((capsule: Buffer) => void) | null;
+  /** Called once when the connection ends, whoever ended it. */
+  onClose: ((reason: string) => void) | null;
+  /** Sends one capsule (the bytes are copied before it resolves, or before it returns). */
+  send(capsule: Buffer): Promise<void>;
+  /** Registered memory for one command's data; waits its turn when the pool is busy. */
+  allocate(length: number): Promise<DataBuffer>;
+  /** RDMA READ: fills into.buffer from the segments, in order. */
+  read(into: DataBuffer, segments: RemoteSegment[]): Promise<void>;
+  /**
+   * RDMA WRITE of the first `length` bytes across the segments. When it
+   * resolves, a later send() is guaranteed to arrive after the data is placed
+   * (FI_ORDER_SAW, or delivery-complete where the provider lacks it).
+   */
+  write(from: DataBuffer, length: number, segments: RemoteSegment[]): Promise<void>;
+  close(reason: string): Promise<void>;
+}
+
+export type AdmitDecision = { accept: { recvBuffers: number; maxCapsule: number } } | { reject: ConnectRejectReason };
+
+export interface PortHandlers {
+  /** Decides on a connection request from its private data, before accepting. */
+  admit(request: ConnectRequestData, peer: string): AdmitDecision;
+  connected(conn: TargetConnection): void;
+}
+
+export interface TargetPort {
+  readonly provider: string;
+  readonly address: string;
+  readonly port: number;
+  /** Stops accepting; established connections stay (the start of a drain). */
+  stopAccepting(): Promise<void>;
+  /** Stops accepting, closes every connection, releases the port's memory. */
+  close(): Promise<void>;
+}
+
+export interface PortOptions {
+  provider: string;
+  address: string;
+  port: number;
+  /** Largest data transfer of one command (bytes): sizes the data pool's chunks. */
+  maxIo: number;
+  /** Chunks in the data pool: how many commands can hold data at once. */
+  dataBuffers: number;
+}
+
+export interface TargetTransport {
+  readonly name: 'fabric' | 'loop';
+  listen(opts: PortOptions, handlers: PortHandlers): Promise<TargetPort>;
+}

@@ -1,0 +1,120 @@
+// A target (TargetServer) with memory-backed volumes on a chosen transport,
+// and initiator connections to it: the end-to-end fixture for target and
+// initiator tests.
+import { randomUUID } from 'node:crypto';
+import { MemoryBackend } from '../../target/backend/memory.js';
+import { LogicalUnit } from '../../target/scsi/index.js';
+import { TargetServer, type ExportedVolume } from '../../target/server.js';
+import type { SessionLogger } from '../../target/session/environment.js';
+import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
+import { LoopTargetTransport } from '../../target/transport/loop-transport.js';
+import type { TargetTransport } from '../../target/transport/transport.js';
+import { Connection, type LoginOptions } from '../../initiator/connection.js';
+import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
+import { LoopInitiatorTransport } from '../../initiator/transport/loop-transport.js';
+import type { InitiatorTransport } from '../../initiator/transport/transport.js';
+import type { Access } from '../../target/scsi/index.js';
+
+export const TARGET_NAME = 'iqn.2026-11.io.rblk:test';
+export const TRANSPORTS = ['loop', 'tcp', 'sockets'] as const;
+export type TransportKind = (typeof TRANSPORTS)[number];
+
+export interface LogLine {
+  level: string;
+  message: string;
+  meta?: Record<string, unknown>;
+}
+
+export function memoryLog(lines: LogLine[] = []): SessionLogger & { lines: LogLine[] } {
+  const at = (level: string) => (message: string, meta?: Record<string, unknown>) => void lines.push({ level, message, meta });
+  return { lines, error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug') };
+}
+
+export interface VolumeDef {
+  name: string;
+  lun: number;
+  size: number;
+  blockSize?: 512 | 4096;
+  readOnly?: boolean;
+  /** initiator name → access; absent: everyone rw. */
+  acl?: Record<string, Access>;
+}
+
+export function exportMemoryVolume(d: VolumeDef): ExportedVolume & { backend: MemoryBackend } {
+  const backend = new MemoryBackend({ size: d.size, name: d.name });
+  const lu = new LogicalUnit({ name: d.name, backend, identifier: randomUUID(), blockSize: d.blockSize ?? 512, readOnly: d.readOnly });
+  return {
+    name: d.name,
+    lun: d.lun,
+    lu,
+    backend,
+    access: (initiator) => (d.acl ? (d.acl[initiator] ?? null) : 'rw'),
+  };
+}
+
+export interface Fixture {
+  server: TargetServer;
+  port: number;
+  address: string;
+  kind: TransportKind;
+  log: LogLine[];
+  initiatorTransport: InitiatorTransport;
+  connect(o?: Partial<LoginOptions>): Promise<Connection>;
+  close(): Promise<void>;
+}
+
+export async function startTarget(
+  kind: TransportKind,
+  volumes: VolumeDef[] = [{ name: 'vol0', lun: 0, size: 16 << 20 }],
+  opts: { secrets?: Record<string, string>; authRequired?: boolean; keepAliveMs?: number; queueDepth?: number; maxSessions?: number } = {},
+): Promise<Fixture> {
+  const log = memoryLog();
+  const server = new TargetServer({
+    targetName: TARGET_NAME,
+    limits: {
+      queueDepth: opts.queueDepth ?? 32,
+      maxIo: 1 << 20,
+      inCapsuleData: 8192,
+      maxDescriptors: 16,
+      keepAliveMs: opts.keepAliveMs ?? 0,
+      loginTimeoutMs: 10_000,
+      maxSessions: opts.maxSessions ?? 64,
+      dataBuffers: 16,
+    },
+    authRequired: opts.authRequired ?? false,
+    secrets: new Map(Object.entries(opts.secrets ?? {})),
+    log,
+  });
+  for (const v of volumes) server.addVolume(exportMemoryVolume(v));
+  const transport: TargetTransport = kind === 'loop' ? new LoopTargetTransport() : new FabricTargetTransport();
+  const initiatorTransport: InitiatorTransport = kind === 'loop' ? new LoopInitiatorTransport() : new FabricInitiatorTransport();
+  const address = kind === 'loop' ? 'loop-test' : '127.0.0.1';
+  const port = await server.listen({ transport, provider: kind === 'loop' ? 'loop' : kind, address, port: 0 });
+  const conns: Connection[] = [];
+  return {
+    server,
+    port: port.port,
+    address,
+    kind,
+    log: log.lines,
+    initiatorTransport,
+    async connect(o = {}) {
+      const c = await Connection.open(initiatorTransport, {
+        address,
+        port: port.port,
+        provider: kind === 'loop' ? undefined : kind,
+        initiatorName: 'iqn.2026-11.io.rblk:client',
+        targetName: TARGET_NAME,
+        maxIo: 1 << 20,
+        queueDepth: 16,
+        ...o,
+      });
+      conns.push(c);
+      return c;
+    },
+    async close() {
+      for (const c of conns) await c.close();
+      await server.close();
+    },
+  };
+}
