@@ -6,6 +6,9 @@ type ValueOf<T> = T[keyof T];
 
 export const PROTOCOL_VERSION = 1;
 
+/** The name rblkd answers to when its config names none; initiators use it by default. */
+export const DEFAULT_TARGET_NAME = 'iqn.2026-11.io.rblk:target';
+
 /** Every capsule starts with this header: opcode, version, flags, length, tag. */
 export const HEADER_SIZE = 16;
 

@@ -32,6 +32,10 @@ function designator(codeSet: number, type: number, value: Buffer): Buffer {
   return d;
 }
 
+/** T10 vendor identification of the designator that carries the volume name. */
+export const RBLK_VENDOR = 'RBLK';
+export const VOLUME_PREFIX = 'volume:';
+
 function deviceIdentification(lu: LogicalUnit): Buffer {
   // T10 vendor ID designator (SPC-5 7.7.6.4): vendor then a vendor-unique id.
   const t10 = Buffer.alloc(8 + lu.serial.length);
@@ -41,9 +45,15 @@ function deviceIdentification(lu: LogicalUnit): Buffer {
   const name = `naa.${lu.naa.toString('hex').toUpperCase()}`;
   const nameBytes = Buffer.alloc(Math.ceil((name.length + 1) / 4) * 4);
   nameBytes.write(name, 0, 'utf8');
+  // rblk's volume name, so an initiator can open a volume by name: a second
+  // T10 vendor ID designator, vendor "RBLK", vendor-unique "volume:<name>".
+  const named = Buffer.alloc(8 + VOLUME_PREFIX.length + Buffer.byteLength(lu.name, 'latin1'));
+  writeAscii(named, 0, 8, RBLK_VENDOR);
+  named.write(VOLUME_PREFIX + lu.name, 8, 'latin1');
   return Buffer.concat([
     designator(CodeSet.BINARY, DesignatorType.NAA, lu.naa),
     designator(CodeSet.ASCII, DesignatorType.T10_VENDOR_ID, t10),
+    designator(CodeSet.ASCII, DesignatorType.T10_VENDOR_ID, named),
     designator(CodeSet.UTF8, DesignatorType.SCSI_NAME_STRING, nameBytes),
   ]);
 }
