@@ -8,6 +8,12 @@ import type { DataBuffer } from './transport.js';
 
 const SMALL_CHUNK = 64 * 1024;
 
+export interface PooledBuffer extends DataBuffer {
+  readonly slice: Slice;
+  /** Operations still using the memory; release() waits for them. */
+  readonly busy: Promise<unknown>[];
+}
+
 export class DataPool {
   private readonly small: Pool;
   private readonly large: Pool | null;
@@ -19,21 +25,28 @@ export class DataPool {
     this.large = opts.maxIo > SMALL_CHUNK ? new FabricPool(domain, { chunkSize: opts.maxIo, count: opts.dataBuffers }) : null;
   }
 
-  /** A slice of exactly `length` bytes (page-aligned start), or waits for one. */
-  async allocate(length: number): Promise<DataBuffer & { slice: Slice }> {
+  /**
+   * A slice of exactly `length` bytes (page-aligned start), or waits for one.
+   * The transport may attach operations still using it (`busy`): release()
+   * then returns the chunk to the pool only once they have settled.
+   */
+  async allocate(length: number): Promise<PooledBuffer> {
     if (!Number.isSafeInteger(length) || length < 0 || length > this.maxIo)
       throw new RangeError(`data length ${length} is outside 0..${this.maxIo}`);
     const pool = length <= this.small.chunkSize || !this.large ? this.small : this.large;
     const chunk = await pool.acquire();
     const slice = chunk.mr.slice(chunk.offset, length);
     let released = false;
+    const busy: Promise<unknown>[] = [];
     return {
       buffer: slice.buffer,
       slice,
+      busy,
       release: () => {
         if (released) return;
         released = true;
-        pool.release(chunk);
+        if (busy.length === 0) pool.release(chunk);
+        else void Promise.allSettled(busy).then(() => pool.release(chunk));
       },
     };
   }

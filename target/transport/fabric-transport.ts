@@ -11,7 +11,7 @@ import {
   PROTOCOL_VERSION,
 } from '../../protocol/wire/index.js';
 import { Domain, type Endpoint, type Listener, type MemoryRegion, type RemoteRegion, type Slice } from '../../native/fabric.js';
-import { DataPool } from './data-pool.js';
+import { DataPool, type PooledBuffer } from './data-pool.js';
 import type { DataBuffer, PortHandlers, PortOptions, RemoteSegment, TargetConnection, TargetPort, TargetTransport } from './transport.js';
 
 let nextConnectionId = 1;
@@ -95,12 +95,13 @@ class FabricConnection implements TargetConnection {
   }
 
   async read(into: DataBuffer, segments: RemoteSegment[]): Promise<void> {
-    const slice = (into as DataBuffer & { slice: Slice }).slice;
+    const slice = (into as PooledBuffer).slice;
     await Promise.all(this.groups(slice, segments).map((g) => this.ep.read(g.local, g.remote)));
   }
 
   async write(from: DataBuffer, length: number, segments: RemoteSegment[]): Promise<void> {
-    const slice = (from as DataBuffer & { slice: Slice }).slice;
+    const pooled = from as PooledBuffer;
+    const slice = pooled.slice;
     // Trim the segments to the bytes actually produced.
     const trimmed: RemoteSegment[] = [];
     let left = length;
@@ -110,9 +111,17 @@ class FabricConnection implements TargetConnection {
       trimmed.push({ address: s.address, key: s.key, length: n });
       left -= n;
     }
-    await Promise.all(
-      this.groups(slice, trimmed).map((g) => this.ep.write(g.local, g.remote, { deliveryComplete: !this.ordered })),
-    );
+    const writes = Promise.all(this.groups(slice, trimmed).map((g) => this.ep.write(g.local, g.remote, { deliveryComplete: !this.ordered })));
+    if (this.ordered) {
+      // FI_ORDER_SAW: a send posted after these writes lands after their data
+      // (docs/protocol.md §12), so the RSP need not wait for the completions;
+      // the buffer goes back to the pool only once they are done. A failed
+      // write breaks the connection, so no RSP can overtake bad data.
+      pooled.busy.push(writes);
+      writes.catch((e: Error) => void this.close(`RDMA WRITE failed: ${e.message}`));
+      return;
+    }
+    await writes;
   }
 
   private async finish(reason: string): Promise<void> {
