@@ -81,6 +81,8 @@ export interface CommandRequest {
   dataIn?: IoBuffer;
   /** Bytes of the buffer to use (default: all of it). */
   length?: number;
+  /** Called with the command's tag as it is sent (for ABORT TASK after a timeout). */
+  onTag?: (tag: bigint) => void;
 }
 
 const REJECT_NAMES = new Map<number, string>(Object.entries(LoginRejectReason).map(([k, v]) => [v, k]));
@@ -318,6 +320,7 @@ export class Connection {
     if (offered > this.rsp.maxTransfer) throw new RangeError(`transfer of ${offered} bytes exceeds the target's maximum of ${this.rsp.maxTransfer}`);
     await this.takeCredit(1);
     const tag = this.nextTag++;
+    r.onTag?.(tag);
     const cdb = Buffer.alloc(16);
     r.cdb.copy(cdb);
     const answer = await this.request(tag, { op: Opcode.CMD, tag, lun: r.lun, taskAttribute: TaskAttribute.SIMPLE, direction, cdb, data });

@@ -1,0 +1,341 @@
+// One connection of a session, across reconnects: it sends commands on its
+// current Connection (protocol.md §9, §12), times them out and runs the
+// recovery ladder (ABORT TASK, LOGICAL UNIT RESET, then a new connection;
+// SAM-5 7.2, 7.7), probes an idle connection when asked to, and logs in again
+// with exponential backoff after the connection is lost.
+import { testUnitReady } from '../protocol/scsi/cdb.js';
+import { TaskFunction, TaskResponse } from '../protocol/wire/index.js';
+import { Connection, TransportError, type LoginOptions } from './connection.js';
+import type { ResolvedOptions } from './options.js';
+import { RegisteredBuffer } from './registered-buffer.js';
+import type { ScsiRequest, ScsiResponse } from './scsi-request.js';
+import type { InitiatorTransport, IoBuffer } from './transport/transport.js';
+import { nextTurn, Sleep, within } from './wait.js';
+
+/** A step the session took to get a stuck command or a dead connection going again. */
+export interface RecoveryEvent {
+  action: 'abort-task' | 'lun-reset' | 'reconnect' | 'keep-alive';
+  /** Index of the session's connection (0-based). */
+  connection: number;
+  lun?: number;
+  /** The command's tag (ABORT TASK). */
+  tag?: bigint;
+  reason: string;
+}
+
+/** One try of one command on one connection. */
+export interface Attempt {
+  /** The CMD capsule went out (it has a tag). */
+  sent: boolean;
+  /** The command timeout fired; a TASK ABORTED answer means "timed out". */
+  timedOut: boolean;
+  /** The try has ended one way or the other. */
+  settled: boolean;
+}
+
+export interface ChannelHost {
+  readonly options: ResolvedOptions;
+  readonly transport: InitiatorTransport;
+  /** The session is closing: stop reconnecting. */
+  readonly isClosing: boolean;
+  /** Commands are waiting for a connection, so backoff sleeps keep the process alive. */
+  readonly needsConnection: boolean;
+  channelUp(ch: Channel): void;
+  channelDown(ch: Channel, reason: string, reconnecting: boolean): void;
+  reconnectFailed(ch: Channel, error: Error): void;
+  recovery(event: RecoveryEvent): void;
+  /** The LUN a keep-alive probe goes to, and where its answer (perhaps a unit attention) is reported. */
+  probeLun(): number;
+  probeAnswered(lun: number, status: number, sense: Buffer): void;
+}
+
+/**
+ * protocol.md §14.3: after T_LOGOUT for a protocol error, an unexpected capsule
+ * or a credit overrun, logging in again would repeat the fault. Connection
+ * reports the reason by name in its close reason.
+ */
+const NO_RECONNECT = /logged this session out: (PROTOCOL_ERROR|UNEXPECTED_CAPSULE|CREDIT_OVERRUN)\b/;
+
+export class Channel {
+  private current: Connection | null = null;
+  private lost: { promise: Promise<never>; reject(e: Error): void } = Channel.lostSignal();
+  private inflight = 0;
+  private lastActive = Date.now();
+  private readonly resets = new Map<number, Promise<boolean>>();
+  private readonly buffers = new Set<RegisteredBuffer>();
+  private keepAlive: NodeJS.Timeout | null = null;
+  private probing = false;
+  private reconnecting = false;
+  private closing = false;
+  private readonly sleep = new Sleep();
+
+  constructor(
+    readonly index: number,
+    private readonly host: ChannelHost,
+  ) {}
+
+  private static lostSignal(): { promise: Promise<never>; reject(e: Error): void } {
+    let reject!: (e: Error) => void;
+    const promise = new Promise<never>((_, r) => (reject = r));
+    promise.catch(() => undefined);
+    return { promise, reject };
+  }
+
+  get connection(): Connection | null {
+    return this.current;
+  }
+  get isUp(): boolean {
+    return this.current !== null && !this.current.isClosed;
+  }
+  /** Commands in flight here (for spreading load). */
+  get load(): number {
+    return this.inflight;
+  }
+
+  private loginOptions(): LoginOptions {
+    const o = this.host.options;
+    return {
+      address: o.address,
+      port: o.port,
+      provider: o.provider,
+      initiatorName: o.initiatorName,
+      targetName: o.targetName,
+      secret: o.secret?.reveal(),
+      queueDepth: o.queueDepth,
+      maxIo: o.maxIo,
+      connectTimeoutMs: o.connectTimeoutMs,
+    };
+  }
+
+  /** Connects and logs in; rejects with the Connection's LoginError. */
+  async open(): Promise<void> {
+    this.install(await Connection.open(this.host.transport, this.loginOptions()));
+    if (!this.isUp) throw new TransportError('the connection closed right after login');
+  }
+
+  private install(conn: Connection): void {
+    this.current = conn;
+    this.lost = Channel.lostSignal();
+    this.lastActive = Date.now();
+    conn.onClose = (reason) => this.onClose(conn, reason);
+    this.startKeepAlive();
+    if (conn.isClosed) this.onClose(conn, 'closed during login');
+  }
+
+  private onClose(conn: Connection, reason: string): void {
+    if (conn !== this.current) return;
+    this.current = null;
+    this.lost.reject(new TransportError(`connection closed: ${reason}`));
+    this.resets.clear();
+    // Registered buffers stay findable, so I/O through them fails CONNECTION_LOST
+    // instead of quietly taking the copying path; their owner releases them.
+    if (this.closing) return;
+    const reconnect = !NO_RECONNECT.test(reason);
+    this.host.channelDown(this, reason, reconnect);
+    if (reconnect) void this.reconnect();
+  }
+
+  private async reconnect(): Promise<void> {
+    if (this.reconnecting) return;
+    this.reconnecting = true;
+    const o = this.host.options;
+    let wait = o.reconnectInitialMs;
+    try {
+      while (!this.closing && !this.host.isClosing) {
+        await this.sleep.for(wait, this.host.needsConnection);
+        if (this.closing || this.host.isClosing) return;
+        try {
+          const conn = await Connection.open(this.host.transport, this.loginOptions());
+          if (this.closing || this.host.isClosing) {
+            await conn.logout();
+            return;
+          }
+          this.install(conn);
+          if (this.isUp) {
+            this.host.channelUp(this);
+            return;
+          }
+        } catch (e) {
+          this.host.reconnectFailed(this, e as Error);
+        }
+        wait = Math.min(wait * 2, o.reconnectMaxMs);
+      }
+    } finally {
+      this.reconnecting = false;
+    }
+  }
+
+  /** Memory registered on this connection for zero-copy I/O. */
+  register(size: number): RegisteredBuffer {
+    const conn = this.current;
+    if (conn === null || conn.isClosed) throw new TransportError('the connection is down');
+    const b = new RegisteredBuffer(
+      conn.register(size),
+      size,
+      this.index,
+      () => this.current === conn && !conn.isClosed,
+      (gone) => this.buffers.delete(gone),
+    );
+    this.buffers.add(b);
+    return b;
+  }
+
+  /** A pool chunk, unless the connection dies first (a closed pool never hands one out). */
+  private async fromPool(conn: Connection, length: number, lost: Promise<never>): Promise<IoBuffer> {
+    let gone = false;
+    const chunk = conn.allocate(length);
+    chunk.then(
+      (b) => gone && b.release(),
+      () => undefined,
+    );
+    try {
+      return await Promise.race([chunk, lost]);
+    } catch (e) {
+      gone = true;
+      throw e;
+    }
+  }
+
+  /**
+   * Sends one command on the current connection and resolves with its
+   * response. Rejects with a TransportError when the connection is (or goes)
+   * down: the session decides whether to send it again.
+   */
+  async send(req: ScsiRequest, att: Attempt): Promise<ScsiResponse> {
+    const conn = this.current;
+    if (conn === null || conn.isClosed) throw new TransportError('the connection is down');
+    const lost = this.lost.promise;
+    this.inflight++;
+    let pooled: IoBuffer | null = null;
+    let timer: NodeJS.Timeout | null = null;
+    try {
+      let dataOut: Buffer | IoBuffer | undefined;
+      let dataIn: IoBuffer | undefined;
+      const out = req.dataOut;
+      const into = req.dataIn;
+      if (out?.kind === 'bytes') {
+        // Small writes travel in the capsule (protocol.md §9.1 format 3): no RDMA READ at all.
+        if (out.data.length <= conn.immediateDataSize) dataOut = out.data;
+        else {
+          pooled = await this.fromPool(conn, out.data.length, lost);
+          out.data.copy(pooled.buffer);
+          dataOut = pooled;
+        }
+      } else if (out?.kind === 'registered') {
+        dataOut = out.buffer.view(out.offset, out.length);
+      }
+      if (into?.kind === 'bytes' && into.into.length > 0) {
+        pooled = await this.fromPool(conn, into.into.length, lost);
+        dataIn = pooled;
+      } else if (into?.kind === 'registered') {
+        dataIn = into.buffer.view(into.offset, into.length);
+      }
+      const r = await conn.command({
+        lun: req.lun,
+        cdb: req.cdb,
+        dataOut,
+        dataIn,
+        onTag: (tag) => {
+          att.sent = true;
+          timer = this.arm(conn, req.lun, tag, att);
+        },
+      });
+      if (into?.kind === 'bytes' && pooled !== null) pooled.buffer.copy(into.into, 0, 0, Math.min(r.dataIn, into.into.length));
+      return { status: r.status, sense: r.sense, dataIn: r.dataIn };
+    } finally {
+      att.settled = true;
+      if (timer !== null) clearTimeout(timer);
+      pooled?.release();
+      this.inflight--;
+      this.lastActive = Date.now();
+    }
+  }
+
+  private arm(conn: Connection, lun: number, tag: bigint, att: Attempt): NodeJS.Timeout | null {
+    const ms = this.host.options.commandTimeoutMs;
+    if (ms <= 0) return null;
+    return setTimeout(() => void this.recover(conn, lun, tag, att), ms);
+  }
+
+  /**
+   * The recovery ladder for a command with no response in time: ABORT TASK;
+   * if that does not end it within abortMs, LOGICAL UNIT RESET; if that does
+   * not either, drop the connection (its other commands are reissued on the
+   * next one). The command itself then fails TIMEOUT.
+   */
+  private async recover(conn: Connection, lun: number, tag: bigint, att: Attempt): Promise<void> {
+    if (att.settled || conn.isClosed) return;
+    att.timedOut = true;
+    const o = this.host.options;
+    this.host.recovery({ action: 'abort-task', connection: this.index, lun, tag, reason: `no response within ${o.commandTimeoutMs} ms` });
+    if (await this.taskManagement(conn, lun, TaskFunction.ABORT_TASK, tag)) await nextTurn();
+    if (att.settled || conn.isClosed) return;
+    this.host.recovery({ action: 'lun-reset', connection: this.index, lun, reason: `ABORT TASK did not end tag ${tag} within ${o.abortTimeoutMs} ms` });
+    if (await this.lunReset(conn, lun)) await nextTurn();
+    if (att.settled || conn.isClosed) return;
+    this.host.recovery({ action: 'reconnect', connection: this.index, lun, reason: `LOGICAL UNIT RESET did not end tag ${tag} within ${o.abortTimeoutMs} ms` });
+    await conn.close();
+  }
+
+  /** True when the target answered FUNCTION COMPLETE within abortMs. */
+  private taskManagement(conn: Connection, lun: number, fn: TaskFunction, tag = 0n): Promise<boolean> {
+    const answer = conn.taskManagement(lun, fn, tag).then(
+      (r) => r === TaskResponse.COMPLETE,
+      () => false,
+    );
+    return within(answer, this.host.options.abortTimeoutMs, false);
+  }
+
+  /** One LOGICAL UNIT RESET per LUN at a time, however many commands timed out on it. */
+  private lunReset(conn: Connection, lun: number): Promise<boolean> {
+    let p = this.resets.get(lun);
+    if (p === undefined) {
+      p = this.taskManagement(conn, lun, TaskFunction.LUN_RESET).finally(() => this.resets.delete(lun));
+      this.resets.set(lun, p);
+    }
+    return p;
+  }
+
+  private startKeepAlive(): void {
+    const ms = this.host.options.keepAliveMs;
+    if (ms <= 0 || this.keepAlive !== null) return;
+    this.keepAlive = setInterval(() => void this.probe(ms), ms);
+    this.keepAlive.unref();
+  }
+
+  /** TEST UNIT READY on an idle connection; no answer within ms drops it. */
+  private async probe(ms: number): Promise<void> {
+    const conn = this.current;
+    if (conn === null || conn.isClosed || this.probing || this.inflight > 0 || Date.now() - this.lastActive < ms) return;
+    this.probing = true;
+    try {
+      const lun = this.host.probeLun();
+      const answer = conn.command({ lun, cdb: testUnitReady() }).then(
+        (r) => r,
+        () => null,
+      );
+      const r = await within(answer, ms, 'late' as const);
+      if (r === 'late') {
+        if (conn !== this.current) return;
+        this.host.recovery({ action: 'keep-alive', connection: this.index, lun, reason: `TEST UNIT READY unanswered for ${ms} ms` });
+        await conn.close();
+      } else if (r !== null) {
+        this.host.probeAnswered(lun, r.status, r.sense);
+      }
+    } finally {
+      this.probing = false;
+      this.lastActive = Date.now();
+    }
+  }
+
+  /** Logs out (after the connection's own short wait) and stops reconnecting. */
+  async close(): Promise<void> {
+    this.closing = true;
+    this.sleep.cancel();
+    if (this.keepAlive !== null) clearInterval(this.keepAlive);
+    this.keepAlive = null;
+    const conn = this.current;
+    if (conn !== null) await conn.logout();
+    for (const b of [...this.buffers]) b.release();
+  }
+}

@@ -1,0 +1,44 @@
+// The `rblk` package: an async block API over rblk's RDMA transport.
+//
+//   import { connect } from 'rblk';
+//   const session = await connect('rblk://10.0.0.5/db?provider=verbs');
+//   const vol = await session.open();
+//   await vol.write(0, Buffer.alloc(4096, 1));
+//   await session.close();
+//
+// docs/initiator.md describes the API, the error codes, and the exact timeout
+// and recovery semantics.
+import { resolveOptions, type ConnectOptions } from './options.js';
+import { Session } from './session.js';
+
+/**
+ * Connects to a target and logs in every connection of a new session.
+ *
+ * `target` is an rblk URL, `rblk://host[:port][/volume][?provider=tcp&initiator=NAME&target=NAME]`,
+ * or the options themselves; `options` adds to (and overrides) the URL. The
+ * secret never goes in a URL: pass `secret`, `secretFile` (mode 0600 or
+ * stricter) or set RBLK_SECRET.
+ *
+ * Rejects with RblkError 'LOGIN_FAILED' (cannot connect, or refused) or
+ * 'AUTH_FAILED' (authentication failed either way); the first login is not
+ * retried. Option mistakes throw RangeError.
+ */
+export async function connect(target: string | ConnectOptions, options: Partial<ConnectOptions> = {}): Promise<Session> {
+  return Session.open(resolveOptions(target, options));
+}
+
+export { Session, type ConnectionInfo, type SessionEvents, type SessionState } from './session.js';
+export { Volume, type VolumeEvents, type WriteOptions, type WriteZeroesOptions } from './volume.js';
+export { Reservations, ReservationType, type ReadKeys, type ReadReservation, type ReservationTypeCode } from './reservations.js';
+export { RegisteredBuffer } from './registered-buffer.js';
+export { MiscompareError, RblkError, hasCode, type RblkErrorCode } from './errors.js';
+export { DEFAULTS, defaultInitiatorName, SecretValue, type ConnectOptions, type ReconnectOptions, type ResolvedOptions, type TimeoutOptions } from './options.js';
+export { DEFAULT_PORT, parseRblkUrl, type RblkUrl } from './url.js';
+export type { RecoveryEvent } from './channel.js';
+export type { VolumeInfo } from './discovery.js';
+export type { ScsiRequest, ScsiResponse, DataIn, DataOut } from './scsi-request.js';
+export type { BlockDevice, BlockDeviceInfo, BlockErrorCode } from './block-device.js';
+export type { Sense } from '../protocol/scsi/sense.js';
+export { DEFAULT_TARGET_NAME } from '../protocol/wire/index.js';
+export { LoopInitiatorTransport } from './transport/loop-transport.js';
+export type { InitiatorTransport } from './transport/transport.js';

@@ -1,0 +1,185 @@
+// What connect() accepts, its defaults, and where the secret comes from.
+import { hostname } from 'node:os';
+import { inspect } from 'node:util';
+import { DEFAULT_TARGET_NAME, MIN_SECRET_LENGTH } from '../protocol/wire/index.js';
+import { RblkError } from './errors.js';
+import { readSecretFile } from './secret-file.js';
+import type { InitiatorTransport } from './transport/transport.js';
+import { DEFAULT_PORT, parseRblkUrl } from './url.js';
+
+/** Timeouts, in milliseconds (docs/initiator.md "Timeouts and recovery"). */
+export interface TimeoutOptions {
+  /** A command without a response this long after it was sent is aborted. Default 30 000; 0 disables. */
+  commandMs?: number;
+  /** How long each recovery step (ABORT TASK, then LOGICAL UNIT RESET) may take. Default 5 000. */
+  abortMs?: number;
+  /** How long commands wait for a lost session to come back before failing CONNECTION_LOST. Default 30 000. */
+  lossMs?: number;
+  /** One connect-and-login attempt. Default 10 000. */
+  connectMs?: number;
+}
+
+/** Reconnect backoff: the first retry after initialDelayMs, doubling up to maxDelayMs. */
+export interface ReconnectOptions {
+  /** Default 100. */
+  initialDelayMs?: number;
+  /** Default 5 000. */
+  maxDelayMs?: number;
+}
+
+/** Options of {@link connect}. Only `address` is required. */
+export interface ConnectOptions {
+  /** Host name or address of the target. */
+  address: string;
+  /** Default 7471. */
+  port?: number;
+  /** libfabric provider (`tcp`, `sockets`, `verbs`, ...); default: the first that works. */
+  provider?: string;
+  /** Default `iqn.2026-11.io.rblk:<hostname>`. */
+  initiatorName?: string;
+  /** Default DEFAULT_TARGET_NAME, `iqn.2026-11.io.rblk:target`, which rblkd also uses. */
+  targetName?: string;
+  /**
+   * The initiator's HMAC secret (at least 16 bytes). When absent, `secretFile`
+   * is read, then the environment variable RBLK_SECRET; with none of them the
+   * login is unauthenticated.
+   */
+  secret?: string;
+  /** A file holding the secret; its mode must be 0600 or stricter. */
+  secretFile?: string;
+  /** The volume `session.open()` opens when given no name (the URL's path). */
+  volume?: string;
+  /** Commands outstanding per connection (credits asked for). Default 32. */
+  queueDepth?: number;
+  /** Connections in the session; commands are spread over them. Default 1. */
+  connections?: number;
+  /** Largest transfer of one command, and the size of each I/O pool chunk. Default 1 MiB. */
+  maxIo?: number;
+  /**
+   * Probe each idle connection with TEST UNIT READY this often, and drop it when
+   * the probe gets no answer within the same time. 0 (the default) relies on the
+   * target's keep-alive (protocol.md §13) and the fabric's own errors.
+   */
+  keepAliveMs?: number;
+  timeouts?: TimeoutOptions;
+  reconnect?: ReconnectOptions;
+  /** Retries of a command that got BUSY or TASK SET FULL before it fails BUSY. Default 5. */
+  busyRetries?: number;
+  /** The fabric to use; default libfabric. Tests pass the in-process loop transport. */
+  transport?: InitiatorTransport;
+}
+
+/** A secret that does not show itself in logs, JSON or util.inspect. */
+export class SecretValue {
+  readonly #value: string;
+
+  constructor(value: string) {
+    this.#value = value;
+  }
+
+  reveal(): string {
+    return this.#value;
+  }
+
+  toString(): string {
+    return '[secret]';
+  }
+
+  toJSON(): string {
+    return '[secret]';
+  }
+
+  [inspect.custom](): string {
+    return '[secret]';
+  }
+}
+
+/** ConnectOptions with every default applied and the secret looked up. */
+export interface ResolvedOptions {
+  address: string;
+  port: number;
+  provider: string | undefined;
+  initiatorName: string;
+  targetName: string;
+  secret: SecretValue | undefined;
+  volume: string | undefined;
+  queueDepth: number;
+  connections: number;
+  maxIo: number;
+  keepAliveMs: number;
+  commandTimeoutMs: number;
+  abortTimeoutMs: number;
+  lossTimeoutMs: number;
+  connectTimeoutMs: number;
+  reconnectInitialMs: number;
+  reconnectMaxMs: number;
+  busyRetries: number;
+  transport: InitiatorTransport | undefined;
+}
+
+export const DEFAULTS = {
+  port: DEFAULT_PORT,
+  queueDepth: 32,
+  connections: 1,
+  maxIo: 1 << 20,
+  commandTimeoutMs: 30_000,
+  abortTimeoutMs: 5_000,
+  lossTimeoutMs: 30_000,
+  connectTimeoutMs: 10_000,
+  reconnectInitialMs: 100,
+  reconnectMaxMs: 5_000,
+  busyRetries: 5,
+} as const;
+
+export function defaultInitiatorName(): string {
+  return `iqn.2026-11.io.rblk:${hostname()}`;
+}
+
+function count(name: string, v: number | undefined, fallback: number, min: number, max: number): number {
+  const n = v ?? fallback;
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new RangeError(`${name} ${n} is not an integer in ${min}..${max}`);
+  return n;
+}
+
+function findSecret(o: ConnectOptions, env: NodeJS.ProcessEnv): SecretValue | undefined {
+  const secret = o.secret ?? (o.secretFile !== undefined ? readSecretFile(o.secretFile) : env.RBLK_SECRET);
+  if (secret === undefined) return undefined;
+  if (Buffer.byteLength(secret) < MIN_SECRET_LENGTH) {
+    throw new RblkError('INVALID', `the secret is ${Buffer.byteLength(secret)} bytes; at least ${MIN_SECRET_LENGTH} are needed`);
+  }
+  return new SecretValue(secret);
+}
+
+/**
+ * Merges a URL (or options) with overrides and applies the defaults. The URL's
+ * fields yield to the explicit options.
+ */
+export function resolveOptions(target: string | ConnectOptions, overrides: Partial<ConnectOptions> = {}, env: NodeJS.ProcessEnv = process.env): ResolvedOptions {
+  const base: ConnectOptions = typeof target === 'string' ? parseRblkUrl(target) : target;
+  const o: ConnectOptions = { ...base, ...overrides, timeouts: { ...base.timeouts, ...overrides.timeouts }, reconnect: { ...base.reconnect, ...overrides.reconnect } };
+  if (typeof o.address !== 'string' || o.address === '') throw new RangeError('an address is required');
+  const t = o.timeouts ?? {};
+  const r = o.reconnect ?? {};
+  const day = 86_400_000;
+  return {
+    address: o.address,
+    port: count('port', o.port, DEFAULTS.port, 0, 65535),
+    provider: o.provider,
+    initiatorName: o.initiatorName ?? defaultInitiatorName(),
+    targetName: o.targetName ?? DEFAULT_TARGET_NAME,
+    secret: findSecret(o, env),
+    volume: o.volume,
+    queueDepth: count('queueDepth', o.queueDepth, DEFAULTS.queueDepth, 2, 4096),
+    connections: count('connections', o.connections, DEFAULTS.connections, 1, 64),
+    maxIo: count('maxIo', o.maxIo, DEFAULTS.maxIo, 4096, 1 << 30),
+    keepAliveMs: count('keepAliveMs', o.keepAliveMs, 0, 0, day),
+    commandTimeoutMs: count('timeouts.commandMs', t.commandMs, DEFAULTS.commandTimeoutMs, 0, day),
+    abortTimeoutMs: count('timeouts.abortMs', t.abortMs, DEFAULTS.abortTimeoutMs, 1, day),
+    lossTimeoutMs: count('timeouts.lossMs', t.lossMs, DEFAULTS.lossTimeoutMs, 0, day),
+    connectTimeoutMs: count('timeouts.connectMs', t.connectMs, DEFAULTS.connectTimeoutMs, 1, day),
+    reconnectInitialMs: count('reconnect.initialDelayMs', r.initialDelayMs, DEFAULTS.reconnectInitialMs, 1, day),
+    reconnectMaxMs: count('reconnect.maxDelayMs', r.maxDelayMs, DEFAULTS.reconnectMaxMs, 1, day),
+    busyRetries: count('busyRetries', o.busyRetries, DEFAULTS.busyRetries, 0, 1000),
+    transport: o.transport,
+  };
+}

@@ -1,0 +1,442 @@
+// A session with one target: one or more connections (channels) to it,
+// commands spread over them, reissued after a lost connection while the
+// session reconnects, and failed only when it stays unreachable for the loss
+// timeout. docs/initiator.md describes the behaviour; this file implements it.
+import { EventEmitter } from 'node:events';
+import { decodeSense, type Sense } from '../protocol/scsi/sense.js';
+import { SenseKey } from '../protocol/scsi/sense-codes.js';
+import { ScsiStatus } from '../protocol/scsi/status.js';
+import { Channel, type Attempt, type ChannelHost, type RecoveryEvent } from './channel.js';
+import { LoginError, TransportError } from './connection.js';
+import { listLuns, probeLun, type VolumeInfo } from './discovery.js';
+import { errorForStatus, RblkError } from './errors.js';
+import type { ResolvedOptions } from './options.js';
+import type { RegisteredBuffer } from './registered-buffer.js';
+import { registeredOf, type ScsiRequest, type ScsiResponse } from './scsi-request.js';
+import { FabricInitiatorTransport } from './transport/fabric-transport.js';
+import type { InitiatorTransport } from './transport/transport.js';
+import { Volume } from './volume.js';
+import { delay } from './wait.js';
+
+/**
+ * - `connecting`: logging in for the first time.
+ * - `connected`: at least one connection is up.
+ * - `reconnecting`: every connection is down; commands wait (up to the loss timeout).
+ * - `lost`: down for longer than the loss timeout; commands fail CONNECTION_LOST
+ *   at once while reconnecting goes on in the background.
+ * - `closed`: after close().
+ */
+export type SessionState = 'connecting' | 'connected' | 'reconnecting' | 'lost' | 'closed';
+
+export interface SessionEvents {
+  /** The session's state changed. */
+  state: [state: SessionState, previous: SessionState];
+  /** A reconnect attempt failed, or a connection ended for good. Emitted only while someone listens. */
+  error: [error: Error];
+  /** A recovery step: ABORT TASK, LOGICAL UNIT RESET, dropping a connection, a failed keep-alive probe. */
+  recovery: [event: RecoveryEvent];
+  /** A unit attention was reported (and absorbed) on a LUN (SAM-5 5.14). */
+  unitAttention: [lun: number, sense: Sense];
+}
+
+/** One connection of the session, as `session.connections` describes it. */
+export interface ConnectionInfo {
+  index: number;
+  up: boolean;
+  /** The target's session id for the current connection. */
+  sessionId?: bigint;
+  provider?: string;
+}
+
+/** Notified of unit attentions on a LUN (an open Volume). */
+export interface AttentionListener {
+  onUnitAttention(sense: Sense): void;
+}
+
+interface Exchange {
+  readonly req: ScsiRequest;
+  resolve(r: ScsiResponse): void;
+  reject(e: Error): void;
+}
+
+/** Unit attentions in a row that one command absorbs: more than the target queues per nexus (8). */
+const MAX_ATTENTIONS = 16;
+/** TASK ABORTED answers (from our own LUN resets) one idempotent command absorbs. */
+const MAX_ABORTED = 3;
+const BUSY_DELAY_MS = 10;
+
+function loginFailure(e: unknown, o: ResolvedOptions): RblkError {
+  const where = `${o.targetName} at ${o.address}:${o.port}`;
+  if (e instanceof LoginError) {
+    return new RblkError(e.code === 'AUTH_FAILED' ? 'AUTH_FAILED' : 'LOGIN_FAILED', `cannot log in to ${where}: ${e.message}`, { cause: e });
+  }
+  return new RblkError('LOGIN_FAILED', `cannot log in to ${where}: ${(e as Error).message}`, { cause: e });
+}
+
+/**
+ * A logged-in session with an rblk target. Get one from {@link connect}.
+ * Commands are spread over its connections; see docs/initiator.md for the
+ * timeout and recovery rules.
+ */
+export class Session extends EventEmitter<SessionEvents> implements ChannelHost {
+  /** The options in effect, defaults applied (the secret shows as `[secret]`). */
+  readonly options: ResolvedOptions;
+  /** @internal */
+  readonly transport: InitiatorTransport;
+  #state: SessionState = 'connecting';
+  private readonly channels: Channel[];
+  private readonly dead = new Set<Channel>();
+  private waiting: Exchange[] = [];
+  private lossTimer: NodeJS.Timeout | null = null;
+  private active = 0;
+  private readonly idle: (() => void)[] = [];
+  private closing: Promise<void> | null = null;
+  private next = 0;
+  private knownMaxTransfer: number;
+  private readonly watchers = new Map<number, Set<AttentionListener>>();
+
+  private constructor(options: ResolvedOptions) {
+    super();
+    this.options = options;
+    this.transport = options.transport ?? new FabricInitiatorTransport();
+    this.channels = Array.from({ length: options.connections }, (_, i) => new Channel(i, this));
+    this.knownMaxTransfer = options.maxIo;
+  }
+
+  /** @internal Logs in every connection; use {@link connect}. */
+  static async open(options: ResolvedOptions): Promise<Session> {
+    const s = new Session(options);
+    const opened = await Promise.allSettled(s.channels.map((ch) => ch.open()));
+    const failed = opened.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) {
+      await s.close();
+      throw loginFailure(failed.reason, options);
+    }
+    s.noteLimits();
+    s.setState('connected');
+    return s;
+  }
+
+  /** Where the session is: see {@link SessionState}. */
+  get state(): SessionState {
+    return this.#state;
+  }
+
+  /** Largest transfer of one command: the target's grant and `maxIo`, whichever is smaller. */
+  get maxTransfer(): number {
+    return this.knownMaxTransfer;
+  }
+
+  /** Each connection of the session: up or not, and the target's session id for it. */
+  get connections(): ConnectionInfo[] {
+    return this.channels.map((ch) => {
+      const c = ch.connection;
+      return c && ch.isUp ? { index: ch.index, up: true, sessionId: c.sessionId, provider: c.provider } : { index: ch.index, up: false };
+    });
+  }
+
+  private setState(next: SessionState): void {
+    const previous = this.#state;
+    if (previous === next) return;
+    this.#state = next;
+    this.emit('state', next, previous);
+  }
+
+  private report(e: Error): void {
+    if (this.listenerCount('error') > 0) this.emit('error', e);
+  }
+
+  private noteLimits(): void {
+    let m = this.options.maxIo;
+    let any = false;
+    for (const ch of this.channels) {
+      const c = ch.connection;
+      if (c && ch.isUp) {
+        m = Math.min(m, c.maxTransfer);
+        any = true;
+      }
+    }
+    if (any) this.knownMaxTransfer = m;
+  }
+
+  // ChannelHost
+
+  /** @internal */
+  get isClosing(): boolean {
+    return this.closing !== null;
+  }
+
+  /** @internal */
+  get needsConnection(): boolean {
+    return this.waiting.length > 0 || this.#state === 'reconnecting';
+  }
+
+  /** @internal */
+  channelUp(ch: Channel): void {
+    this.dead.delete(ch);
+    if (this.closing) return;
+    this.noteLimits();
+    if (this.lossTimer) clearTimeout(this.lossTimer);
+    this.lossTimer = null;
+    this.setState('connected');
+    for (const x of this.waiting.splice(0)) this.dispatch(x);
+  }
+
+  /** @internal */
+  channelDown(ch: Channel, reason: string, reconnecting: boolean): void {
+    if (this.closing) return;
+    if (!reconnecting) {
+      this.dead.add(ch);
+      this.report(new RblkError('CONNECTION_LOST', `connection ${ch.index} to ${this.where()} ended for good: ${reason}`));
+    }
+    if (this.channels.some((c) => c.isUp)) return;
+    if (this.dead.size === this.channels.length) {
+      this.becomeLost(`every connection ended: ${reason}`);
+      return;
+    }
+    if (this.#state === 'lost') return;
+    this.setState('reconnecting');
+    if (this.lossTimer === null) {
+      this.lossTimer = setTimeout(() => this.becomeLost(`no connection for ${this.options.lossTimeoutMs} ms (last: ${reason})`), this.options.lossTimeoutMs);
+    }
+  }
+
+  /** @internal */
+  reconnectFailed(ch: Channel, error: Error): void {
+    this.report(new RblkError('CONNECTION_LOST', `reconnecting connection ${ch.index} to ${this.where()} failed: ${error.message}`, { cause: error }));
+  }
+
+  /** @internal */
+  recovery(event: RecoveryEvent): void {
+    this.emit('recovery', event);
+  }
+
+  /** @internal */
+  probeLun(): number {
+    const first = this.watchers.keys().next();
+    return first.done ? 0 : first.value;
+  }
+
+  /** @internal */
+  probeAnswered(lun: number, status: number, sense: Buffer): void {
+    const s = status === ScsiStatus.CHECK_CONDITION ? decodeSense(sense) : undefined;
+    if (s?.key === SenseKey.UNIT_ATTENTION) this.attention(lun, s);
+  }
+
+  private where(): string {
+    return `${this.options.address}:${this.options.port}`;
+  }
+
+  private becomeLost(why: string): void {
+    if (this.lossTimer) clearTimeout(this.lossTimer);
+    this.lossTimer = null;
+    if (this.closing) return;
+    this.setState('lost');
+    for (const x of this.waiting.splice(0)) x.reject(new RblkError('CONNECTION_LOST', `${x.req.what}: the session to ${this.where()} is lost (${why})`));
+  }
+
+  // Commands
+
+  private pick(): Channel | undefined {
+    let best: Channel | undefined;
+    const n = this.channels.length;
+    for (let i = 0; i < n; i++) {
+      const ch = this.channels[(this.next + i) % n];
+      if (ch.isUp && (best === undefined || ch.load < best.load)) best = ch;
+    }
+    this.next = (this.next + 1) % n;
+    return best;
+  }
+
+  /** Sends a request once (reissuing it after a lost connection when allowed); any SCSI status resolves. */
+  private execute(req: ScsiRequest): Promise<ScsiResponse> {
+    return new Promise<ScsiResponse>((resolve, reject) => {
+      this.active++;
+      const done = (): void => {
+        if (--this.active === 0) for (const w of this.idle.splice(0)) w();
+      };
+      this.dispatch({
+        req,
+        resolve: (r) => {
+          done();
+          resolve(r);
+        },
+        reject: (e) => {
+          done();
+          reject(e);
+        },
+      });
+    });
+  }
+
+  private dispatch(x: Exchange): void {
+    if (this.closing) {
+      x.reject(new RblkError('CONNECTION_LOST', `${x.req.what}: the session is closed`));
+      return;
+    }
+    const reg = registeredOf(x.req);
+    if (reg !== undefined) {
+      if (!reg.valid) {
+        x.reject(new RblkError('CONNECTION_LOST', `${x.req.what}: the registered buffer is no longer valid (released, or its connection was lost); allocate a new one`));
+        return;
+      }
+      void this.attempt(this.channels[reg.channel], x);
+      return;
+    }
+    const ch = this.pick();
+    if (ch !== undefined) {
+      void this.attempt(ch, x);
+      return;
+    }
+    if (this.#state === 'lost') {
+      x.reject(new RblkError('CONNECTION_LOST', `${x.req.what}: the session to ${this.where()} is lost`));
+      return;
+    }
+    this.waiting.push(x);
+  }
+
+  private async attempt(ch: Channel, x: Exchange): Promise<void> {
+    const att: Attempt = { sent: false, timedOut: false, settled: false };
+    const what = x.req.what;
+    try {
+      const r = await ch.send(x.req, att);
+      if (att.timedOut && r.status === ScsiStatus.TASK_ABORTED) x.reject(this.timeout(what, 'aborted'));
+      else x.resolve(r);
+    } catch (e) {
+      if (!(e instanceof TransportError)) x.reject(e as Error);
+      else if (att.timedOut) x.reject(this.timeout(what, 'its connection was dropped to recover'));
+      else if (att.sent && !x.req.idempotent)
+        x.reject(new RblkError('CONNECTION_LOST', `${what}: the connection was lost with the command outstanding; it is not reissued because it is not idempotent`, { cause: e }));
+      else if (registeredOf(x.req) !== undefined)
+        x.reject(new RblkError('CONNECTION_LOST', `${what}: the connection its registered buffer belongs to was lost`, { cause: e }));
+      else this.dispatch(x);
+    }
+  }
+
+  private timeout(what: string, how: string): RblkError {
+    return new RblkError('TIMEOUT', `${what}: no response within ${this.options.commandTimeoutMs} ms; ${how}`);
+  }
+
+  /**
+   * Runs one SCSI command to completion: unit attentions are absorbed and the
+   * command sent again, BUSY and TASK SET FULL are retried with a growing delay
+   * (busyRetries times), and any other status other than GOOD rejects with an
+   * {@link RblkError}. Resolves with the response (data-in placed as asked).
+   * The building block of Volume; also a pass-through for other commands.
+   */
+  async command(req: ScsiRequest): Promise<ScsiResponse> {
+    let attentions = 0;
+    let busy = 0;
+    let aborted = 0;
+    for (;;) {
+      const r = await this.execute(req);
+      if (r.status === ScsiStatus.GOOD || r.status === ScsiStatus.CONDITION_MET) return r;
+      const sense = r.status === ScsiStatus.CHECK_CONDITION ? decodeSense(r.sense) : undefined;
+      // SAM-5 5.14: a unit attention means the command was not run; report it and run it again.
+      if (sense?.key === SenseKey.UNIT_ATTENTION && attentions++ < MAX_ATTENTIONS) {
+        this.attention(req.lun, sense);
+        continue;
+      }
+      const transient = r.status === ScsiStatus.BUSY || r.status === ScsiStatus.TASK_SET_FULL || sense?.key === SenseKey.ABORTED_COMMAND;
+      if (transient && busy < this.options.busyRetries) {
+        await delay(BUSY_DELAY_MS * 2 ** busy++);
+        continue;
+      }
+      // TASK ABORTED that we did not ask for: a LOGICAL UNIT RESET we sent for another command.
+      if (r.status === ScsiStatus.TASK_ABORTED && req.idempotent && aborted++ < MAX_ABORTED) continue;
+      throw errorForStatus(req.what, r.status, r.sense);
+    }
+  }
+
+  private attention(lun: number, sense: Sense): void {
+    this.emit('unitAttention', lun, sense);
+    for (const l of this.watchers.get(lun) ?? []) l.onUnitAttention(sense);
+  }
+
+  /** @internal Volumes hear the unit attentions of their LUN. */
+  watch(lun: number, l: AttentionListener): () => void {
+    let set = this.watchers.get(lun);
+    if (set === undefined) this.watchers.set(lun, (set = new Set()));
+    set.add(l);
+    return () => {
+      set.delete(l);
+      if (set.size === 0) this.watchers.delete(lun);
+    };
+  }
+
+  // Volumes
+
+  /**
+   * Lists the volumes this initiator may see: REPORT LUNS, then INQUIRY, VPD
+   * pages 80h, 83h, B0h, B2h, READ CAPACITY(16) and MODE SENSE for each.
+   */
+  async volumes(): Promise<VolumeInfo[]> {
+    const run = (r: ScsiRequest): Promise<ScsiResponse> => this.command(r);
+    const out: VolumeInfo[] = [];
+    for (const lun of await listLuns(run)) {
+      const p = await probeLun(run, lun);
+      if (p) out.push(p.info);
+    }
+    return out;
+  }
+
+  /**
+   * Opens a volume by name or LUN; with no argument, the volume named in the
+   * URL. Rejects with RblkError 'INVALID' when there is no such volume.
+   */
+  async open(nameOrLun?: string | number): Promise<Volume> {
+    const target = nameOrLun ?? this.options.volume;
+    if (target === undefined) throw new RangeError('open() needs a volume name or LUN (the URL named none)');
+    const run = (r: ScsiRequest): Promise<ScsiResponse> => this.command(r);
+    let lun: number;
+    if (typeof target === 'number') {
+      if (!Number.isInteger(target) || target < 0 || target > 0x3fff) throw new RangeError(`LUN ${target} is outside 0..16383`);
+      lun = target;
+    } else {
+      const list = await this.volumes();
+      const found = list.find((v) => v.name === target);
+      if (found === undefined) {
+        const names = list.map((v) => v.name).join(', ') || 'none';
+        throw new RblkError('INVALID', `no volume named "${target}" at ${this.where()} (visible: ${names})`);
+      }
+      lun = found.lun;
+    }
+    const probe = await probeLun(run, lun);
+    if (probe === undefined) throw new RblkError('INVALID', `LUN ${lun} at ${this.where()} holds no volume`);
+    return new Volume(this, probe);
+  }
+
+  /**
+   * Registered memory for zero-copy I/O, on one of the session's connections
+   * (round robin). See {@link RegisteredBuffer} for its lifetime.
+   */
+  allocate(size: number): RegisteredBuffer {
+    if (!Number.isSafeInteger(size) || size <= 0) throw new RangeError(`allocate(${size}): the size must be a positive integer`);
+    if (this.closing) throw new RblkError('CONNECTION_LOST', 'allocate: the session is closed');
+    const ch = this.pick();
+    if (ch === undefined) throw new RblkError('CONNECTION_LOST', `allocate: no connection to ${this.where()} is up`);
+    return ch.register(size);
+  }
+
+  /**
+   * Waits for the commands in flight, fails those waiting for a connection,
+   * logs every connection out and stops reconnecting. Idempotent.
+   */
+  close(): Promise<void> {
+    if (this.closing) return this.closing;
+    this.closing = (async () => {
+      if (this.lossTimer) clearTimeout(this.lossTimer);
+      this.lossTimer = null;
+      for (const x of this.waiting.splice(0)) x.reject(new RblkError('CONNECTION_LOST', `${x.req.what}: the session was closed`));
+      if (this.active > 0) await new Promise<void>((r) => this.idle.push(r));
+      await Promise.all(this.channels.map((ch) => ch.close()));
+      this.setState('closed');
+    })();
+    return this.closing;
+  }
+
+  /** The same as {@link close}: logs out after the commands in flight. */
+  logout(): Promise<void> {
+    return this.close();
+  }
+}

@@ -1,0 +1,285 @@
+// One volume of a session as an async block device: byte offsets in, SBC
+// commands out (SBC-4 5.x), split at the largest transfer the session and the
+// volume's Block Limits allow. Ordinary Buffers are copied through the
+// connection's registered I/O pool (or sent in the capsule when small);
+// buffers from session.allocate() go to the target as descriptors.
+import { EventEmitter } from 'node:events';
+import * as cdb from '../protocol/scsi/cdb.js';
+import { CAPACITY_DATA_HAS_CHANGED } from '../protocol/scsi/sense-codes.js';
+import { senseIs, type Sense } from '../protocol/scsi/sense.js';
+import type { BlockDevice } from './block-device.js';
+import { readCapacity, type Probe, type RunCommand, type VolumeInfo, type VolumeLimits } from './discovery.js';
+import { RblkError } from './errors.js';
+import { RegisteredBuffer } from './registered-buffer.js';
+import { Reservations } from './reservations.js';
+import type { DataIn, DataOut, ScsiRequest, ScsiResponse } from './scsi-request.js';
+import type { AttentionListener, Session } from './session.js';
+
+export interface VolumeEvents {
+  /** The capacity changed (a CAPACITY DATA HAS CHANGED unit attention, or capacity()). */
+  resize: [size: number, previous: number];
+  /** A unit attention on this volume's LUN was absorbed (SAM-5 5.14). */
+  unitAttention: [sense: Sense];
+}
+
+export interface WriteOptions {
+  /** Force Unit Access (SBC-4 5.40): durable on the target's medium before it resolves. */
+  fua?: boolean;
+}
+
+export interface WriteZeroesOptions {
+  /** Deallocate as well, where the volume is thin (WRITE SAME(16) with UNMAP, SBC-4 5.49). */
+  unmap?: boolean;
+}
+
+interface Piece {
+  /** Offset within the caller's range. */
+  at: number;
+  length: number;
+}
+
+const MAX_U32 = 0xffffffff;
+/** UNMAP's parameter list length is 16 bits: an 8-byte header and 16 bytes per range (SBC-4 5.32.2). */
+const MAX_UNMAP_RANGES_PER_LIST = Math.floor((0xffff - 8) / 16);
+
+/**
+ * A volume: implements {@link BlockDevice}, and adds zero-copy I/O, COMPARE AND
+ * WRITE, persistent reservations and capacity refresh. Get one from
+ * `session.open()`. Offsets and lengths are bytes, multiples of blockSize,
+ * inside the volume; anything else rejects with a RangeError before a command
+ * is sent.
+ */
+export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, AttentionListener {
+  /** The volume's logical unit number at the target. */
+  readonly lun: number;
+  /** The name rblkd exports it under. */
+  readonly name: string;
+  /** Logical block size: 512 or 4096. */
+  readonly blockSize: number;
+  /** discard() deallocates (the volume is thin provisioned). */
+  readonly canDiscard: boolean;
+  /** Unit serial number (VPD 80h). */
+  readonly serial: string;
+  /** The volume's world-wide name, `naa.<hex>`. */
+  readonly id: string;
+  /** PERSISTENT RESERVE IN and OUT on this volume. */
+  readonly reservations: Reservations;
+  #size: number;
+  readonly #readOnly: boolean;
+  readonly #limits: VolumeLimits;
+  readonly #info: VolumeInfo;
+  readonly #session: Session;
+  readonly #run: RunCommand;
+  #unwatch: (() => void) | null;
+
+  /** @internal Built by Session.open. */
+  constructor(session: Session, probe: Probe) {
+    super();
+    const i = probe.info;
+    this.#session = session;
+    this.#run = (r: ScsiRequest): Promise<ScsiResponse> => session.command(r);
+    this.lun = i.lun;
+    this.name = i.name;
+    this.blockSize = i.blockSize;
+    this.canDiscard = i.thin;
+    this.serial = i.serial;
+    this.id = i.id;
+    this.#size = i.size;
+    this.#readOnly = i.readOnly;
+    this.#limits = probe.limits;
+    this.#info = i;
+    this.reservations = new Reservations(this.#run, this.lun, this.name);
+    this.#unwatch = session.watch(this.lun, this);
+  }
+
+  /** Bytes, as of the last READ CAPACITY (refreshed on a capacity-changed unit attention). */
+  get size(): number {
+    return this.#size;
+  }
+
+  /** The target refuses writes from this initiator (a read-only volume, or read-only access). */
+  get readOnly(): boolean {
+    return this.#readOnly;
+  }
+
+  /** The largest piece one command carries; larger I/O is split into pieces of this size. */
+  get maxTransfer(): number {
+    const bs = this.blockSize;
+    const byLimits = this.#limits.maxTransferBlocks > 0 ? this.#limits.maxTransferBlocks * bs : Infinity;
+    return Math.max(bs, Math.floor(Math.min(this.#session.maxTransfer, byLimits) / bs) * bs);
+  }
+
+  /** What `session.volumes()` reported for this volume, with the current size. */
+  get info(): VolumeInfo {
+    return { ...this.#info, size: this.#size, readOnly: this.#readOnly };
+  }
+
+  private check(op: string, offset: number, length: number): void {
+    const bs = this.blockSize;
+    if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`${op}: offset ${offset} is not a non-negative integer`);
+    if (!Number.isSafeInteger(length) || length < 0) throw new RangeError(`${op}: length ${length} is not a non-negative integer`);
+    if (offset % bs !== 0) throw new RangeError(`${op}: offset ${offset} is not a multiple of the ${bs}-byte block size`);
+    if (length % bs !== 0) throw new RangeError(`${op}: length ${length} is not a multiple of the ${bs}-byte block size`);
+    if (offset + length > this.#size) {
+      throw new RangeError(`${op}: [${offset}, +${length}) runs past the end of volume ${this.name} (${this.#size} bytes)`);
+    }
+  }
+
+  private pieces(length: number, max: number): Piece[] {
+    const out: Piece[] = [];
+    for (let at = 0; at < length; at += max) out.push({ at, length: Math.min(max, length - at) });
+    return out;
+  }
+
+  private what(op: string, offset: number, length: number): string {
+    return `${op} [${offset}, +${length}) on volume ${this.name}`;
+  }
+
+  /**
+   * Reads `length` bytes at `offset` into a new Buffer, or fills the given
+   * Buffer (or registered buffer) from `offset`. A Buffer that lies in memory
+   * from session.allocate() is filled by the target directly (zero-copy).
+   */
+  async read(offset: number, target: number | Buffer | RegisteredBuffer): Promise<Buffer> {
+    const into = typeof target === 'number' ? null : target instanceof RegisteredBuffer ? target.buffer : target;
+    const length = into === null ? (target as number) : into.length;
+    this.check('read', offset, length);
+    const out = into ?? Buffer.alloc(length);
+    const reg = RegisteredBuffer.find(out);
+    await Promise.all(
+      this.pieces(length, this.maxTransfer).map(async (p) => {
+        const off = offset + p.at;
+        const dataIn: DataIn = reg
+          ? { kind: 'registered', buffer: reg.registered, offset: reg.offset + p.at, length: p.length }
+          : { kind: 'bytes', into: out.subarray(p.at, p.at + p.length) };
+        const what = this.what('read', off, p.length);
+        const r = await this.#run({ lun: this.lun, cdb: cdb.read(off / this.blockSize, p.length / this.blockSize), dataIn, idempotent: true, what });
+        if (r.dataIn !== p.length) throw new RblkError('IO_ERROR', `${what}: the target returned ${r.dataIn} of ${p.length} bytes`);
+      }),
+    );
+    return out;
+  }
+
+  /**
+   * Writes `data` at `offset`. With fua, each piece is durable before it
+   * completes. A Buffer in memory from session.allocate() is read by the
+   * target directly (zero-copy); others are copied, or sent in the capsule.
+   */
+  async write(offset: number, data: Buffer | RegisteredBuffer, opts: WriteOptions = {}): Promise<void> {
+    const buf = data instanceof RegisteredBuffer ? data.buffer : data;
+    this.check('write', offset, buf.length);
+    const reg = RegisteredBuffer.find(buf);
+    await Promise.all(
+      this.pieces(buf.length, this.maxTransfer).map(async (p) => {
+        const off = offset + p.at;
+        const dataOut: DataOut = reg
+          ? { kind: 'registered', buffer: reg.registered, offset: reg.offset + p.at, length: p.length }
+          : { kind: 'bytes', data: buf.subarray(p.at, p.at + p.length) };
+        await this.#run({
+          lun: this.lun,
+          cdb: cdb.write(off / this.blockSize, p.length / this.blockSize, { fua: opts.fua }),
+          dataOut,
+          idempotent: true,
+          what: this.what('write', off, p.length),
+        });
+      }),
+    );
+  }
+
+  /** Makes every completed write durable (SYNCHRONIZE CACHE(16), SBC-4 5.26). */
+  async flush(): Promise<void> {
+    await this.#run({ lun: this.lun, cdb: cdb.synchronizeCache16(), idempotent: true, what: `flush of volume ${this.name}` });
+  }
+
+  /**
+   * Deallocates the range (UNMAP, SBC-4 5.32); it then reads as zeroes. A
+   * volume that is not thin answers NOT_SUPPORTED.
+   */
+  async discard(offset: number, length: number): Promise<void> {
+    this.check('discard', offset, length);
+    const bs = this.blockSize;
+    const perRange = Math.min(MAX_U32, this.#limits.maxUnmapBlocks || MAX_U32) * bs;
+    const perList = Math.min(MAX_UNMAP_RANGES_PER_LIST, this.#limits.maxUnmapDescriptors || 256);
+    const ranges = this.pieces(length, perRange);
+    for (let i = 0; i < ranges.length; i += perList) {
+      const group = ranges.slice(i, i + perList);
+      const list = cdb.unmapParameterList(group.map((r) => ({ lba: (offset + r.at) / bs, blocks: r.length / bs })));
+      const first = offset + group[0].at;
+      const last = group[group.length - 1];
+      await this.#run({
+        lun: this.lun,
+        cdb: cdb.unmap(list.length),
+        dataOut: { kind: 'bytes', data: list },
+        idempotent: true,
+        what: this.what('discard', first, offset + last.at + last.length - first),
+      });
+    }
+  }
+
+  /**
+   * Writes zeroes over the range with WRITE SAME(16) and NDOB (no data-out
+   * buffer, SBC-4 5.49); with unmap, a thin volume deallocates instead.
+   */
+  async writeZeroes(offset: number, length: number, opts: WriteZeroesOptions = {}): Promise<void> {
+    this.check('writeZeroes', offset, length);
+    const bs = this.blockSize;
+    const max = Math.min(MAX_U32, this.#limits.maxWriteSameBlocks || MAX_U32) * bs;
+    for (const p of this.pieces(length, max)) {
+      const off = offset + p.at;
+      await this.#run({
+        lun: this.lun,
+        cdb: cdb.writeSame16(off / bs, p.length / bs, { ndob: true, unmap: opts.unmap }),
+        idempotent: true,
+        what: this.what('writeZeroes', off, p.length),
+      });
+    }
+  }
+
+  /**
+   * Atomically compares the range with `expected` and, only if every byte
+   * matches, writes `data` (COMPARE AND WRITE, SBC-4 5.3). On a mismatch it
+   * rejects with a MiscompareError whose `offset` is the first differing
+   * byte's offset within `expected`, and nothing is written. The range must
+   * fit the volume's COMPARE AND WRITE limit (VPD B0h); it is never split.
+   */
+  async compareAndWrite(offset: number, expected: Buffer, data: Buffer, opts: WriteOptions = {}): Promise<void> {
+    if (expected.length !== data.length) throw new RangeError(`compareAndWrite: expected is ${expected.length} bytes and data ${data.length}; they must be equal`);
+    this.check('compareAndWrite', offset, data.length);
+    const blocks = data.length / this.blockSize;
+    if (blocks === 0) return;
+    const max = this.#limits.maxCompareAndWriteBlocks;
+    if (blocks > max) throw new RangeError(`compareAndWrite: ${blocks} blocks exceed volume ${this.name}'s COMPARE AND WRITE limit of ${max} (VPD B0h)`);
+    await this.#run({
+      lun: this.lun,
+      cdb: cdb.compareAndWrite(offset / this.blockSize, blocks, { fua: opts.fua }),
+      dataOut: { kind: 'bytes', data: Buffer.concat([expected, data]) },
+      // Sent twice, the second compare would fail against the first's write.
+      idempotent: false,
+      what: this.what('compareAndWrite', offset, data.length),
+    });
+  }
+
+  /** Reads the capacity again (READ CAPACITY(16)); emits 'resize' when it changed. Resolves with the size. */
+  async capacity(): Promise<number> {
+    const { size } = await readCapacity(this.#run, this.lun);
+    const previous = this.#size;
+    if (size !== previous) {
+      this.#size = size;
+      this.emit('resize', size, previous);
+    }
+    return size;
+  }
+
+  /** @internal Called by the session for each unit attention on this LUN. */
+  onUnitAttention(sense: Sense): void {
+    this.emit('unitAttention', sense);
+    // SBC-4 4.6: after 2A/09 the initiator re-reads the capacity.
+    if (senseIs(sense, CAPACITY_DATA_HAS_CHANGED)) this.capacity().catch(() => undefined);
+  }
+
+  /** Stops listening for the LUN's unit attentions. The session stays open. */
+  close(): void {
+    this.#unwatch?.();
+    this.#unwatch = null;
+  }
+}

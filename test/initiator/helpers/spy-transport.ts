@@ -1,0 +1,73 @@
+// An initiator transport that wraps another and watches the capsules the
+// initiator sends: tests see which connection carried which command, act
+// right after a given capsule has gone out, or make a connection a black hole
+// (a target that stopped answering without the connection dropping).
+import { decodeCapsule, type Capsule } from '../../../protocol/wire/index.js';
+import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer } from '../../../initiator/transport/transport.js';
+
+export class SpyConnection implements InitiatorConnection {
+  readonly sent: Capsule[] = [];
+  /** Capsules are swallowed: the target never sees them. */
+  blackhole = false;
+
+  constructor(
+    private readonly inner: InitiatorConnection,
+    private readonly spy: SpyTransport,
+  ) {}
+
+  get provider(): string {
+    return this.inner.provider;
+  }
+  get accept(): InitiatorConnection['accept'] {
+    return this.inner.accept;
+  }
+  get onCapsule(): InitiatorConnection['onCapsule'] {
+    return this.inner.onCapsule;
+  }
+  set onCapsule(f: InitiatorConnection['onCapsule']) {
+    this.inner.onCapsule = f;
+  }
+  get onClose(): InitiatorConnection['onClose'] {
+    return this.inner.onClose;
+  }
+  set onClose(f: InitiatorConnection['onClose']) {
+    this.inner.onClose = f;
+  }
+
+  async send(capsule: Buffer): Promise<void> {
+    const c = decodeCapsule(Buffer.from(capsule), { from: 'initiator' });
+    this.sent.push(c);
+    if (this.blackhole) return;
+    const p = this.inner.send(capsule);
+    this.spy.onSend?.(c, this);
+    await p;
+  }
+
+  allocate(length: number): Promise<IoBuffer> {
+    return this.inner.allocate(length);
+  }
+  register(size: number): IoBuffer {
+    return this.inner.register(size);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+export class SpyTransport implements InitiatorTransport {
+  readonly connections: SpyConnection[] = [];
+  /** Called right after a capsule was handed to the inner transport. */
+  onSend: ((c: Capsule, conn: SpyConnection) => void) | null = null;
+
+  constructor(private readonly inner: InitiatorTransport) {}
+
+  get name(): InitiatorTransport['name'] {
+    return this.inner.name;
+  }
+
+  async connect(opts: ConnectOptions): Promise<InitiatorConnection> {
+    const c = new SpyConnection(await this.inner.connect(opts), this);
+    this.connections.push(c);
+    return c;
+  }
+}

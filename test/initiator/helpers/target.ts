@@ -1,0 +1,139 @@
+// An in-process TargetServer for the initiator library's tests, over the loop
+// transport or libfabric's tcp and sockets providers, with volumes on given
+// backends (so a test can keep a backend across a target restart) and the
+// options that connect() needs to reach it.
+import { randomUUID } from 'node:crypto';
+import type { Backend } from '../../../target/backend/backend.js';
+import { LogicalUnit, type Access, type LuLimits } from '../../../target/scsi/index.js';
+import { TargetServer } from '../../../target/server.js';
+import { FabricTargetTransport } from '../../../target/transport/fabric-transport.js';
+import { LoopTargetTransport } from '../../../target/transport/loop-transport.js';
+import type { ConnectOptions } from '../../../initiator/index.js';
+import { LoopInitiatorTransport } from '../../../initiator/transport/loop-transport.js';
+import { memoryLog, TARGET_NAME, type LogLine, type TransportKind } from '../../helpers/target-fixture.js';
+import { GatedBackend } from './gated-backend.js';
+import { SpyTransport } from './spy-transport.js';
+
+export { TARGET_NAME, TRANSPORTS, type TransportKind } from '../../helpers/target-fixture.js';
+
+export const INITIATOR = 'iqn.2026-11.io.rblk:client';
+
+export interface VolumeSpec {
+  name: string;
+  lun: number;
+  /** Default: a new 4 MiB GatedBackend. */
+  backend?: Backend;
+  size?: number;
+  blockSize?: 512 | 4096;
+  readOnly?: boolean;
+  thin?: boolean;
+  limits?: Partial<LuLimits>;
+  /** initiator name → access; absent: everyone rw. */
+  acl?: Record<string, Access>;
+  /** Keep the identifier across restarts. */
+  identifier?: string;
+}
+
+export interface ServerOptions {
+  port?: number;
+  maxIo?: number;
+  queueDepth?: number;
+  keepAliveMs?: number;
+  secrets?: Record<string, string>;
+  authRequired?: boolean;
+}
+
+export interface TestTarget {
+  server: TargetServer;
+  kind: TransportKind;
+  address: string;
+  port: number;
+  log: LogLine[];
+  units: Map<string, { lu: LogicalUnit; backend: Backend }>;
+  /** What connect() needs, with a spy over the initiator transport (loop) or the default fabric one. */
+  options(extra?: Partial<ConnectOptions>): ConnectOptions;
+  close(): Promise<void>;
+}
+
+export async function startServer(kind: TransportKind, volumes: VolumeSpec[], opts: ServerOptions = {}): Promise<TestTarget> {
+  const log = memoryLog();
+  const server = new TargetServer({
+    targetName: TARGET_NAME,
+    limits: {
+      queueDepth: opts.queueDepth ?? 32,
+      maxIo: opts.maxIo ?? 1 << 20,
+      inCapsuleData: 8192,
+      maxDescriptors: 16,
+      keepAliveMs: opts.keepAliveMs ?? 0,
+      loginTimeoutMs: 10_000,
+      maxSessions: 64,
+      dataBuffers: 16,
+    },
+    authRequired: opts.authRequired ?? false,
+    secrets: new Map(Object.entries(opts.secrets ?? {})),
+    log,
+  });
+  const units = new Map<string, { lu: LogicalUnit; backend: Backend }>();
+  for (const v of volumes) {
+    const backend = v.backend ?? new GatedBackend(v.size ?? 4 << 20, { name: v.name });
+    const lu = new LogicalUnit({
+      name: v.name,
+      backend,
+      identifier: v.identifier ?? randomUUID(),
+      blockSize: v.blockSize ?? 512,
+      readOnly: v.readOnly,
+      thin: v.thin,
+      limits: v.limits,
+    });
+    units.set(v.name, { lu, backend });
+    server.addVolume({ name: v.name, lun: v.lun, lu, access: (i) => (v.acl ? (v.acl[i] ?? null) : 'rw') });
+  }
+  const address = kind === 'loop' ? 'loop-initiator-test' : '127.0.0.1';
+  const port = await server.listen({
+    transport: kind === 'loop' ? new LoopTargetTransport() : new FabricTargetTransport(),
+    provider: kind === 'loop' ? 'loop' : kind,
+    address,
+    port: opts.port ?? 0,
+  });
+  return {
+    server,
+    kind,
+    address,
+    port: port.port,
+    log: log.lines,
+    units,
+    options: (extra = {}) => ({
+      address,
+      port: port.port,
+      provider: kind === 'loop' ? undefined : kind,
+      initiatorName: INITIATOR,
+      targetName: TARGET_NAME,
+      transport: kind === 'loop' ? new SpyTransport(new LoopInitiatorTransport()) : undefined,
+      ...extra,
+    }),
+    close: () => server.close(),
+  };
+}
+
+/** The backend of a volume, as the GatedBackend the helper made. */
+export function gated(t: TestTarget, name: string): GatedBackend {
+  const b = t.units.get(name)?.backend;
+  if (!(b instanceof GatedBackend)) throw new Error(`volume ${name} has no GatedBackend`);
+  return b;
+}
+
+/** Deterministic bytes: a counter mixed with a seed. */
+export function pattern(size: number, seed: number): Buffer {
+  const b = Buffer.alloc(size);
+  for (let i = 0; i < size; i++) b[i] = (i * 31 + seed * 7 + (i >> 9)) & 0xff;
+  return b;
+}
+
+/** Resolves when `cond` holds, polling every few milliseconds; rejects after `ms`. */
+export async function until(cond: () => boolean, what: string, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
