@@ -4,7 +4,7 @@
 // SAM-5 7.2, 7.7), probes an idle connection when asked to, and logs in again
 // with exponential backoff after the connection is lost.
 import { testUnitReady } from '../protocol/scsi/cdb.js';
-import { TaskFunction, TaskResponse } from '../protocol/wire/index.js';
+import { LogoutReason, TaskFunction, TaskResponse } from '../protocol/wire/index.js';
 import { Connection, TransportError, type LoginOptions } from './connection.js';
 import type { ResolvedOptions } from './options.js';
 import { RegisteredBuffer } from './registered-buffer.js';
@@ -51,10 +51,10 @@ export interface ChannelHost {
 
 /**
  * protocol.md §14.3: after T_LOGOUT for a protocol error, an unexpected capsule
- * or a credit overrun, logging in again would repeat the fault. Connection
- * reports the reason by name in its close reason.
+ * or a credit overrun, logging in again would repeat the fault
+ * (Connection.logoutReason holds the code).
  */
-const NO_RECONNECT = /logged this session out: (PROTOCOL_ERROR|UNEXPECTED_CAPSULE|CREDIT_OVERRUN)\b/;
+const NO_RECONNECT: ReadonlySet<number> = new Set([LogoutReason.PROTOCOL_ERROR, LogoutReason.UNEXPECTED_CAPSULE, LogoutReason.CREDIT_OVERRUN]);
 
 export class Channel {
   private current: Connection | null = null;
@@ -130,7 +130,7 @@ export class Channel {
     // Registered buffers stay findable, so I/O through them fails CONNECTION_LOST
     // instead of quietly taking the copying path; their owner releases them.
     if (this.closing) return;
-    const reconnect = !NO_RECONNECT.test(reason);
+    const reconnect = conn.logoutReason === null || !NO_RECONNECT.has(conn.logoutReason);
     this.host.channelDown(this, reason, reconnect);
     if (reconnect) void this.reconnect();
   }

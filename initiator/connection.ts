@@ -104,6 +104,8 @@ export class Connection {
   private keepAlive: NodeJS.Timeout | null = null;
   private lastSent = Date.now();
   private closeReason = '';
+  /** The target's T_LOGOUT reason code (protocol.md §14.3), when it logged this session out. */
+  logoutReason: LogoutReason | null = null;
   onClose: ((reason: string) => void) | null = null;
 
   private constructor(
@@ -258,6 +260,7 @@ export class Connection {
       return;
     }
     if (c.op === Opcode.T_LOGOUT) {
+      this.logoutReason = c.reason;
       void this.fail(`the target logged this session out: ${LOGOUT_NAMES.get(c.reason) ?? c.reason}`);
       return;
     }

@@ -12,6 +12,8 @@ import {
   parseStandardInquiry,
   parseSupportedVpdPages,
   parseUnitSerialNumber,
+  RBLK_VENDOR,
+  VOLUME_PREFIX,
   type Designator,
 } from '../protocol/scsi/inquiry.js';
 import { parseModeSense6 } from '../protocol/scsi/mode.js';
@@ -20,13 +22,6 @@ import { parseReadCapacity16 } from '../protocol/scsi/read-capacity.js';
 import { parseReportLuns } from '../protocol/scsi/report-luns.js';
 import type { ScsiRequest, ScsiResponse } from './scsi-request.js';
 
-/**
- * The T10 vendor ID designator that carries rblk's volume name (VPD 83h):
- * vendor "RBLK", vendor-specific part "volume:<name>". The target builds it in
- * target/scsi/vpd.ts (RBLK_VENDOR, VOLUME_PREFIX).
- */
-const RBLK_VENDOR = 'RBLK';
-const VOLUME_PREFIX = 'volume:';
 
 /** One volume as `session.volumes()` reports it. */
 export interface VolumeInfo {

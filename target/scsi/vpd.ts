@@ -1,7 +1,7 @@
 // The VPD pages rblk serves (SPC-5 7.7, SBC-4 6.6), built from the LU's
 // configuration. Page lengths and offsets follow protocol-facts.md section 3.
 import { writeAscii } from '../../protocol/scsi/ascii.js';
-import { Association, CodeSet, DesignatorType, ProvisioningType } from '../../protocol/scsi/inquiry.js';
+import { Association, CodeSet, DesignatorType, ProvisioningType, RBLK_VENDOR, VOLUME_PREFIX } from '../../protocol/scsi/inquiry.js';
 import { DEVICE_TYPE_DISK, VpdPage } from '../../protocol/scsi/opcodes.js';
 import type { LogicalUnit } from './logical-unit.js';
 
@@ -31,10 +31,6 @@ function designator(codeSet: number, type: number, value: Buffer): Buffer {
   value.copy(d, 4);
   return d;
 }
-
-/** T10 vendor identification of the designator that carries the volume name. */
-export const RBLK_VENDOR = 'RBLK';
-export const VOLUME_PREFIX = 'volume:';
 
 function deviceIdentification(lu: LogicalUnit): Buffer {
   // T10 vendor ID designator (SPC-5 7.7.6.4): vendor then a vendor-unique id.
