@@ -135,6 +135,46 @@ export interface NativeEndpointCtor {
   ): NativeEndpoint;
 }
 
+/** What the one-file FUSE filesystem shows (native/src/fuse-session.h). */
+export interface NativeFuseOptions {
+  fileName: string;
+  size: number;
+  blockSize: number;
+  readOnly: boolean;
+  /** The mount's source in /proc/mounts; its type is fuse.rblk. */
+  fsName: string;
+  allowOther: boolean;
+  /** Entry and attribute cache validity, seconds. */
+  timeout: number;
+}
+
+/**
+ * A request JS must answer with reply(id, ...): read (answer a Buffer), write
+ * (data is the payload; flags the open flags, answer the byte count), fsync
+ * (flags: datasync), fallocate (flags: the fallocate mode). 'end' (id 0) says
+ * the kernel ended the session; flags is 0 or the errno that ended it.
+ */
+export type NativeFuseOp = 'read' | 'write' | 'fsync' | 'fallocate' | 'end';
+
+export interface NativeFuseSession {
+  readonly mountpoint: string;
+  /** Requests handed to JS and not yet answered. */
+  readonly pending: number;
+  /** errno 0: success with result; else fails the request. False if no longer pending. */
+  reply(id: number, errno: number, result: Buffer | number | null): boolean;
+  /** Unmounts (fuse_session_unmount: the device fd is closed, the mount detached) and frees the session. */
+  close(): void;
+}
+
+export interface NativeFuseSessionCtor {
+  /** Mounts at dir at once; the session is served on the libuv loop. */
+  new (
+    dir: string,
+    opts: NativeFuseOptions,
+    onRequest: (op: NativeFuseOp, id: number, offset: number, length: number, data: Buffer | null, flags: number) => void,
+  ): NativeFuseSession;
+}
+
 export interface NativeAddon {
   Domain: NativeDomainCtor;
   MemoryRegion: NativeMemoryRegionCtor;
@@ -159,6 +199,9 @@ export interface NativeAddon {
 
   /** libsystemd's sd_notify(0, state): >0 sent, 0 no NOTIFY_SOCKET, <0 -errno. */
   sdNotify(state: string): number;
+
+  /** libfuse3 low-level session serving one file (native/fuse.ts is its only user). */
+  FuseSession: NativeFuseSessionCtor;
 }
 
 /** Every error the addon throws or rejects with carries these. */

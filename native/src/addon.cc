@@ -11,6 +11,7 @@
 #include "endpoint.h"
 #include "errors.h"
 #include "file-ops.h"
+#include "fuse-session.h"
 #include "listener.h"
 #include "memory-region.h"
 #include "sd-notify.h"
@@ -88,6 +89,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("errorMessage", Napi::Function::New(env, ErrorMessage, "errorMessage"));
   InitFileOps(env, exports);
   InitSdNotify(env, exports);
+  InitFuse(env, exports);
   return exports;
 }
 
