@@ -4,6 +4,7 @@
 
 import { isIP } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
+import { DEFAULT_TARGET_NAME } from '../protocol/wire/constants.js';
 import { inspectBacking } from './backing.js';
 import { isGlob } from './acl.js';
 import { formatPath } from './config-error.js';
@@ -96,6 +97,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
         ? resolvePath(ctx.configDir, stateDirRaw)
         : DEFAULT_STATE_DIR;
 
+  const targetName = str(get(root, ['target_name'])) ?? DEFAULT_TARGET_NAME;
   const auth = resolveAuth();
   const listeners = resolveListeners();
   const volumes = resolveVolumes();
@@ -119,7 +121,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   return {
     errors,
     warnings,
-    config: { source: ctx.source, listeners, volumes, auth, limits, logging, stateDir, warnings: [] },
+    config: { source: ctx.source, targetName, listeners, volumes, auth, limits, logging, stateDir, warnings: [] },
   };
 
   function resolveListeners(): ListenerConfig[] {

@@ -63,6 +63,8 @@ export const configSchema: SchemaObject = {
   type: 'object',
   additionalProperties: false,
   properties: {
+    // The name initiators log in to (LOGIN_REQ target name, docs/protocol.md §8).
+    target_name: initiatorName,
     listeners: {
       type: 'array',
       minItems: 1,
@@ -244,6 +246,8 @@ export interface LoggingConfig {
 export interface Config {
   /** The file (or name) the configuration was read from. */
   source: string;
+  /** The name initiators log in to; DEFAULT_TARGET_NAME when the file names none. */
+  targetName: string;
   listeners: readonly ListenerConfig[];
   volumes: readonly VolumeConfig[];
   auth: AuthConfig;

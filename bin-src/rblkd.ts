@@ -1,0 +1,122 @@
+// rblkd: the rblk target daemon's command line (docs/operations.md). Exit
+// statuses follow sysexits.h: 0; 64 for a bad command line; 78 (EX_CONFIG)
+// for a configuration that does not validate; 70 (EX_SOFTWARE) for an
+// internal error; 1 when serving could not start or a flush failed at stop.
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import yargs from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { runCheckConfig } from '../config/check.js';
+import { ConfigError } from '../config/config-error.js';
+import { loadConfig, type LoadOptions } from '../config/loader.js';
+import { DEFAULT_CONFIG_PATH, EX_CONFIG, type Config } from '../config/schema.js';
+import type { Daemon } from '../target/daemon/daemon.js';
+import { createDaemonLogger, describeError, errorMessage, type DaemonLogger } from '../target/daemon/logger.js';
+import { installCrashHandlers, installSignals } from '../target/daemon/signals.js';
+
+/** sysexits.h EX_USAGE. */
+const EX_USAGE = 64;
+/** After drain_timeout_ms, this long for logouts, flushes and closes before giving up. */
+const STOP_GRACE_MS = 5000;
+
+interface Args {
+  config: string;
+  checkConfig?: string;
+  stateDir?: string;
+}
+
+/** The package's version, from the package.json above this file (source or dist layout). */
+function packageVersion(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 4; i++) {
+    const p = join(dir, 'package.json');
+    if (existsSync(p)) return (JSON.parse(readFileSync(p, 'utf8')) as { version?: string }).version ?? 'unknown';
+    dir = dirname(dir);
+  }
+  return 'unknown';
+}
+
+function fail(message: string, code: number): never {
+  process.stderr.write(`rblkd: ${message}\n`);
+  process.exit(code);
+}
+
+function parseArgs(argv: string[]): Args {
+  const parsed = yargs(argv)
+    .scriptName('rblkd')
+    .usage('$0 [--config FILE] [--state-dir DIR]\n$0 --check-config [FILE]\n\nThe rblk target daemon: serves block volumes to rblk initiators over libfabric.')
+    .option('config', { type: 'string', default: DEFAULT_CONFIG_PATH, describe: 'configuration file', requiresArg: true })
+    .option('check-config', {
+      type: 'string',
+      describe: 'validate FILE (or --config) and exit: prints OK, or every error; exit 0 or 78',
+    })
+    .option('state-dir', { type: 'string', describe: 'replaces state_dir from the file', requiresArg: true })
+    .version(packageVersion())
+    .help()
+    .alias('help', 'h')
+    .strict()
+    .fail((msg, err) => fail(msg ?? err?.message ?? 'invalid command line', EX_USAGE))
+    .parseSync();
+  if (parsed._.length > 0) fail(`unexpected argument '${String(parsed._[0])}' (see --help)`, EX_USAGE);
+  return {
+    config: parsed.config,
+    ...(parsed['check-config'] !== undefined ? { checkConfig: parsed['check-config'] } : {}),
+    ...(parsed['state-dir'] !== undefined ? { stateDir: parsed['state-dir'] } : {}),
+  };
+}
+
+async function serve(args: Args, config: Config, log: DaemonLogger): Promise<number> {
+  let daemon: Daemon;
+  try {
+    // Loaded here, not at the top: it loads the native addon, which --check-config and --help do without.
+    const { Daemon } = await import('../target/daemon/daemon.js');
+    daemon = await Daemon.start(config, { configPath: args.config, ...(args.stateDir !== undefined ? { stateDir: args.stateDir } : {}), log });
+  } catch (e) {
+    log.error(`cannot start: ${errorMessage(e)}`);
+    log.debug(describeError(e));
+    return 1;
+  }
+  return new Promise<number>((resolve) => {
+    let deadline: NodeJS.Timeout | null = null;
+    installSignals({
+      reload: () => void daemon.reload(),
+      stop: (force) => {
+        if (deadline === null) {
+          const ms = daemon.currentConfig.limits.drainTimeoutMs + STOP_GRACE_MS;
+          deadline = setTimeout(() => {
+            log.error(`stop did not finish within ${ms} ms; exiting without it`);
+            process.exit(1);
+          }, ms);
+          deadline.unref();
+        }
+        void daemon.stop(force).then(resolve);
+      },
+    });
+  });
+}
+
+async function main(): Promise<number> {
+  const args = parseArgs(hideBin(process.argv));
+  const loadOptions: LoadOptions = args.stateDir !== undefined ? { stateDir: args.stateDir } : {};
+  if (args.checkConfig !== undefined) {
+    return runCheckConfig(args.checkConfig === '' ? args.config : args.checkConfig, process.stdout, process.stderr, loadOptions);
+  }
+  let config: Config;
+  try {
+    config = loadConfig(args.config, loadOptions);
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    // Every problem, one per line, as --check-config prints them.
+    process.stderr.write(`${e.message}\n`);
+    return EX_CONFIG;
+  }
+  const log = createDaemonLogger(config.logging);
+  installCrashHandlers(log);
+  return serve(args, config, log);
+}
+
+main().then(
+  (code) => process.exit(code),
+  (e: unknown) => fail(describeError(e), 70),
+);

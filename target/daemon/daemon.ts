@@ -1,0 +1,292 @@
+// rblkd's lifecycle (docs/operations.md): config → volumes → TargetServer →
+// listeners, then READY=1; SIGHUP applies a new config whole or not at all;
+// SIGTERM drains and flushes. The session layer does the protocol; this file
+// only decides what is served, and tells systemd how it is going.
+import { ConfigError, formatIssue } from '../../config/config-error.js';
+import { loadConfig } from '../../config/loader.js';
+import type { Config, ListenerConfig } from '../../config/schema.js';
+import { TargetServer, type TargetServerOptions } from '../server.js';
+import { FabricTargetTransport } from '../transport/fabric-transport.js';
+import type { TargetPort, TargetTransport } from '../transport/transport.js';
+import { errorMessage, reconfigureLogger, type DaemonLogger } from './logger.js';
+import { monotonicUsec, startWatchdog, systemdNotifier, type Notifier } from './notify.js';
+import { quiesce } from './quiesce.js';
+import { listenerKey, planReload, type ReloadPlan } from './reload-plan.js';
+import { ServedVolume, type VolumeContext } from './volumes.js';
+
+export interface DaemonOptions {
+  /** The file SIGHUP re-reads. */
+  configPath: string;
+  /** --state-dir: replaces state_dir on every (re)load. */
+  stateDir?: string;
+  log: DaemonLogger;
+  notifier?: Notifier;
+  transport?: TargetTransport;
+}
+
+/** Descriptors per command: one RMA per rma_iov_limit of them, so a few more than any provider's limit is enough. */
+const MAX_DESCRIPTORS = 16;
+/** From accept to LOGIN_RSP (docs/protocol.md §4). */
+const LOGIN_TIMEOUT_MS = 10_000;
+
+function serverOptions(config: Config, log: DaemonLogger): TargetServerOptions {
+  const l = config.limits;
+  return {
+    targetName: config.targetName,
+    limits: {
+      queueDepth: l.queueDepth,
+      maxIo: l.maxIo,
+      inCapsuleData: l.inCapsuleData,
+      maxDescriptors: MAX_DESCRIPTORS,
+      // keepalive_ms is how long a silent session lives; the session ends one
+      // after 2 × the interval it negotiates (docs/protocol.md §13).
+      keepAliveMs: Math.floor(l.keepaliveMs / 2),
+      loginTimeoutMs: LOGIN_TIMEOUT_MS,
+      maxSessions: l.maxSessions,
+    },
+    authRequired: config.auth.required,
+    secrets: new Map(config.auth.initiators.map((i) => [i.name, i.secret])),
+    log,
+  };
+}
+
+function plural(n: number, what: string): string {
+  return `${n} ${what}${n === 1 ? '' : 's'}`;
+}
+
+export class Daemon {
+  private config: Config;
+  private readonly server: TargetServer;
+  private readonly volumes = new Map<string, ServedVolume>();
+  /** Removed volumes whose in-flight commands are still finishing. */
+  private readonly retiring = new Set<Promise<void>>();
+  private readonly ports = new Map<string, TargetPort>();
+  private readonly transport: TargetTransport;
+  private readonly notifier: Notifier;
+  private readonly log: DaemonLogger;
+  private stopWatchdog: () => void = () => undefined;
+  private reloadChain: Promise<unknown> = Promise.resolve();
+  private reloadQueued = false;
+  private stopping: Promise<number> | null = null;
+  private skipDrain: (() => void) | null = null;
+
+  private constructor(
+    config: Config,
+    private readonly opts: DaemonOptions,
+  ) {
+    this.config = config;
+    this.log = opts.log;
+    this.notifier = opts.notifier ?? systemdNotifier(opts.log);
+    this.transport = opts.transport ?? new FabricTargetTransport();
+    this.server = new TargetServer(serverOptions(config, opts.log));
+  }
+
+  /**
+   * Opens every volume and binds every listener, then reports READY=1. On any
+   * failure what was opened is closed again and the error is thrown.
+   */
+  static async start(config: Config, opts: DaemonOptions): Promise<Daemon> {
+    const d = new Daemon(config, opts);
+    for (const w of config.warnings) d.log.warn(formatIssue(config.source, w, 'warning'));
+    try {
+      for (const v of config.volumes) {
+        const sv = await ServedVolume.open(v, d.volumeContext(config));
+        d.volumes.set(v.name, sv);
+        d.server.addVolume(sv);
+        d.log.info(`serving volume ${sv.describe()}`, { volume: sv.name, lun: sv.lun });
+      }
+      for (const l of config.listeners) await d.listen(l);
+    } catch (e) {
+      await d.server.close().catch(() => undefined);
+      for (const v of d.volumes.values()) await v.close().catch(() => null);
+      throw e;
+    }
+    d.stopWatchdog = startWatchdog(d.notifier);
+    d.notifier.send({ READY: 1, STATUS: d.status() });
+    d.log.info(`rblkd ready: ${d.status()}`);
+    return d;
+  }
+
+  private volumeContext(config: Config): VolumeContext {
+    return { stateDir: config.stateDir, maxIo: config.limits.maxIo, log: this.log };
+  }
+
+  private async listen(l: ListenerConfig): Promise<void> {
+    const port = await this.server.listen({ transport: this.transport, provider: l.provider, address: l.address, port: l.port });
+    this.ports.set(listenerKey(l), port);
+    // Tests parse this line for the port that `port: 0` picked.
+    this.log.info(`listening ${port.provider} ${port.address}:${port.port}`, { listener: listenerKey(l) });
+  }
+
+  /** STATUS= text, and the ready line: what is served where. */
+  status(): string {
+    const where = [...this.ports.values()].map((p) => `${p.provider} ${p.address}:${p.port}`).join(', ');
+    return `serving ${plural(this.volumes.size, 'volume')} on ${where || 'no listener'}`;
+  }
+
+  get currentConfig(): Config {
+    return this.config;
+  }
+
+  /**
+   * SIGHUP. Reloads run one at a time; signals during one coalesce into one
+   * more. Resolves true when the new file was applied.
+   */
+  reload(): Promise<boolean> {
+    if (this.stopping) return Promise.resolve(false);
+    if (this.reloadQueued) return this.reloadChain.then(() => false);
+    this.reloadQueued = true;
+    const run = this.reloadChain.then(() => {
+      this.reloadQueued = false;
+      return this.stopping ? false : this.doReload();
+    });
+    this.reloadChain = run.catch(() => undefined);
+    return run;
+  }
+
+  private async doReload(): Promise<boolean> {
+    // Type=notify-reload protocol (systemd ≥ 253): RELOADING=1 with the monotonic time, then READY=1.
+    this.notifier.send({ RELOADING: 1, MONOTONIC_USEC: monotonicUsec().toString(), STATUS: 'reloading the configuration' });
+    this.log.info(`reloading ${this.opts.configPath}`);
+    let next: Config;
+    try {
+      next = loadConfig(this.opts.configPath, this.opts.stateDir !== undefined ? { stateDir: this.opts.stateDir } : {});
+    } catch (e) {
+      const lines = e instanceof ConfigError ? e.errors.map((i) => formatIssue(e.source, i)) : [errorMessage(e)];
+      return this.refuse(`the file has ${plural(lines.length, 'error')}`, lines);
+    }
+    const plan = planReload(this.config, next);
+    if (plan.refusals.length > 0) return this.refuse(`${plural(plan.refusals.length, 'change')} cannot apply`, plan.refusals);
+    for (const w of next.warnings) this.log.warn(formatIssue(next.source, w, 'warning'));
+
+    // Everything that can fail comes before anything is changed.
+    const opened: ServedVolume[] = [];
+    try {
+      for (const v of plan.added) opened.push(await ServedVolume.open(v, this.volumeContext(next)));
+    } catch (e) {
+      for (const v of opened) await v.close().catch(() => null);
+      return this.refuse('a new volume could not be opened', [errorMessage(e)]);
+    }
+    await this.apply(next, plan, opened);
+    this.notifier.send({ READY: 1, STATUS: this.status() });
+    return true;
+  }
+
+  private refuse(summary: string, reasons: readonly string[]): false {
+    this.log.error(`reload refused, still serving the previous configuration: ${summary}`);
+    for (const r of reasons) this.log.error(r);
+    this.notifier.send({ READY: 1, STATUS: `reload failed (${summary}); ${this.status()}` });
+    return false;
+  }
+
+  private async apply(next: Config, plan: ReloadPlan, opened: ServedVolume[]): Promise<void> {
+    // Limits, secrets, auth and the target name apply to the next login.
+    this.server.reconfigure(serverOptions(next, this.log));
+    reconfigureLogger(this.log, next.logging);
+
+    for (const { to } of plan.kept) this.volumes.get(to.name)?.reconfigure(to);
+    for (const v of plan.removed) this.retire(v.name);
+    for (const sv of opened) {
+      this.volumes.set(sv.name, sv);
+      this.server.addVolume(sv);
+      this.log.info(`serving volume ${sv.describe()}`, { volume: sv.name, lun: sv.lun });
+    }
+    // SPC-5 6.2: every session rescans on REPORTED LUNS DATA HAS CHANGED (3F/0E).
+    if (plan.added.length > 0 || plan.removed.length > 0) this.server.inventoryChanged();
+
+    for (const { to } of plan.kept) {
+      const sv = this.volumes.get(to.name);
+      if (!sv) continue;
+      try {
+        const grown = await sv.grow();
+        if (grown) this.log.info(`volume ${sv.name} resized from ${grown.from} to ${grown.to} bytes`, { volume: sv.name, lun: sv.lun });
+      } catch (e) {
+        this.log.error(`volume ${sv.name} could not be resized: ${errorMessage(e)}`, { volume: sv.name });
+      }
+    }
+
+    for (const l of plan.listenersRemoved) {
+      const key = listenerKey(l);
+      const port = this.ports.get(key);
+      this.ports.delete(key);
+      // Established sessions stay; the port closes with the server at stop.
+      await port?.stopAccepting();
+      this.log.info(`stopped listening on ${key}`, { listener: key });
+    }
+    for (const l of plan.listenersAdded) {
+      try {
+        await this.listen(l);
+      } catch (e) {
+        this.log.error(`cannot listen on ${listenerKey(l)}: ${errorMessage(e)}`, { listener: listenerKey(l) });
+      }
+    }
+    this.config = next;
+    const changes = [
+      plan.added.length > 0 ? `added ${plan.added.map((v) => v.name).join(', ')}` : '',
+      plan.removed.length > 0 ? `removed ${plan.removed.map((v) => v.name).join(', ')}` : '',
+    ].filter((s) => s !== '');
+    this.log.info(`reloaded${changes.length > 0 ? ` (${changes.join('; ')})` : ''}: ${this.status()}`);
+  }
+
+  /**
+   * Unexports a volume at once, and closes its backend once the commands that
+   * had already started on it are done (bounded by drain_timeout_ms).
+   */
+  private retire(name: string): void {
+    const sv = this.volumes.get(name);
+    if (!sv) return;
+    this.volumes.delete(name);
+    this.server.removeVolume(name);
+    const users = this.server.sessionsUsing(sv.lu);
+    this.log.info(`removing volume ${sv.describe()}`, { volume: sv.name, lun: sv.lun });
+    const done = (async () => {
+      const idle = await quiesce(users, this.config.limits.drainTimeoutMs);
+      if (!idle) this.log.warn(`volume ${name}: commands still running after ${this.config.limits.drainTimeoutMs} ms; closing it anyway`, { volume: name });
+      const failure = await sv.close();
+      if (failure) this.log.error(`volume ${name}: flush or close failed: ${failure.message}`, { volume: name });
+      else this.log.info(`volume ${name} closed`, { volume: name });
+    })();
+    this.retiring.add(done);
+    void done.finally(() => this.retiring.delete(done));
+  }
+
+  /**
+   * SIGTERM (docs/operations.md "Stopping and draining"): no new logins or
+   * commands, running commands finish for up to drain_timeout_ms, sessions are
+   * logged out, every volume is flushed and closed. force (a second signal)
+   * stops waiting for the drain. Resolves with the exit status: 0, or 1 when
+   * a flush failed (acknowledged writes may not be durable).
+   */
+  stop(force = false): Promise<number> {
+    if (this.stopping) {
+      if (force) this.skipDrain?.();
+      return this.stopping;
+    }
+    this.stopping = this.doStop();
+    return this.stopping;
+  }
+
+  private async doStop(): Promise<number> {
+    const timeout = this.config.limits.drainTimeoutMs;
+    this.notifier.send({ STOPPING: 1, STATUS: 'draining' });
+    this.log.info(`stopping: draining ${plural(this.server.sessions.size, 'session')} (up to ${timeout} ms)`);
+    await this.reloadChain;
+    const skipped = new Promise<'skipped'>((resolve) => (this.skipDrain = () => resolve('skipped')));
+    const outcome = await Promise.race([this.server.drain(timeout).then(() => 'drained' as const), skipped]);
+    if (outcome === 'skipped') this.log.warn('second stop signal: not waiting for the drain');
+    await this.server.close();
+    await Promise.all([...this.retiring]);
+    let status = 0;
+    for (const sv of this.volumes.values()) {
+      const failure = await sv.close();
+      if (failure) {
+        status = 1;
+        this.log.error(`volume ${sv.name}: flush or close failed at stop: ${failure.message}`, { volume: sv.name });
+      }
+    }
+    this.volumes.clear();
+    this.stopWatchdog();
+    this.log.info(status === 0 ? 'stopped: every volume flushed and closed' : 'stopped with errors');
+    return status;
+  }
+}

@@ -1,0 +1,80 @@
+// What a reload changes (docs/operations.md "Reloading"), worked out before
+// anything is touched, so that a reload is applied whole or not at all.
+// Volumes are matched by name. A served volume may gain a new ACL or a larger
+// size; anything else about it (backing path, block size, LUN, identity,
+// read-only, O_DIRECT, thin provisioning) is fixed while initiators may have
+// it open, and changing it refuses the reload.
+import { formatSize } from '../../config/size.js';
+import type { Config, ListenerConfig, VolumeConfig } from '../../config/schema.js';
+
+export interface KeptVolume {
+  from: VolumeConfig;
+  to: VolumeConfig;
+}
+
+export interface ReloadPlan {
+  added: VolumeConfig[];
+  removed: VolumeConfig[];
+  kept: KeptVolume[];
+  listenersAdded: ListenerConfig[];
+  listenersRemoved: ListenerConfig[];
+  /** Why the new file cannot be applied to the running daemon; empty when it can. */
+  refusals: string[];
+}
+
+/** A listener is what it was configured as: provider, address, port (0 stays "any free port"). */
+export function listenerKey(l: ListenerConfig): string {
+  return `${l.provider} ${l.address}:${l.port}`;
+}
+
+function backingText(v: VolumeConfig): string {
+  return v.backing.kind === 'memory' ? 'memory' : `${v.backing.kind} ${v.backing.path}`;
+}
+
+function sizeOf(v: VolumeConfig): number | undefined {
+  return v.backing.kind === 'blockdev' ? undefined : v.backing.size;
+}
+
+/** The reasons a served volume cannot become `to`; none when only its ACL or size grew. */
+export function volumeRefusals(from: VolumeConfig, to: VolumeConfig): string[] {
+  const out: string[] = [];
+  const fixed = (what: string, a: unknown, b: unknown): void => {
+    if (a !== b) out.push(`volume ${from.name}: ${what} cannot change from ${String(a)} to ${String(b)} while it is served`);
+  };
+  fixed('the backing store', backingText(from), backingText(to));
+  fixed('lun', from.lun, to.lun);
+  fixed('block_size', from.blockSize, to.blockSize);
+  fixed('read_only', from.readOnly, to.readOnly);
+  fixed('direct', from.direct, to.direct);
+  fixed('thin', from.thin, to.thin);
+  fixed('uuid', from.uuid ?? '(generated)', to.uuid ?? '(generated)');
+  fixed('serial', from.serial ?? '(from the uuid)', to.serial ?? '(from the uuid)');
+  const a = sizeOf(from);
+  const b = sizeOf(to);
+  // The loader refuses a file larger than its size; a RAM volume has only its config to go by.
+  if (from.backing.kind === 'memory' && to.backing.kind === 'memory' && a !== undefined && b !== undefined && b < a) {
+    out.push(`volume ${from.name}: size cannot shrink from ${formatSize(a)} to ${formatSize(b)}; rblkd never shrinks a volume`);
+  }
+  return out.map((r) => `${r} (remove it in one reload and add it back in the next)`);
+}
+
+export function planReload(current: Config, next: Config): ReloadPlan {
+  const before = new Map(current.volumes.map((v) => [v.name, v]));
+  const after = new Map(next.volumes.map((v) => [v.name, v]));
+  const plan: ReloadPlan = { added: [], removed: [], kept: [], listenersAdded: [], listenersRemoved: [], refusals: [] };
+  for (const v of current.volumes) if (!after.has(v.name)) plan.removed.push(v);
+  for (const v of next.volumes) {
+    const from = before.get(v.name);
+    if (from === undefined) {
+      plan.added.push(v);
+      continue;
+    }
+    plan.kept.push({ from, to: v });
+    plan.refusals.push(...volumeRefusals(from, v));
+  }
+  const oldKeys = new Set(current.listeners.map(listenerKey));
+  const newKeys = new Set(next.listeners.map(listenerKey));
+  plan.listenersAdded = next.listeners.filter((l) => !oldKeys.has(listenerKey(l)));
+  plan.listenersRemoved = current.listeners.filter((l) => !newKeys.has(listenerKey(l)));
+  return plan;
+}

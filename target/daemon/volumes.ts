@@ -1,0 +1,141 @@
+// A configured volume, served: its backend (openBackend), its logical unit
+// with the identity that must survive restarts (config/identity.ts; SPC-5
+// 7.7.6, VPD 83h), and its ACL (config/acl.ts). The ACL and the size are the
+// only parts a reload may change on a live volume; the rest is fixed at open.
+import { stat, truncate } from 'node:fs/promises';
+import { accessFor } from '../../config/acl.js';
+import { volumeIdentity } from '../../config/identity.js';
+import { formatSize } from '../../config/size.js';
+import type { VolumeConfig } from '../../config/schema.js';
+import type { Backend } from '../backend/backend.js';
+import { MemoryBackend } from '../backend/memory.js';
+import { MEMORY_PREFIX, openBackend } from '../backend/open.js';
+import { LogicalUnit, type Access } from '../scsi/index.js';
+import type { ExportedVolume } from '../server.js';
+import type { DaemonLogger } from './logger.js';
+
+export interface VolumeContext {
+  /** Where generated identities are kept (state_dir). */
+  stateDir: string;
+  /** limits.max_io: the Block Limits page's MAXIMUM TRANSFER LENGTH follows it (SBC-4 6.6.4). */
+  maxIo: number;
+  log: DaemonLogger;
+}
+
+export function backendPath(v: VolumeConfig): string {
+  return v.backing.kind === 'memory' ? `${MEMORY_PREFIX}${v.name}` : v.backing.path;
+}
+
+function configuredSize(v: VolumeConfig): number | undefined {
+  return v.backing.kind === 'blockdev' ? undefined : v.backing.size;
+}
+
+export class ServedVolume implements ExportedVolume {
+  readonly name: string;
+  readonly lun: number;
+  readonly lu: LogicalUnit;
+  #config: VolumeConfig;
+
+  private constructor(config: VolumeConfig, lu: LogicalUnit) {
+    this.name = config.name;
+    this.lun = config.lun;
+    this.lu = lu;
+    this.#config = config;
+  }
+
+  /** Opens the backing store and builds the logical unit; nothing is left open on failure. */
+  static async open(config: VolumeConfig, ctx: VolumeContext): Promise<ServedVolume> {
+    const identity = await volumeIdentity(ctx.stateDir, config);
+    const size = configuredSize(config);
+    const backend = await openBackend({
+      path: backendPath(config),
+      ...(size !== undefined ? { size } : {}),
+      readOnly: config.readOnly,
+      direct: config.direct,
+      logicalBlockSize: config.blockSize,
+    });
+    try {
+      const lu = new LogicalUnit({
+        name: config.name,
+        backend,
+        identifier: identity.uuid,
+        serial: identity.serial,
+        blockSize: config.blockSize,
+        readOnly: config.readOnly,
+        thin: config.thin,
+        // COMPARE AND WRITE moves two blocks, so two is the floor whatever max_io says.
+        limits: { maxTransferBlocks: Math.max(2, Math.floor(ctx.maxIo / config.blockSize)) },
+        log: ctx.log,
+      });
+      return new ServedVolume(config, lu);
+    } catch (e) {
+      await backend.close();
+      throw e;
+    }
+  }
+
+  get config(): VolumeConfig {
+    return this.#config;
+  }
+
+  get backend(): Backend {
+    return this.lu.backend;
+  }
+
+  /** LUN masking (docs/operations.md "ACLs"): null hides the volume from this initiator. */
+  access(initiator: string): Access | null {
+    return accessFor(this.#config, initiator) ?? null;
+  }
+
+  /**
+   * A reload kept this volume: the new ACL applies from the next LUN map
+   * computed for a session (a login, or an inventory change). The caller has
+   * checked that nothing fixed changed (reload-plan.ts).
+   */
+  reconfigure(next: VolumeConfig): void {
+    this.#config = next;
+  }
+
+  /**
+   * Grows the backing store to a larger configured size (never shrinking it),
+   * then re-reads the capacity, which raises CAPACITY DATA HAS CHANGED (2A/09,
+   * SBC-4 4.10) when the block count moved, whether the config or the device
+   * grew it. Returns the old and new size in bytes when the capacity changed.
+   */
+  async grow(): Promise<{ from: number; to: number } | null> {
+    const from = this.backend.size;
+    const want = configuredSize(this.#config);
+    if (want !== undefined && want > from) {
+      if (this.backend instanceof MemoryBackend) this.backend.resize(want);
+      else if (this.#config.backing.kind === 'file' && (await stat(this.#config.backing.path)).size < want) {
+        // ftruncate only ever lengthens here: the new tail is a hole, no data moves.
+        await truncate(this.#config.backing.path, want);
+      }
+    }
+    const changed = await this.lu.refreshCapacity();
+    return changed ? { from, to: this.backend.size } : null;
+  }
+
+  /** Makes every acknowledged write durable, then closes; the error, if the flush or the close failed. */
+  async close(): Promise<Error | null> {
+    let failure: Error | null = null;
+    if (!this.backend.readOnly) {
+      try {
+        await this.backend.flush();
+      } catch (e) {
+        failure = e instanceof Error ? e : new Error(String(e));
+      }
+    }
+    try {
+      await this.backend.close();
+    } catch (e) {
+      failure ??= e instanceof Error ? e : new Error(String(e));
+    }
+    return failure;
+  }
+
+  describe(): string {
+    const where = this.#config.backing.kind === 'memory' ? 'memory' : this.#config.backing.path;
+    return `${this.name} (LUN ${this.lun}, ${formatSize(this.backend.size)}, ${where})`;
+  }
+}

@@ -1,0 +1,84 @@
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { baseConfig, ROOT, runDaemon, workdir } from './helpers/daemon-process.js';
+
+const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+
+test.serial('--check-config FILE prints OK and exits 0 for a valid file', async (t) => {
+  const w = workdir(t);
+  w.writeConfig(baseConfig(w, [{ name: 'a', path: 'a.img', size: '1MiB' }]));
+  const r = await runDaemon(t, ['--check-config', w.configPath]);
+  t.is(r.code, 0, r.stderr);
+  t.is(r.stdout, 'OK\n');
+});
+
+test.serial('--check-config with --config checks that file', async (t) => {
+  const w = workdir(t);
+  w.writeConfig(baseConfig(w, [{ name: 'a', memory: true, size: '1MiB' }]));
+  const r = await runDaemon(t, ['--check-config', '--config', w.configPath]);
+  t.is(r.code, 0, r.stderr);
+  t.is(r.stdout, 'OK\n');
+});
+
+test.serial('--check-config prints every error with its line and exits 78', async (t) => {
+  const w = workdir(t);
+  w.writeConfig(`volumes:\n  - name: a\n    memory: true\n    size: 1MiB\n    block_size: 520\nlimits:\n  max_sesions: 3\n`);
+  const r = await runDaemon(t, ['--check-config', w.configPath]);
+  t.is(r.code, 78);
+  t.is(r.stdout, '');
+  t.deepEqual(r.stderr.split('\n').filter((l) => l !== ''), [
+    `${w.configPath}:5: volumes[0].block_size: must be 512 or 4096, not 520`,
+    `${w.configPath}:7: limits.max_sesions: unknown key 'max_sesions' (did you mean 'max_sessions'?)`,
+  ]);
+});
+
+test.serial('a start with invalid YAML exits 78 and says where', async (t) => {
+  const w = workdir(t);
+  w.writeConfig('volumes:\n  - name: a\n  bad: [\n');
+  const r = await runDaemon(t, ['--config', w.configPath]);
+  t.is(r.code, 78);
+  t.regex(r.stderr, new RegExp(`^${w.configPath.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:3:\\d+: YAML syntax error: `, 'm'));
+  t.notRegex(r.stderr, /listening/);
+});
+
+test.serial('a start with a missing config file exits 78 with one line', async (t) => {
+  const w = workdir(t);
+  const r = await runDaemon(t, ['--config', join(w.dir, 'absent.yaml')]);
+  t.is(r.code, 78);
+  t.is(r.stderr.trim(), `${join(w.dir, 'absent.yaml')}: does not exist`);
+});
+
+test.serial('--version prints the package version; a bad option is one line and exit 64', async (t) => {
+  const v = await runDaemon(t, ['--version']);
+  t.is(v.code, 0);
+  t.is(v.stdout.trim(), version);
+  const bad = await runDaemon(t, ['--bogus']);
+  t.is(bad.code, 64);
+  t.is(bad.stderr.trim(), 'rblkd: Unknown argument: bogus');
+});
+
+test.serial('a listener that cannot bind fails the start with exit 1 and a reason', async (t) => {
+  const w = workdir(t);
+  w.writeConfig(baseConfig(w, [{ name: 'a', memory: true, size: '1MiB' }], { listeners: [{ provider: 'tcp', address: '192.0.2.1', port: 0 }] }));
+  const r = await runDaemon(t, ['--config', w.configPath]);
+  t.is(r.code, 1);
+  t.regex(r.stderr, /error: cannot start: /);
+  t.notRegex(r.stderr, /rblkd ready/);
+});
+
+test.serial('an uncaught exception is logged with its stack and exits 70', async (t) => {
+  const script = [
+    "import { createDaemonLogger } from './target/daemon/logger.ts';",
+    "import { installCrashHandlers } from './target/daemon/signals.ts';",
+    'installCrashHandlers(createDaemonLogger());',
+    "setTimeout(() => { throw new Error('boom from a timer'); }, 0);",
+  ].join('\n');
+  const child = spawn(process.execPath, ['--import=tsx', '--input-type=module', '-e', script], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+  const code = await new Promise<number | null>((r) => child.on('close', (c) => r(c)));
+  t.is(code, 70);
+  t.regex(stderr, /error: uncaught exception, exiting: Error: boom from a timer\n\s+at /);
+});
