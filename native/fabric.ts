@@ -256,7 +256,7 @@ export class Pool {
   readonly chunkSize: number;
   readonly count: number;
   private readonly free: number[] = [];
-  private readonly waiters: ((s: Slice) => void)[] = [];
+  private readonly waiters: { resolve: (s: Slice) => void; reject: (e: Error) => void }[] = [];
 
   constructor(domain: Domain, opts: { chunkSize: number; count: number; remote?: boolean; endpoint?: Endpoint }) {
     if (!Number.isSafeInteger(opts.chunkSize) || opts.chunkSize <= 0) throw new RangeError('chunkSize must be a positive integer');
@@ -277,21 +277,25 @@ export class Pool {
     return i === undefined ? null : this.mr.slice(i * this.chunkSize, this.chunkSize);
   }
 
-  /** A chunk, waiting for one to be released if need be. */
+  /** A chunk, waiting for one to be released if need be; rejects once the pool is closed. */
   acquire(): Promise<Slice> {
+    if (this.mr.isClosed) return Promise.reject(new FabricError(9, 'Pool.acquire', 'Pool.acquire: the pool is closed', 'ERR_CLOSED'));
     const s = this.waiters.length === 0 ? this.tryAcquire() : null;
     if (s) return Promise.resolve(s);
-    return new Promise((resolve) => this.waiters.push(resolve));
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
   }
 
   release(slice: Slice): void {
     if (slice.mr !== this.mr || slice.offset % this.chunkSize !== 0) throw new RangeError('slice does not belong to this pool');
+    if (this.mr.isClosed) return;
     const waiter = this.waiters.shift();
-    if (waiter) waiter(this.mr.slice(slice.offset, this.chunkSize));
+    if (waiter) waiter.resolve(this.mr.slice(slice.offset, this.chunkSize));
     else this.free.push(slice.offset / this.chunkSize);
   }
 
+  /** Closes the region; whoever still waits for a chunk is rejected. */
   close(): Promise<void> {
+    for (const w of this.waiters.splice(0)) w.reject(new FabricError(9, 'Pool.acquire', 'Pool.acquire: the pool was closed', 'ERR_CLOSED'));
     return this.mr.close();
   }
 }

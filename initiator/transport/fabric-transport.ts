@@ -85,6 +85,10 @@ class FabricInitiatorConnection implements InitiatorConnection {
   private async finish(reason: string): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Endpoint first (cancels what is in flight), then the pool, so that
+    // anyone waiting for a chunk is rejected instead of waiting forever.
+    await this.ep.close();
+    await this.pool.close().catch(() => undefined);
     await this.domain.close();
     this.onClose?.(reason);
   }

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { FabricError } from '../../native/fabric.js';
+import { FabricError, Pool } from '../../native/fabric.js';
 import { connectPair, pattern, PROVIDERS } from '../helpers/fabric-pair.js';
 
 const SIZES = [1, 7, 512, 4096, 65_537, 1 << 20, 4 << 20];
@@ -157,4 +157,18 @@ test.serial('closing a region with posted receives is refused until their endpoi
   await pair.serverEp.close();
   await mr.close();
   t.is(mr.buffer.length, 0);
+});
+
+test.serial('a pool rejects waiters and new acquires once it is closed', async (t) => {
+  const pair = await connectPair('tcp');
+  t.teardown(() => pair.close());
+  const pool = new Pool(pair.server, { chunkSize: 4096, count: 1 });
+  const held = await pool.acquire();
+  t.is(held.length, 4096);
+  const waiting = pool.acquire();
+  await pool.close();
+  const e1 = await t.throwsAsync(waiting);
+  t.is((e1 as FabricError).code, 'ERR_CLOSED');
+  const e2 = await t.throwsAsync(pool.acquire());
+  t.is((e2 as FabricError).code, 'ERR_CLOSED');
 });
