@@ -236,11 +236,13 @@ export class Daemon {
     const sv = this.volumes.get(name);
     if (!sv) return;
     this.volumes.delete(name);
+    // Snapshot before any session's LUN map is refreshed: settled() counts the
+    // commands outstanding on the LUN now, whichever session sent them.
+    const users = [...this.server.sessions];
     this.server.removeVolume(name);
-    const users = this.server.sessionsUsing(sv.lu);
     this.log.info(`removing volume ${sv.describe()}`, { volume: sv.name, lun: sv.lun });
     const done = (async () => {
-      const idle = await quiesce(users, this.config.limits.drainTimeoutMs);
+      const idle = await quiesce(users, sv.lun, this.config.limits.drainTimeoutMs);
       if (!idle) this.log.warn(`volume ${name}: commands still running after ${this.config.limits.drainTimeoutMs} ms; closing it anyway`, { volume: name });
       const failure = await sv.close();
       if (failure) this.log.error(`volume ${name}: flush or close failed: ${failure.message}`, { volume: name });

@@ -101,6 +101,15 @@ export class TargetSession {
   get closed(): Promise<void> {
     return this.closedPromise;
   }
+  /**
+   * Resolves when every command outstanding on this LUN right now has
+   * responded (or the session ended): what a removed volume waits for.
+   */
+  settled(lun: number): Promise<void> {
+    const running = [...this.outstanding.values()].filter((s) => s.lun === lun).map((s) => s.done);
+    return Promise.race([Promise.allSettled(running).then(() => undefined), this.closedPromise]);
+  }
+
   /** LUNs this session sees: the daemon's reload compares them. */
   get mappedLuns(): ReadonlyMap<number, MappedLun> {
     return this.luns;
