@@ -1,0 +1,45 @@
+// How the CLI fails: one line on stderr and an exit status that tells a
+// script what kind of failure it was (docs/cli.md "Exit status").
+import { RblkError } from '../errors.js';
+
+export const EXIT_OK = 0;
+/** The operation failed: unreachable target, I/O error, a verify mismatch. */
+export const EXIT_FAILURE = 1;
+/** The command line was wrong: unknown option, bad URL or size, unaligned offset, missing --yes. */
+export const EXIT_USAGE = 2;
+
+/** A mistake in the command line; reported without a stack trace, exit status 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/** Ends the command with a status and no message (the reason was already reported, or needs none). */
+export class QuietExit extends Error {
+  readonly code: number;
+
+  constructor(code: number, reason: string) {
+    super(reason);
+    this.name = 'QuietExit';
+    this.code = code;
+  }
+}
+
+/**
+ * The exit status for an error. The library throws RangeError only for
+ * arguments it refuses before sending anything (a malformed URL, an option out
+ * of range), so those are usage errors too.
+ */
+export function exitCodeFor(e: unknown): number {
+  if (e instanceof QuietExit) return e.code;
+  return e instanceof UsageError || e instanceof RangeError ? EXIT_USAGE : EXIT_FAILURE;
+}
+
+/** The one line printed for an error (without the `rblk: ` prefix). */
+export function describeError(e: unknown): string {
+  if (e instanceof RblkError) return `${e.message} [${e.code}]`;
+  if (e instanceof Error) return e.message;
+  return String(e);
+}

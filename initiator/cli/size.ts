@@ -1,0 +1,65 @@
+// Sizes and durations as people type them: 4k, 1MiB, 1g, 10s, 500ms.
+// K/M/G/T and KiB..TiB are powers of 1024 (what dd, fio and qemu-img mean by
+// them); kB, MB, GB, TB are powers of 1000.
+import { UsageError } from './cli-error.js';
+
+const SIZE_UNITS: ReadonlyMap<string, number> = new Map([
+  ['', 1],
+  ['k', 1024],
+  ['kib', 1024],
+  ['kb', 1000],
+  ['m', 1024 ** 2],
+  ['mib', 1024 ** 2],
+  ['mb', 1000 ** 2],
+  ['g', 1024 ** 3],
+  ['gib', 1024 ** 3],
+  ['gb', 1000 ** 3],
+  ['t', 1024 ** 4],
+  ['tib', 1024 ** 4],
+  ['tb', 1000 ** 4],
+]);
+
+const DURATION_UNITS: ReadonlyMap<string, number> = new Map([
+  ['ms', 1],
+  ['', 1000],
+  ['s', 1000],
+  ['m', 60_000],
+  ['min', 60_000],
+  ['h', 3_600_000],
+]);
+
+const NUMBER_WITH_UNIT = /^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$/;
+
+/** Bytes from `4096`, `4k`, `1MiB`, `1.5g`; `what` names the option in the error. */
+export function parseSize(text: string, what: string): number {
+  const m = NUMBER_WITH_UNIT.exec(text);
+  const unit = m ? SIZE_UNITS.get(m[2].toLowerCase()) : undefined;
+  if (!m || unit === undefined) throw new UsageError(`${what}: invalid size '${text}' (a byte count, or a number with a unit: 4k, 1MiB, 2g)`);
+  const bytes = Number(m[1]) * unit;
+  if (!Number.isSafeInteger(bytes)) throw new UsageError(`${what}: '${text}' is not a whole number of bytes`);
+  return bytes;
+}
+
+/** Milliseconds from `10s`, `500ms`, `2m`, `1h`; a bare number is seconds. */
+export function parseDuration(text: string, what: string): number {
+  const m = NUMBER_WITH_UNIT.exec(text);
+  const unit = m ? DURATION_UNITS.get(m[2].toLowerCase()) : undefined;
+  if (!m || unit === undefined) throw new UsageError(`${what}: invalid duration '${text}' (for example 10s, 500ms, 2m)`);
+  return Math.round(Number(m[1]) * unit);
+}
+
+/** The shortest exact IEC rendering: "16 MiB", "1.5 GiB"; else with one decimal, else bytes. */
+export function formatBytes(bytes: number): string {
+  const names = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  for (let i = names.length - 1; i > 0; i--) {
+    const scaled = bytes / 1024 ** i;
+    if (scaled >= 1) return Number.isInteger(scaled * 100) ? `${scaled} ${names[i]}` : `${scaled.toFixed(1)} ${names[i]}`;
+  }
+  return `${bytes} bytes`;
+}
+
+/** A rate in bytes per second, as MiB/s or GiB/s. */
+export function formatRate(bytesPerSecond: number): string {
+  if (bytesPerSecond >= 1024 ** 3) return `${(bytesPerSecond / 1024 ** 3).toFixed(2)} GiB/s`;
+  return `${(bytesPerSecond / 1024 ** 2).toFixed(1)} MiB/s`;
+}

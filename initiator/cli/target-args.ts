@@ -1,0 +1,110 @@
+// The options every command that talks to a target shares, and the one way
+// the CLI logs in: a URL names the target and volume, flags refine it, and
+// the secret comes from --secret-file or RBLK_SECRET, never from argv.
+import { isAbsolute, resolve } from 'node:path';
+import type { ConnectOptions } from '../options.js';
+import type { Session } from '../session.js';
+import { DEFAULT_PORT, parseRblkUrl, type RblkUrl } from '../url.js';
+import type { Volume } from '../volume.js';
+import { UsageError } from './cli-error.js';
+import { parseDuration } from './size.js';
+
+export const connectionOptions = {
+  provider: { type: 'string', requiresArg: true, describe: 'libfabric provider (verbs, tcp, sockets, ...); overrides ?provider= in the URL' },
+  'initiator-name': { type: 'string', requiresArg: true, describe: 'this initiator\'s name (default iqn.2026-11.io.rblk:<hostname>)' },
+  'target-name': { type: 'string', requiresArg: true, describe: 'the target\'s name (default iqn.2026-11.io.rblk:target)' },
+  'secret-file': { type: 'string', requiresArg: true, describe: 'file holding this initiator\'s secret (mode 0600); else $RBLK_SECRET' },
+  connections: { type: 'number', requiresArg: true, describe: 'connections in the session (default 1)' },
+  'connect-timeout': { type: 'string', requiresArg: true, default: '10s', describe: 'give up a connection attempt after this long' },
+} as const;
+
+export interface ConnectionArgs {
+  provider?: string;
+  'initiator-name'?: string;
+  'target-name'?: string;
+  'secret-file'?: string;
+  connections?: number;
+  'connect-timeout': string;
+}
+
+/** Parses an rblk:// URL; a malformed one is a usage error. */
+export function parseUrl(text: string): RblkUrl {
+  try {
+    return parseRblkUrl(text);
+  } catch (e) {
+    throw new UsageError(e instanceof Error ? e.message : String(e));
+  }
+}
+
+/** The volume the URL names; a URL without one is a usage error for volume commands. */
+export function volumeOf(text: string): string {
+  const v = parseUrl(text).volume;
+  if (v === undefined) throw new UsageError(`"${text}" names no volume (expected rblk://host[:port]/VOLUME)`);
+  return v;
+}
+
+/**
+ * `discover` takes HOST, HOST:PORT, [V6ADDR]:PORT, a bare IPv6 address, or an
+ * rblk:// URL without a volume, and makes it a URL.
+ */
+export function hostToUrl(text: string): string {
+  if (text.startsWith('rblk://')) return text;
+  if (text === '' || /[/?#@\s]/.test(text)) throw new UsageError(`"${text}" is not HOST[:PORT]`);
+  const colons = text.split(':').length - 1;
+  // Two or more colons without brackets: an IPv6 address on its own.
+  if (colons >= 2 && !text.startsWith('[')) return `rblk://[${text}]`;
+  return `rblk://${text}`;
+}
+
+/** Connection options from the flags; only those given, so the URL's own values stay. */
+export function connectOptions(a: ConnectionArgs): Partial<ConnectOptions> {
+  const o: Partial<ConnectOptions> = { timeouts: { connectMs: parseDuration(a['connect-timeout'], '--connect-timeout') } };
+  if (a.provider !== undefined) o.provider = a.provider;
+  if (a['initiator-name'] !== undefined) o.initiatorName = a['initiator-name'];
+  if (a['target-name'] !== undefined) o.targetName = a['target-name'];
+  if (a['secret-file'] !== undefined) o.secretFile = a['secret-file'];
+  if (a.connections !== undefined) o.connections = a.connections;
+  return o;
+}
+
+/** The flags again, for a helper process (mount); paths made absolute, the secret still only in a file or the environment. */
+export function connectionArgv(a: ConnectionArgs): string[] {
+  const out: string[] = ['--connect-timeout', a['connect-timeout']];
+  if (a.provider !== undefined) out.push('--provider', a.provider);
+  if (a['initiator-name'] !== undefined) out.push('--initiator-name', a['initiator-name']);
+  if (a['target-name'] !== undefined) out.push('--target-name', a['target-name']);
+  if (a['secret-file'] !== undefined) out.push('--secret-file', isAbsolute(a['secret-file']) ? a['secret-file'] : resolve(a['secret-file']));
+  if (a.connections !== undefined) out.push('--connections', String(a.connections));
+  return out;
+}
+
+/** Logs in to the target the URL names. */
+export async function openSession(url: string, a: ConnectionArgs, extra: Partial<ConnectOptions> = {}): Promise<Session> {
+  const parsed = parseUrl(url);
+  const options = { ...connectOptions(a), ...extra };
+  // Loaded on first use: the session brings the native addon, which --help and usage errors do without.
+  const { connect } = await import('../index.js');
+  return connect(parsed, options);
+}
+
+/** The session and the URL's volume, closed (logged out) after fn, whether it succeeds or not. */
+export async function withVolume<T>(url: string, a: ConnectionArgs, fn: (vol: Volume, session: Session) => Promise<T>, extra: Partial<ConnectOptions> = {}): Promise<T> {
+  volumeOf(url);
+  const session = await openSession(url, a, extra);
+  try {
+    const vol = await session.open();
+    try {
+      return await fn(vol, session);
+    } finally {
+      vol.close();
+    }
+  } finally {
+    await session.close();
+  }
+}
+
+/** `host:port` as a URL would show it. */
+export function hostPort(u: RblkUrl): string {
+  const host = u.address.includes(':') ? `[${u.address}]` : u.address;
+  return u.port === DEFAULT_PORT ? host : `${host}:${u.port}`;
+}
