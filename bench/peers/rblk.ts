@@ -1,0 +1,166 @@
+// rblk as a user deploys it: rblkd (bin-src/rblkd.ts) serving the backing
+// file, reached through the `rblk` library (initiator/index.ts: connect(),
+// Session, Volume, zero-copy buffers from session.allocate()) in this
+// process, and through `rblk attach`'s NBD export driven by fio's nbd engine
+// (the same client as for nbdkit). Both are looked up at run time: while they
+// are not built, their rows say so instead of failing the run.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hasCommand, nodeScript, scriptExists, startDaemon, stopDaemon, waitForLine, type Daemon } from './children.js';
+import { CpuMeter } from './cpu.js';
+import { runFio } from './fio.js';
+import { runLoop } from './load-loop.js';
+import { isRead, type BenchContext, type Measurement, type SystemInfo, type SystemResult } from './workload.js';
+// Types only (erased): the module itself is imported at run time, once it is known to exist.
+import type { RegisteredBuffer } from '../../initiator/index.js';
+
+type Library = typeof import('../../initiator/index.js');
+
+const VOLUME = 'bench';
+
+export function librarySystem(provider: string): SystemInfo {
+  return { id: `rblk-lib-${provider}`, label: `rblk library → rblkd, ${provider}`, kind: 'rblk', driver: 'in-process loop, rblk library (zero-copy buffers)' };
+}
+
+export const RBLK_NBD: SystemInfo = { id: 'rblk-nbd-tcp', label: 'rblk attach NBD export → rblkd, tcp', kind: 'rblk', driver: 'fio --ioengine=nbd' };
+
+export interface Rblkd {
+  readonly d: Daemon;
+  readonly ports: ReadonlyMap<string, number>;
+  readonly dir: string;
+}
+
+/** Why rblkd or the library cannot be used in this build, or null. */
+export function rblkProblem(): string | null {
+  for (const rel of ['bin-src/rblkd', 'initiator/index'])
+    if (!scriptExists(rel)) return `not available yet: ${nodeScript(rel).path} does not exist`;
+  return null;
+}
+
+function configYaml(ctx: BenchContext, providers: readonly string[], stateDir: string): string {
+  const listeners = providers.map((p) => `  - { provider: ${p}, address: 127.0.0.1, port: 0 }`).join('\n');
+  return [
+    'listeners:',
+    listeners,
+    'volumes:',
+    // O_DIRECT, as every server in this bench (see peers.ts on the page cache).
+    `  - { name: ${VOLUME}, path: ${JSON.stringify(ctx.file)}, block_size: ${ctx.lbaSize}, direct: true }`,
+    'limits: { queue_depth: 128, max_io: 1MiB, keepalive_ms: 60000 }',
+    'logging: { level: info, format: text }',
+    `state_dir: ${JSON.stringify(stateDir)}`,
+    '',
+  ].join('\n');
+}
+
+/** Starts rblkd with one listener per provider on 127.0.0.1, port 0, and learns the ports from its log. */
+export async function startRblkd(ctx: BenchContext, providers: readonly string[]): Promise<Rblkd> {
+  const dir = mkdtempSync(join(tmpdir(), 'rblk-peers-'));
+  const config = join(dir, 'rblkd.yaml');
+  writeFileSync(config, configYaml(ctx, providers, join(dir, 'state')));
+  const s = nodeScript('bin-src/rblkd');
+  const d = startDaemon(process.execPath, [...s.args, '--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  try {
+    await waitForLine(d, 'stderr', /rblkd ready/);
+    // rblkd logs "listening PROVIDER ADDRESS:PORT" for each listener before it is ready.
+    const ports = new Map<string, number>();
+    for (const m of d.stderr().matchAll(/listening (\S+) 127\.0\.0\.1:(\d+)/g)) ports.set(m[1], Number(m[2]));
+    for (const p of providers) if (!ports.has(p)) throw new Error(`rblkd logged no listener for ${p}`);
+    return { d, ports, dir };
+  } catch (e) {
+    await stopDaemon(d, 'SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+}
+
+export async function stopRblkd(r: Rblkd): Promise<void> {
+  await stopDaemon(r.d, 'SIGTERM', 15_000);
+  rmSync(r.dir, { recursive: true, force: true });
+}
+
+export async function runRblkLibrary(ctx: BenchContext, daemon: Rblkd, provider: string): Promise<SystemResult> {
+  const system = librarySystem(provider);
+  const port = daemon.ports.get(provider);
+  if (port === undefined) return { system, measurements: [], unavailable: `rblkd has no ${provider} listener` };
+  const lib: Library = await import('../../initiator/index.js');
+  const session = await lib.connect({
+    address: '127.0.0.1',
+    port,
+    provider,
+    initiatorName: 'iqn.2026-11.io.rblk:bench-initiator',
+    volume: VOLUME,
+    // Enough credits that the deepest workload never waits for one.
+    queueDepth: Math.max(...ctx.workloads.map((w) => w.queueDepth)) * 2,
+    // The I/O pool is queueDepth × maxIo; at the default 1 MiB (64 MiB in all) the sockets provider's login times out.
+    maxIo: Math.max(...ctx.workloads.map((w) => w.blockSize)),
+  });
+  const measurements: Measurement[] = [];
+  try {
+    const vol = await session.open(VOLUME);
+    try {
+      for (const w of ctx.workloads) {
+        ctx.progress(`rblk library ${provider}: ${w.label}`);
+        const bufs: RegisteredBuffer[] = [];
+        for (let i = 0; i < w.queueDepth; i++) {
+          const b = session.allocate(w.blockSize);
+          b.buffer.fill(0x5a ^ i);
+          bufs.push(b);
+        }
+        try {
+          const read = isRead(w);
+          const meter = new CpuMeter([
+            { name: 'bench (library)', side: 'client', pid: process.pid },
+            { name: 'rblkd', side: 'server', pid: daemon.d.pid },
+          ]);
+          const r = await runLoop(w, Math.min(vol.size, ctx.fileSize), ctx.seconds, async (slot, offset) => {
+            if (read) await vol.read(offset, bufs[slot]);
+            else await vol.write(offset, bufs[slot]);
+          });
+          measurements.push({ workload: w.id, ...r, cpu: meter.stop() });
+        } finally {
+          for (const b of bufs) b.release();
+        }
+      }
+    } finally {
+      vol.close();
+    }
+  } finally {
+    await session.close();
+  }
+  return { system, measurements };
+}
+
+export async function runRblkNbd(ctx: BenchContext, daemon: Rblkd): Promise<SystemResult> {
+  const port = daemon.ports.get('tcp');
+  if (port === undefined) return { system: RBLK_NBD, measurements: [], unavailable: 'rblkd has no tcp listener' };
+  if (!hasCommand('fio')) return { system: RBLK_NBD, measurements: [], unavailable: 'fio is not installed (apt-get install fio)' };
+  if (!scriptExists('bin-src/rblk')) return { system: RBLK_NBD, measurements: [], unavailable: `not available yet: ${nodeScript('bin-src/rblk').path} does not exist` };
+  const s = nodeScript('bin-src/rblk');
+  const attach = startDaemon(process.execPath, [...s.args, 'attach', `rblk://127.0.0.1:${port}/${VOLUME}`, '--provider', 'tcp', '--nbd-port', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const measurements: Measurement[] = [];
+  try {
+    let uri: string;
+    try {
+      uri = (await waitForLine(attach, 'stdout', /serving .* at (nbd:\/\/\S+)/))[1];
+    } catch (e) {
+      return { system: RBLK_NBD, measurements: [], unavailable: `rblk attach did not start: ${(e as Error).message}` };
+    }
+    for (const w of ctx.workloads) {
+      ctx.progress(`rblk attach NBD: ${w.label}`);
+      const meter = new CpuMeter([
+        { name: 'rblk attach', side: 'client', pid: attach.pid },
+        { name: 'rblkd', side: 'server', pid: daemon.d.pid },
+      ]);
+      const r = await runFio({ engine: 'nbd', uri }, w, ctx.seconds);
+      const cpu = meter.stop();
+      if (r.cpuMs !== null) cpu.push({ process: 'fio', side: 'client', cpuMs: r.cpuMs });
+      measurements.push({ workload: w.id, iops: r.iops, mbps: r.mbps, p50us: r.p50us, p99us: r.p99us, meanUs: r.meanUs, ios: r.ios, seconds: r.seconds, cpu });
+    }
+  } finally {
+    await stopDaemon(attach, 'SIGTERM', 10_000);
+  }
+  return { system: RBLK_NBD, measurements };
+}
