@@ -138,7 +138,7 @@ export class Connection {
     conn.onCapsule = (buf) => c.onCapsule(buf);
     conn.onClose = (reason) => c.lost(reason);
     try {
-      await c.login(queueDepth, maxIo, Math.min(immediate, conn.accept.maxCapsule - 48));
+      await c.login(queueDepth, Math.min(immediate, conn.accept.maxCapsule - 48));
     } catch (e) {
       await c.close();
       throw e;
@@ -165,7 +165,7 @@ export class Connection {
     return this.conn.provider;
   }
 
-  private async login(queueDepth: number, maxIo: number, immediate: number): Promise<void> {
+  private async login(queueDepth: number, immediate: number): Promise<void> {
     const o = this.options;
     const tag = this.nextTag++;
     const req: LoginRequest = {
@@ -211,7 +211,6 @@ export class Connection {
       this.rsp = answer;
       this.credits = answer.credits;
       this.limits = sessionLimits(answer, 'initiator');
-      void maxIo;
       this.startKeepAlive(answer.keepAliveMs);
     } finally {
       clearTimeout(timeout);
@@ -379,11 +378,12 @@ export class Connection {
     this.onClose?.(this.closeReason);
   }
 
-  /** Logs out (I_LOGOUT) after outstanding commands, then disconnects. */
+  /**
+   * Logs out (I_LOGOUT) and disconnects. Commands still outstanding fail with
+   * a TransportError: callers wait for theirs first (protocol.md §14.3).
+   */
   async logout(): Promise<void> {
     if (this.closed) return;
-    const waitFor = [...this.pending.values()].length;
-    if (waitFor > 0) await new Promise((r) => setTimeout(r, 0));
     await this.conn.send(capsuleBuffer({ op: Opcode.I_LOGOUT, tag: this.nextTag++ })).catch(() => undefined);
     this.closeReason ||= 'logged out';
     await this.close();
@@ -393,6 +393,6 @@ export class Connection {
     if (!this.closeReason) this.closeReason = 'closed by the initiator';
     const wasClosed = this.closed;
     this.shut();
-    if (!wasClosed || !this.conn) await this.conn.close();
+    if (!wasClosed) await this.conn.close();
   }
 }

@@ -149,11 +149,6 @@ export class TargetServer {
     return port;
   }
 
-  /** Sessions that can see a volume (for logging out the users of a removed one). */
-  sessionsUsing(lu: LogicalUnit): TargetSession[] {
-    return [...this.sessions].filter((s) => [...s.mappedLuns.values()].some((m) => m.lu === lu));
-  }
-
   /**
    * SIGTERM: stop accepting, let running commands finish (new ones get BUSY),
    * log every session out, within timeoutMs.
