@@ -669,6 +669,27 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.post(() => this.native.inject(copy));
   }
 
+  /**
+   * Sends a copy of `data` from any Buffer: by fi_inject when it fits, else
+   * through a chunk of `slots` (registered memory), waiting for a free chunk
+   * when all are in flight. Resolves once the bytes are no longer needed.
+   */
+  async sendCopy(data: Buffer, slots: Pool): Promise<void> {
+    if (data.length <= this.info.injectSize) {
+      this.sendInline(data);
+      return;
+    }
+    if (data.length > slots.chunkSize) throw new RangeError(`a ${data.length}-byte message exceeds the ${slots.chunkSize}-byte send slot`);
+    const chunk = await slots.acquire();
+    try {
+      const s = chunk.mr.slice(chunk.offset, data.length);
+      data.copy(s.buffer);
+      await this.send(s);
+    } finally {
+      if (!chunk.mr.isClosed) slots.release(chunk);
+    }
+  }
+
   /** Posts a receive buffer; onReceive is called when a message lands in it. */
   postReceive(slice: Slice): void {
     this.checkOpen('fi_recv');

@@ -20,8 +20,6 @@ class FabricInitiatorConnection implements InitiatorConnection {
   onCapsule: ((capsule: Buffer) => void) | null = null;
   onClose: ((reason: string) => void) | null = null;
   private closed = false;
-  private readonly freeSend: number[] = [];
-  private readonly sendWaiters: ((i: number) => void)[] = [];
 
   constructor(
     private readonly domain: Domain,
@@ -29,11 +27,8 @@ class FabricInitiatorConnection implements InitiatorConnection {
     readonly accept: ConnectAcceptData,
     private readonly pool: Pool,
     private readonly recvRegion: MemoryRegion,
-    private readonly sendRegion: MemoryRegion,
-    private readonly sendSlot: number,
-    sendSlots: number,
+    private readonly sendSlots: Pool,
   ) {
-    for (let i = sendSlots - 1; i >= 0; i--) this.freeSend.push(i);
     ep.onReceive = (slice, length) => {
       try {
         this.onCapsule?.(slice.buffer.subarray(0, length));
@@ -48,22 +43,8 @@ class FabricInitiatorConnection implements InitiatorConnection {
     return this.domain.provider;
   }
 
-  async send(capsule: Buffer): Promise<void> {
-    if (capsule.length <= this.ep.info.injectSize) {
-      this.ep.sendInline(capsule);
-      return;
-    }
-    if (capsule.length > this.sendSlot) throw new RangeError(`capsule of ${capsule.length} bytes exceeds ${this.sendSlot}`);
-    const slot = this.freeSend.pop() ?? (await new Promise<number>((r) => this.sendWaiters.push(r)));
-    try {
-      const s = this.sendRegion.slice(slot * this.sendSlot, capsule.length);
-      capsule.copy(s.buffer);
-      await this.ep.send(s);
-    } finally {
-      const w = this.sendWaiters.shift();
-      if (w) w(slot);
-      else this.freeSend.push(slot);
-    }
+  send(capsule: Buffer): Promise<void> {
+    return this.ep.sendCopy(capsule, this.sendSlots);
   }
 
   async allocate(length: number): Promise<IoBuffer> {
@@ -89,6 +70,7 @@ class FabricInitiatorConnection implements InitiatorConnection {
     // anyone waiting for a chunk is rejected instead of waiting forever.
     await this.ep.close();
     await this.pool.close().catch(() => undefined);
+    await this.sendSlots.close().catch(() => undefined);
     await this.domain.close();
     this.onClose?.(reason);
   }
@@ -106,8 +88,7 @@ export class FabricInitiatorTransport implements InitiatorTransport {
     try {
       const recvCount = opts.queueDepth + 3;
       const recvRegion = domain.register(recvCount * opts.receiveSize);
-      const sendSlots = opts.queueDepth + 4;
-      const sendRegion = domain.register(sendSlots * opts.maxCapsule);
+      const sendSlots = new Pool(domain, { chunkSize: opts.maxCapsule, count: opts.queueDepth + 4 });
       const pool = new Pool(domain, { chunkSize: opts.ioChunkSize, count: Math.max(1, Math.floor(opts.ioPoolSize / opts.ioChunkSize)), remote: true });
       const ep = await domain.connect({
         address: opts.address,
@@ -124,7 +105,7 @@ export class FabricInitiatorTransport implements InitiatorTransport {
       } catch (e) {
         throw new FabricError(71, 'fi_connect', `the target's accept data is invalid: ${(e as Error).message}`, 'EPROTO');
       }
-      return new FabricInitiatorConnection(domain, ep, accept, pool, recvRegion, sendRegion, opts.maxCapsule, sendSlots);
+      return new FabricInitiatorConnection(domain, ep, accept, pool, recvRegion, sendSlots);
     } catch (e) {
       await domain.close();
       throw e;

@@ -10,7 +10,7 @@ import {
   ProtocolError,
   PROTOCOL_VERSION,
 } from '../../protocol/wire/index.js';
-import { Domain, type Endpoint, type Listener, type MemoryRegion, type RemoteRegion, type Slice } from '../../native/fabric.js';
+import { Domain, Pool, type Endpoint, type Listener, type MemoryRegion, type RemoteRegion, type Slice } from '../../native/fabric.js';
 import { DataPool, type PooledBuffer } from './data-pool.js';
 import type { DataBuffer, PortHandlers, PortOptions, RemoteSegment, TargetConnection, TargetPort, TargetTransport } from './transport.js';
 
@@ -25,8 +25,6 @@ class FabricConnection implements TargetConnection {
   onCapsule: ((capsule: Buffer) => void) | null = null;
   onClose: ((reason: string) => void) | null = null;
   private closed = false;
-  private readonly freeSendSlots: number[] = [];
-  private readonly sendWaiters: ((slot: number) => void)[] = [];
 
   constructor(
     readonly ep: Endpoint,
@@ -35,12 +33,11 @@ class FabricConnection implements TargetConnection {
     readonly recvBuffers: number,
     readonly maxCapsule: number,
     private readonly recvRegion: MemoryRegion,
-    private readonly sendRegion: MemoryRegion,
+    private readonly sendSlots: Pool,
     private readonly pool: DataPool,
     private readonly rmaIovLimit: number,
     private readonly ordered: boolean,
   ) {
-    for (let i = SEND_SLOTS - 1; i >= 0; i--) this.freeSendSlots.push(i);
     ep.onReceive = (slice, length) => this.receive(slice, length);
     ep.on('close', () => void this.finish('the connection was shut down'));
   }
@@ -58,22 +55,8 @@ class FabricConnection implements TargetConnection {
     }
   }
 
-  async send(capsule: Buffer): Promise<void> {
-    if (capsule.length <= this.ep.info.injectSize) {
-      this.ep.sendInline(capsule);
-      return;
-    }
-    if (capsule.length > SEND_SLOT) throw new RangeError(`capsule of ${capsule.length} bytes exceeds the send slot`);
-    const slot = this.freeSendSlots.pop() ?? (await new Promise<number>((r) => this.sendWaiters.push(r)));
-    try {
-      const s = this.sendRegion.slice(slot * SEND_SLOT, capsule.length);
-      capsule.copy(s.buffer);
-      await this.ep.send(s);
-    } finally {
-      const w = this.sendWaiters.shift();
-      if (w) w(slot);
-      else this.freeSendSlots.push(slot);
-    }
+  send(capsule: Buffer): Promise<void> {
+    return this.ep.sendCopy(capsule, this.sendSlots);
   }
 
   allocate(length: number): Promise<DataBuffer> {
@@ -129,7 +112,7 @@ class FabricConnection implements TargetConnection {
     this.closed = true;
     await this.ep.close();
     await this.recvRegion.close();
-    await this.sendRegion.close();
+    await this.sendSlots.close();
     this.onClose?.(reason);
   }
 
@@ -190,7 +173,7 @@ export class FabricTargetTransport implements TargetTransport {
       }
       const { recvBuffers, maxCapsule } = decision.accept;
       const recvRegion = domain.register(recvBuffers * maxCapsule);
-      const sendRegion = domain.register(SEND_SLOT * SEND_SLOTS);
+      const sendSlots = new Pool(domain, { chunkSize: SEND_SLOT, count: SEND_SLOTS });
       req
         .accept({
           privateData: connectDataBuffer({ kind: ConnectKind.ACCEPT, maxCapsule, recvBuffers }),
@@ -200,7 +183,7 @@ export class FabricTargetTransport implements TargetTransport {
         })
         .then(
           (ep) => {
-            const conn = new FabricConnection(ep, peer, request, recvBuffers, maxCapsule, recvRegion, sendRegion, pool, rmaIovLimit, domain.ordersSendAfterWrite);
+            const conn = new FabricConnection(ep, peer, request, recvBuffers, maxCapsule, recvRegion, sendSlots, pool, rmaIovLimit, domain.ordersSendAfterWrite);
             connections.add(conn);
             ep.once('close', () => connections.delete(conn));
             handlers.connected(conn);
@@ -208,7 +191,7 @@ export class FabricTargetTransport implements TargetTransport {
           () => {
             // The initiator went away during accept: give the buffers back.
             void recvRegion.close().catch(() => undefined);
-            void sendRegion.close();
+            void sendSlots.close();
           },
         );
     });
