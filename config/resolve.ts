@@ -183,6 +183,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       const readOnly = bool(get(r, at('read_only'))) ?? false;
       const thin = bool(get(r, at('thin'))) ?? false;
       const directSetting = bool(get(r, at('direct')));
+      const ioEngineSetting = str(get(r, at('io_engine'))) as VolumeConfig['ioEngine'] | undefined;
 
       let sizeBytes = size(get(r, at('size')), at('size'));
       if (sizeBytes !== undefined) {
@@ -205,6 +206,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
         if (!sizeGiven) err(here, "'memory: true' needs size");
         else if (sizeBytes !== undefined) backing = { kind: 'memory', size: sizeBytes };
         if (directSetting === true) err(at('direct'), 'applies only to volumes with a path');
+        if (ioEngineSetting !== undefined) err(at('io_engine'), 'applies only to volumes with a path');
       } else if (pathRaw !== undefined) {
         // Relative backing paths live in the state directory, next to the identifiers.
         const path = resolvePath(stateDir, pathRaw);
@@ -247,6 +249,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
           blockSize,
           readOnly,
           direct: directSetting ?? backing.kind === 'blockdev',
+          ioEngine: ioEngineSetting ?? 'auto',
           thin,
           ...(lun !== undefined ? { lun } : {}),
           ...(serial !== undefined ? { serial } : {}),

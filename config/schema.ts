@@ -97,6 +97,7 @@ export const configSchema: SchemaObject = {
           block_size: { enum: [...BLOCK_SIZES] },
           read_only: { type: 'boolean' },
           direct: { type: 'boolean' },
+          io_engine: { enum: ['auto', 'io_uring', 'threads'] },
           thin: { type: 'boolean' },
           // The Unit Serial Number VPD page (SPC-5) is ASCII; 20 characters fit every initiator's buffer.
           serial: {
@@ -203,6 +204,8 @@ export interface VolumeConfig {
   readOnly: boolean;
   /** O_DIRECT. */
   direct: boolean;
+  /** How file and block-device I/O runs: io_uring, the libuv thread pool, or auto (io_uring when a ring opens). */
+  ioEngine: 'auto' | 'io_uring' | 'threads';
   /** Thin provisioning: UNMAP deallocates, and the LU reports LBPME (SBC-4, logical block provisioning). */
   thin: boolean;
   /** Configured or assigned in order: the lowest LUN not taken. */

@@ -175,6 +175,23 @@ export interface NativeFuseSessionCtor {
   ): NativeFuseSession;
 }
 
+/** An io_uring (native/src/io-ring.cc); native/io-ring.ts is its only user. */
+export interface NativeIoRing {
+  /** (token, result) pairs of the batch being delivered; result is bytes or -errno. */
+  readonly completions: Int32Array;
+  readonly inFlight: number;
+  readonly features: { entries: number; singleIssuer: boolean; kernelFeatures: number };
+  read(fd: number, buffer: Uint8Array, offset: number, token: number): void;
+  write(fd: number, buffer: Uint8Array, offset: number, token: number, dsync: boolean): void;
+  fsync(fd: number, token: number, datasync: boolean): void;
+  submit(): number;
+  close(): void;
+}
+
+export interface NativeIoRingCtor {
+  new (entries: number, onCompletions: (count: number) => void): NativeIoRing;
+}
+
 export interface NativeAddon {
   Domain: NativeDomainCtor;
   MemoryRegion: NativeMemoryRegionCtor;
@@ -199,6 +216,9 @@ export interface NativeAddon {
 
   /** libsystemd's sd_notify(0, state): >0 sent, 0 no NOTIFY_SOCKET, <0 -errno. */
   sdNotify(state: string): number;
+
+  /** io_uring for file and block-device I/O (native/io-ring.ts). */
+  IoRing: NativeIoRingCtor;
 
   /** libfuse3 low-level session serving one file (native/fuse.ts is its only user). */
   FuseSession: NativeFuseSessionCtor;

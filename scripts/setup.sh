@@ -14,7 +14,7 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # real NBD clients, qemu-img, fio, e2fsprogs, util-linux (losetup), systemd-analyze.
 APT_PACKAGES=(
   g++ cmake pkg-config make python3
-  libfabric-dev libfabric-bin libfuse3-dev fuse3 libsystemd-dev
+  libfabric-dev libfabric-bin libfuse3-dev fuse3 libsystemd-dev liburing-dev
   libnbd-bin nbdkit qemu-utils fio e2fsprogs util-linux systemd tgt libiscsi-bin
 )
 

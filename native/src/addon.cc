@@ -12,6 +12,7 @@
 #include "errors.h"
 #include "file-ops.h"
 #include "fuse-session.h"
+#include "io-ring.h"
 #include "listener.h"
 #include "memory-region.h"
 #include "sd-notify.h"
@@ -82,6 +83,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("MemoryRegion", mr);
   exports.Set("Listener", listener);
   exports.Set("Endpoint", endpoint);
+  exports.Set("IoRing", IoRing::Init(env));
   exports.Set("constants", Constants(env));
   exports.Set("providers", Napi::Function::New(env, Providers, "providers"));
   exports.Set("libfabricVersion", Napi::Function::New(env, LibfabricVersion, "libfabricVersion"));

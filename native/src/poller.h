@@ -29,6 +29,13 @@ class FdPoller {
     return uv_poll_start(handle_, UV_READABLE, &FdPoller::OnPoll);
   }
 
+  // Whether the watch alone keeps the loop (and so the process) alive.
+  void SetRef(bool ref) {
+    if (handle_ == nullptr) return;
+    if (ref) uv_ref(reinterpret_cast<uv_handle_t*>(handle_));
+    else uv_unref(reinterpret_cast<uv_handle_t*>(handle_));
+  }
+
   void Stop() {
     if (handle_ == nullptr) return;
     uv_poll_stop(handle_);

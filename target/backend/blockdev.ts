@@ -8,7 +8,7 @@ import { addon } from '../../native/binding.js';
 import type { Backend, Extent, WriteOptions } from './backend.js';
 import { backendError, isUnsupported } from './backend-error.js';
 import { IoGate } from './io-gate.js';
-import { readFully, writeFully, type PositionalTarget } from './positional-io.js';
+import { PositionalIo, type IoEngine, type IoEngineChoice, type PositionalTarget } from './positional-io.js';
 import { checkAligned, checkRange } from './range-check.js';
 
 export interface BlockDeviceBackendOptions {
@@ -16,6 +16,8 @@ export interface BlockDeviceBackendOptions {
   readOnly?: boolean;
   /** O_DIRECT, true unless given: a block volume must not sit in the target's page cache. */
   direct?: boolean;
+  /** io_uring, the libuv thread pool, or "auto" (io_uring when a ring opens; the default). */
+  ioEngine?: IoEngineChoice;
 }
 
 export class BlockDeviceBackend implements Backend {
@@ -28,12 +30,14 @@ export class BlockDeviceBackend implements Backend {
   readonly #dsync: FileHandle | null;
   readonly #gate: IoGate;
   readonly #target: PositionalTarget;
+  readonly #io: PositionalIo;
   #size: number;
 
   private constructor(
     opts: { path: string; readOnly: boolean; direct: boolean; logicalBlockSize: number; canDiscard: boolean; size: number },
     fh: FileHandle,
     dsync: FileHandle | null,
+    engine: ReturnType<typeof PositionalIo.engine>,
   ) {
     this.path = opts.path;
     this.readOnly = opts.readOnly;
@@ -46,6 +50,17 @@ export class BlockDeviceBackend implements Backend {
     const what = `block device ${opts.path}`;
     this.#gate = new IoGate(what);
     this.#target = { what, directAlignment: opts.direct ? opts.logicalBlockSize : null };
+    this.#io = new PositionalIo(fh, dsync, this.#target, engine);
+  }
+
+  /** Which engine moves this volume's bytes (io_uring, or the thread pool). */
+  get ioEngine(): IoEngine {
+    return this.#io.engine;
+  }
+
+  /** Why io_engine "auto" fell back to the thread pool, or null. */
+  get ioEngineFallback(): string | null {
+    return this.#io.fallbackReason;
   }
 
   static async open(opts: BlockDeviceBackendOptions): Promise<BlockDeviceBackend> {
@@ -58,6 +73,7 @@ export class BlockDeviceBackend implements Backend {
     // read-only export may share the device.
     const fh = await open(path, (readOnly ? constants.O_RDONLY : constants.O_RDWR | constants.O_EXCL) | directFlag);
     let dsync: FileHandle | null = null;
+    let engine: ReturnType<typeof PositionalIo.engine> | null = null;
     try {
       const st = await fh.stat({ bigint: true });
       if (!st.isBlockDevice()) throw backendError('EINVAL', `block device ${path}: not a block device`);
@@ -65,14 +81,17 @@ export class BlockDeviceBackend implements Backend {
       // O_DSYNC on a block device turns each write into a FUA write
       // (blkdev_direct_IO sets REQ_FUA), exactly SBC-4 5.40's FUA. No O_EXCL:
       // the claim above already covers this process.
-      if (!readOnly) dsync = await open(path, constants.O_WRONLY | constants.O_DSYNC | directFlag);
+      engine = PositionalIo.engine(opts.ioEngine ?? 'auto', `block device ${path}`);
+      if (!readOnly && engine.ring === null) dsync = await open(path, constants.O_WRONLY | constants.O_DSYNC | directFlag);
       const canDiscard = !readOnly && (await discardSupported(st.rdev));
       return new BlockDeviceBackend(
         { path, readOnly, direct, logicalBlockSize: info.logicalBlockSize, canDiscard, size: info.size },
         fh,
         dsync,
+        engine,
       );
     } catch (err) {
+      await engine?.ring?.close();
       if (dsync !== null) await dsync.close();
       await fh.close();
       throw err;
@@ -86,7 +105,7 @@ export class BlockDeviceBackend implements Backend {
   read(buf: Buffer, offset: number): Promise<void> {
     return this.#gate.run(async () => {
       this.#checkIo('read', offset, buf.length);
-      await readFully(this.#fh, this.#target, buf, offset);
+      await this.#io.read(buf, offset);
     });
   }
 
@@ -94,8 +113,7 @@ export class BlockDeviceBackend implements Backend {
     return this.#gate.run(async () => {
       this.#checkWritable('write');
       this.#checkIo('write', offset, buf.length);
-      const fh = opts?.fua === true && this.#dsync !== null ? this.#dsync : this.#fh;
-      await writeFully(fh, this.#target, buf, offset);
+      await this.#io.write(buf, offset, opts?.fua === true);
     });
   }
 
@@ -158,6 +176,14 @@ export class BlockDeviceBackend implements Backend {
 
   async close(): Promise<void> {
     if (!(await this.#gate.close())) return;
+    try {
+      await this.#io.close();
+    } finally {
+      await this.#closeDescriptors();
+    }
+  }
+
+  async #closeDescriptors(): Promise<void> {
     try {
       if (this.#dsync !== null) await this.#dsync.close();
     } finally {

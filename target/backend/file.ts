@@ -1,5 +1,6 @@
 // A volume in a regular file, after nvmet's io-cmd-file.c and tgt's bs_rdwr.c:
-// pread/pwrite on the libuv pool with the caller's (registered) Buffer,
+// pread/pwrite through io_uring or the libuv pool with the caller's
+// (registered) Buffer (positional-io.ts),
 // fdatasync for SYNCHRONIZE CACHE, fallocate for UNMAP and WRITE SAME, and
 // SEEK_DATA/SEEK_HOLE for GET LBA STATUS.
 import { constants } from 'node:fs';
@@ -8,7 +9,7 @@ import { addon } from '../../native/binding.js';
 import type { Backend, Extent, WriteOptions } from './backend.js';
 import { backendError, hasCode, isUnsupported } from './backend-error.js';
 import { IoGate } from './io-gate.js';
-import { readFully, writeFully, type PositionalTarget } from './positional-io.js';
+import { PositionalIo, type IoEngine, type IoEngineChoice, type PositionalTarget } from './positional-io.js';
 import { checkAligned, checkBlockSize, checkRange } from './range-check.js';
 
 export interface FileBackendOptions {
@@ -24,6 +25,8 @@ export interface FileBackendOptions {
   direct?: boolean;
   /** The volume's logical block size, which O_DIRECT alignment is checked against; 512 unless given. */
   logicalBlockSize?: number;
+  /** io_uring, the libuv thread pool, or "auto" (io_uring when a ring opens; the default). */
+  ioEngine?: IoEngineChoice;
 }
 
 const SEEK_DATA = 3;
@@ -41,12 +44,14 @@ export class FileBackend implements Backend {
   readonly #dsync: FileHandle | null;
   readonly #gate: IoGate;
   readonly #target: PositionalTarget;
+  readonly #io: PositionalIo;
   #size: number;
 
   private constructor(
     opts: { path: string; readOnly: boolean; direct: boolean; logicalBlockSize: number; canDiscard: boolean; size: number },
     fh: FileHandle,
     dsync: FileHandle | null,
+    engine: ReturnType<typeof PositionalIo.engine>,
   ) {
     this.path = opts.path;
     this.readOnly = opts.readOnly;
@@ -59,6 +64,17 @@ export class FileBackend implements Backend {
     const what = `file ${opts.path}`;
     this.#gate = new IoGate(what);
     this.#target = { what, directAlignment: opts.direct ? opts.logicalBlockSize : null };
+    this.#io = new PositionalIo(fh, dsync, this.#target, engine);
+  }
+
+  /** Which engine moves this volume's bytes (io_uring, or the thread pool). */
+  get ioEngine(): IoEngine {
+    return this.#io.engine;
+  }
+
+  /** Why io_engine "auto" fell back to the thread pool, or null. */
+  get ioEngineFallback(): string | null {
+    return this.#io.fallbackReason;
   }
 
   static async open(opts: FileBackendOptions): Promise<FileBackend> {
@@ -80,6 +96,7 @@ export class FileBackend implements Backend {
       fh = await open(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | directFlag, 0o600);
     }
     let dsync: FileHandle | null = null;
+    let engine: ReturnType<typeof PositionalIo.engine> | null = null;
     try {
       const st = await fh.stat();
       if (!st.isFile()) throw backendError('EINVAL', `file ${path}: not a regular file`);
@@ -92,16 +109,19 @@ export class FileBackend implements Backend {
         await fh.truncate(opts.size);
         size = opts.size;
       }
-      // FUA goes through a second descriptor opened O_DSYNC, the userspace
-      // form of nvmet's per-request IOCB_DSYNC: one pwrite that returns only
+      // FUA is nvmet's per-request IOCB_DSYNC: RWF_DSYNC on the write with
+      // io_uring; on the thread pool, a second descriptor opened O_DSYNC.
+      // Either way it is one pwrite that returns only
       // once its own range is durable (generic_write_sync syncs just that
       // range), where write-then-fdatasync would add a second pool round trip
       // and flush every dirty page of the file, queueing FUA behind unrelated
       // buffered writes (SBC-4 5.40, FUA).
-      if (!readOnly) dsync = await open(path, constants.O_WRONLY | constants.O_DSYNC | directFlag);
+      engine = PositionalIo.engine(opts.ioEngine ?? 'auto', `file ${path}`);
+      if (!readOnly && engine.ring === null) dsync = await open(path, constants.O_WRONLY | constants.O_DSYNC | directFlag);
       const canDiscard = !readOnly && (await probePunchHole(fh.fd, size));
-      return new FileBackend({ path, readOnly, direct, logicalBlockSize, canDiscard, size }, fh, dsync);
+      return new FileBackend({ path, readOnly, direct, logicalBlockSize, canDiscard, size }, fh, dsync, engine);
     } catch (err) {
+      await engine?.ring?.close();
       if (dsync !== null) await dsync.close();
       await fh.close();
       throw err;
@@ -115,7 +135,7 @@ export class FileBackend implements Backend {
   read(buf: Buffer, offset: number): Promise<void> {
     return this.#gate.run(async () => {
       this.#checkIo('read', offset, buf.length);
-      await readFully(this.#fh, this.#target, buf, offset);
+      await this.#io.read(buf, offset);
     });
   }
 
@@ -123,8 +143,7 @@ export class FileBackend implements Backend {
     return this.#gate.run(async () => {
       this.#checkWritable('write');
       this.#checkIo('write', offset, buf.length);
-      const fh = opts?.fua === true && this.#dsync !== null ? this.#dsync : this.#fh;
-      await writeFully(fh, this.#target, buf, offset);
+      await this.#io.write(buf, offset, opts?.fua === true);
     });
   }
 
@@ -186,6 +205,14 @@ export class FileBackend implements Backend {
   async close(): Promise<void> {
     if (!(await this.#gate.close())) return;
     try {
+      await this.#io.close();
+    } finally {
+      await this.#closeDescriptors();
+    }
+  }
+
+  async #closeDescriptors(): Promise<void> {
+    try {
       if (this.#dsync !== null) await this.#dsync.close();
     } finally {
       await this.#fh.close();
@@ -213,10 +240,10 @@ export class FileBackend implements Backend {
   async #writeZeroBuffers(offset: number, length: number): Promise<void> {
     zeroes ??= Buffer.alloc(ZERO_CHUNK);
     const fh = this.direct ? await open(this.path, constants.O_WRONLY) : this.#fh;
-    const target: PositionalTarget = { what: this.#target.what, directAlignment: null };
+    const io = new PositionalIo(fh, null, { what: this.#target.what, directAlignment: null }, PositionalIo.engine('threads', this.path));
     try {
       for (let done = 0; done < length; done += ZERO_CHUNK) {
-        await writeFully(fh, target, zeroes.subarray(0, Math.min(ZERO_CHUNK, length - done)), offset + done);
+        await io.write(zeroes.subarray(0, Math.min(ZERO_CHUNK, length - done)), offset + done);
       }
       if (this.direct) await fh.datasync();
     } finally {

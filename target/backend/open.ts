@@ -7,6 +7,7 @@ import type { Stats } from 'node:fs';
 import type { Backend } from './backend.js';
 import { backendError, hasCode } from './backend-error.js';
 import { MemoryBackend } from './memory.js';
+import type { IoEngineChoice } from './positional-io.js';
 
 export interface BackendSpec {
   /** A file or block-device path, or `memory:` (optionally `memory:<name>`) for a RAM volume. */
@@ -22,6 +23,8 @@ export interface BackendSpec {
   direct?: boolean;
   /** For files: the volume's block size, for O_DIRECT alignment checks. */
   logicalBlockSize?: number;
+  /** For files and block devices: io_uring, threads (the libuv pool), or auto (the default). */
+  ioEngine?: IoEngineChoice;
 }
 
 export const MEMORY_PREFIX = 'memory:';

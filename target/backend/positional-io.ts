@@ -1,8 +1,20 @@
-// pread/pwrite loops over a FileHandle, shared by the file and block-device
-// backends. FileHandle.read/write run on the libuv pool and use the caller's
-// Buffer in place, so registered memory goes to the disk without a copy.
+// Positional reads and writes for the file and block-device backends, through
+// one of two engines:
+//  - io_uring (native/io-ring.ts): an SQE per I/O, submitted in batches once
+//    per event-loop turn, completed from the block layer with no thread of
+//    ours (fio's and SPDK's uring engines work the same way);
+//  - threads: FileHandle.read/write on the libuv pool, one pool thread per
+//    I/O in flight (UV_THREADPOOL_SIZE of them), as tgt's bs_rdwr does with
+//    its own pthreads.
+// Both use the caller's Buffer in place, so registered memory goes to the
+// disk without a copy. "auto" takes io_uring when this process may open a
+// ring, and says why not when it falls back (docs/operations.md).
 import type { FileHandle } from 'node:fs/promises';
+import { IoRing } from '../../native/io-ring.js';
 import { backendError, hasCode } from './backend-error.js';
+
+export type IoEngine = 'io_uring' | 'threads';
+export type IoEngineChoice = IoEngine | 'auto';
 
 export interface PositionalTarget {
   /** Names the volume in error messages. */
@@ -22,43 +34,109 @@ function explain(err: unknown, target: PositionalTarget, op: string, length: num
   );
 }
 
-/**
- * Fills buf from offset. A read that reaches end of file fails with EIO rather
- * than returning zeroes: the file shrank underneath the volume, so data that
- * was acknowledged is gone, and a medium error (SBC-4 4.18, 03 11/00) is the
- * honest answer (tgt's bs_rdwr.c and nvmet's io-cmd-file.c fail short reads too).
- */
-export async function readFully(fh: FileHandle, target: PositionalTarget, buf: Buffer, offset: number): Promise<void> {
-  let done = 0;
-  while (done < buf.length) {
-    let bytesRead: number;
-    try {
-      ({ bytesRead } = await fh.read(buf, done, buf.length - done, offset + done));
-    } catch (err) {
-      throw explain(err, target, 'read', buf.length, offset);
-    }
-    if (bytesRead === 0) {
-      throw backendError(
-        'EIO',
-        `${target.what}: end of file at byte ${offset + done} while reading ${buf.length} bytes at offset ${offset} (the backing store shrank)`,
-      );
-    }
-    done += bytesRead;
-  }
-}
+/** One pread/pwrite: resolves with the bytes moved. */
+type Transfer = (buf: Buffer, position: number) => Promise<number>;
 
-export async function writeFully(fh: FileHandle, target: PositionalTarget, buf: Buffer, offset: number): Promise<void> {
-  let done = 0;
-  while (done < buf.length) {
-    let bytesWritten: number;
+/**
+ * The descriptors of one volume and the engine that moves their bytes. `fh`
+ * takes every I/O; on the thread pool, `dsync` (opened O_DSYNC) takes FUA
+ * writes, where io_uring sets RWF_DSYNC on the write itself instead (the same
+ * per-write O_DSYNC: IOCB_DSYNC, REQ_FUA on a block device).
+ */
+export class PositionalIo {
+  readonly engine: IoEngine;
+  /** Why "auto" fell back to threads, for the log; null otherwise. */
+  readonly fallbackReason: string | null;
+  readonly #ring: IoRing | null;
+  readonly #read: Transfer;
+  readonly #write: Transfer;
+  readonly #writeFua: Transfer;
+
+  /**
+   * The engine a volume gets: a ring when `choice` allows and one opens. An
+   * explicit io_uring that cannot open is an error; "auto" falls back to the
+   * thread pool and keeps the reason. Call before opening the descriptors: a
+   * ring needs no O_DSYNC descriptor.
+   */
+  static engine(choice: IoEngineChoice, what: string): { ring: IoRing | null; fallbackReason: string | null } {
+    if (choice === 'threads') return { ring: null, fallbackReason: null };
     try {
-      ({ bytesWritten } = await fh.write(buf, done, buf.length - done, offset + done));
-    } catch (err) {
-      throw explain(err, target, 'write', buf.length, offset);
+      return { ring: IoRing.open(), fallbackReason: null };
+    } catch (e) {
+      if (choice === 'io_uring') throw backendError(hasCode(e, 'EPERM') ? 'EPERM' : 'EOPNOTSUPP', `${what}: io_engine io_uring: ${(e as Error).message}`);
+      return { ring: null, fallbackReason: (e as Error).message };
     }
-    if (bytesWritten === 0) {
-      throw backendError('EIO', `${target.what}: write of ${buf.length} bytes at offset ${offset} made no progress at byte ${offset + done}`);
+  }
+
+  constructor(
+    fh: FileHandle,
+    dsync: FileHandle | null,
+    readonly target: PositionalTarget,
+    engine: { ring: IoRing | null; fallbackReason: string | null },
+  ) {
+    const ring = engine.ring;
+    this.#ring = ring;
+    this.fallbackReason = engine.fallbackReason;
+    if (ring !== null) {
+      const fd = fh.fd;
+      this.engine = 'io_uring';
+      this.#read = (buf, pos) => ring.read(fd, buf, pos);
+      this.#write = (buf, pos) => ring.write(fd, buf, pos, false);
+      this.#writeFua = (buf, pos) => ring.write(fd, buf, pos, true);
+    } else {
+      this.engine = 'threads';
+      this.#read = (buf, pos) => fh.read(buf, 0, buf.length, pos).then((r) => r.bytesRead);
+      this.#write = (buf, pos) => fh.write(buf, 0, buf.length, pos).then((r) => r.bytesWritten);
+      const d = dsync ?? fh;
+      this.#writeFua = (buf, pos) => d.write(buf, 0, buf.length, pos).then((r) => r.bytesWritten);
     }
-    done += bytesWritten;
+  }
+
+  /**
+   * Fills buf from offset. A read that reaches end of file fails with EIO rather
+   * than returning zeroes: the file shrank underneath the volume, so data that
+   * was acknowledged is gone, and a medium error (SBC-4 4.18, 03 11/00) is the
+   * honest answer (tgt's bs_rdwr.c and nvmet's io-cmd-file.c fail short reads too).
+   */
+  async read(buf: Buffer, offset: number): Promise<void> {
+    let done = 0;
+    while (done < buf.length) {
+      let n: number;
+      try {
+        n = await this.#read(done === 0 ? buf : buf.subarray(done), offset + done);
+      } catch (err) {
+        throw explain(err, this.target, 'read', buf.length, offset);
+      }
+      if (n === 0) {
+        throw backendError(
+          'EIO',
+          `${this.target.what}: end of file at byte ${offset + done} while reading ${buf.length} bytes at offset ${offset} (the backing store shrank)`,
+        );
+      }
+      done += n;
+    }
+  }
+
+  /** Writes all of buf at offset; fua: durable before it resolves (SBC-4 5.40). */
+  async write(buf: Buffer, offset: number, fua = false): Promise<void> {
+    const transfer = fua ? this.#writeFua : this.#write;
+    let done = 0;
+    while (done < buf.length) {
+      let n: number;
+      try {
+        n = await transfer(done === 0 ? buf : buf.subarray(done), offset + done);
+      } catch (err) {
+        throw explain(err, this.target, 'write', buf.length, offset);
+      }
+      if (n === 0) {
+        throw backendError('EIO', `${this.target.what}: write of ${buf.length} bytes at offset ${offset} made no progress at byte ${offset + done}`);
+      }
+      done += n;
+    }
+  }
+
+  /** Frees the ring, after its I/O in flight; the descriptors stay the backend's to close. */
+  async close(): Promise<void> {
+    await this.#ring?.close();
   }
 }

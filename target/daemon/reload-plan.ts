@@ -46,6 +46,7 @@ export function volumeRefusals(from: VolumeConfig, to: VolumeConfig): string[] {
   fixed('block_size', from.blockSize, to.blockSize);
   fixed('read_only', from.readOnly, to.readOnly);
   fixed('direct', from.direct, to.direct);
+  fixed('io_engine', from.ioEngine, to.ioEngine);
   fixed('thin', from.thin, to.thin);
   fixed('uuid', from.uuid ?? '(generated)', to.uuid ?? '(generated)');
   fixed('serial', from.serial ?? '(from the uuid)', to.serial ?? '(from the uuid)');

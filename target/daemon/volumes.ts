@@ -52,6 +52,7 @@ export class ServedVolume implements ExportedVolume {
       ...(size !== undefined ? { size } : {}),
       readOnly: config.readOnly,
       direct: config.direct,
+      ioEngine: config.ioEngine,
       logicalBlockSize: config.blockSize,
     });
     try {
@@ -136,6 +137,8 @@ export class ServedVolume implements ExportedVolume {
 
   describe(): string {
     const where = this.#config.backing.kind === 'memory' ? 'memory' : this.#config.backing.path;
-    return `${this.name} (LUN ${this.lun}, ${formatSize(this.backend.size)}, ${where})`;
+    const b = this.backend as Backend & { ioEngine?: string; ioEngineFallback?: string | null };
+    const engine = b.ioEngine === undefined ? '' : `, io ${b.ioEngine}${b.ioEngineFallback ? ` (io_uring unavailable: ${b.ioEngineFallback})` : ''}`;
+    return `${this.name} (LUN ${this.lun}, ${formatSize(this.backend.size)}, ${where}${engine})`;
   }
 }

@@ -7,15 +7,17 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { addon } from '../../native/binding.js';
 import { FileBackend } from '../../target/backend/file.js';
+import type { IoEngineChoice } from '../../target/backend/positional-io.js';
+import { IoRing } from '../../native/io-ring.js';
 import { alignedBuffer, alignedCopy, conformance, expectCode, pattern, tempDir } from './helpers.js';
 
 const run = promisify(execFile);
 const MiB = 1 << 20;
 const SIZE = 8 * MiB;
 
-async function openFile(t: ExecutionContext, direct: boolean) {
+async function openFile(t: ExecutionContext, direct: boolean, ioEngine: IoEngineChoice = 'auto') {
   const path = join(await tempDir(t), 'volume.img');
-  const backend = await FileBackend.open({ path, size: SIZE, direct, logicalBlockSize: direct ? 4096 : 512 });
+  const backend = await FileBackend.open({ path, size: SIZE, direct, logicalBlockSize: direct ? 4096 : 512, ioEngine });
   t.teardown(() => backend.close());
   return {
     backend,
@@ -39,9 +41,12 @@ async function tmpdirTakesDirect(): Promise<string | null> {
 
 const directRefused = await tmpdirTakesDirect();
 
+const ring = IoRing.probe();
 conformance('file', { size: SIZE, reportsHoles: true }, (t) => openFile(t, false));
+conformance('file (threads)', { size: SIZE, reportsHoles: true }, (t) => openFile(t, false, 'threads'));
 if (directRefused === null) {
   conformance('file O_DIRECT', { size: SIZE, reportsHoles: true }, (t) => openFile(t, true));
+  conformance('file O_DIRECT (threads)', { size: SIZE, reportsHoles: true }, (t) => openFile(t, true, 'threads'));
 } else {
   test('file O_DIRECT: skipped', (t) => {
     t.log(`skipping the O_DIRECT suite: ${tmpdir()} refuses O_DIRECT (${directRefused})`);
@@ -141,17 +146,38 @@ test('file: read-only cannot grow a smaller file', async (t) => {
   t.deepEqual(await descriptorsOf(path), [], 'the failed open closed its descriptor');
 });
 
-test('file: FUA writes go through an O_DSYNC descriptor, and close releases both', async (t) => {
-  const path = join(await tempDir(t), 'fds.img');
-  const backend = await FileBackend.open({ path, size: MiB, direct: directRefused === null, logicalBlockSize: 4096 });
-  const direct = directRefused === null ? constants.O_DIRECT : 0;
-  t.deepEqual(await descriptorsOf(path), mainAndDsync(direct));
-  await backend.write(alignedCopy(pattern(4096, 4)), 4096, { fua: true });
-  const got = alignedBuffer(4096);
-  await backend.read(got, 4096);
-  t.true(got.equals(pattern(4096, 4)));
-  await backend.close();
-  t.deepEqual(await descriptorsOf(path), []);
+for (const ioEngine of ['threads', 'io_uring'] as const) {
+  const fuaPath = ioEngine === 'threads' ? 'an O_DSYNC descriptor' : 'RWF_DSYNC on the one descriptor';
+  test(`file (${ioEngine}): FUA writes go through ${fuaPath}, and close releases every descriptor`, async (t) => {
+    if (ioEngine === 'io_uring' && !ring.ok) {
+      t.log(`skipped: io_uring unavailable (${ring.reason})`);
+      return t.pass();
+    }
+    const path = join(await tempDir(t), 'fds.img');
+    const backend = await FileBackend.open({ path, size: MiB, direct: directRefused === null, logicalBlockSize: 4096, ioEngine });
+    t.is(backend.ioEngine, ioEngine);
+    const direct = directRefused === null ? constants.O_DIRECT : 0;
+    t.deepEqual(await descriptorsOf(path), ioEngine === 'threads' ? mainAndDsync(direct) : [constants.O_RDWR | direct]);
+    await backend.write(alignedCopy(pattern(4096, 4)), 4096, { fua: true });
+    const got = alignedBuffer(4096);
+    await backend.read(got, 4096);
+    t.true(got.equals(pattern(4096, 4)));
+    await backend.close();
+    t.deepEqual(await descriptorsOf(path), []);
+  });
+}
+
+test('file: io_engine auto takes io_uring where a ring opens, and says why not where it falls back', async (t) => {
+  const path = join(await tempDir(t), 'auto.img');
+  const backend = await FileBackend.open({ path, size: MiB });
+  t.teardown(() => backend.close());
+  if (ring.ok) {
+    t.is(backend.ioEngine, 'io_uring');
+    t.is(backend.ioEngineFallback, null);
+  } else {
+    t.is(backend.ioEngine, 'threads');
+    t.is(backend.ioEngineFallback, ring.reason);
+  }
 });
 
 test('file: O_DIRECT checks alignment and explains a misaligned buffer', async (t) => {
@@ -232,7 +258,7 @@ for (const direct of [false, true]) {
     const expected = Buffer.from(data);
     expected.fill(0, 4096, 4096 + 2 * MiB + 8192);
     t.true(got.equals(expected));
-    t.deepEqual(await descriptorsOf(path), mainAndDsync(direct ? constants.O_DIRECT : 0), 'the fallback closed its buffered descriptor');
+    t.deepEqual(await descriptorsOf(path), backend.ioEngine === 'threads' ? mainAndDsync(direct ? constants.O_DIRECT : 0) : [constants.O_RDWR | (direct ? constants.O_DIRECT : 0)], 'the fallback closed its buffered descriptor');
   });
 }
 

@@ -39,6 +39,7 @@ test('the example config loads, with every key as written', (t) => {
     blockSize: 4096,
     readOnly: false,
     direct: false,
+    ioEngine: 'io_uring',
     thin: true,
     lun: 0,
     serial: 'DB0-0001',
@@ -54,6 +55,7 @@ test('the example config loads, with every key as written', (t) => {
     blockSize: 512,
     readOnly: false,
     direct: false,
+    ioEngine: 'auto',
     thin: false,
     lun: 1,
   });
@@ -91,6 +93,7 @@ test('the default config serves one 256 MiB thin file on 127.0.0.1 over tcp', (t
       blockSize: 512,
       readOnly: false,
       direct: false,
+      ioEngine: 'auto',
       thin: true,
       lun: 0,
     },
@@ -261,6 +264,13 @@ test('bad size strings and sizes that do not fit the block size', (t) => {
 test('a bad block size', (t) => {
   const e = reject('volumes:\n  - name: a\n    memory: true\n    size: 1MiB\n    block_size: 1024\n');
   t.is(e.message, 'rblkd.yaml:5: volumes[0].block_size: must be 512 or 4096, not 1024');
+});
+
+test('io_engine: an unknown engine, and one on a memory volume', (t) => {
+  const bad = reject('volumes:\n  - name: a\n    memory: true\n    size: 1MiB\n    io_engine: aio\n');
+  t.is(bad.message, "rblkd.yaml:5: volumes[0].io_engine: must be 'auto', 'io_uring' or 'threads', not 'aio'");
+  const mem = reject('volumes:\n  - name: a\n    memory: true\n    size: 1MiB\n    io_engine: threads\n');
+  t.is(mem.message, 'rblkd.yaml:5: volumes[0].io_engine: applies only to volumes with a path');
 });
 
 test('a missing backing file without size, and one with size', (t) => {
