@@ -413,11 +413,34 @@ export interface EndpointEvents {
 export class Endpoint extends EventEmitter<EndpointEvents> {
   readonly native: NativeEndpoint;
   readonly domain: Domain;
+  #onReceive: ((slice: Slice, length: number) => void) | null = null;
+  /**
+   * Receives that completed while no handler was set. The CQ and the EQ are
+   * separate queues with separate fds, so a peer's first message can complete
+   * a receive posted before fi_accept before FI_CONNECTED is read from the EQ,
+   * that is, before the accept resolves and its caller sets onReceive (seen
+   * with the sockets provider, which progresses on its own thread). Dropping
+   * it lost the login request; it waits here instead, in order.
+   */
+  readonly #early: { slice: Slice; length: number }[] = [];
+
   /**
    * Called for every completed receive, with the slice it was posted with and
    * the number of bytes that arrived. The slice is the caller's to re-post.
+   * Receives that completed before a handler was set are delivered, in order,
+   * as soon as one is.
    */
-  onReceive: ((slice: Slice, length: number) => void) | null = null;
+  get onReceive(): ((slice: Slice, length: number) => void) | null {
+    return this.#onReceive;
+  }
+
+  set onReceive(fn: ((slice: Slice, length: number) => void) | null) {
+    this.#onReceive = fn;
+    while (fn !== null && this.#onReceive === fn && this.#early.length > 0) {
+      const r = this.#early.shift()!;
+      fn(r.slice, r.length);
+    }
+  }
 
   private readonly ops: (Op | RecvOp | undefined)[] = [];
   private readonly freeIds: number[] = [];
@@ -554,7 +577,9 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       if (op.kind === 'recv') {
         const r = op as RecvOp;
         r.slice.mr.unhold(true);
-        if (status === 0) this.onReceive?.(r.slice, length);
+        if (status !== 0) continue;
+        if (this.#onReceive !== null) this.#onReceive(r.slice, length);
+        else this.#early.push({ slice: r.slice, length });
         continue;
       }
       const o = op as Op;

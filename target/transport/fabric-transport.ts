@@ -22,9 +22,29 @@ const SEND_SLOTS = 64;
 
 class FabricConnection implements TargetConnection {
   readonly id = nextConnectionId++;
-  onCapsule: ((capsule: Buffer) => void) | null = null;
   onClose: ((reason: string) => void) | null = null;
   private closed = false;
+  #onCapsule: ((capsule: Buffer) => void) | null = null;
+  /**
+   * Capsules that arrived before the session layer took the connection: the
+   * initiator may send its login as soon as its side is connected, and that
+   * receive can complete before this side has read FI_CONNECTED from its EQ
+   * (the sockets provider did this about once in 20 logins). Their buffers are
+   * held, not re-posted, until they are delivered.
+   */
+  readonly #early: { slice: Slice; length: number }[] = [];
+
+  get onCapsule(): ((capsule: Buffer) => void) | null {
+    return this.#onCapsule;
+  }
+
+  set onCapsule(fn: ((capsule: Buffer) => void) | null) {
+    this.#onCapsule = fn;
+    while (fn !== null && this.#onCapsule === fn && this.#early.length > 0) {
+      const r = this.#early.shift()!;
+      this.deliver(r.slice, r.length);
+    }
+  }
 
   constructor(
     readonly ep: Endpoint,
@@ -47,8 +67,16 @@ class FabricConnection implements TargetConnection {
   }
 
   private receive(slice: Slice, length: number): void {
+    if (this.#onCapsule === null && !this.closed) {
+      this.#early.push({ slice, length });
+      return;
+    }
+    this.deliver(slice, length);
+  }
+
+  private deliver(slice: Slice, length: number): void {
     try {
-      this.onCapsule?.(slice.buffer.subarray(0, length));
+      this.#onCapsule?.(slice.buffer.subarray(0, length));
     } finally {
       // The handler copied what it keeps; the buffer goes back at once.
       if (!this.closed && !this.ep.isClosed) this.ep.postReceive(slice);
