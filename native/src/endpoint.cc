@@ -158,7 +158,7 @@ OpRecord* Endpoint::NewOp(uint32_t context) {
   op->in_use = true;
   ++in_flight_;
   // Whatever is posted now, fi_trywait must run before the loop sleeps.
-  before_block_.Arm(busy_poll_ns_ > 0);
+  before_block_.Arm();
   return op;
 }
 
@@ -385,7 +385,7 @@ Napi::Value Endpoint::Inject(const Napi::CallbackInfo& info) {
                          std::to_string(buf.Length()) + " bytes exceed the provider's inject size of " +
                              std::to_string(info_->tx_attr->inject_size));
   CheckFabric(env, static_cast<int>(fi_inject(ep_, buf.Data(), buf.Length(), 0)), "fi_inject");
-  before_block_.Arm(busy_poll_ns_ > 0);
+  before_block_.Arm();
   return env.Undefined();
 }
 

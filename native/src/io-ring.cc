@@ -148,12 +148,10 @@ void IoRing::Queued() {
     poller_.SetRef(true);
     referenced_ = true;
   }
-  // keep_spinning: an I/O queued from inside the prepare phase (an Endpoint's
-  // last drain before sleeping delivers completions to JS there) would miss
-  // this pass, since libuv runs only the prepare handles active when the
-  // phase began; the idle handle keeps the loop from sleeping until the next
-  // prepare pass submits it.
-  before_block_.Arm(true);
+  // Submitted just before the loop next sleeps; BeforeBlock also covers an
+  // I/O queued from inside the prepare phase (an Endpoint's last drain before
+  // sleeping delivers completions to JS there).
+  before_block_.Arm();
 }
 
 int IoRing::SubmitPending() {

@@ -88,11 +88,18 @@ class BeforeBlock {
     return 0;
   }
 
-  // keep_spinning: the loop must not sleep before the next prepare phase
-  // either (busy polling), which an active idle handle guarantees.
-  void Arm(bool keep_spinning = false) {
+  // Also starts an idle handle, which keeps the loop from sleeping until the
+  // prepare pass has run (OnPrepare stops it, before libuv computes the poll
+  // timeout, so an arm from the poll phase costs nothing). It matters for an
+  // arm from inside the prepare phase, say when another handle's prepare
+  // callback delivered completions to JS and JS posted here: libuv runs only
+  // the prepare handles that were active when the phase began, so without the
+  // idle handle the loop would sleep with this post unflushed (a tcp send
+  // left in the provider's buffer, an io_uring SQE never submitted) until some
+  // unrelated event woke it.
+  void Arm() {
     if (handle_ == nullptr) return;
-    if (keep_spinning) uv_idle_start(idle_, [](uv_idle_t*) {});
+    uv_idle_start(idle_, [](uv_idle_t*) {});
     if (armed_) return;
     armed_ = true;
     uv_prepare_start(handle_, &BeforeBlock::OnPrepare);
