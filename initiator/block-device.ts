@@ -15,9 +15,21 @@ export interface BlockDeviceInfo {
   readonly maxTransfer: number;
 }
 
+/** Memory a device can move bytes through without a copy (for rblk: registered memory). */
+export interface DeviceBuffer {
+  readonly buffer: Buffer;
+  /** False once the memory can no longer be used for I/O (its connection was lost). */
+  readonly valid: boolean;
+  release(): void;
+}
+
 export interface BlockDevice extends BlockDeviceInfo {
-  /** Reads length bytes at offset into a new or the given buffer. */
+  /** Reads length bytes at offset into a new buffer. */
   read(offset: number, length: number): Promise<Buffer>;
+  /** Optional: fills `into` (a DeviceBuffer's view, or any Buffer) from offset. */
+  readInto?(offset: number, into: Buffer): Promise<void>;
+  /** Optional: memory that readInto fills without a copy; exporters keep and reuse it. */
+  allocate?(length: number): DeviceBuffer;
   /** Writes buf at offset; fua: durable before it resolves. */
   write(offset: number, buf: Buffer, opts?: { fua?: boolean }): Promise<void>;
   /** Makes every completed write durable. */

@@ -144,7 +144,9 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
     const into = typeof target === 'number' ? null : target instanceof RegisteredBuffer ? target.buffer : target;
     const length = into === null ? (target as number) : into.length;
     this.check('read', offset, length);
-    const out = into ?? Buffer.alloc(length);
+    // Not zero-filled: every byte is overwritten, or the read throws (a short
+    // transfer is an IO_ERROR below) and the buffer is never returned.
+    const out = into ?? Buffer.allocUnsafe(length);
     const reg = RegisteredBuffer.find(out);
     await Promise.all(
       this.pieces(length, this.maxTransfer).map(async (p) => {
@@ -158,6 +160,16 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
       }),
     );
     return out;
+  }
+
+  /** BlockDevice.readInto: read() into the given Buffer (zero-copy when it lies in allocate()d memory). */
+  async readInto(offset: number, into: Buffer): Promise<void> {
+    await this.read(offset, into);
+  }
+
+  /** BlockDevice.allocate: registered memory from the session (session.allocate()). */
+  allocate(length: number): RegisteredBuffer {
+    return this.#session.allocate(length);
   }
 
   /**

@@ -44,6 +44,17 @@ export class ByteReader {
     });
   }
 
+  /** Fills `into` with the next into.length bytes (copied out of what arrived). */
+  async readInto(into: Buffer): Promise<void> {
+    let filled = 0;
+    while (filled < into.length) {
+      // Whatever is buffered now, or (nothing yet) the first byte to arrive.
+      const piece = await this.read(Math.max(1, Math.min(this.#buffered, into.length - filled)));
+      piece.copy(into, filled);
+      filled += piece.length;
+    }
+  }
+
   /** Consumes n bytes without holding more than one piece of them. */
   async skip(n: number): Promise<void> {
     let left = n;

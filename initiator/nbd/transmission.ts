@@ -13,8 +13,16 @@ import {
 import { NbdRequestError, StreamClosed, describe, isExpectedFailure, nbdErrno } from './errors.js';
 import type { NbdExport } from './export-info.js';
 import type { Negotiated } from './handshake.js';
+import { IoBuffers, type IoLease } from './io-buffers.js';
 import { errorChunk, noneChunk, offsetDataHeader, simpleReply } from './replies.js';
 import { checkRequest, commandName, parseRequest, storesData, type NbdRequest } from './request.js';
+
+/** What a request produced: data for a read's reply, and how to give its memory back once written. */
+interface Reply {
+  data: Buffer | null;
+  done?: () => void;
+}
+const NO_DATA: Reply = { data: null };
 
 export type TransmissionLog = (level: 'error' | 'warn' | 'info' | 'debug', msg: string) => void;
 
@@ -41,6 +49,7 @@ export class Transmission {
   #running = 0;
   #idleWaiters: Array<() => void> = [];
   #stopping = false;
+  readonly #buffers: IoBuffers;
 
   constructor(socket: Socket, reader: ByteReader, negotiated: Negotiated, opts: TransmissionOptions) {
     this.#socket = socket;
@@ -49,6 +58,7 @@ export class Transmission {
     this.#flags = negotiated.flags;
     this.#structured = negotiated.structured;
     this.#opts = opts;
+    this.#buffers = new IoBuffers(negotiated.export.device, MAX_IN_FLIGHT_BYTES);
   }
 
   /**
@@ -68,6 +78,7 @@ export class Transmission {
       }
     }
     await this.#deviceIdle();
+    this.#buffers.close();
     if (failure !== null) throw failure;
   }
 
@@ -100,16 +111,23 @@ export class Transmission {
       }
       if (!(await this.#admit(cost))) return;
       let data: Buffer | null = null;
+      let lease: IoLease | null = null;
       if (payload > 0) {
         try {
-          data = await this.#reader.read(payload);
+          lease = this.#buffers.acquire(payload);
+          if (lease === null) data = await this.#reader.read(payload);
+          else {
+            await this.#reader.readInto(lease.view);
+            data = lease.view;
+          }
         } catch (err) {
+          lease?.done();
           this.#release(cost);
           throw err;
         }
       }
       this.#running++;
-      void this.#execute(req, data, cost);
+      void this.#execute(req, data, cost, lease);
     }
   }
 
@@ -149,8 +167,8 @@ export class Transmission {
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
-  async #execute(req: NbdRequest, data: Buffer | null, cost: number): Promise<void> {
-    let result: Buffer | null = null;
+  async #execute(req: NbdRequest, data: Buffer | null, cost: number, payload: IoLease | null): Promise<void> {
+    let result: Reply = NO_DATA;
     let errno = 0;
     let message = '';
     try {
@@ -160,8 +178,9 @@ export class Transmission {
       message = `${commandName(req.type)} at ${req.offset}+${req.length}: ${describe(err)}`;
       this.#opts.log(isExpectedFailure(err) ? 'debug' : 'error', `${this.#opts.peer}: ${message}`);
     }
+    payload?.done();
     this.#running--;
-    this.#reply(req, errno, message, result, cost);
+    this.#reply(req, errno, message, result.data, cost, result.done);
     if (this.#running === 0) {
       const waiters = this.#idleWaiters;
       this.#idleWaiters = [];
@@ -169,29 +188,49 @@ export class Transmission {
     }
   }
 
-  async #perform(req: NbdRequest, data: Buffer | null): Promise<Buffer | null> {
+  async #perform(req: NbdRequest, data: Buffer | null): Promise<Reply> {
     const device = this.#export.device;
     const offset = Number(req.offset);
     const fua = (req.flags & CommandFlag.FUA) !== 0;
     switch (req.type) {
       case Command.READ: {
-        if (req.length === 0) return Buffer.alloc(0);
+        if (req.length === 0) return { data: Buffer.alloc(0) };
+        const lease = device.readInto === undefined ? null : this.#buffers.acquire(req.length);
+        if (lease !== null) {
+          try {
+            await device.readInto!(offset, lease.view);
+            return { data: lease.view, done: lease.done };
+          } catch (err) {
+            lease.done();
+            // Registered memory dies with its connection; the device may have
+            // reconnected, and a plain read goes through whichever is up.
+            if ((err as { code?: unknown }).code !== 'CONNECTION_LOST') throw err;
+          }
+        }
         const buf = await device.read(offset, req.length);
         if (buf.length !== req.length) {
           throw new Error(`the device returned ${buf.length} bytes for a ${req.length}-byte read`);
         }
-        return buf;
+        return { data: buf };
       }
       case Command.WRITE:
-        if (data !== null && data.length > 0) await device.write(offset, data, { fua });
-        return null;
+        if (data === null || data.length === 0) return NO_DATA;
+        try {
+          await device.write(offset, data, { fua });
+        } catch (err) {
+          // As for reads: the payload's registered memory died with its
+          // connection, not the device; send a copy through whichever is up.
+          if ((err as { code?: unknown }).code !== 'CONNECTION_LOST') throw err;
+          await device.write(offset, Buffer.from(data), { fua });
+        }
+        return NO_DATA;
       case Command.FLUSH:
         await device.flush();
-        return null;
+        return NO_DATA;
       case Command.TRIM:
         await this.#inSteps(offset, req.length, (at, len) => device.discard(at, len));
         if (fua && req.length > 0) await device.flush();
-        return null;
+        return NO_DATA;
       case Command.WRITE_ZEROES: {
         if ((req.flags & CommandFlag.FAST_ZERO) !== 0) {
           // proto.md NBD_CMD_WRITE_ZEROES: fail fast, export untouched.
@@ -201,11 +240,11 @@ export class Transmission {
         const unmap = (req.flags & CommandFlag.NO_HOLE) === 0;
         await this.#inSteps(offset, req.length, (at, len) => device.writeZeroes(at, len, { unmap }));
         if (fua && req.length > 0) await device.flush();
-        return null;
+        return NO_DATA;
       }
       case Command.CACHE:
         // A hint only (proto.md NBD_CMD_CACHE); the device has no cache to warm.
-        return null;
+        return NO_DATA;
       default:
         throw new NbdRequestError(Errno.EINVAL, `unknown ${commandName(req.type)}`);
     }
@@ -231,7 +270,7 @@ export class Transmission {
    * carries its message; other successes use the simple reply, which the
    * spec allows for replies without payload.
    */
-  #reply(req: NbdRequest, errno: number, message: string, data: Buffer | null, cost: number): void {
+  #reply(req: NbdRequest, errno: number, message: string, data: Buffer | null, cost: number, written?: () => void): void {
     const isRead = req.type === Command.READ;
     let parts: Buffer[];
     if (errno !== 0) {
@@ -248,13 +287,25 @@ export class Transmission {
     }
     const socket = this.#socket;
     if (socket.destroyed || !socket.writable) {
+      written?.();
       this.#release(cost);
       return;
     }
     // The slot is held until the reply reaches the kernel, so a client that
-    // stops reading replies stops being read from too.
+    // stops reading replies stops being read from too; the data's memory is
+    // reused only then.
     socket.cork();
-    parts.forEach((part, i) => socket.write(part, i === parts.length - 1 ? () => this.#release(cost) : undefined));
+    parts.forEach((part, i) =>
+      socket.write(
+        part,
+        i === parts.length - 1
+          ? () => {
+              written?.();
+              this.#release(cost);
+            }
+          : undefined,
+      ),
+    );
     socket.uncork();
   }
 }
