@@ -92,7 +92,7 @@ export async function runRblkLibrary(ctx: BenchContext, daemon: Rblkd, provider:
     volume: VOLUME,
     // Enough credits that the deepest workload never waits for one.
     queueDepth: Math.max(...ctx.workloads.map((w) => w.queueDepth)) * 2,
-    // The I/O pool is queueDepth × maxIo; at the default 1 MiB (64 MiB in all) the sockets provider's login times out.
+    // The I/O pool is queueDepth × maxIo: no bigger than the largest block the workloads move.
     maxIo: Math.max(...ctx.workloads.map((w) => w.blockSize)),
   });
   const measurements: Measurement[] = [];
