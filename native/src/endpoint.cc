@@ -238,6 +238,10 @@ size_t Endpoint::DrainCq() {
             count = 0;
           }
         }
+        // A short read emptied the queue: another fi_cq_read would only run
+        // the provider's progress again (an epoll_wait on tcp) to say so. The
+        // callers end with fi_trywait, which catches anything that arrives now.
+        if (static_cast<size_t>(n) < kCqRead) break;
         continue;
       } else {
         break;  // -FI_EAGAIN: empty
