@@ -148,9 +148,12 @@ void IoRing::Queued() {
     poller_.SetRef(true);
     referenced_ = true;
   }
-  // Submitted just before the loop next sleeps; BeforeBlock also covers an
-  // I/O queued from inside the prepare phase (an Endpoint's last drain before
-  // sleeping delivers completions to JS there).
+  // An I/O on an idle ring goes to the kernel at once: there is nothing to
+  // batch it with, and at queue depth 1 the wait for the prepare phase is
+  // latency. Under load the rest of a turn's I/O is submitted together just
+  // before the loop next sleeps (BeforeBlock, which also covers an I/O queued
+  // from inside the prepare phase, where an Endpoint's last drain runs JS).
+  if (in_flight_ == 1 && SubmitPending() >= 0 && unsubmitted_ == 0) return;
   before_block_.Arm();
 }
 
