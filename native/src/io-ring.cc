@@ -197,7 +197,15 @@ void IoRing::Drain() {
       poller_.SetRef(false);
       referenced_ = false;
     }
-    on_completions_.MakeCallback(Value(), {Napi::Number::New(env, n)}, *async_);
+    try {
+      on_completions_.MakeCallback(Value(), {Napi::Number::New(env, n)}, *async_);
+    } catch (const Napi::Error& e) {
+      // A throw out of JS must not unwind through libuv: report it as Node
+      // reports any uncaught exception (rblkd logs it and exits 70).
+      draining_ = false;
+      napi_fatal_exception(env, e.Value());
+      return;
+    }
     if (!open_) break;
   }
   draining_ = false;
