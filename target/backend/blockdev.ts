@@ -5,10 +5,10 @@
 import { constants } from 'node:fs';
 import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { addon } from '../../native/binding.js';
-import type { Backend, Extent, WriteOptions } from './backend.js';
+import type { Extent } from './backend.js';
 import { backendError, isUnsupported } from './backend-error.js';
-import { IoGate } from './io-gate.js';
-import { PositionalIo, type IoEngine, type IoEngineChoice, type PositionalTarget } from './positional-io.js';
+import { DescriptorBackend, type DescriptorBackendState, type EngineChoice } from './descriptor-backend.js';
+import { PositionalIo, type IoEngineChoice } from './positional-io.js';
 import { checkAligned, checkRange } from './range-check.js';
 
 export interface BlockDeviceBackendOptions {
@@ -20,47 +20,9 @@ export interface BlockDeviceBackendOptions {
   ioEngine?: IoEngineChoice;
 }
 
-export class BlockDeviceBackend implements Backend {
-  readonly readOnly: boolean;
-  readonly canDiscard: boolean;
-  readonly path: string;
-  readonly direct: boolean;
-  readonly logicalBlockSize: number;
-  readonly #fh: FileHandle;
-  readonly #dsync: FileHandle | null;
-  readonly #gate: IoGate;
-  readonly #target: PositionalTarget;
-  readonly #io: PositionalIo;
-  #size: number;
-
-  private constructor(
-    opts: { path: string; readOnly: boolean; direct: boolean; logicalBlockSize: number; canDiscard: boolean; size: number },
-    fh: FileHandle,
-    dsync: FileHandle | null,
-    engine: ReturnType<typeof PositionalIo.engine>,
-  ) {
-    this.path = opts.path;
-    this.readOnly = opts.readOnly;
-    this.direct = opts.direct;
-    this.logicalBlockSize = opts.logicalBlockSize;
-    this.canDiscard = opts.canDiscard;
-    this.#size = opts.size;
-    this.#fh = fh;
-    this.#dsync = dsync;
-    const what = `block device ${opts.path}`;
-    this.#gate = new IoGate(what);
-    this.#target = { what, directAlignment: opts.direct ? opts.logicalBlockSize : null };
-    this.#io = new PositionalIo(fh, dsync, this.#target, engine);
-  }
-
-  /** Which engine moves this volume's bytes (io_uring, or the thread pool). */
-  get ioEngine(): IoEngine {
-    return this.#io.engine;
-  }
-
-  /** Why io_engine "auto" fell back to the thread pool, or null. */
-  get ioEngineFallback(): string | null {
-    return this.#io.fallbackReason;
+export class BlockDeviceBackend extends DescriptorBackend {
+  private constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineChoice) {
+    super(state, fh, dsync, engine);
   }
 
   static async open(opts: BlockDeviceBackendOptions): Promise<BlockDeviceBackend> {
@@ -73,7 +35,7 @@ export class BlockDeviceBackend implements Backend {
     // read-only export may share the device.
     const fh = await open(path, (readOnly ? constants.O_RDONLY : constants.O_RDWR | constants.O_EXCL) | directFlag);
     let dsync: FileHandle | null = null;
-    let engine: ReturnType<typeof PositionalIo.engine> | null = null;
+    let engine: EngineChoice | null = null;
     try {
       const st = await fh.stat({ bigint: true });
       if (!st.isBlockDevice()) throw backendError('EINVAL', `block device ${path}: not a block device`);
@@ -85,41 +47,15 @@ export class BlockDeviceBackend implements Backend {
       if (!readOnly && engine.ring === null) dsync = await open(path, constants.O_WRONLY | constants.O_DSYNC | directFlag);
       const canDiscard = !readOnly && (await discardSupported(st.rdev));
       return new BlockDeviceBackend(
-        { path, readOnly, direct, logicalBlockSize: info.logicalBlockSize, canDiscard, size: info.size },
+        { what: `block device ${path}`, path, readOnly, direct, logicalBlockSize: info.logicalBlockSize, canDiscard, size: info.size },
         fh,
         dsync,
         engine,
       );
     } catch (err) {
-      await engine?.ring?.close();
-      if (dsync !== null) await dsync.close();
-      await fh.close();
+      await DescriptorBackend.abandon(engine, dsync, fh);
       throw err;
     }
-  }
-
-  get size(): number {
-    return this.#size;
-  }
-
-  read(buf: Buffer, offset: number): Promise<void> {
-    return this.#gate.run(async () => {
-      this.#checkIo('read', offset, buf.length);
-      await this.#io.read(buf, offset);
-    });
-  }
-
-  write(buf: Buffer, offset: number, opts?: WriteOptions): Promise<void> {
-    return this.#gate.run(async () => {
-      this.#checkWritable('write');
-      this.#checkIo('write', offset, buf.length);
-      await this.#io.write(buf, offset, opts?.fua === true);
-    });
-  }
-
-  /** fdatasync on a block device issues a cache flush (SBC-4 5.26 SYNCHRONIZE CACHE). */
-  flush(): Promise<void> {
-    return this.#gate.run(() => this.#fh.datasync());
   }
 
   /**
@@ -128,16 +64,16 @@ export class BlockDeviceBackend implements Backend {
    * with unmap is the call that guarantees zeroes.
    */
   discard(offset: number, length: number): Promise<void> {
-    return this.#gate.run(async () => {
+    return this.gate.run(async () => {
       this.#checkRangeOp('discard', offset, length);
-      if (!this.canDiscard) throw backendError('EOPNOTSUPP', `${this.#target.what}: the device does not support discard`);
+      if (!this.canDiscard) throw backendError('EOPNOTSUPP', `${this.target.what}: the device does not support discard`);
       if (length === 0) return;
-      await addon.blockDeviceRange(this.#fh.fd, 'discard', offset, length);
+      await addon.blockDeviceRange(this.fh.fd, 'discard', offset, length);
     });
   }
 
   writeZeroes(offset: number, length: number, unmap: boolean): Promise<void> {
-    return this.#gate.run(async () => {
+    return this.gate.run(async () => {
       this.#checkRangeOp('write zeroes', offset, length);
       if (length === 0) return;
       if (unmap) {
@@ -147,64 +83,38 @@ export class BlockDeviceBackend implements Backend {
         // BLKDISCARD. BLKZEROOUT is the fallback (SBC-4 5.48, WRITE SAME).
         const { KEEP_SIZE, PUNCH_HOLE } = addon.fallocateModes;
         try {
-          return await addon.fallocate(this.#fh.fd, PUNCH_HOLE | KEEP_SIZE, offset, length);
+          return await addon.fallocate(this.fh.fd, PUNCH_HOLE | KEEP_SIZE, offset, length);
         } catch (err) {
           if (!isUnsupported(err)) throw err;
         }
       }
-      await addon.blockDeviceRange(this.#fh.fd, 'zeroout', offset, length);
+      await addon.blockDeviceRange(this.fh.fd, 'zeroout', offset, length);
     });
   }
 
   /** A block device has no holes that the host can see: everything is mapped. */
   extent(offset: number): Promise<Extent> {
-    return this.#gate.run(async () => {
-      if (!Number.isSafeInteger(offset) || offset < 0 || offset >= this.#size) {
-        throw backendError('EINVAL', `${this.#target.what}: extent offset ${offset} is outside the volume (${this.#size} bytes)`);
+    return this.gate.run(async () => {
+      if (!Number.isSafeInteger(offset) || offset < 0 || offset >= this.currentSize) {
+        throw backendError('EINVAL', `${this.target.what}: extent offset ${offset} is outside the volume (${this.currentSize} bytes)`);
       }
-      return { offset, length: this.#size - offset, mapped: true };
+      return { offset, length: this.currentSize - offset, mapped: true };
     });
   }
 
   /** BLKGETSIZE64 again, after the device was resized (e.g. `losetup -c`, lvextend). */
   refreshSize(): Promise<number> {
-    return this.#gate.run(async () => {
-      this.#size = addon.blockDeviceInfo(this.#fh.fd).size;
-      return this.#size;
+    return this.gate.run(async () => {
+      this.currentSize = addon.blockDeviceInfo(this.fh.fd).size;
+      return this.currentSize;
     });
-  }
-
-  async close(): Promise<void> {
-    if (!(await this.#gate.close())) return;
-    try {
-      await this.#io.close();
-    } finally {
-      await this.#closeDescriptors();
-    }
-  }
-
-  async #closeDescriptors(): Promise<void> {
-    try {
-      if (this.#dsync !== null) await this.#dsync.close();
-    } finally {
-      await this.#fh.close();
-    }
-  }
-
-  #checkWritable(op: string): void {
-    if (this.readOnly) throw backendError('EROFS', `${this.#target.what}: ${op} refused: the volume is read-only`);
-  }
-
-  #checkIo(op: string, offset: number, length: number): void {
-    checkRange(this.#target.what, op, offset, length, this.#size);
-    if (this.direct) checkAligned(this.#target.what, `O_DIRECT ${op}`, offset, length, this.logicalBlockSize);
   }
 
   // The range ioctls work in whole logical blocks whatever the open mode.
   #checkRangeOp(op: string, offset: number, length: number): void {
-    this.#checkWritable(op);
-    checkRange(this.#target.what, op, offset, length, this.#size);
-    checkAligned(this.#target.what, op, offset, length, this.logicalBlockSize);
+    this.checkWritable(op);
+    checkRange(this.target.what, op, offset, length, this.currentSize);
+    checkAligned(this.target.what, op, offset, length, this.logicalBlockSize);
   }
 }
 

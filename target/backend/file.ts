@@ -6,11 +6,11 @@
 import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { addon } from '../../native/binding.js';
-import type { Backend, Extent, WriteOptions } from './backend.js';
+import type { Extent } from './backend.js';
 import { backendError, hasCode, isUnsupported } from './backend-error.js';
-import { IoGate } from './io-gate.js';
-import { PositionalIo, type IoEngine, type IoEngineChoice, type PositionalTarget } from './positional-io.js';
-import { checkAligned, checkBlockSize, checkRange } from './range-check.js';
+import { DescriptorBackend, type DescriptorBackendState, type EngineChoice } from './descriptor-backend.js';
+import { PositionalIo, type IoEngineChoice } from './positional-io.js';
+import { checkBlockSize, checkRange } from './range-check.js';
 
 export interface FileBackendOptions {
   path: string;
@@ -34,47 +34,9 @@ const SEEK_HOLE = 4;
 const ZERO_CHUNK = 1 << 20;
 let zeroes: Buffer | null = null;
 
-export class FileBackend implements Backend {
-  readonly readOnly: boolean;
-  readonly canDiscard: boolean;
-  readonly path: string;
-  readonly direct: boolean;
-  readonly logicalBlockSize: number;
-  readonly #fh: FileHandle;
-  readonly #dsync: FileHandle | null;
-  readonly #gate: IoGate;
-  readonly #target: PositionalTarget;
-  readonly #io: PositionalIo;
-  #size: number;
-
-  private constructor(
-    opts: { path: string; readOnly: boolean; direct: boolean; logicalBlockSize: number; canDiscard: boolean; size: number },
-    fh: FileHandle,
-    dsync: FileHandle | null,
-    engine: ReturnType<typeof PositionalIo.engine>,
-  ) {
-    this.path = opts.path;
-    this.readOnly = opts.readOnly;
-    this.direct = opts.direct;
-    this.logicalBlockSize = opts.logicalBlockSize;
-    this.canDiscard = opts.canDiscard;
-    this.#size = opts.size;
-    this.#fh = fh;
-    this.#dsync = dsync;
-    const what = `file ${opts.path}`;
-    this.#gate = new IoGate(what);
-    this.#target = { what, directAlignment: opts.direct ? opts.logicalBlockSize : null };
-    this.#io = new PositionalIo(fh, dsync, this.#target, engine);
-  }
-
-  /** Which engine moves this volume's bytes (io_uring, or the thread pool). */
-  get ioEngine(): IoEngine {
-    return this.#io.engine;
-  }
-
-  /** Why io_engine "auto" fell back to the thread pool, or null. */
-  get ioEngineFallback(): string | null {
-    return this.#io.fallbackReason;
+export class FileBackend extends DescriptorBackend {
+  private constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineChoice) {
+    super(state, fh, dsync, engine);
   }
 
   static async open(opts: FileBackendOptions): Promise<FileBackend> {
@@ -96,7 +58,7 @@ export class FileBackend implements Backend {
       fh = await open(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | directFlag, 0o600);
     }
     let dsync: FileHandle | null = null;
-    let engine: ReturnType<typeof PositionalIo.engine> | null = null;
+    let engine: EngineChoice | null = null;
     try {
       const st = await fh.stat();
       if (!st.isFile()) throw backendError('EINVAL', `file ${path}: not a regular file`);
@@ -119,59 +81,33 @@ export class FileBackend implements Backend {
       engine = PositionalIo.engine(opts.ioEngine ?? 'auto', `file ${path}`);
       if (!readOnly && engine.ring === null) dsync = await open(path, constants.O_WRONLY | constants.O_DSYNC | directFlag);
       const canDiscard = !readOnly && (await probePunchHole(fh.fd, size));
-      return new FileBackend({ path, readOnly, direct, logicalBlockSize, canDiscard, size }, fh, dsync, engine);
+      return new FileBackend({ what: `file ${path}`, path, readOnly, direct, logicalBlockSize, canDiscard, size }, fh, dsync, engine);
     } catch (err) {
-      await engine?.ring?.close();
-      if (dsync !== null) await dsync.close();
-      await fh.close();
+      await DescriptorBackend.abandon(engine, dsync, fh);
       throw err;
     }
   }
 
-  get size(): number {
-    return this.#size;
-  }
-
-  read(buf: Buffer, offset: number): Promise<void> {
-    return this.#gate.run(async () => {
-      this.#checkIo('read', offset, buf.length);
-      await this.#io.read(buf, offset);
-    });
-  }
-
-  write(buf: Buffer, offset: number, opts?: WriteOptions): Promise<void> {
-    return this.#gate.run(async () => {
-      this.#checkWritable('write');
-      this.#checkIo('write', offset, buf.length);
-      await this.#io.write(buf, offset, opts?.fua === true);
-    });
-  }
-
-  /** fdatasync: every completed write is durable (SBC-4 5.26 SYNCHRONIZE CACHE). */
-  flush(): Promise<void> {
-    return this.#gate.run(() => this.#fh.datasync());
-  }
-
   discard(offset: number, length: number): Promise<void> {
-    return this.#gate.run(async () => {
-      this.#checkWritable('discard');
-      checkRange(this.#target.what, 'discard', offset, length, this.#size);
-      if (!this.canDiscard) throw backendError('EOPNOTSUPP', `${this.#target.what}: the filesystem cannot punch holes`);
+    return this.gate.run(async () => {
+      this.checkWritable('discard');
+      checkRange(this.target.what, 'discard', offset, length, this.currentSize);
+      if (!this.canDiscard) throw backendError('EOPNOTSUPP', `${this.target.what}: the filesystem cannot punch holes`);
       if (length === 0) return;
       await this.#punch(offset, length);
     });
   }
 
   writeZeroes(offset: number, length: number, unmap: boolean): Promise<void> {
-    return this.#gate.run(async () => {
-      this.#checkWritable('write zeroes');
-      checkRange(this.#target.what, 'write zeroes', offset, length, this.#size);
+    return this.gate.run(async () => {
+      this.checkWritable('write zeroes');
+      checkRange(this.target.what, 'write zeroes', offset, length, this.currentSize);
       if (length === 0) return;
       const { KEEP_SIZE, ZERO_RANGE } = addon.fallocateModes;
       try {
         // A punched hole reads as zeroes and frees the space (SBC-4 5.48, WRITE SAME with UNMAP).
         if (unmap && this.canDiscard) return await this.#punch(offset, length);
-        return await addon.fallocate(this.#fh.fd, ZERO_RANGE | KEEP_SIZE, offset, length);
+        return await addon.fallocate(this.fh.fd, ZERO_RANGE | KEEP_SIZE, offset, length);
       } catch (err) {
         if (!isUnsupported(err)) throw err;
       }
@@ -180,15 +116,15 @@ export class FileBackend implements Backend {
   }
 
   extent(offset: number): Promise<Extent> {
-    return this.#gate.run(async () => {
-      const size = this.#size;
+    return this.gate.run(async () => {
+      const size = this.currentSize;
       if (!Number.isSafeInteger(offset) || offset < 0 || offset >= size) {
-        throw backendError('EINVAL', `${this.#target.what}: extent offset ${offset} is outside the volume (${size} bytes)`);
+        throw backendError('EINVAL', `${this.target.what}: extent offset ${offset} is outside the volume (${size} bytes)`);
       }
-      const data = await addon.seek(this.#fh.fd, offset, SEEK_DATA);
+      const data = await addon.seek(this.fh.fd, offset, SEEK_DATA);
       if (data === -1 || data >= size) return { offset, length: size - offset, mapped: false };
       if (data > offset) return { offset, length: data - offset, mapped: false };
-      const hole = await addon.seek(this.#fh.fd, offset, SEEK_HOLE);
+      const hole = await addon.seek(this.fh.fd, offset, SEEK_HOLE);
       const end = hole === -1 ? size : Math.min(hole, size);
       return { offset, length: end - offset, mapped: true };
     });
@@ -196,41 +132,15 @@ export class FileBackend implements Backend {
 
   /** The file's current size; it may have grown (or shrunk) underneath the volume. */
   refreshSize(): Promise<number> {
-    return this.#gate.run(async () => {
-      this.#size = (await this.#fh.stat()).size;
-      return this.#size;
+    return this.gate.run(async () => {
+      this.currentSize = (await this.fh.stat()).size;
+      return this.currentSize;
     });
-  }
-
-  async close(): Promise<void> {
-    if (!(await this.#gate.close())) return;
-    try {
-      await this.#io.close();
-    } finally {
-      await this.#closeDescriptors();
-    }
-  }
-
-  async #closeDescriptors(): Promise<void> {
-    try {
-      if (this.#dsync !== null) await this.#dsync.close();
-    } finally {
-      await this.#fh.close();
-    }
-  }
-
-  #checkWritable(op: string): void {
-    if (this.readOnly) throw backendError('EROFS', `${this.#target.what}: ${op} refused: the volume is read-only`);
-  }
-
-  #checkIo(op: string, offset: number, length: number): void {
-    checkRange(this.#target.what, op, offset, length, this.#size);
-    if (this.direct) checkAligned(this.#target.what, `O_DIRECT ${op}`, offset, length, this.logicalBlockSize);
   }
 
   #punch(offset: number, length: number): Promise<void> {
     const { KEEP_SIZE, PUNCH_HOLE } = addon.fallocateModes;
-    return addon.fallocate(this.#fh.fd, PUNCH_HOLE | KEEP_SIZE, offset, length);
+    return addon.fallocate(this.fh.fd, PUNCH_HOLE | KEEP_SIZE, offset, length);
   }
 
   // The last resort when the filesystem has no FALLOC_FL_ZERO_RANGE (tmpfs,
@@ -239,15 +149,15 @@ export class FileBackend implements Backend {
   // that later direct reads, which go to the disk, see them.
   async #writeZeroBuffers(offset: number, length: number): Promise<void> {
     zeroes ??= Buffer.alloc(ZERO_CHUNK);
-    const fh = this.direct ? await open(this.path, constants.O_WRONLY) : this.#fh;
-    const io = new PositionalIo(fh, null, { what: this.#target.what, directAlignment: null }, PositionalIo.engine('threads', this.path));
+    const fh = this.direct ? await open(this.path, constants.O_WRONLY) : this.fh;
+    const io = new PositionalIo(fh, null, { what: this.target.what, directAlignment: null }, PositionalIo.engine('threads', this.path));
     try {
       for (let done = 0; done < length; done += ZERO_CHUNK) {
         await io.write(zeroes.subarray(0, Math.min(ZERO_CHUNK, length - done)), offset + done);
       }
       if (this.direct) await fh.datasync();
     } finally {
-      if (fh !== this.#fh) await fh.close();
+      if (fh !== this.fh) await fh.close();
     }
   }
 }
