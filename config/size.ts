@@ -25,13 +25,16 @@ const UNITS: ReadonlyMap<string, number> = new Map([
 
 const SIZE_RE = /^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$/;
 
-export type SizeResult = { ok: true; bytes: number } | { ok: false; message: string };
+export type SizeResult =
+  | { ok: true; bytes: number }
+  /** invalid: not a number with a known unit; inexact: not a whole, safe number of bytes. */
+  | { ok: false; message: string; reason: 'invalid' | 'inexact' };
 
 /** Parses a byte count or a size string; the result is always a safe non-negative integer. */
 export function parseSize(value: number | string): SizeResult {
   if (typeof value === 'number') {
     if (!Number.isSafeInteger(value) || value < 0) {
-      return { ok: false, message: `must be a whole number of bytes, not ${value}` };
+      return { ok: false, message: `must be a whole number of bytes, not ${value}`, reason: 'inexact' };
     }
     return { ok: true, bytes: value };
   }
@@ -41,11 +44,12 @@ export function parseSize(value: number | string): SizeResult {
     return {
       ok: false,
       message: `invalid size '${value}' (write bytes, or a number with a unit such as 512MiB, 1GiB, 10GB)`,
+      reason: 'invalid',
     };
   }
   const bytes = Number(m[1]) * unit;
   if (!Number.isSafeInteger(bytes)) {
-    return { ok: false, message: `size '${value}' is not a whole number of bytes, or is too large` };
+    return { ok: false, message: `size '${value}' is not a whole number of bytes, or is too large`, reason: 'inexact' };
   }
   return { ok: true, bytes };
 }

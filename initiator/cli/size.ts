@@ -1,23 +1,9 @@
-// Sizes and durations as people type them: 4k, 1MiB, 1g, 10s, 500ms.
-// K/M/G/T and KiB..TiB are powers of 1024 (what dd, fio and qemu-img mean by
-// them); kB, MB, GB, TB are powers of 1000.
+// Sizes and durations as people type them: 4k, 1MiB, 1g, 10s, 500ms. Sizes
+// take the config file's units (config/size.ts): K/M/G/T and KiB..TiB are
+// powers of 1024 (what dd, fio and qemu-img mean by them); kB, MB, GB, TB are
+// powers of 1000.
+import { parseSize as parseByteSize } from '../../config/size.js';
 import { UsageError } from './cli-error.js';
-
-const SIZE_UNITS: ReadonlyMap<string, number> = new Map([
-  ['', 1],
-  ['k', 1024],
-  ['kib', 1024],
-  ['kb', 1000],
-  ['m', 1024 ** 2],
-  ['mib', 1024 ** 2],
-  ['mb', 1000 ** 2],
-  ['g', 1024 ** 3],
-  ['gib', 1024 ** 3],
-  ['gb', 1000 ** 3],
-  ['t', 1024 ** 4],
-  ['tib', 1024 ** 4],
-  ['tb', 1000 ** 4],
-]);
 
 const DURATION_UNITS: ReadonlyMap<string, number> = new Map([
   ['ms', 1],
@@ -30,14 +16,12 @@ const DURATION_UNITS: ReadonlyMap<string, number> = new Map([
 
 const NUMBER_WITH_UNIT = /^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$/;
 
-/** Bytes from `4096`, `4k`, `1MiB`, `1.5g`; `what` names the option in the error. */
+/** Bytes from `4096`, `4k`, `1MiB`, `1.5g` (config/size.ts's units); `what` names the option in the error. */
 export function parseSize(text: string, what: string): number {
-  const m = NUMBER_WITH_UNIT.exec(text);
-  const unit = m ? SIZE_UNITS.get(m[2].toLowerCase()) : undefined;
-  if (!m || unit === undefined) throw new UsageError(`${what}: invalid size '${text}' (a byte count, or a number with a unit: 4k, 1MiB, 2g)`);
-  const bytes = Number(m[1]) * unit;
-  if (!Number.isSafeInteger(bytes)) throw new UsageError(`${what}: '${text}' is not a whole number of bytes`);
-  return bytes;
+  const r = parseByteSize(text);
+  if (r.ok) return r.bytes;
+  if (r.reason === 'inexact') throw new UsageError(`${what}: '${text}' is not a whole number of bytes`);
+  throw new UsageError(`${what}: invalid size '${text}' (a byte count, or a number with a unit: 4k, 1MiB, 2g)`);
 }
 
 /** Milliseconds from `10s`, `500ms`, `2m`, `1h`; a bare number is seconds. */

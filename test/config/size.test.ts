@@ -24,16 +24,18 @@ test('bad sizes say why', (t) => {
   t.deepEqual(parseSize('12XB'), {
     ok: false,
     message: "invalid size '12XB' (write bytes, or a number with a unit such as 512MiB, 1GiB, 10GB)",
+    reason: 'invalid',
   });
   t.false(parseSize('GiB').ok);
   t.false(parseSize('-1MiB').ok);
   t.false(parseSize('1 2MiB').ok);
-  t.deepEqual(parseSize('1.3'), { ok: false, message: "size '1.3' is not a whole number of bytes, or is too large" });
+  t.deepEqual(parseSize('1.3'), { ok: false, message: "size '1.3' is not a whole number of bytes, or is too large", reason: 'inexact' });
   t.deepEqual(parseSize('9999999PiB'), {
     ok: false,
     message: "size '9999999PiB' is not a whole number of bytes, or is too large",
+    reason: 'inexact',
   });
-  t.deepEqual(parseSize(-5), { ok: false, message: 'must be a whole number of bytes, not -5' });
+  t.deepEqual(parseSize(-5), { ok: false, message: 'must be a whole number of bytes, not -5', reason: 'inexact' });
 });
 
 test('formatSize is exact', (t) => {
