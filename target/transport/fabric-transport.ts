@@ -25,25 +25,21 @@ class FabricConnection implements TargetConnection {
   onClose: ((reason: string) => void) | null = null;
   private closed = false;
   #onCapsule: ((capsule: Buffer) => void) | null = null;
-  /**
-   * Capsules that arrived before the session layer took the connection: the
-   * initiator may send its login as soon as its side is connected, and that
-   * receive can complete before this side has read FI_CONNECTED from its EQ
-   * (the sockets provider did this about once in 20 logins). Their buffers are
-   * held, not re-posted, until they are delivered.
-   */
-  readonly #early: { slice: Slice; length: number }[] = [];
 
+  /**
+   * The receive handler goes on the endpoint only once the session layer has
+   * set this: the initiator may send its login as soon as its side is
+   * connected, before this side has read FI_CONNECTED (the sockets provider
+   * did so about once in 20 logins), and the endpoint holds receives that
+   * complete before it has a handler, in order, with their buffers.
+   */
   get onCapsule(): ((capsule: Buffer) => void) | null {
     return this.#onCapsule;
   }
 
   set onCapsule(fn: ((capsule: Buffer) => void) | null) {
     this.#onCapsule = fn;
-    while (fn !== null && this.#onCapsule === fn && this.#early.length > 0) {
-      const r = this.#early.shift()!;
-      this.deliver(r.slice, r.length);
-    }
+    this.ep.onReceive = fn === null ? null : (slice, length) => this.receive(slice, length);
   }
 
   constructor(
@@ -58,7 +54,6 @@ class FabricConnection implements TargetConnection {
     private readonly rmaIovLimit: number,
     private readonly ordered: boolean,
   ) {
-    ep.onReceive = (slice, length) => this.receive(slice, length);
     ep.on('close', () => void this.finish('the connection was shut down'));
   }
 
@@ -67,14 +62,6 @@ class FabricConnection implements TargetConnection {
   }
 
   private receive(slice: Slice, length: number): void {
-    if (this.#onCapsule === null && !this.closed) {
-      this.#early.push({ slice, length });
-      return;
-    }
-    this.deliver(slice, length);
-  }
-
-  private deliver(slice: Slice, length: number): void {
     try {
       this.#onCapsule?.(slice.buffer.subarray(0, length));
     } finally {
