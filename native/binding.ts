@@ -179,12 +179,10 @@ export interface NativeFuseSessionCtor {
 export interface NativeIoRing {
   /** (token, result) pairs of the batch being delivered; result is bytes or -errno. */
   readonly completions: Int32Array;
-  readonly inFlight: number;
-  readonly features: { entries: number; singleIssuer: boolean; kernelFeatures: number };
+  readonly features: { entries: number; singleIssuer: boolean };
   read(fd: number, buffer: Uint8Array, offset: number, token: number): void;
   write(fd: number, buffer: Uint8Array, offset: number, token: number, dsync: boolean): void;
   fsync(fd: number, token: number, datasync: boolean): void;
-  submit(): number;
   close(): void;
 }
 

@@ -1,12 +1,13 @@
 // Promise API over the addon's io_uring (native/src/io-ring.cc), for the file
-// and block-device backends. One promise per I/O; the ring submits everything
-// queued in a turn of the event loop with one io_uring_enter, and delivers
-// completions in batches. Each buffer stays referenced here until its
+// and block-device backends. One promise per I/O; the ring submits an I/O on
+// an idle ring at once and, under load, everything queued in a turn of the
+// event loop with one io_uring_enter, and delivers completions in batches. Each buffer stays referenced here until its
 // completion, so the kernel never writes into memory that JS has let go.
 //
 // A ring may be refused where io_uring is (a seccomp profile, such as
 // Docker's default since 2023, or kernel.io_uring_disabled=2): open() throws
-// then, and callers fall back to the thread pool (IoRing.available()).
+// then, and callers fall back to the thread pool (PositionalIo.engine in
+// target/backend/positional-io.ts).
 import { getSystemErrorName } from 'node:util';
 import { addon, type NativeIoRing } from './binding.js';
 

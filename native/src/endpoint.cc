@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "addon-data.h"
+#include "args.h"
 #include "domain.h"
 #include "errors.h"
 #include "listener.h"
@@ -21,21 +22,6 @@ constexpr size_t kCqRead = 32;      // entries per fi_cq_read
 constexpr size_t kMaxIov = 16;      // iov entries rblk will pass in one RMA
 constexpr size_t kAtomicSlot = 24;  // operand, compare, result: 3 x u64
 
-uint64_t ToU64(Napi::Env env, Napi::Value v, const char* op, const char* what) {
-  if (!v.IsBigInt()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, op, std::string(what) + " must be a bigint");
-  bool lossless = false;
-  uint64_t x = v.As<Napi::BigInt>().Uint64Value(&lossless);
-  if (!lossless) throw MakeUsageError(env, "ERR_OUT_OF_RANGE", ERANGE, op, std::string(what) + " must fit in 64 bits");
-  return x;
-}
-
-uint32_t ToU32(Napi::Env env, Napi::Value v, const char* op, const char* what) {
-  if (!v.IsNumber()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, op, std::string(what) + " must be a number");
-  double d = v.As<Napi::Number>().DoubleValue();
-  if (!(d >= 0 && d <= 4294967295.0) || d != static_cast<double>(static_cast<uint32_t>(d)))
-    throw MakeUsageError(env, "ERR_OUT_OF_RANGE", ERANGE, op, std::string(what) + " must be a 32-bit unsigned integer");
-  return static_cast<uint32_t>(d);
-}
 }  // namespace
 
 Napi::Function Endpoint::Init(Napi::Env env) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "args.h"
 #include "errors.h"
 
 namespace rblk {
@@ -51,12 +52,7 @@ class PromiseWorker : public Napi::AsyncWorker {
 };
 
 int64_t ArgInt(const Napi::CallbackInfo& info, size_t i, const char* op) {
-  if (!info[i].IsNumber())
-    throw MakeUsageError(info.Env(), "ERR_INVALID_ARG_TYPE", EINVAL, op, "argument " + std::to_string(i) + " must be a number");
-  double d = info[i].As<Napi::Number>().DoubleValue();
-  if (d < 0 || d > 9007199254740991.0 || d != static_cast<double>(static_cast<int64_t>(d)))
-    throw MakeUsageError(info.Env(), "ERR_OUT_OF_RANGE", EINVAL, op, "argument " + std::to_string(i) + " must be a non-negative integer");
-  return static_cast<int64_t>(d);
+  return ToSafeInteger(info.Env(), info[i], op, "argument " + std::to_string(i));
 }
 
 Napi::Value Fallocate(const Napi::CallbackInfo& info) {

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
+#include "args.h"
 #include "errors.h"
 
 namespace rblk {
@@ -14,22 +14,6 @@ namespace rblk {
 namespace {
 
 constexpr size_t kBatch = 256;
-
-uint32_t ArgU32(Napi::Env env, const Napi::Value& v, const char* op, const char* name) {
-  if (!v.IsNumber()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, op, std::string(name) + " must be a number");
-  double d = v.As<Napi::Number>().DoubleValue();
-  if (!(d >= 0 && d <= 4294967295.0) || d != static_cast<double>(static_cast<uint32_t>(d)))
-    throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, op, std::string(name) + " must be a 32-bit unsigned integer");
-  return static_cast<uint32_t>(d);
-}
-
-uint64_t ArgOffset(Napi::Env env, const Napi::Value& v, const char* op) {
-  if (!v.IsNumber()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, op, "offset must be a number");
-  double d = v.As<Napi::Number>().DoubleValue();
-  if (!(d >= 0 && d <= 9007199254740991.0) || d != static_cast<double>(static_cast<uint64_t>(d)))
-    throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, op, "offset must be a non-negative safe integer");
-  return static_cast<uint64_t>(d);
-}
 
 Napi::Uint8Array ArgBytes(Napi::Env env, const Napi::Value& v, const char* op) {
   if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
@@ -45,10 +29,8 @@ Napi::Function IoRing::Init(Napi::Env env) {
                          InstanceMethod<&IoRing::Read>("read"),
                          InstanceMethod<&IoRing::Write>("write"),
                          InstanceMethod<&IoRing::Fsync>("fsync"),
-                         InstanceMethod<&IoRing::Submit>("submit"),
                          InstanceMethod<&IoRing::Close>("close"),
                          InstanceAccessor<&IoRing::Completions>("completions"),
-                         InstanceAccessor<&IoRing::InFlight>("inFlight"),
                          InstanceAccessor<&IoRing::Features>("features"),
                      });
 }
@@ -56,7 +38,7 @@ Napi::Function IoRing::Init(Napi::Env env) {
 // new IoRing(entries, onCompletions(count))
 IoRing::IoRing(const Napi::CallbackInfo& info) : Napi::ObjectWrap<IoRing>(info) {
   Napi::Env env = info.Env();
-  entries_ = ArgU32(env, info[0], "io_uring_queue_init", "entries");
+  entries_ = ToU32(env, info[0], "io_uring_queue_init", "entries");
   if (entries_ < 1 || entries_ > 4096)
     throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "io_uring_queue_init", "entries must be 1..4096");
   if (!info[1].IsFunction())
@@ -93,12 +75,11 @@ IoRing::IoRing(const Napi::CallbackInfo& info) : Napi::ObjectWrap<IoRing>(info) 
     Teardown();
     throw MakeError(env, err, op, false);
   }
-  // An idle ring must not keep the process alive; Queued() refs it while I/O is in flight.
+  // An idle ring must not keep the process alive (Queued() and Drain() switch this).
   poller_.SetRef(false);
 
   Napi::Int32Array batch = Napi::Int32Array::New(env, kBatch * 2);
   batch_ = batch.Data();
-  batch_capacity_ = kBatch;
   completions_ = Napi::Persistent(batch);
   on_completions_ = Napi::Persistent(info[1].As<Napi::Function>());
   async_ = new Napi::AsyncContext(env, "rblk:IoRing");
@@ -142,12 +123,9 @@ io_uring_sqe* IoRing::NextSqe(Napi::Env env, const char* op) {
 }
 
 void IoRing::Queued() {
-  in_flight_++;
+  // The watch keeps the process alive exactly while I/O is in flight.
+  if (++in_flight_ == 1) poller_.SetRef(true);
   unsubmitted_++;
-  if (!referenced_) {
-    poller_.SetRef(true);
-    referenced_ = true;
-  }
   // An I/O on an idle ring goes to the kernel at once: there is nothing to
   // batch it with, and at queue depth 1 the wait for the prepare phase is
   // latency. Under load the rest of a turn's I/O is submitted together just
@@ -175,17 +153,16 @@ int IoRing::SubmitPending() {
 
 // Hands every available CQE to JS, a batch at a time.
 void IoRing::Drain() {
-  if (!open_ || draining_) return;
+  if (!open_) return;
   Napi::Env env = Env();
   Napi::HandleScope scope(env);
   uint64_t ticks;
   // Clear the eventfd before looking at the CQ: a CQE posted after this read signals it again.
   while (read(event_fd_, &ticks, sizeof ticks) < 0 && errno == EINTR) {
   }
-  draining_ = true;
   for (;;) {
     io_uring_cqe* cqes[kBatch];
-    unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, batch_capacity_);
+    unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, kBatch);
     if (n == 0) break;
     for (unsigned i = 0; i < n; i++) {
       batch_[2 * i] = static_cast<int32_t>(static_cast<uint32_t>(cqes[i]->user_data));
@@ -193,22 +170,17 @@ void IoRing::Drain() {
     }
     io_uring_cq_advance(&ring_, n);
     in_flight_ -= n;
-    if (in_flight_ == 0 && referenced_) {
-      poller_.SetRef(false);
-      referenced_ = false;
-    }
+    if (in_flight_ == 0) poller_.SetRef(false);
     try {
       on_completions_.MakeCallback(Value(), {Napi::Number::New(env, n)}, *async_);
     } catch (const Napi::Error& e) {
       // A throw out of JS must not unwind through libuv: report it as Node
       // reports any uncaught exception (rblkd logs it and exits 70).
-      draining_ = false;
       napi_fatal_exception(env, e.Value());
       return;
     }
     if (!open_) break;
   }
-  draining_ = false;
   // Completions handled in JS usually queue the next I/O: submit it before sleeping.
   if (unsubmitted_ > 0) before_block_.Arm();
 }
@@ -216,10 +188,10 @@ void IoRing::Drain() {
 // read(fd, buffer, fileOffset, token): fills all of buffer (or fewer bytes, as pread).
 Napi::Value IoRing::Read(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  int fd = static_cast<int>(ArgU32(env, info[0], "io_uring read", "fd"));
+  int fd = static_cast<int>(ToU32(env, info[0], "io_uring read", "fd"));
   Napi::Uint8Array buf = ArgBytes(env, info[1], "io_uring read");
-  uint64_t offset = ArgOffset(env, info[2], "io_uring read");
-  uint32_t token = ArgU32(env, info[3], "io_uring read", "token");
+  uint64_t offset = ToSafeInteger(env, info[2], "io_uring read", "offset");
+  uint32_t token = ToU32(env, info[3], "io_uring read", "token");
   io_uring_sqe* sqe = NextSqe(env, "io_uring read");
   io_uring_prep_read(sqe, fd, buf.Data(), static_cast<unsigned>(buf.ByteLength()), offset);
   io_uring_sqe_set_data64(sqe, token);
@@ -231,10 +203,10 @@ Napi::Value IoRing::Read(const Napi::CallbackInfo& info) {
 // per-write O_DSYNC (FUA, SBC-4 5.40) without a second descriptor.
 Napi::Value IoRing::Write(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  int fd = static_cast<int>(ArgU32(env, info[0], "io_uring write", "fd"));
+  int fd = static_cast<int>(ToU32(env, info[0], "io_uring write", "fd"));
   Napi::Uint8Array buf = ArgBytes(env, info[1], "io_uring write");
-  uint64_t offset = ArgOffset(env, info[2], "io_uring write");
-  uint32_t token = ArgU32(env, info[3], "io_uring write", "token");
+  uint64_t offset = ToSafeInteger(env, info[2], "io_uring write", "offset");
+  uint32_t token = ToU32(env, info[3], "io_uring write", "token");
   bool dsync = info[4].IsBoolean() && info[4].As<Napi::Boolean>().Value();
   io_uring_sqe* sqe = NextSqe(env, "io_uring write");
   io_uring_prep_write(sqe, fd, buf.Data(), static_cast<unsigned>(buf.ByteLength()), offset);
@@ -247,21 +219,14 @@ Napi::Value IoRing::Write(const Napi::CallbackInfo& info) {
 // fsync(fd, token, datasync)
 Napi::Value IoRing::Fsync(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  int fd = static_cast<int>(ArgU32(env, info[0], "io_uring fsync", "fd"));
-  uint32_t token = ArgU32(env, info[1], "io_uring fsync", "token");
+  int fd = static_cast<int>(ToU32(env, info[0], "io_uring fsync", "fd"));
+  uint32_t token = ToU32(env, info[1], "io_uring fsync", "token");
   bool datasync = !info[2].IsBoolean() || info[2].As<Napi::Boolean>().Value();
   io_uring_sqe* sqe = NextSqe(env, "io_uring fsync");
   io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
   io_uring_sqe_set_data64(sqe, token);
   Queued();
   return env.Undefined();
-}
-
-// Submits what is queued now rather than before the loop next sleeps.
-Napi::Value IoRing::Submit(const Napi::CallbackInfo& info) {
-  int rc = SubmitPending();
-  if (rc < 0) throw MakeError(info.Env(), -rc, "io_uring_submit", false);
-  return Napi::Number::New(info.Env(), rc);
 }
 
 // Waits for in-flight I/O (the kernel may be using its buffers), then frees the ring.
@@ -272,14 +237,11 @@ Napi::Value IoRing::Close(const Napi::CallbackInfo& info) {
 
 Napi::Value IoRing::Completions(const Napi::CallbackInfo& info) { return completions_.Value(); }
 
-Napi::Value IoRing::InFlight(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(in_flight_)); }
-
 Napi::Value IoRing::Features(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Object o = Napi::Object::New(env);
   o.Set("entries", Napi::Number::New(env, entries_));
   o.Set("singleIssuer", Napi::Boolean::New(env, (setup_flags_ & IORING_SETUP_SINGLE_ISSUER) != 0));
-  o.Set("kernelFeatures", Napi::Number::New(env, open_ ? ring_.features : 0));
   return o;
 }
 

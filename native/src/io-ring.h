@@ -5,10 +5,11 @@
 // layer without any thread of ours, as SPDK's uring bdev and fio's io_uring
 // engine do.
 //
-// Submissions queued in one turn of the event loop go to the kernel in one
-// io_uring_enter, just before the loop blocks (BeforeBlock). Completions are
-// found by watching an eventfd registered with the ring and reach JS as one call per batch of (token, result) pairs, as
-// the Endpoint's completions do. The ring knows nothing of SCSI or of the
+// An I/O on an idle ring is submitted at once; under load, those queued in one
+// turn of the event loop go to the kernel in one io_uring_enter, just before
+// the loop blocks (BeforeBlock). Completions are found by watching an eventfd
+// registered with the ring and reach JS as one call per batch of (token,
+// result) pairs, as the Endpoint's completions do. The ring knows nothing of SCSI or of the
 // buffers' meaning: JS keeps each buffer referenced until its token completes.
 #pragma once
 #include <liburing.h>
@@ -30,10 +31,8 @@ class IoRing : public Napi::ObjectWrap<IoRing> {
   Napi::Value Read(const Napi::CallbackInfo& info);
   Napi::Value Write(const Napi::CallbackInfo& info);
   Napi::Value Fsync(const Napi::CallbackInfo& info);
-  Napi::Value Submit(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
   Napi::Value Completions(const Napi::CallbackInfo& info);
-  Napi::Value InFlight(const Napi::CallbackInfo& info);
   Napi::Value Features(const Napi::CallbackInfo& info);
 
   io_uring_sqe* NextSqe(Napi::Env env, const char* op);
@@ -49,12 +48,9 @@ class IoRing : public Napi::ObjectWrap<IoRing> {
   unsigned setup_flags_ = 0;
   size_t in_flight_ = 0;  // submitted or queued, not yet completed
   size_t unsubmitted_ = 0;
-  bool referenced_ = false;
-  bool draining_ = false;
   FdPoller poller_;
   BeforeBlock before_block_;
   int32_t* batch_ = nullptr;  // (token, result) pairs, backed by completions_
-  size_t batch_capacity_ = 0;
   Napi::Reference<Napi::Int32Array> completions_;
   Napi::FunctionReference on_completions_;
   Napi::AsyncContext* async_ = nullptr;
