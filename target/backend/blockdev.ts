@@ -7,8 +7,8 @@ import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { addon } from '../../native/binding.js';
 import type { Extent } from './backend.js';
 import { backendError, isUnsupported } from './backend-error.js';
-import { DescriptorBackend, type DescriptorBackendState, type EngineChoice } from './descriptor-backend.js';
-import { PositionalIo, type IoEngineChoice } from './positional-io.js';
+import { DescriptorBackend, type DescriptorBackendState } from './descriptor-backend.js';
+import { PositionalIo, type EngineSelection, type IoEngineChoice } from './positional-io.js';
 import { checkAligned, checkRange } from './range-check.js';
 
 export interface BlockDeviceBackendOptions {
@@ -21,7 +21,7 @@ export interface BlockDeviceBackendOptions {
 }
 
 export class BlockDeviceBackend extends DescriptorBackend {
-  private constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineChoice) {
+  private constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineSelection) {
     super(state, fh, dsync, engine);
   }
 
@@ -35,7 +35,7 @@ export class BlockDeviceBackend extends DescriptorBackend {
     // read-only export may share the device.
     const fh = await open(path, (readOnly ? constants.O_RDONLY : constants.O_RDWR | constants.O_EXCL) | directFlag);
     let dsync: FileHandle | null = null;
-    let engine: EngineChoice | null = null;
+    let engine: EngineSelection | null = null;
     try {
       const st = await fh.stat({ bigint: true });
       if (!st.isBlockDevice()) throw backendError('EINVAL', `block device ${path}: not a block device`);

@@ -7,10 +7,8 @@ import type { FileHandle } from 'node:fs/promises';
 import type { Backend, Extent, WriteOptions } from './backend.js';
 import { backendError } from './backend-error.js';
 import { IoGate } from './io-gate.js';
-import { PositionalIo, type IoEngine, type PositionalTarget } from './positional-io.js';
+import { PositionalIo, type EngineSelection, type IoEngine, type PositionalTarget } from './positional-io.js';
 import { checkAligned, checkRange } from './range-check.js';
-
-export type EngineChoice = ReturnType<typeof PositionalIo.engine>;
 
 export interface DescriptorBackendState {
   /** Names the volume in messages: "file /path", "block device /dev/x". */
@@ -36,7 +34,7 @@ export abstract class DescriptorBackend implements Backend {
   readonly #dsync: FileHandle | null;
   readonly #io: PositionalIo;
 
-  protected constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineChoice) {
+  protected constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineSelection) {
     this.path = state.path;
     this.readOnly = state.readOnly;
     this.direct = state.direct;
@@ -51,7 +49,7 @@ export abstract class DescriptorBackend implements Backend {
   }
 
   /** What open() had opened, closed when it fails midway. */
-  protected static async abandon(engine: EngineChoice | null, dsync: FileHandle | null, fh: FileHandle): Promise<void> {
+  protected static async abandon(engine: EngineSelection | null, dsync: FileHandle | null, fh: FileHandle): Promise<void> {
     await engine?.ring?.close();
     if (dsync !== null) await dsync.close();
     await fh.close();

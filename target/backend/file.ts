@@ -8,8 +8,8 @@ import { open, type FileHandle } from 'node:fs/promises';
 import { addon } from '../../native/binding.js';
 import type { Extent } from './backend.js';
 import { backendError, hasCode, isUnsupported } from './backend-error.js';
-import { DescriptorBackend, type DescriptorBackendState, type EngineChoice } from './descriptor-backend.js';
-import { PositionalIo, type IoEngineChoice } from './positional-io.js';
+import { DescriptorBackend, type DescriptorBackendState } from './descriptor-backend.js';
+import { PositionalIo, type EngineSelection, type IoEngineChoice } from './positional-io.js';
 import { checkBlockSize, checkRange } from './range-check.js';
 
 export interface FileBackendOptions {
@@ -35,7 +35,7 @@ const ZERO_CHUNK = 1 << 20;
 let zeroes: Buffer | null = null;
 
 export class FileBackend extends DescriptorBackend {
-  private constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineChoice) {
+  private constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineSelection) {
     super(state, fh, dsync, engine);
   }
 
@@ -58,7 +58,7 @@ export class FileBackend extends DescriptorBackend {
       fh = await open(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | directFlag, 0o600);
     }
     let dsync: FileHandle | null = null;
-    let engine: EngineChoice | null = null;
+    let engine: EngineSelection | null = null;
     try {
       const st = await fh.stat();
       if (!st.isFile()) throw backendError('EINVAL', `file ${path}: not a regular file`);

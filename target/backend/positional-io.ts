@@ -34,6 +34,12 @@ function explain(err: unknown, target: PositionalTarget, op: string, length: num
   );
 }
 
+/** The engine a volume got (PositionalIo.engine): a ring, or the thread pool and why. */
+export interface EngineSelection {
+  ring: IoRing | null;
+  fallbackReason: string | null;
+}
+
 /** One pread/pwrite: resolves with the bytes moved. */
 type Transfer = (buf: Buffer, position: number) => Promise<number>;
 
@@ -58,7 +64,7 @@ export class PositionalIo {
    * thread pool and keeps the reason. Call before opening the descriptors: a
    * ring needs no O_DSYNC descriptor.
    */
-  static engine(choice: IoEngineChoice, what: string): { ring: IoRing | null; fallbackReason: string | null } {
+  static engine(choice: IoEngineChoice, what: string): EngineSelection {
     if (choice === 'threads') return { ring: null, fallbackReason: null };
     try {
       return { ring: IoRing.open(), fallbackReason: null };
@@ -72,7 +78,7 @@ export class PositionalIo {
     fh: FileHandle,
     dsync: FileHandle | null,
     readonly target: PositionalTarget,
-    engine: { ring: IoRing | null; fallbackReason: string | null },
+    engine: EngineSelection,
   ) {
     const ring = engine.ring;
     this.#ring = ring;
@@ -98,39 +104,30 @@ export class PositionalIo {
    * was acknowledged is gone, and a medium error (SBC-4 4.18, 03 11/00) is the
    * honest answer (tgt's bs_rdwr.c and nvmet's io-cmd-file.c fail short reads too).
    */
-  async read(buf: Buffer, offset: number): Promise<void> {
-    let done = 0;
-    while (done < buf.length) {
-      let n: number;
-      try {
-        n = await this.#read(done === 0 ? buf : buf.subarray(done), offset + done);
-      } catch (err) {
-        throw explain(err, this.target, 'read', buf.length, offset);
-      }
-      if (n === 0) {
-        throw backendError(
-          'EIO',
-          `${this.target.what}: end of file at byte ${offset + done} while reading ${buf.length} bytes at offset ${offset} (the backing store shrank)`,
-        );
-      }
-      done += n;
-    }
+  read(buf: Buffer, offset: number): Promise<void> {
+    return this.#all('read', this.#read, buf, offset, (at) =>
+      `end of file at byte ${at} while reading ${buf.length} bytes at offset ${offset} (the backing store shrank)`,
+    );
   }
 
   /** Writes all of buf at offset; fua: durable before it resolves (SBC-4 5.40). */
-  async write(buf: Buffer, offset: number, fua = false): Promise<void> {
-    const transfer = fua ? this.#writeFua : this.#write;
+  write(buf: Buffer, offset: number, fua = false): Promise<void> {
+    return this.#all('write', fua ? this.#writeFua : this.#write, buf, offset, (at) =>
+      `write of ${buf.length} bytes at offset ${offset} made no progress at byte ${at}`,
+    );
+  }
+
+  /** Repeats `transfer` until all of buf has moved; a transfer of 0 bytes is EIO with `stalled`'s words. */
+  async #all(op: 'read' | 'write', transfer: Transfer, buf: Buffer, offset: number, stalled: (at: number) => string): Promise<void> {
     let done = 0;
     while (done < buf.length) {
       let n: number;
       try {
         n = await transfer(done === 0 ? buf : buf.subarray(done), offset + done);
       } catch (err) {
-        throw explain(err, this.target, 'write', buf.length, offset);
+        throw explain(err, this.target, op, buf.length, offset);
       }
-      if (n === 0) {
-        throw backendError('EIO', `${this.target.what}: write of ${buf.length} bytes at offset ${offset} made no progress at byte ${offset + done}`);
-      }
+      if (n === 0) throw backendError('EIO', `${this.target.what}: ${stalled(offset + done)}`);
       done += n;
     }
   }
