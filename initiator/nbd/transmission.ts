@@ -10,7 +10,7 @@ import {
   MAX_IN_FLIGHT_BYTES,
   REQUEST_HEADER_SIZE,
 } from './constants.js';
-import { NbdRequestError, StreamClosed, describe, isExpectedFailure, nbdErrno } from './errors.js';
+import { NbdRequestError, StreamClosed, describe, isConnectionLost, isExpectedFailure, nbdErrno } from './errors.js';
 import type { NbdExport } from './export-info.js';
 import type { Negotiated } from './handshake.js';
 import { IoBuffers, type IoLease } from './io-buffers.js';
@@ -202,9 +202,8 @@ export class Transmission {
             return { data: lease.view, done: lease.done };
           } catch (err) {
             lease.done();
-            // Registered memory dies with its connection; the device may have
-            // reconnected, and a plain read goes through whichever is up.
-            if ((err as { code?: unknown }).code !== 'CONNECTION_LOST') throw err;
+            // The device may have reconnected: a plain read goes through whichever connection is up.
+            if (!isConnectionLost(err)) throw err;
           }
         }
         const buf = await device.read(offset, req.length);
@@ -218,9 +217,8 @@ export class Transmission {
         try {
           await device.write(offset, data, { fua });
         } catch (err) {
-          // As for reads: the payload's registered memory died with its
-          // connection, not the device; send a copy through whichever is up.
-          if ((err as { code?: unknown }).code !== 'CONNECTION_LOST') throw err;
+          // As for reads: send a copy through whichever connection is up.
+          if (!isConnectionLost(err)) throw err;
           await device.write(offset, Buffer.from(data), { fua });
         }
         return NO_DATA;
