@@ -5,7 +5,7 @@ import { listenerKey, planReload, volumeRefusals } from '../../target/daemon/rel
 const MiB = 1024 * 1024;
 
 function vol(name: string, lun: number, o: Partial<VolumeConfig> = {}): VolumeConfig {
-  return { name, lun, backing: { kind: 'file', path: `/srv/${name}.img`, size: 4 * MiB }, blockSize: 512, readOnly: false, direct: false, thin: false, ...o };
+  return { name, lun, backing: { kind: 'file', path: `/srv/${name}.img`, size: 4 * MiB }, blockSize: 512, readOnly: false, direct: false, ioEngine: 'auto', thin: false, ...o };
 }
 
 function config(volumes: VolumeConfig[], ports: number[] = [7471]): Config {
@@ -61,4 +61,9 @@ test('planReload collects the refusals of every kept volume', (t) => {
   t.is(plan.refusals.length, 2);
   t.regex(plan.refusals[0], /^volume a: thin cannot change from false to true/);
   t.regex(plan.refusals[1], /^volume b: direct cannot change from false to true/);
+});
+
+test('the I/O engine of a served volume cannot change on reload', (t) => {
+  const plan = planReload(config([vol('a', 0)]), config([vol('a', 0, { ioEngine: 'threads' })]));
+  t.deepEqual(plan.refusals, ['volume a: io_engine cannot change from auto to threads while it is served (remove it in one reload and add it back in the next)']);
 });

@@ -41,6 +41,17 @@ export async function connectPair(
   };
 }
 
+/** A server and a client domain on loopback, and a listener on port 0; the domains are closed in teardown. */
+export function loopbackDomains(t: { teardown(fn: () => Promise<void>): void }, provider: string): { server: Domain; client: Domain; listener: Listener } {
+  const server = Domain.open({ provider, address: '127.0.0.1' });
+  const client = Domain.open({ provider, address: '127.0.0.1' });
+  t.teardown(async () => {
+    await client.close();
+    await server.close();
+  });
+  return { server, client, listener: server.listen({ address: '127.0.0.1', port: 0 }) };
+}
+
 /** Resolves once cond() is true, checking after every turn of the event loop (bounded). */
 export async function until(cond: () => boolean, what: string, maxTurns = 200_000): Promise<void> {
   for (let i = 0; i < maxTurns; i++) {

@@ -1,16 +1,10 @@
 import test from 'ava';
 import { Domain, FabricError, type Endpoint } from '../../native/fabric.js';
-import { connectPair, PROVIDERS } from '../helpers/fabric-pair.js';
+import { connectPair, loopbackDomains, PROVIDERS } from '../helpers/fabric-pair.js';
 
 for (const provider of PROVIDERS) {
   test.serial(`${provider}: connect and accept carry private data both ways`, async (t) => {
-    const server = Domain.open({ provider, address: '127.0.0.1' });
-    const client = Domain.open({ provider, address: '127.0.0.1' });
-    t.teardown(async () => {
-      await client.close();
-      await server.close();
-    });
-    const listener = server.listen({ address: '127.0.0.1', port: 0 });
+    const { server, client, listener } = loopbackDomains(t, provider);
     t.true(listener.port > 0, 'port 0 picks a free port and reports it');
     t.is(listener.address, '127.0.0.1');
     const seen: Buffer[] = [];
@@ -31,13 +25,7 @@ for (const provider of PROVIDERS) {
   });
 
   test.serial(`${provider}: a rejected connection rejects with FI_ECONNREFUSED and carries the reject's private data`, async (t) => {
-    const server = Domain.open({ provider, address: '127.0.0.1' });
-    const client = Domain.open({ provider, address: '127.0.0.1' });
-    t.teardown(async () => {
-      await client.close();
-      await server.close();
-    });
-    const listener = server.listen({ address: '127.0.0.1', port: 0 });
+    const { server, client, listener } = loopbackDomains(t, provider);
     listener.on('connection', (req) => req.reject(Buffer.from('go-away')));
     const err = await t.throwsAsync(client.connect({ address: '127.0.0.1', port: listener.port, privateData: Buffer.from('x') }), {
       instanceOf: FabricError,

@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Domain, type Endpoint } from '../../native/fabric.js';
-import { pattern, PROVIDERS } from '../helpers/fabric-pair.js';
+import { loopbackDomains, pattern, PROVIDERS } from '../helpers/fabric-pair.js';
 
 const run = promisify(execFile);
 const fixture = fileURLToPath(new URL('../fixtures/close-in-flight.ts', import.meta.url));
@@ -20,13 +20,7 @@ for (const provider of PROVIDERS) {
   });
 
   test.serial(`${provider}: 64 concurrent connections each doing RMA`, async (t) => {
-    const server = Domain.open({ provider, address: '127.0.0.1' });
-    const client = Domain.open({ provider, address: '127.0.0.1' });
-    t.teardown(async () => {
-      await client.close();
-      await server.close();
-    });
-    const listener = server.listen({ address: '127.0.0.1', port: 0 });
+    const { server, client, listener } = loopbackDomains(t, provider);
     const accepted: Promise<Endpoint>[] = [];
     listener.on('connection', (req) => accepted.push(req.accept()));
     const N = 64;
@@ -78,13 +72,7 @@ for (const provider of PROVIDERS) {
   });
 
   test.serial(`${provider}: an idle listener with a connected idle endpoint uses almost no CPU`, async (t) => {
-    const server = Domain.open({ provider, address: '127.0.0.1' });
-    const client = Domain.open({ provider, address: '127.0.0.1' });
-    t.teardown(async () => {
-      await client.close();
-      await server.close();
-    });
-    const listener = server.listen({ address: '127.0.0.1', port: 0 });
+    const { server, client, listener } = loopbackDomains(t, provider);
     listener.on('connection', (req) => void req.accept());
     const ep = await client.connect({ address: '127.0.0.1', port: listener.port });
     ep.postReceive(client.register(4096).slice(0, 4096));
