@@ -21,6 +21,7 @@ import {
   type BlockSize,
   type Config,
   type InitiatorCredential,
+  type IoEngineSetting,
   type LimitsConfig,
   type ListenerConfig,
   type LogFormat,
@@ -183,7 +184,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       const readOnly = bool(get(r, at('read_only'))) ?? false;
       const thin = bool(get(r, at('thin'))) ?? false;
       const directSetting = bool(get(r, at('direct')));
-      const ioEngineSetting = str(get(r, at('io_engine'))) as VolumeConfig['ioEngine'] | undefined;
+      const ioEngineSetting = str(get(r, at('io_engine'))) as IoEngineSetting | undefined;
 
       let sizeBytes = size(get(r, at('size')), at('size'));
       if (sizeBytes !== undefined) {

@@ -40,9 +40,12 @@ export const BLOCK_SIZES = [512, 4096] as const;
 export const ACCESS_MODES = ['rw', 'ro'] as const;
 export const LOG_LEVELS = ['error', 'warn', 'info', 'debug'] as const;
 export const LOG_FORMATS = ['text', 'json'] as const;
+/** How a file or block-device volume's I/O runs (target/backend/positional-io.ts). */
+export const IO_ENGINES = ['auto', 'io_uring', 'threads'] as const;
 
 export type Provider = (typeof PROVIDERS)[number];
 export type BlockSize = (typeof BLOCK_SIZES)[number];
+export type IoEngineSetting = (typeof IO_ENGINES)[number];
 export type Access = (typeof ACCESS_MODES)[number];
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export type LogFormat = (typeof LOG_FORMATS)[number];
@@ -97,7 +100,7 @@ export const configSchema: SchemaObject = {
           block_size: { enum: [...BLOCK_SIZES] },
           read_only: { type: 'boolean' },
           direct: { type: 'boolean' },
-          io_engine: { enum: ['auto', 'io_uring', 'threads'] },
+          io_engine: { enum: [...IO_ENGINES] },
           thin: { type: 'boolean' },
           // The Unit Serial Number VPD page (SPC-5) is ASCII; 20 characters fit every initiator's buffer.
           serial: {
@@ -205,7 +208,7 @@ export interface VolumeConfig {
   /** O_DIRECT. */
   direct: boolean;
   /** How file and block-device I/O runs: io_uring, the libuv thread pool, or auto (io_uring when a ring opens). */
-  ioEngine: 'auto' | 'io_uring' | 'threads';
+  ioEngine: IoEngineSetting;
   /** Thin provisioning: UNMAP deallocates, and the LU reports LBPME (SBC-4, logical block provisioning). */
   thin: boolean;
   /** Configured or assigned in order: the lowest LUN not taken. */
