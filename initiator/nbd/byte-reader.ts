@@ -44,14 +44,19 @@ export class ByteReader {
     });
   }
 
-  /** Fills `into` with the next into.length bytes (copied out of what arrived). */
+  /** Fills `into` with the next into.length bytes, copied once out of what arrived. */
   async readInto(into: Buffer): Promise<void> {
     let filled = 0;
     while (filled < into.length) {
-      // Whatever is buffered now, or (nothing yet) the first byte to arrive.
-      const piece = await this.read(Math.max(1, Math.min(this.#buffered, into.length - filled)));
-      piece.copy(into, filled);
-      filled += piece.length;
+      if (this.#buffered === 0) {
+        // Nothing buffered: wait (and let the socket flow again) for the next byte.
+        into[filled++] = (await this.read(1))[0];
+        continue;
+      }
+      const n = Math.min(this.#buffered, into.length - filled);
+      this.#buffered -= n;
+      this.#copyOut(into, filled, n);
+      filled += n;
     }
   }
 
@@ -108,16 +113,21 @@ export class ByteReader {
       return out;
     }
     const out = Buffer.allocUnsafe(n);
+    this.#copyOut(out, 0, n);
+    return out;
+  }
+
+  /** Copies the next n buffered bytes into `into` at `at` (the caller has taken them off #buffered). */
+  #copyOut(into: Buffer, at: number, n: number): void {
     let filled = 0;
     while (filled < n) {
       const chunk = this.#chunks[0];
       if (chunk === undefined) throw new Error('ByteReader: buffer accounting is off');
       const count = Math.min(chunk.length - this.#head, n - filled);
-      chunk.copy(out, filled, this.#head, this.#head + count);
+      chunk.copy(into, at + filled, this.#head, this.#head + count);
       filled += count;
       this.#advance(chunk, count);
     }
-    return out;
   }
 
   #advance(chunk: Buffer, count: number): void {
