@@ -26,7 +26,7 @@ export interface CommandContext {
   scsi: ScsiTarget;
   nexus: Nexus;
   mapped: MappedLun | undefined;
-  visibleLuns: number[];
+  visibleLuns: readonly number[];
   maxIo: number;
   log: SessionLogger;
   /**

@@ -59,6 +59,8 @@ export class TargetSession {
   private targetNonce: Buffer | null = null;
   private nexus: Nexus | null = null;
   private luns: ReadonlyMap<number, MappedLun> = new Map();
+  /** The mapped LUNs in order, for REPORT LUNS: kept with `luns`, not rebuilt for every command. */
+  private visibleLuns: readonly number[] = [];
   private credits = 0;
   private readonly outstanding = new Map<bigint, CommandState>();
   private outstandingTasks = 0;
@@ -243,7 +245,7 @@ export class TargetSession {
     this.credits = credits;
     this.limits = sessionLimits(rsp, 'target');
     this.nexus = { sessionId: String(this.sessionId), initiator: req.initiatorName, targetPort: this.env.portName };
-    this.luns = this.env.lunsFor(req.initiatorName);
+    this.mapLuns(this.env.lunsFor(req.initiatorName));
     this.env.scsi.login(this.nexus);
     this.state = 'active';
     this.log = withMeta(this.env.log, this.meta());
@@ -259,6 +261,11 @@ export class TargetSession {
     void this.sendCapsule({ op: Opcode.LOGIN_REJ, tag: req?.tag ?? 0n, reason, maxItCapsule: this.conn.maxCapsule })
       .catch(() => undefined)
       .finally(() => void this.end('login rejected'));
+  }
+
+  private mapLuns(luns: ReadonlyMap<number, MappedLun>): void {
+    this.luns = luns;
+    this.visibleLuns = [...luns.keys()].sort((a, b) => a - b);
   }
 
   private startKeepAlive(): void {
@@ -297,7 +304,7 @@ export class TargetSession {
         scsi: this.env.scsi,
         nexus: this.nexus!,
         mapped,
-        visibleLuns: [...this.luns.keys()].sort((a, b) => a - b),
+        visibleLuns: this.visibleLuns,
         maxIo: this.env.limits.maxIo,
         log: this.log,
         respond: (status, sense, dataLen, outResidual, inResidual) => this.respond(state, status, sense, dataLen, outResidual, inResidual),
@@ -416,7 +423,7 @@ export class TargetSession {
 
   /** After a reload: recompute this session's LUN map (removed LUNs vanish, added ones appear). */
   refreshLuns(): void {
-    if (this.state === 'active' && this.login) this.luns = this.env.lunsFor(this.login.initiatorName);
+    if (this.state === 'active' && this.login) this.mapLuns(this.env.lunsFor(this.login.initiatorName));
   }
 
   private async end(why: string): Promise<void> {
