@@ -9,7 +9,7 @@ import { INVALID_FIELD_IN_CDB, LOGICAL_UNIT_NOT_SUPPORTED } from '../../protocol
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { DataDirection, DataFormat, type CommandCapsule } from '../../protocol/wire/index.js';
 import type { Nexus, ScsiTarget } from '../scsi/index.js';
-import type { DataBuffer, RemoteSegment, TargetConnection } from '../transport/transport.js';
+import { trimSegments, type DataBuffer, type RemoteSegment, type TargetConnection } from '../transport/transport.js';
 import type { MappedLun, SessionLogger } from './environment.js';
 
 export interface CommandState {
@@ -97,16 +97,8 @@ export async function runCommand(cmd: CommandCapsule, state: CommandState, ctx: 
       if (cmd.data.format === DataFormat.IMMEDIATE) cmd.data.data.copy(data.buffer, 0, 0, want);
       else {
         // Fetch exactly `want` bytes: trim the descriptor list (a longer offer is an overflow residual).
-        const segs: RemoteSegment[] = [];
-        let left = want;
-        for (const s of segmentsOf(cmd)) {
-          if (left === 0) break;
-          const n = Math.min(left, s.length);
-          segs.push({ address: s.address, key: s.key, length: n });
-          left -= n;
-        }
         try {
-          await ctx.conn.read(data, segs);
+          await ctx.conn.read(data, trimSegments(segmentsOf(cmd), want));
         } catch (e) {
           ctx.fatal(`RDMA READ for tag ${cmd.tag} failed: ${(e as Error).message}`);
           return;

@@ -12,7 +12,7 @@ import {
 } from '../../protocol/wire/index.js';
 import { Domain, Pool, type Endpoint, type Listener, type MemoryRegion, type RemoteRegion, type Slice } from '../../native/fabric.js';
 import { DataPool, type PooledBuffer } from './data-pool.js';
-import type { DataBuffer, PortHandlers, PortOptions, RemoteSegment, TargetConnection, TargetPort, TargetTransport } from './transport.js';
+import { trimSegments, type DataBuffer, type PortHandlers, type PortOptions, type RemoteSegment, type TargetConnection, type TargetPort, type TargetTransport } from './transport.js';
 
 let nextConnectionId = 1;
 
@@ -100,16 +100,8 @@ class FabricConnection implements TargetConnection {
   async write(from: DataBuffer, length: number, segments: RemoteSegment[]): Promise<void> {
     const pooled = from as PooledBuffer;
     const slice = pooled.slice;
-    // Trim the segments to the bytes actually produced.
-    const trimmed: RemoteSegment[] = [];
-    let left = length;
-    for (const s of segments) {
-      if (left === 0) break;
-      const n = Math.min(left, s.length);
-      trimmed.push({ address: s.address, key: s.key, length: n });
-      left -= n;
-    }
-    const writes = Promise.all(this.groups(slice, trimmed).map((g) => this.ep.write(g.local, g.remote, { deliveryComplete: !this.ordered })));
+    // Only the bytes actually produced.
+    const writes = Promise.all(this.groups(slice, trimSegments(segments, length)).map((g) => this.ep.write(g.local, g.remote, { deliveryComplete: !this.ordered })));
     if (this.ordered) {
       // FI_ORDER_SAW: a send posted after these writes lands after their data
       // (docs/protocol.md §12), so the RSP need not wait for the completions;

@@ -12,7 +12,7 @@ import {
   type ConnectRequestData,
 } from '../../protocol/wire/index.js';
 import { LoopChunkPool, loopListen, loopRead, loopWrite, LoopEnd } from '../../native/loop-fabric.js';
-import type { DataBuffer, PortHandlers, PortOptions, RemoteSegment, TargetConnection, TargetPort, TargetTransport } from './transport.js';
+import { trimSegments, type DataBuffer, type PortHandlers, type PortOptions, type RemoteSegment, type TargetConnection, type TargetPort, type TargetTransport } from './transport.js';
 
 let nextConnectionId = 1;
 let nextPort = 1;
@@ -67,15 +67,7 @@ class LoopConnection implements TargetConnection {
   }
 
   write(from: DataBuffer, length: number, segments: RemoteSegment[]): Promise<void> {
-    const trimmed: RemoteSegment[] = [];
-    let left = length;
-    for (const s of segments) {
-      if (left === 0) break;
-      const n = Math.min(left, s.length);
-      trimmed.push({ ...s, length: n });
-      left -= n;
-    }
-    return loopWrite(from.buffer.subarray(0, length), trimmed);
+    return loopWrite(from.buffer.subarray(0, length), trimSegments(segments, length));
   }
 
   private finish(reason: string): void {

@@ -12,6 +12,19 @@ export interface RemoteSegment {
   length: number;
 }
 
+/** The first `length` bytes of a descriptor list: whole segments, then a shortened last one. */
+export function trimSegments(segments: readonly RemoteSegment[], length: number): RemoteSegment[] {
+  const out: RemoteSegment[] = [];
+  let left = length;
+  for (const s of segments) {
+    if (left === 0) break;
+    const n = Math.min(left, s.length);
+    out.push({ address: s.address, key: s.key, length: n });
+    left -= n;
+  }
+  return out;
+}
+
 /** Target-local registered memory holding one command's data. */
 export interface DataBuffer {
   /** Exactly the bytes asked for; page-aligned, so O_DIRECT backends can use it. */
