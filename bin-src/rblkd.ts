@@ -2,9 +2,6 @@
 // statuses follow sysexits.h: 0; 64 for a bad command line; 78 (EX_CONFIG)
 // for a configuration that does not validate; 70 (EX_SOFTWARE) for an
 // internal error; 1 when serving could not start or a flush failed at stop.
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { runCheckConfig } from '../config/check.js';
@@ -14,6 +11,7 @@ import { DEFAULT_CONFIG_PATH, EX_CONFIG, type Config } from '../config/schema.js
 import type { Daemon } from '../target/daemon/daemon.js';
 import { createDaemonLogger, describeError, errorMessage, type DaemonLogger } from '../target/daemon/logger.js';
 import { installCrashHandlers, installSignals } from '../target/daemon/signals.js';
+import { packageVersion } from './package-version.js';
 
 /** sysexits.h EX_USAGE. */
 const EX_USAGE = 64;
@@ -24,17 +22,6 @@ interface Args {
   config: string;
   checkConfig?: string;
   stateDir?: string;
-}
-
-/** The package's version, from the package.json above this file (source or dist layout). */
-function packageVersion(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 4; i++) {
-    const p = join(dir, 'package.json');
-    if (existsSync(p)) return (JSON.parse(readFileSync(p, 'utf8')) as { version?: string }).version ?? 'unknown';
-    dir = dirname(dir);
-  }
-  return 'unknown';
 }
 
 function fail(message: string, code: number): never {
