@@ -144,7 +144,7 @@ export class ScsiCommand {
  * Parses a CDB for a logical unit (undefined when no LU sits at that LUN),
  * for a nexus granted `access` to it by LUN masking. Checks that need no
  * nexus state happen here, before the transport fetches any data-out: opcode,
- * the access the command needs (the only place it is enforced: access.ts),
+ * the access the command needs (the only place it is decided: access.ts),
  * CDB fields, LBA range, limits.
  */
 export function parseCommand(cdb: Buffer, lu: LogicalUnit | undefined, access: Access): ParseResult {
@@ -159,7 +159,12 @@ export function parseCommand(cdb: Buffer, lu: LogicalUnit | undefined, access: A
   if (cdb.length < entry.cdbLength) return fail(invalidCdb(cdb.length));
   if (nacaSet(cdb, entry.cdbLength)) return fail(invalidCdb(entry.cdbLength - 1, 2));
   const refused = lu && accessRefusal(entry.access, access, lu.readOnly);
-  if (refused) return fail(refused);
+  if (refused) {
+    // Refused, but answered at execute: a pending unit attention or a
+    // reservation conflict comes first (SAM-5 5.14), as for any command. No
+    // data moves: the data-out of a refused write is never fetched.
+    return { ok: true, command: new ScsiCommand(entry, { direction: 'none', transferLength: 0, run: () => refused }, lu) };
+  }
   const prepared = entry.prepare(cdb, lu);
   if (isFailure(prepared)) return fail(prepared);
   return { ok: true, command: new ScsiCommand(entry, prepared, lu) };

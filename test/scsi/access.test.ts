@@ -235,7 +235,7 @@ for (const [what, readOnlyLu, access] of [
         assertGood(t, r, e.name);
       } else {
         assertSense(t, r, WRITE_PROTECTED, `${e.name} (${e.access})`);
-        t.is(r.transferLength, undefined, `${e.name}: refused before any data-out was fetched`);
+        t.is(r.transferLength, 0, `${e.name}: refused without fetching any data-out`);
       }
       t.deepEqual(observable(b), before, `${e.name}: nothing another initiator sees changed`);
       // GOOD, or RESERVATION CONFLICT where the sample's setup reserved the LU: never a unit attention.
