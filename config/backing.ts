@@ -1,8 +1,8 @@
 // What a volume's path names on this host, checked when the config is loaded so that a typo is
 // reported by --check-config and by a refused reload, not by a volume that fails at first I/O.
 
-import { accessSync, constants, statSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { accessSync, constants, realpathSync, statSync, statfsSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { describeFsError } from './secret-file.js';
 import { formatSize } from './size.js';
 
@@ -21,6 +21,8 @@ export interface BackingRequest {
 }
 
 export function inspectBacking(req: BackingRequest): BackingInspection {
+  const kernel = kernelInterface(req.path);
+  if (kernel) return { ok: false, field: 'path', message: `${kernel}, not storage: a volume path must be a regular file or a block device` };
   let st;
   try {
     st = statSync(req.path);
@@ -58,6 +60,77 @@ export function inspectBacking(req: BackingRequest): BackingInspection {
     return { ok: false, field: 'path', message: `${req.path} is empty (give size to have rblkd grow it)` };
   }
   return checkAccess(req, { ok: true, kind: 'file', exists: true, currentSize: st.size });
+}
+
+/**
+ * Trees where the kernel, not a disk, answers reads and writes: /proc/self/mem is a "regular
+ * file" whose writes land in rblkd's own memory. Block devices under /dev are what /dev is for;
+ * /dev/shm is a tmpfs for ordinary files.
+ */
+const KERNEL_TREES = ['/proc', '/sys', '/dev'];
+const ORDINARY_UNDER_DEV = ['/dev/shm'];
+/** statfs f_type of filesystems that are kernel interfaces wherever they are mounted (linux/magic.h). */
+const KERNEL_FILESYSTEMS = new Map<number, string>([
+  [0x9fa0, 'proc'],
+  [0x62656572, 'sysfs'],
+  [0x64626720, 'debugfs'],
+  [0x74726163, 'tracefs'],
+  [0x73636673, 'securityfs'],
+  [0x27e0eb, 'cgroup'],
+  [0x63677270, 'cgroup2'],
+  [0x62656570, 'configfs'],
+  [0xcafe4a11, 'bpf'],
+  [0x6165676c, 'pstore'],
+  [0xde5e81e4, 'efivarfs'],
+]);
+
+const under = (path: string, dir: string): boolean => path === dir || path.startsWith(`${dir}/`);
+
+function inKernelTree(path: string): string | undefined {
+  if (ORDINARY_UNDER_DEV.some((d) => under(path, d))) return undefined;
+  return KERNEL_TREES.find((d) => under(path, d));
+}
+
+/** Where the path really leads, following symbolic links (of its directory, for a new file). */
+function realTarget(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    try {
+      return join(realpathSync(dirname(path)), basename(path));
+    } catch {
+      return path;
+    }
+  }
+}
+
+/** Why the path is a kernel interface rather than storage, or undefined. */
+function kernelInterface(path: string): string | undefined {
+  // The path as written first: /proc/self/mem need not be shown as /proc/4242/mem.
+  const real = inKernelTree(path) !== undefined ? path : realTarget(path);
+  const shown = real === path ? path : `${path} (${real})`;
+  const tree = inKernelTree(real);
+  if (tree !== undefined) {
+    let blockDevice = false;
+    try {
+      blockDevice = statSync(real).isBlockDevice();
+    } catch {
+      // Missing: it would be created in the tree, which is refused below.
+    }
+    if (!blockDevice) return `${shown} is in ${tree}, a kernel interface`;
+  }
+  let fsType: number | undefined;
+  try {
+    fsType = statfsSync(real).type;
+  } catch {
+    try {
+      fsType = statfsSync(dirname(real)).type;
+    } catch {
+      return undefined;
+    }
+  }
+  const fs = KERNEL_FILESYSTEMS.get(fsType);
+  return fs === undefined ? undefined : `${shown} is on a ${fs} filesystem, a kernel interface`;
 }
 
 function checkParent(req: BackingRequest): BackingInspection {

@@ -84,5 +84,10 @@ export function parseConfig(text: string, sourceName: string, options: LoadOptio
     });
   const errors = located([...schemaIssues, ...resolved.errors]);
   if (errors.length > 0 || !resolved.config) throw new ConfigError(sourceName, errors);
-  return { ...resolved.config, warnings: sortIssues(located(resolved.warnings)) };
+  // resolveListeners() keeps file order, one listener per entry.
+  const listeners = resolved.config.listeners.map((l, i) => {
+    const line = Array.isArray((data as { listeners?: unknown } | null)?.listeners) ? doc.lineOf(['listeners', i]) : undefined;
+    return line !== undefined ? { ...l, line } : l;
+  });
+  return { ...resolved.config, listeners, warnings: sortIssues(located(resolved.warnings)) };
 }

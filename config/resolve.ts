@@ -3,10 +3,12 @@
 // the schema expects and no schema error of its own, so one mistake is reported once.
 
 import { isIP } from 'node:net';
+import { totalmem } from 'node:os';
 import { resolve as resolvePath } from 'node:path';
 import { DEFAULT_TARGET_NAME } from '../protocol/wire/constants.js';
 import { inspectBacking } from './backing.js';
 import { isGlob } from './acl.js';
+import { listenAddressProblem } from './listen-address.js';
 import { formatPath } from './config-error.js';
 import type { PathIssue } from './schema-errors.js';
 import {
@@ -135,6 +137,9 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       const address = str(get(r, at('address'))) ?? DEFAULT_ADDRESS;
       if (!isIP(address) && !HOSTNAME_RE.test(address)) {
         err(at('address'), `'${address}' is not an IP address or a host name`);
+      } else {
+        const problem = listenAddressProblem(address);
+        if (problem !== undefined) err(at('address'), problem);
       }
       const provider = (str(get(r, at('provider'))) ?? 'auto') as Provider;
       if (provider === 'verbs' && isLoopback(address)) {
@@ -205,7 +210,12 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
         err(here, "give either path or 'memory: true', not both");
       } else if (memory) {
         if (!sizeGiven) err(here, "'memory: true' needs size");
-        else if (sizeBytes !== undefined) backing = { kind: 'memory', size: sizeBytes };
+        else if (sizeBytes !== undefined && sizeBytes > totalmem()) {
+          // The memory backend keeps every block written in RAM: an initiator filling a volume
+          // larger than RAM ends in the OOM killer, which takes every other volume with it.
+          const ram = `${(totalmem() / 1024 ** 3).toFixed(1)} GiB`;
+          err(at('size'), `a memory volume of ${formatSize(sizeBytes)} does not fit in this host's memory (${ram})`);
+        } else if (sizeBytes !== undefined) backing = { kind: 'memory', size: sizeBytes };
         if (directSetting === true) err(at('direct'), 'applies only to volumes with a path');
         if (ioEngineSetting !== undefined) err(at('io_engine'), 'applies only to volumes with a path');
       } else if (pathRaw !== undefined) {

@@ -186,6 +186,8 @@ export interface ListenerConfig {
   provider: Provider;
   address: string;
   port: number;
+  /** Its line in the config file, for messages; absent for the default listener. */
+  line?: number;
 }
 
 /** Where a volume's blocks live. Relative paths have already been made absolute. */

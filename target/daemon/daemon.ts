@@ -8,6 +8,7 @@ import type { Config, ListenerConfig } from '../../config/schema.js';
 import { TargetServer, type TargetServerOptions } from '../server.js';
 import { FabricTargetTransport } from '../transport/fabric-transport.js';
 import type { TargetPort, TargetTransport } from '../transport/transport.js';
+import { ListenError } from './listen-error.js';
 import { errorMessage, reconfigureLogger, type DaemonLogger } from './logger.js';
 import { monotonicUsec, startWatchdog, systemdNotifier, type Notifier } from './notify.js';
 import { quiesce } from './quiesce.js';
@@ -95,7 +96,7 @@ export class Daemon {
         d.server.addVolume(sv);
         d.log.info(`serving volume ${sv.describe()}`, { volume: sv.name, lun: sv.lun });
       }
-      for (const l of config.listeners) await d.listen(l);
+      for (const l of config.listeners) await d.listen(l, config.source);
     } catch (e) {
       await d.server.close().catch(() => undefined);
       for (const v of d.volumes.values()) await v.close().catch(() => null);
@@ -111,8 +112,13 @@ export class Daemon {
     return { stateDir: config.stateDir, maxIo: config.limits.maxIo, log: this.log };
   }
 
-  private async listen(l: ListenerConfig): Promise<void> {
-    const port = await this.server.listen({ transport: this.transport, provider: l.provider, address: l.address, port: l.port });
+  private async listen(l: ListenerConfig, source: string): Promise<void> {
+    let port: TargetPort;
+    try {
+      port = await this.server.listen({ transport: this.transport, provider: l.provider, address: l.address, port: l.port });
+    } catch (e) {
+      throw new ListenError(l, source, e);
+    }
     this.ports.set(listenerKey(l), port);
     // Tests parse this line for the port that `port: 0` picked.
     this.log.info(`listening ${port.provider} ${port.address}:${port.port}`, { listener: listenerKey(l) });
@@ -215,9 +221,9 @@ export class Daemon {
     }
     for (const l of plan.listenersAdded) {
       try {
-        await this.listen(l);
+        await this.listen(l, next.source);
       } catch (e) {
-        this.log.error(`cannot listen on ${listenerKey(l)}: ${errorMessage(e)}`, { listener: listenerKey(l) });
+        this.log.error(errorMessage(e), { listener: listenerKey(l) });
       }
     }
     this.config = next;

@@ -1,10 +1,11 @@
 // How one command is described in the command table, as tgt's sbc.c and
 // spc.c describe theirs: opcode (and service action), how it is parsed, how it
 // runs, and the facts the lifecycle needs (data direction, reservation class,
-// unit-attention and write-protect treatment, REPORT SUPPORTED OPERATION
+// unit-attention treatment, the access it needs, REPORT SUPPORTED OPERATION
 // CODES usage data).
 import { LOGICAL_UNIT_NOT_SUPPORTED } from '../../protocol/scsi/sense-codes.js';
 import type { LogicalUnit } from './logical-unit.js';
+import type { RequiredAccess } from './access.js';
 import type { Access, Nexus } from './nexus.js';
 import { check, type Failure, type Outcome } from './outcome.js';
 import type { PrClass } from './reservations.js';
@@ -43,8 +44,12 @@ interface SpecBase {
   readonly uaExempt?: boolean;
   /** Allowed to a nexus that does not hold a RESERVE(6) reservation (SPC-2 5.5.1). */
   readonly legacyExempt?: boolean;
-  /** Changes the medium: refused on a read-only LU and under 'ro' access (07 27/00). */
-  readonly writes?: boolean;
+  /**
+   * What the command needs from the nexus's access (access.ts): 'write' and
+   * 'shared-state' are refused on a read-only LU and under 'ro' access.
+   * Required, so a command cannot enter the table without a decision.
+   */
+  readonly access: RequiredAccess;
 }
 
 /** A command that needs a logical unit. */

@@ -30,7 +30,7 @@ export const compareAndWrite = defineCommand<CawParams>({
   cdbLength: 16,
   usage: [Opcode.COMPARE_AND_WRITE, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0x1f, 0x00],
   pr: 'write',
-  writes: true,
+  access: 'write',
   parse(cdb, lu) {
     if (protectField(cdb) !== 0) return invalidCdb(1, 7);
     const blocks = cdb[13];

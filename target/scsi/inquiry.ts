@@ -38,6 +38,7 @@ export const inquiry = defineCommand<InquiryParams>({
   cdbLength: 6,
   usage: [Opcode.INQUIRY, 0x01, 0xff, 0xff, 0xff, 0x00],
   pr: 'exempt',
+  access: 'read',
   uaExempt: true,
   legacyExempt: true,
   anyLun: true,

@@ -47,6 +47,7 @@ export const getLbaStatus = defineCommand<LbaStatusParams>({
     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x00,
   ],
   pr: 'read',
+  access: 'read',
   parse(cdb, lu) {
     const lba = cdb.readBigUInt64BE(2);
     // The starting LBA must name a block (SBC-4 5.8.1).

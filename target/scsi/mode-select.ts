@@ -50,6 +50,7 @@ export const modeSelect6 = defineCommand<ModeSelectParams>({
   cdbLength: 6,
   usage: [Opcode.MODE_SELECT_6, 0x11, 0, 0, 0xff, 0x00],
   pr: 'write',
+  access: 'shared-state',
   parse: (cdb) => parseCdb(cdb, cdb[4], false),
   execute,
 });
@@ -60,6 +61,7 @@ export const modeSelect10 = defineCommand<ModeSelectParams>({
   cdbLength: 10,
   usage: [Opcode.MODE_SELECT_10, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
   pr: 'write',
+  access: 'shared-state',
   parse: (cdb) => parseCdb(cdb, cdb.readUInt16BE(7), true),
   execute,
 });

@@ -60,6 +60,7 @@ export const modeSense6 = defineCommand<ModeSenseParams>({
   cdbLength: 6,
   usage: [Opcode.MODE_SENSE_6, 0x08, 0xff, 0xff, 0xff, 0x00],
   pr: 'read',
+  access: 'read',
   parse(cdb) {
     const fields = parsePageFields(cdb);
     if (isFailure(fields)) return fields;
@@ -82,6 +83,7 @@ export const modeSense10 = defineCommand<ModeSenseParams>({
   cdbLength: 10,
   usage: [Opcode.MODE_SENSE_10, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0x00],
   pr: 'read',
+  access: 'read',
   parse(cdb) {
     const fields = parsePageFields(cdb);
     if (isFailure(fields)) return fields;

@@ -83,6 +83,7 @@ function prIn(sa: number): CommandEntry {
     cdbLength: 10,
     usage: [Opcode.PERSISTENT_RESERVE_IN, sa, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
     pr: 'exempt',
+    access: 'read',
     parse: (cdb) => dataIn(cdb.readUInt16BE(7), cdb.readUInt16BE(7)),
     execute: (allocationLength, io): Outcome => respond(io.data, build(io), allocationLength),
   });

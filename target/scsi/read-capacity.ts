@@ -9,6 +9,7 @@ export const readCapacity10 = defineCommand<null>({
   cdbLength: 10,
   usage: [Opcode.READ_CAPACITY_10, 0, 0, 0, 0, 0, 0, 0, 0, 0x00],
   pr: 'exempt',
+  access: 'read',
   // LBA and PMI are obsolete in SBC-4 and ignored.
   parse: () => dataIn(8, null),
   execute(_p, io) {
@@ -27,6 +28,7 @@ export const readCapacity16 = defineCommand<number>({
   cdbLength: 16,
   usage: [Opcode.SERVICE_ACTION_IN_16, ServiceActionIn16.READ_CAPACITY_16, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x00],
   pr: 'exempt',
+  access: 'read',
   parse: (cdb) => dataIn(cdb.readUInt32BE(10), cdb.readUInt32BE(10)),
   execute(allocationLength, io) {
     const b = Buffer.alloc(32);

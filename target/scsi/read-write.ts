@@ -57,7 +57,7 @@ function rw(op: number, name: string, write: boolean, size: Size): CommandEntry 
     cdbLength: layout.cdbLength,
     usage: layout.usage(op),
     pr: write ? 'write' : 'read',
-    writes: write,
+    access: write ? 'write' : 'read',
     parse(cdb, lu) {
       // RDPROTECT/WRPROTECT need protection information, which rblk does not keep.
       if (size !== 6 && protectField(cdb) !== 0) return invalidCdb(1, 7);

@@ -16,6 +16,7 @@ export const reportLuns = defineCommand<ReportLunsParams>({
   cdbLength: 12,
   usage: [Opcode.REPORT_LUNS, 0, 0xff, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x00],
   pr: 'exempt',
+  access: 'read',
   uaExempt: true,
   legacyExempt: true,
   anyLun: true,

@@ -19,6 +19,7 @@ export const requestSense = defineCommand<RequestSenseParams>({
   cdbLength: 6,
   usage: [Opcode.REQUEST_SENSE, 0x01, 0, 0, 0xff, 0x00],
   pr: 'exempt',
+  access: 'read',
   uaExempt: true,
   legacyExempt: true,
   anyLun: true,

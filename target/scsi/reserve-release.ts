@@ -11,6 +11,7 @@ export const reserve6 = defineCommand<null>({
   cdbLength: 6,
   usage: [Opcode.RESERVE_6, 0, 0, 0, 0, 0x00],
   pr: 'exempt',
+  access: 'shared-state',
   parse(cdb) {
     if (cdb[1] & 0x10) return invalidCdb(1, 4);
     if (cdb[1] & 0x01) return invalidCdb(1, 0);
@@ -25,6 +26,7 @@ export const release6 = defineCommand<null>({
   cdbLength: 6,
   usage: [Opcode.RELEASE_6, 0, 0, 0, 0, 0x00],
   pr: 'exempt',
+  access: 'shared-state',
   legacyExempt: true,
   parse(cdb) {
     if (cdb[1] & 0x10) return invalidCdb(1, 4);

@@ -3,8 +3,9 @@
 // transferLength bytes, calls execute(), and sends the Completion. Every SCSI
 // error comes back as a Completion; execute() never rejects.
 import { ScsiStatus } from '../../protocol/scsi/status.js';
-import { INTERNAL_TARGET_FAILURE, LOGICAL_UNIT_NOT_SUPPORTED, WRITE_PROTECTED } from '../../protocol/scsi/sense-codes.js';
+import { INTERNAL_TARGET_FAILURE, LOGICAL_UNIT_NOT_SUPPORTED } from '../../protocol/scsi/sense-codes.js';
 import { buildSense, type SenseFormat } from '../../protocol/scsi/sense.js';
+import { accessRefusal } from './access.js';
 import { nacaSet } from './cdb-fields.js';
 import { lookupCommand } from './command-table.js';
 import type { CommandEntry, CommandIo, Direction, Prepared } from './command-spec.js';
@@ -114,7 +115,6 @@ export class ScsiCommand {
         if (ua) return check(ua);
       }
       if (lu.reservations.conflicts(key, entry.pr, entry.legacyExempt === true)) return RESERVATION_CONFLICT;
-      if (entry.writes && ctx.access === 'ro') return check(WRITE_PROTECTED);
     }
     const io: CommandIo<LogicalUnit | undefined> = {
       lu,
@@ -141,11 +141,13 @@ export class ScsiCommand {
 }
 
 /**
- * Parses a CDB for a logical unit (undefined when no LU sits at that LUN).
- * Checks that need no nexus happen here, before the transport fetches any
- * data-out: opcode, CDB fields, LBA range, limits, a read-only LU.
+ * Parses a CDB for a logical unit (undefined when no LU sits at that LUN),
+ * for a nexus granted `access` to it by LUN masking. Checks that need no
+ * nexus state happen here, before the transport fetches any data-out: opcode,
+ * the access the command needs (the only place it is decided: access.ts),
+ * CDB fields, LBA range, limits.
  */
-export function parseCommand(cdb: Buffer, lu: LogicalUnit | undefined): ParseResult {
+export function parseCommand(cdb: Buffer, lu: LogicalUnit | undefined, access: Access): ParseResult {
   const format = lu?.senseFormat ?? 'fixed';
   const fail = (o: Outcome): ParseResult => ({ ok: false, completion: complete(o, format) });
   if (cdb.length === 0) return fail(check(INTERNAL_TARGET_FAILURE));
@@ -156,7 +158,13 @@ export function parseCommand(cdb: Buffer, lu: LogicalUnit | undefined): ParseRes
   if (isFailure(entry)) return fail(entry);
   if (cdb.length < entry.cdbLength) return fail(invalidCdb(cdb.length));
   if (nacaSet(cdb, entry.cdbLength)) return fail(invalidCdb(entry.cdbLength - 1, 2));
-  if (lu && entry.writes && lu.readOnly) return fail(check(WRITE_PROTECTED));
+  const refused = lu && accessRefusal(entry.access, access, lu.readOnly);
+  if (refused) {
+    // Refused, but answered at execute: a pending unit attention or a
+    // reservation conflict comes first (SAM-5 5.14), as for any command. No
+    // data moves: the data-out of a refused write is never fetched.
+    return { ok: true, command: new ScsiCommand(entry, { direction: 'none', transferLength: 0, run: () => refused }, lu) };
+  }
   const prepared = entry.prepare(cdb, lu);
   if (isFailure(prepared)) return fail(prepared);
   return { ok: true, command: new ScsiCommand(entry, prepared, lu) };

@@ -3,7 +3,7 @@
 // and the events the daemon raises. parse() and execute() are the command
 // lifecycle from scsi-command.ts.
 import type { LogicalUnit } from './logical-unit.js';
-import type { Nexus } from './nexus.js';
+import type { Access, Nexus } from './nexus.js';
 import { parseCommand, type Completion, type ExecContext, type ParseResult, type ScsiCommand } from './scsi-command.js';
 
 export class ScsiTarget {
@@ -41,8 +41,9 @@ export class ScsiTarget {
     for (const lu of this.#units) lu.raiseInventoryChanged();
   }
 
-  parse(cdb: Buffer, lu: LogicalUnit | undefined): ParseResult {
-    return parseCommand(cdb, lu);
+  /** `access` is the nexus's access to `lu` from LUN masking. */
+  parse(cdb: Buffer, lu: LogicalUnit | undefined, access: Access): ParseResult {
+    return parseCommand(cdb, lu, access);
   }
 
   execute(cmd: ScsiCommand, ctx: ExecContext): Promise<Completion> {

@@ -19,6 +19,9 @@ function ranged(op: number, name: string, sixteen: boolean, flush: boolean): Com
     cdbLength: sixteen ? 16 : 10,
     usage,
     pr: flush ? 'write' : 'read',
+    // A flush makes data already written durable; it changes nothing another
+    // initiator can read, so a read-only initiator may ask for one.
+    access: 'read',
     parse(cdb, lu) {
       const lba = sixteen ? cdb.readBigUInt64BE(2) : cdb.readUInt32BE(2);
       const blocks = sixteen ? cdb.readUInt32BE(10) : cdb.readUInt16BE(7);

@@ -11,6 +11,7 @@ export const testUnitReady = defineCommand<null>({
   cdbLength: 6,
   usage: [Opcode.TEST_UNIT_READY, 0, 0, 0, 0, 0x00],
   pr: 'exempt',
+  access: 'read',
   parse: () => noData(null),
   execute: () => good(),
 });
@@ -21,6 +22,7 @@ export const startStopUnit = defineCommand<null>({
   cdbLength: 6,
   usage: [Opcode.START_STOP_UNIT, 0x01, 0, 0x0f, 0xf7, 0x00],
   pr: 'exempt',
+  access: 'read',
   parse: () => noData(null),
   execute: () => good(),
 });
@@ -31,6 +33,7 @@ export const preventAllowMediumRemoval = defineCommand<null>({
   cdbLength: 6,
   usage: [Opcode.PREVENT_ALLOW_MEDIUM_REMOVAL, 0, 0, 0, 0x03, 0x00],
   pr: 'exempt',
+  access: 'read',
   parse: () => noData(null),
   execute: () => good(),
 });

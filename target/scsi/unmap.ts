@@ -26,7 +26,7 @@ export const unmap = defineCommand<UnmapParams>({
   cdbLength: 10,
   usage: [Opcode.UNMAP, 0x01, 0, 0, 0, 0, 0x1f, 0xff, 0xff, 0x00],
   pr: 'write',
-  writes: true,
+  access: 'write',
   parse(cdb, lu) {
     // LBPU is clear on a fully provisioned LU, so UNMAP is not supported there (SBC-4 6.6.7).
     if (!lu.thin) return check(INVALID_COMMAND_OPERATION_CODE);

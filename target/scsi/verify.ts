@@ -75,6 +75,7 @@ function verify(op: number, name: string, size: Size): CommandEntry {
     cdbLength: size,
     usage: usage(op, size),
     pr: 'read',
+    access: 'read',
     parse(cdb, lu) {
       if (protectField(cdb) !== 0) return invalidCdb(1, 7);
       const bytchk = (cdb[1] >> 1) & 0x3;
@@ -109,7 +110,7 @@ function writeAndVerify(op: number, name: string, size: Size): CommandEntry {
     cdbLength: size,
     usage: usage(op, size),
     pr: 'write',
-    writes: true,
+    access: 'write',
     parse(cdb, lu) {
       if (protectField(cdb) !== 0) return invalidCdb(1, 7);
       // WRITE AND VERIFY defines BYTCHK 00b and 01b only (SBC-4 table 113).

@@ -47,7 +47,7 @@ function writeSame(op: number, name: string, sixteen: boolean): CommandEntry {
     cdbLength: sixteen ? 16 : 10,
     usage,
     pr: 'write',
-    writes: true,
+    access: 'write',
     parse(cdb, lu) {
       if (protectField(cdb) !== 0) return invalidCdb(1, 7);
       // ANCHOR needs anchored-state tracking rblk does not have.

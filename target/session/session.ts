@@ -3,6 +3,7 @@
 // commands, task management, keep-alive and logout. Every capsule is decoded
 // strictly; any violation ends this session alone, with a logged reason
 // (§15), and nothing else notices.
+import { randomBytes } from 'node:crypto';
 import {
   capsuleBuffer,
   decodeCapsule,
@@ -35,6 +36,8 @@ import { runCommand, type CommandState } from './command.js';
 import type { MappedLun, SessionEnvironment, SessionLogger } from './environment.js';
 
 let nextSessionId = 1n;
+/** Stands in for the secret of a name that has none (§10): random, known to nobody. */
+const UNKNOWN_NAME_SECRET = randomBytes(32);
 const EMPTY = Buffer.alloc(0);
 
 /** Largest target-to-initiator capsule rblk sends: RSP with 252 bytes of sense is 284. */
@@ -191,22 +194,27 @@ export class TargetSession {
       this.log.warn(`login refused: ${admitted === 'full' ? 'max_sessions reached' : 'shutting down'}`, m);
       return this.reject(admitted === 'full' ? LoginRejectReason.NO_RESOURCES : LoginRejectReason.SHUTTING_DOWN);
     }
-    const secret = this.env.secretFor(req.initiatorName);
-    if (secret === null && (this.env.authRequired || req.authRequired)) {
-      this.log.warn('login refused: authentication required and no secret is configured for this initiator', m);
-      return this.reject(LoginRejectReason.AUTH_FAILED);
-    }
-    if (this.env.lunsFor(req.initiatorName).size === 0) {
-      this.log.warn('login refused: no volume is visible to this initiator', m);
-      return this.reject(LoginRejectReason.ACCESS_DENIED);
-    }
-    if (secret !== null) {
+    // §10: whether a name is known, has a secret, or sees a volume is told to
+    // nobody before it authenticates. Every login that needs authentication
+    // is challenged, known name or not, and every wrong answer is the same
+    // AUTH_FAILED after the same HMAC work, as CHAP targets do.
+    if (this.env.secretFor(req.initiatorName) !== null || this.env.authRequired || req.authRequired) {
       this.targetNonce = newNonce();
       this.state = 'challenged';
       void this.sendCapsule({ op: Opcode.LOGIN_CHALLENGE, tag: req.tag, targetNonce: this.targetNonce });
       return;
     }
+    // No authentication: the name is all the target has, and the ACL decides.
+    if (!this.admitsSomeVolume(m)) return;
     this.grant(null);
+  }
+
+  /** ACCESS DENIED for an initiator that can see no volume; told only to a name that authenticated, or when none must. */
+  private admitsSomeVolume(m: Record<string, unknown>): boolean {
+    if (this.env.lunsFor(this.login!.initiatorName).size > 0) return true;
+    this.log.warn('login refused: no volume is visible to this initiator', m);
+    this.reject(LoginRejectReason.ACCESS_DENIED);
+    return false;
   }
 
   private onLoginAuth(initiatorNonce: Buffer, proof: Buffer): void {
@@ -218,10 +226,19 @@ export class TargetSession {
       targetNonce: this.targetNonce!,
       initiatorNonce: Buffer.from(initiatorNonce),
     };
-    if (secret === null || !verifyInitiatorProof(secret, transcript, proof)) {
-      this.log.warn('login refused: authentication failed (wrong secret or tampered exchange)', { initiator: req.initiatorName });
+    // A name with no secret is checked against a random one, so that its
+    // refusal costs what a wrong secret's does.
+    const matches = verifyInitiatorProof(secret ?? UNKNOWN_NAME_SECRET, transcript, proof);
+    const m = { initiator: req.initiatorName, connection: this.conn.id };
+    if (secret === null) {
+      this.log.warn('login refused: authentication required and no secret is configured for this initiator (answered as authentication failed)', m);
       return this.reject(LoginRejectReason.AUTH_FAILED);
     }
+    if (!matches) {
+      this.log.warn('login refused: authentication failed (wrong secret or tampered exchange)', m);
+      return this.reject(LoginRejectReason.AUTH_FAILED);
+    }
+    if (!this.admitsSomeVolume(m)) return;
     this.grant(targetProof(secret, transcript));
   }
 

@@ -1,3 +1,5 @@
+import { symlinkSync } from 'node:fs';
+import { join } from 'node:path';
 import test from 'ava';
 import { checkConfig, runCheckConfig, type TextSink } from '../../config/check.js';
 import { EX_CONFIG } from '../../config/schema.js';
@@ -67,4 +69,72 @@ test('a missing file exits 78 too', (t) => {
   const err = sink();
   t.is(runCheckConfig(`${dir}/absent.yaml`, sink(), err), EX_CONFIG);
   t.is(err.text, `${dir}/absent.yaml: does not exist\n`);
+});
+
+/** The exit status of --check-config for a file, and the error lines it prints, without the file name. */
+function check(file: string): { code: number; errors: string[] } {
+  const err = sink();
+  const code = runCheckConfig(file, sink(), err);
+  const errors = err.text
+    .split('\n')
+    .filter((l) => l !== '' && !l.includes(': warning: '))
+    .map((l) => l.slice(file.length + 1));
+  return { code, errors };
+}
+
+test('a volume path under /proc, /sys or /dev that is not a block device is refused, with its line', (t) => {
+  const dir = tempDir(t);
+  symlinkSync('/dev/null', join(dir, 'looks-harmless.img'));
+  const file = put(
+    dir,
+    'rblkd.yaml',
+    [
+      'volumes:', // 1
+      '  - {name: a, path: /proc/self/mem, size: 1MiB}', // 2
+      '  - {name: b, path: /proc/self/environ}', // 3
+      `  - {name: c, path: ${join(dir, 'looks-harmless.img')}, size: 1MiB}`, // 4
+      '  - {name: d, path: /sys/kernel/new-volume.img, size: 1MiB}', // 5
+      '  - {name: e, path: /dev/zero}', // 6
+    ].join('\n'),
+  );
+  const { code, errors } = check(file);
+  t.is(code, EX_CONFIG);
+  t.deepEqual(errors, [
+    '2: volumes[0].path: /proc/self/mem is in /proc, a kernel interface, not storage: a volume path must be a regular file or a block device',
+    '3: volumes[1].path: /proc/self/environ is in /proc, a kernel interface, not storage: a volume path must be a regular file or a block device',
+    `4: volumes[2].path: ${join(dir, 'looks-harmless.img')} (/dev/null) is in /dev, a kernel interface, not storage: a volume path must be a regular file or a block device`,
+    '5: volumes[3].path: /sys/kernel/new-volume.img is in /sys, a kernel interface, not storage: a volume path must be a regular file or a block device',
+    '6: volumes[4].path: /dev/zero is in /dev, a kernel interface, not storage: a volume path must be a regular file or a block device',
+  ]);
+});
+
+test('a memory volume larger than this host\'s memory is refused, with its line', (t) => {
+  const dir = tempDir(t);
+  const file = put(dir, 'rblkd.yaml', 'volumes:\n  - name: big\n    memory: true\n    size: 64TiB\n  - {name: small, memory: true, size: 1MiB}\n');
+  const { code, errors } = check(file);
+  t.is(code, EX_CONFIG);
+  t.is(errors.length, 1, errors.join('\n'));
+  t.regex(errors[0] ?? '', /^4: volumes\[0\]\.size: a memory volume of 64 TiB does not fit in this host's memory \([0-9.]+ GiB\)$/);
+});
+
+test('listener addresses must resolve to an address of this host, reported on their line', (t) => {
+  const dir = tempDir(t);
+  const file = put(
+    dir,
+    'rblkd.yaml',
+    [
+      'volumes: [{name: a, memory: true, size: 1MiB}]', // 1
+      'listeners:', // 2
+      '  - {provider: tcp, address: 192.0.2.1, port: 7471}', // 3
+      '  - {provider: tcp, address: no-such-host.invalid, port: 7471}', // 4
+      '  - {provider: tcp, address: localhost, port: 7472}', // 5
+      '  - {provider: tcp, address: 127.0.0.2, port: 7473}', // 6
+      '  - {provider: tcp, address: 0.0.0.0, port: 7474}', // 7
+    ].join('\n'),
+  );
+  const { code, errors } = check(file);
+  t.is(code, EX_CONFIG);
+  t.is(errors.length, 2, errors.join('\n'));
+  t.regex(errors[0] ?? '', /^3: listeners\[0\]\.address: 192\.0\.2\.1 is not an address of this host \(it has .*127\.0\.0\.1.*\)$/);
+  t.is(errors[1], '4: listeners[1].address: the host name no-such-host.invalid does not resolve');
 });

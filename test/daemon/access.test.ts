@@ -1,8 +1,11 @@
 import test from 'ava';
 import { LoginError, type Connection } from '../../initiator/connection.js';
+import * as cdb from '../../protocol/scsi/cdb.js';
+import { findModePage, modeSelectList10, parseCachingPage, parseModeSense10 } from '../../protocol/scsi/mode.js';
+import { ModePage, PrOutAction } from '../../protocol/scsi/opcodes.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { baseConfig, spawnDaemon, workdir, type Workdir } from './helpers/daemon-process.js';
-import { login, pattern, read, reportLuns, senseOf, write } from './helpers/initiator.js';
+import { command, login, pattern, read, reportLuns, senseOf, write } from './helpers/initiator.js';
 
 const SECRETS = {
   'host-a': 'secret-for-host-a-0001',
@@ -66,6 +69,18 @@ test('ACLs hide and cap volumes, authentication refuses wrong secrets, and a rel
   t.true(got.data.equals(data), 'ro can read, and the refused write changed nothing');
   t.is((await write(backup, 0, 0, data)).status, ScsiStatus.GOOD, 'the open volume is rw');
 
+  // MODE SELECT from the read-only initiator would turn the write cache off and switch the
+  // sense format for everyone: refused, and host-a still sees WCE on and fixed-format sense.
+  const cachingOff = modeSelectList10([Buffer.from([0x08, 0x12, ...Buffer.alloc(18)])]);
+  const modeSelect = await command(backup, { lun: 1, cdb: cdb.modeSelect10(cachingOff.length), dataOut: cachingOff });
+  t.deepEqual(senseOf(modeSelect), { key: 7, asc: 0x27, ascq: 0 }, 'read-only ACL: MODE SELECT is WRITE PROTECTED');
+  const pages = await a.allocate(255);
+  t.teardown(() => pages.release());
+  t.is((await command(a, { lun: 1, cdb: cdb.modeSense10({ page: ModePage.CACHING, allocationLength: 255, dbd: true }), dataIn: pages })).status, ScsiStatus.GOOD);
+  t.true(parseCachingPage(findModePage(parseModeSense10(Buffer.from(pages.buffer)), ModePage.CACHING) ?? Buffer.alloc(0)).writeCacheEnabled, 'WCE still on');
+  const reservation = await command(backup, { lun: 1, cdb: cdb.persistentReserveOut(PrOutAction.REGISTER), dataOut: cdb.prOutParameterList({ key: 0n, serviceActionKey: 1n }) });
+  t.deepEqual(senseOf(reservation), { key: 7, asc: 0x27, ascq: 0 }, 'read-only ACL: PERSISTENT RESERVE OUT is WRITE PROTECTED');
+
   const other = await login(port, { initiatorName: 'other', secret: SECRETS.other });
   t.teardown(() => other.close());
   t.deepEqual(await reportLuns(other), [0], 'no ACL entry: the volume is not reported');
@@ -74,8 +89,10 @@ test('ACLs hide and cap volumes, authentication refuses wrong secrets, and a rel
   const wrong = await loginRefusal(port, 'host-a', 'not-the-secret-of-host-a');
   t.is(wrong.code, 'AUTH_FAILED');
   await d.waitForLine(/warn: login refused: authentication failed .* initiator=host-a/);
-  const stranger = await loginRefusal(port, 'stranger');
+  // A name the target does not know is challenged like any other and refused at the proof (docs/protocol.md §10).
+  const stranger = await loginRefusal(port, 'stranger', 'a-guess-at-some-secret');
   t.is(stranger.code, 'AUTH_FAILED');
+  t.is(stranger.message, wrong.message, 'the same answer as a known name with a wrong secret');
   await d.waitForLine(/warn: login refused: authentication required and no secret is configured for this initiator .*initiator=stranger/);
 
   // Reload: backup-* loses the volume, host-a gets a new secret. New logins see it; the established session keeps its map.

@@ -1,8 +1,9 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { baseConfig, ROOT, runDaemon, workdir } from './helpers/daemon-process.js';
+import { baseConfig, ROOT, runDaemon, workdir, type Workdir } from './helpers/daemon-process.js';
 
 const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
@@ -59,13 +60,44 @@ test.serial('--version prints the package version; a bad option is one line and 
   t.is(bad.stderr.trim(), 'rblkd: Unknown argument: bogus');
 });
 
-test.serial('a listener that cannot bind fails the start with exit 1 and a reason', async (t) => {
+/** A config whose second listener is on line 6, as written. */
+function twoListeners(w: Workdir, second: string): string {
+  return [
+    `state_dir: ${w.state}`, // 1
+    'volumes: [{name: a, memory: true, size: 1MiB}]', // 2
+    'listeners:', // 3
+    '  - provider: tcp', // 4
+    '    address: 127.0.0.1', // 5
+    `  - ${second}`, // 6
+    '',
+  ].join('\n');
+}
+
+test.serial('a listener whose port is in use fails the start with exit 1, naming the provider, address, port and config line', async (t) => {
   const w = workdir(t);
-  w.writeConfig(baseConfig(w, [{ name: 'a', memory: true, size: '1MiB' }], { listeners: [{ provider: 'tcp', address: '192.0.2.1', port: 0 }] }));
+  const busy = createServer();
+  await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => busy.close(() => r())));
+  const port = (busy.address() as AddressInfo).port;
+  w.writeConfig(twoListeners(w, `{provider: tcp, address: 127.0.0.1, port: ${port}}`));
   const r = await runDaemon(t, ['--config', w.configPath]);
   t.is(r.code, 1);
-  t.regex(r.stderr, /error: cannot start: /);
+  t.true(
+    r.stderr.includes(`error: cannot start: cannot listen on tcp 127.0.0.1:${port} (${w.configPath}:6): fi_passive_ep: Address already in use (FI_EADDRINUSE)`),
+    r.stderr,
+  );
   t.notRegex(r.stderr, /rblkd ready/);
+});
+
+test.serial('a listener address that is not this host\'s is a config error on its line, before anything starts', async (t) => {
+  const w = workdir(t);
+  w.writeConfig(twoListeners(w, '{provider: tcp, address: 192.0.2.1, port: 0}'));
+  const check = await runDaemon(t, ['--check-config', w.configPath]);
+  t.is(check.code, 78);
+  t.regex(check.stderr, new RegExp(`${w.configPath}:6: listeners\\[1\\]\\.address: 192\\.0\\.2\\.1 is not an address of this host`));
+  const start = await runDaemon(t, ['--config', w.configPath]);
+  t.is(start.code, 78);
+  t.regex(start.stderr, /listeners\[1\]\.address: 192\.0\.2\.1 is not an address of this host/);
 });
 
 test.serial('an uncaught exception is logged with its stack and exits 70', async (t) => {

@@ -136,13 +136,13 @@ test('every table entry answers the one-command query that matches it, with sane
 test('a command executes once; a short data buffer is a transport bug reported as 04 44/00', async (t) => {
   const { lu } = makeLu();
   const n = await ready(t, lu, 'host-a');
-  const parsed = parseCommand(cdb.read10(0, 1), lu);
+  const parsed = parseCommand(cdb.read10(0, 1), lu, 'rw');
   t.true(parsed.ok);
   if (!parsed.ok) return;
   const ctx = { nexus: n, data: Buffer.alloc(512), access: 'rw' as const, visibleLuns: [0] };
   t.is((await parsed.command.execute(ctx)).status, 0);
   await t.throwsAsync(() => parsed.command.execute(ctx), { message: 'READ(10): execute() called twice' });
-  const short = parseCommand(cdb.write10(0, 2), lu);
+  const short = parseCommand(cdb.write10(0, 2), lu, 'rw');
   if (!short.ok) return t.fail('WRITE(10) should parse');
   const c = await short.command.execute({ ...ctx, data: Buffer.alloc(512) });
   t.is(c.status, 2);
@@ -155,13 +155,13 @@ test('ScsiTarget.parse and execute run the same lifecycle', async (t) => {
   target.addUnit(lu);
   const n = nexus('host-a');
   target.login(n);
-  const p = target.parse(cdb.testUnitReady(), lu);
+  const p = target.parse(cdb.testUnitReady(), lu, 'rw');
   if (!p.ok) return t.fail('TUR should parse');
   t.is(p.command.direction, 'none');
   const c = await target.execute(p.command, { nexus: n, data: Buffer.alloc(0), access: 'rw', visibleLuns: [0] });
   t.is(c.status, 2);
   t.is(decodeSense(c.sense ?? Buffer.alloc(0))?.asc, 0x29);
-  const bad = target.parse(Buffer.from([0xee, 0, 0, 0, 0, 0]), lu);
+  const bad = target.parse(Buffer.from([0xee, 0, 0, 0, 0, 0]), lu, 'rw');
   t.false(bad.ok);
   if (!bad.ok) t.is(bad.completion.sense?.[12], 0x20);
 });

@@ -114,7 +114,7 @@ test('writes to a read-only LU, or under ro access, are 07 27/00; reads still wo
   const n = await ready(t, ro, 'host-a');
   const r = await run(ro, n, cdb.write10(0, 1), { out: Buffer.alloc(512) });
   assertSense(t, r, WRITE_PROTECTED);
-  t.is(r.transferLength, undefined, 'refused before any data-out was fetched');
+  t.is(r.transferLength, 0, 'refused without fetching any data-out');
   assertGood(t, await run(ro, n, cdb.read10(0, 1)));
   const backendRo = makeLu({ backendReadOnly: true }).lu;
   t.true(backendRo.readOnly);

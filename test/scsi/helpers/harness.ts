@@ -46,7 +46,7 @@ export interface RunOptions {
 }
 
 export async function run(lu: LogicalUnit | undefined, n: Nexus, cdb: Buffer, o: RunOptions = {}): Promise<Result> {
-  const parsed = parseCommand(cdb, lu);
+  const parsed = parseCommand(cdb, lu, o.access ?? 'rw');
   if (!parsed.ok) return result(parsed.completion, Buffer.alloc(0));
   const cmd = parsed.command;
   const data = Buffer.alloc(cmd.transferLength);
