@@ -156,12 +156,15 @@ void Endpoint::FreeOp(OpRecord* op) {
   free_ops_.push_back(op);
 }
 
-// Stops polling, closes ep → cq → eq (reverse of opening) and returns the
-// contexts of the operations that never completed: the caller rejects them.
+// Stops polling, closes ep → cq → eq and returns the contexts of the
+// operations that never completed: the caller rejects them. The endpoint goes
+// first because it holds a reference on the queues it is bound to: libfabric
+// refuses to close a bound CQ or EQ (fi_close returns -FI_EBUSY, fi_eq(3),
+// fi_cq(3)), and on tcp each EQ left behind kept an epoll fd and a socketpair.
 std::vector<uint32_t> Endpoint::Teardown() {
   cq_poller_.Stop();
   before_block_.Close();
-  eq_.Close();
+  eq_.StopPolling();
   if (ep_ != nullptr) {
     fi_close(&ep_->fid);
     ep_ = nullptr;
@@ -170,6 +173,7 @@ std::vector<uint32_t> Endpoint::Teardown() {
     fi_close(&cq_->fid);
     cq_ = nullptr;
   }
+  eq_.Close();
   if (info_ != nullptr) {
     fi_freeinfo(info_);
     info_ = nullptr;
