@@ -104,6 +104,11 @@ void Listener::Teardown() {
   domain_ref_.Reset();
 }
 
+fi_info* Listener::PeekRequest(uint32_t id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second;
+}
+
 fi_info* Listener::TakeRequest(uint32_t id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return nullptr;
