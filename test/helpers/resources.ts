@@ -14,6 +14,8 @@ export interface Resources {
   readonly kinds: Readonly<Record<string, number>>;
   /** Resident set size in KiB (VmRSS). */
   readonly rssKiB: number;
+  /** Threads (a provider may run one per connection: sockets runs its own per domain). */
+  readonly threads: number;
 }
 
 /** Socket inodes listed in one of /proc/PID/net/{unix,tcp,tcp6}: the inode is a fixed column. */
@@ -59,8 +61,10 @@ export function resources(pid: number = process.pid): Resources {
     const k = kindOf(target, unix, tcp);
     kinds[k] = (kinds[k] ?? 0) + 1;
   }
-  const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return { pid, fds, kinds, rssKiB: m ? Number(m[1]) : 0 };
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const rss = /^VmRSS:\s+(\d+) kB$/m.exec(status);
+  const threads = /^Threads:\s+(\d+)$/m.exec(status);
+  return { pid, fds, kinds, rssKiB: rss ? Number(rss[1]) : 0, threads: threads ? Number(threads[1]) : 0 };
 }
 
 /**
@@ -108,12 +112,14 @@ export interface ReturnOptions {
   rss?: boolean;
   /** fds the suite may legitimately leave open (e.g. a cached provider object); 0 unless said. */
   fdSlack?: number;
+  /** How long to wait for the counts to come back (a guard, not a timing check); 5 s unless said. */
+  settleMs?: number;
 }
 
 /** Polls (bounded, a guard against waiting forever, not a timing check) until the fds are back. */
-async function settle(base: Resources, slack: number): Promise<Resources> {
+async function settle(base: Resources, slack: number, settleMs: number): Promise<Resources> {
   let now = resources(base.pid);
-  for (let i = 0; i < 100 && now.fds > base.fds + slack; i++) {
+  for (let i = 0; i < settleMs / 50 && (now.fds > base.fds + slack || now.threads > base.threads); i++) {
     await new Promise((r) => setTimeout(r, 50));
     now = resources(base.pid);
   }
@@ -121,18 +127,19 @@ async function settle(base: Resources, slack: number): Promise<Resources> {
 }
 
 /**
- * Asserts that the process's fd count came back to (at most) the baseline,
- * and, with rss, that its RSS grew by no more than rssAllowanceKiB. Closing
+ * Asserts that the process's fd and thread counts came back to (at most) the
+ * baseline, and, with rss, that its RSS grew by no more than rssAllowanceKiB. Closing
  * is asynchronous (a peer's FI_SHUTDOWN, a session's logout), so it polls
  * briefly first. Returns the last sample.
  */
 export async function assertReturned(t: ExecutionContext, base: Resources, o: ReturnOptions = {}): Promise<Resources> {
   const what = o.what ?? `pid ${base.pid}`;
-  const now = await settle(base, o.fdSlack ?? 0);
+  const now = await settle(base, o.fdSlack ?? 0, o.settleMs ?? 5000);
   t.true(
     now.fds <= base.fds + (o.fdSlack ?? 0),
     `${what} holds ${now.fds} fds, ${now.fds - base.fds} more than its baseline of ${base.fds} (${kindDelta(base, now)})`,
   );
+  t.true(now.threads <= base.threads, `${what} runs ${now.threads} threads, ${now.threads - base.threads} more than its baseline of ${base.threads}`);
   if (o.rss) {
     const allowed = rssAllowanceKiB(base);
     t.true(
