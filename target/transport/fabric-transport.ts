@@ -12,6 +12,7 @@ import {
 } from '../../protocol/wire/index.js';
 import { Domain, FabricError, Pool, type Endpoint, type Listener, type MemoryRegion, type RemoteRegion, type Slice } from '../../native/fabric.js';
 import { DataPool, type PooledBuffer } from './data-pool.js';
+import { fdHeadroom, FD_RESERVE } from './fd-budget.js';
 import { trimSegments, type DataBuffer, type PortHandlers, type PortOptions, type RemoteSegment, type TargetConnection, type TargetPort, type TargetTransport } from './transport.js';
 
 let nextConnectionId = 1;
@@ -176,6 +177,13 @@ export class FabricTargetTransport implements TargetTransport {
       const decision = handlers.admit(request, peer);
       if ('reject' in decision) {
         reject(req, decision.reject);
+        return;
+      }
+      // Out of fds (EMFILE) must not be reached: see fd-budget.ts.
+      const headroom = fdHeadroom();
+      if (headroom < FD_RESERVE) {
+        reject(req, ConnectRejectReason.NO_RESOURCES);
+        handlers.acceptFailed?.(new FabricError(24, 'fi_accept', `only ${headroom} file descriptors left, ${FD_RESERVE} are kept in reserve (FI_EMFILE)`, 'FI_EMFILE'));
         return;
       }
       const { recvBuffers, maxCapsule } = decision.accept;
