@@ -172,3 +172,16 @@ export function checkSuiteResources(
     await assertReturned(t, base, { what: o.what ?? 'the test process', rss: o.rss, fdSlack: o.fdSlack });
   });
 }
+
+/**
+ * One connection over each provider, opened and closed, for checkSuiteResources'
+ * warmUp: what libfabric opens once per process (its providers' global state)
+ * then belongs to the baseline, not to the suite.
+ */
+export async function warmUpFabric(providers: readonly string[] = ['tcp', 'sockets']): Promise<void> {
+  const { connectPair } = await import('./fabric-pair.js');
+  for (const p of providers) {
+    const pair = await connectPair(p);
+    await pair.close();
+  }
+}
