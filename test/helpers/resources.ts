@@ -132,6 +132,15 @@ async function settle(base: Resources, slack: number, settleMs: number): Promise
  * is asynchronous (a peer's FI_SHUTDOWN, a session's logout), so it polls
  * briefly first. Returns the last sample.
  */
+/** assertReturned without ava (for a helper's teardown): resolves the complaint, or null when all came back. */
+export async function notReturned(base: Resources, o: ReturnOptions = {}): Promise<string | null> {
+  const what = o.what ?? `pid ${base.pid}`;
+  const now = await settle(base, o.fdSlack ?? 0, o.settleMs ?? 5000);
+  if (now.fds > base.fds + (o.fdSlack ?? 0)) return `${what} holds ${now.fds} fds, ${now.fds - base.fds} more than its baseline of ${base.fds} (${kindDelta(base, now)})`;
+  if (o.rss && now.rssKiB - base.rssKiB > rssAllowanceKiB(base)) return `${what} RSS grew from ${base.rssKiB} KiB to ${now.rssKiB} KiB, more than the ${rssAllowanceKiB(base)} KiB allowed`;
+  return null;
+}
+
 export async function assertReturned(t: ExecutionContext, base: Resources, o: ReturnOptions = {}): Promise<Resources> {
   const what = o.what ?? `pid ${base.pid}`;
   const now = await settle(base, o.fdSlack ?? 0, o.settleMs ?? 5000);
