@@ -342,7 +342,15 @@ export class Listener extends EventEmitter<ListenerEvents> {
         privateData: ev.privateData ?? Buffer.alloc(0),
         accept: async (opts = {}) => {
           once('fi_accept');
-          const ep = new Endpoint(this.domain, this.native, id, null, null, () => this.domain.release(ep));
+          let ep: Endpoint;
+          try {
+            ep = new Endpoint(this.domain, this.native, id, null, null, () => this.domain.release(ep));
+          } catch (e) {
+            // Opening failed before the request was consumed (say FI_EMFILE):
+            // it is still pending, and the caller can still reject it.
+            used = false;
+            throw e;
+          }
           this.domain.adopt(ep);
           try {
             opts.prepare?.(ep);

@@ -142,11 +142,24 @@ export class TargetServer {
           this.sessions.add(s);
           s.onEnd = () => this.sessions.delete(s);
         },
+        acceptFailed: (e: Error) => this.acceptFailed(env?.portName ?? `${o.provider}:${o.address}:${o.port}`, e),
       },
     );
     env = this.environment(`${port.provider}:${port.address}:${port.port}`);
     this.ports.add(port);
     return port;
+  }
+
+  /**
+   * A connection the port could not take. Running out of fds (EMFILE) is the
+   * one an operator must act on, so it says so (docs/target.md "Resources
+   * per connection"); sessions already logged in are not affected.
+   */
+  private acceptFailed(portName: string, e: Error): void {
+    const code = (e as { code?: unknown }).code;
+    const fdLimit = code === 'FI_EMFILE' || code === 'EMFILE' || code === 'FI_ENFILE' || code === 'ENFILE';
+    const hint = fdLimit ? ': out of file descriptors, raise LimitNOFILE (ulimit -n); sessions already logged in carry on' : '';
+    this.opts.log.error(`cannot accept a connection on ${portName}, refused it (${e.message})${hint}`, { port: portName, ...(typeof code === 'string' ? { code } : {}) });
   }
 
   /**

@@ -6,6 +6,7 @@
 #include <rdma/fi_domain.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace rblk {
 
@@ -24,6 +25,12 @@ class Domain : public Napi::ObjectWrap<Domain> {
   const fi_info* info() const { return info_; }
   uint64_t mr_mode() const { return static_cast<uint64_t>(info_->domain_attr->mr_mode); }
   bool has_atomics() const { return (info_->caps & FI_ATOMIC) != 0; }
+  // Whether fi_shutdown may be called before fi_close. The sockets provider
+  // (libfabric 1.17, sock_ep_cm_shutdown) closes the connection's socket
+  // while its CM thread still watches it and closes that fd number again
+  // later: by then it may be another connection's fd, which then fails
+  // (FI_ECONNREFUSED on the next connect, EBADF in the progress thread).
+  bool shutdown_is_safe() const { return std::strcmp(info_->fabric_attr->prov_name, "sockets") != 0; }
   uint64_t NextKey() { return next_key_++; }
 
  private:

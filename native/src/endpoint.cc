@@ -43,10 +43,18 @@ Endpoint::Endpoint(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Endpoint>(
   if (!info[5].IsFunction() || !info[6].IsFunction())
     throw Napi::TypeError::New(env, "Endpoint: onCompletions and onEvent must be functions");
 
+  // From a connection request, the fi_info stays the listener's until
+  // fi_endpoint has taken its handle: if anything before that fails, the
+  // request is still pending and the caller can still reject it (fi_cm(3):
+  // a request must be accepted or rejected, or the provider keeps its socket).
+  Listener* listener = nullptr;
+  uint32_t request_id = 0;
+  fi_info* open_info = nullptr;
   if (info[1].IsObject()) {
-    Listener* listener = UnwrapAs<Listener>(env, info[1], &AddonData::listener, "Listener", "fi_endpoint");
-    info_ = listener->TakeRequest(ToU32(env, info[2], "fi_endpoint", "requestId"));
-    if (info_ == nullptr)
+    listener = UnwrapAs<Listener>(env, info[1], &AddonData::listener, "Listener", "fi_endpoint");
+    request_id = ToU32(env, info[2], "fi_endpoint", "requestId");
+    open_info = listener->PeekRequest(request_id);
+    if (open_info == nullptr)
       throw MakeUsageError(env, "ERR_UNKNOWN_REQUEST", EINVAL, "fi_endpoint", "no such pending connection request");
   } else {
     std::string node = info[3].IsString() ? info[3].As<Napi::String>().Utf8Value() : "";
@@ -56,22 +64,31 @@ Endpoint::Endpoint(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Endpoint>(
       info_ = nullptr;
       throw MakeError(env, -rc, "fi_getinfo(" + node + ":" + service + ")");
     }
+    open_info = info_;
   }
 
-  const char* op = "fi_endpoint";
-  int rc = fi_endpoint(domain_->domain(), info_, &ep_, nullptr);
-  if (rc != 0) ep_ = nullptr;
+  // Opened eq → cq → ep (Teardown closes them in reverse). The queues take
+  // the fds (an epoll set and a signal socketpair each on tcp), so they come
+  // first: running out of fds (FI_EMFILE) then fails before the request is
+  // consumed.
+  const char* op = "";
   uv_loop_t* loop = nullptr;
   napi_get_uv_event_loop(env, &loop);
-  if (rc == 0) rc = eq_.Open(domain_->fabric(), loop, [this]() { OnEqReadable(); }, &op);
+  int rc = eq_.Open(domain_->fabric(), loop, [this]() { OnEqReadable(); }, &op);
   if (rc == 0) {
     fi_cq_attr attr{};
-    attr.size = info_->tx_attr->size + info_->rx_attr->size;
+    attr.size = open_info->tx_attr->size + open_info->rx_attr->size;
     attr.format = FI_CQ_FORMAT_MSG;
     attr.wait_obj = FI_WAIT_FD;
     op = "fi_cq_open";
     rc = fi_cq_open(domain_->domain(), &attr, &cq_, nullptr);
     if (rc != 0) cq_ = nullptr;
+  }
+  if (rc == 0) {
+    op = "fi_endpoint";
+    rc = fi_endpoint(domain_->domain(), open_info, &ep_, nullptr);
+    if (rc != 0) ep_ = nullptr;
+    else if (listener != nullptr) info_ = listener->TakeRequest(request_id);
   }
   int fd = -1;
   if (rc == 0) {
@@ -156,12 +173,15 @@ void Endpoint::FreeOp(OpRecord* op) {
   free_ops_.push_back(op);
 }
 
-// Stops polling, closes ep → cq → eq (reverse of opening) and returns the
-// contexts of the operations that never completed: the caller rejects them.
+// Stops polling, closes ep → cq → eq and returns the contexts of the
+// operations that never completed: the caller rejects them. The endpoint goes
+// first because it holds a reference on the queues it is bound to: libfabric
+// refuses to close a bound CQ or EQ (fi_close returns -FI_EBUSY, fi_eq(3),
+// fi_cq(3)), and on tcp each EQ left behind kept an epoll fd and a socketpair.
 std::vector<uint32_t> Endpoint::Teardown() {
   cq_poller_.Stop();
   before_block_.Close();
-  eq_.Close();
+  eq_.StopPolling();
   if (ep_ != nullptr) {
     fi_close(&ep_->fid);
     ep_ = nullptr;
@@ -170,6 +190,7 @@ std::vector<uint32_t> Endpoint::Teardown() {
     fi_close(&cq_->fid);
     cq_ = nullptr;
   }
+  eq_.Close();
   if (info_ != nullptr) {
     fi_freeinfo(info_);
     info_ = nullptr;
@@ -524,8 +545,10 @@ Napi::Value Endpoint::Poll(const Napi::CallbackInfo& info) {
 Napi::Value Endpoint::Close(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (ep_ == nullptr && cq_ == nullptr) throw MakeUsageError(env, "ERR_CLOSED", EBADF, "Endpoint.close", "already closed");
-  // Graceful disconnect (FI_SHUTDOWN at the peer); failure just means not connected.
-  if (ep_ != nullptr) fi_shutdown(ep_, 0);
+  // Graceful disconnect (FI_SHUTDOWN at the peer); failure just means not
+  // connected. Skipped where the provider's fi_shutdown is unsafe: fi_close
+  // alone still reaches the peer as FI_SHUTDOWN there (docs/target.md).
+  if (ep_ != nullptr && domain_->shutdown_is_safe()) fi_shutdown(ep_, 0);
   std::vector<uint32_t> canceled = Teardown();
   on_completions_.Reset();
   on_event_.Reset();

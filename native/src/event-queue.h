@@ -19,6 +19,10 @@ class EventQueue {
   // fi_info is handed over through *connreq (the caller owns it).
   int Read(Napi::Env env, Napi::Object* out, fi_info** connreq);
   bool TryWait(fid_fabric* fabric);
+  // Stops watching the fd: first step of a close, before the owner closes the
+  // endpoint bound to this queue (which must go before the queue itself).
+  void StopPolling() { poller_.Stop(); }
+  // Closes the queue; call it after whatever was bound to it is closed.
   void Close();
   fid_eq* eq() const { return eq_; }
 

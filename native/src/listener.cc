@@ -79,8 +79,11 @@ Listener::Listener(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Listener>(
 
 Listener::~Listener() { Teardown(); }
 
+// Unanswered requests are rejected, then the passive endpoint is closed
+// before its event queue: while bound, the pep holds a reference on the EQ
+// and fi_close(eq) would fail with -FI_EBUSY and leave its fds open.
 void Listener::Teardown() {
-  eq_.Close();
+  eq_.StopPolling();
   for (auto& [id, req] : requests_) {
     if (pep_ != nullptr) fi_reject(pep_, req->handle, nullptr, 0);
     fi_freeinfo(req);
@@ -90,6 +93,7 @@ void Listener::Teardown() {
     fi_close(&pep_->fid);
     pep_ = nullptr;
   }
+  eq_.Close();
   if (info_ != nullptr) {
     fi_freeinfo(info_);
     info_ = nullptr;
@@ -98,6 +102,11 @@ void Listener::Teardown() {
   async_ = nullptr;
   on_event_.Reset();
   domain_ref_.Reset();
+}
+
+fi_info* Listener::PeekRequest(uint32_t id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second;
 }
 
 fi_info* Listener::TakeRequest(uint32_t id) {

@@ -21,6 +21,8 @@ class Listener : public Napi::ObjectWrap<Listener> {
   explicit Listener(const Napi::CallbackInfo& info);
   ~Listener() override;
 
+  // The fi_info of a pending connection request, still owned here (nullptr if unknown).
+  fi_info* PeekRequest(uint32_t id) const;
   // Hands over the fi_info of a pending connection request (nullptr if unknown).
   fi_info* TakeRequest(uint32_t id);
 

@@ -10,8 +10,9 @@ import {
   ProtocolError,
   PROTOCOL_VERSION,
 } from '../../protocol/wire/index.js';
-import { Domain, Pool, type Endpoint, type Listener, type MemoryRegion, type RemoteRegion, type Slice } from '../../native/fabric.js';
+import { Domain, FabricError, Pool, type Endpoint, type Listener, type MemoryRegion, type RemoteRegion, type Slice } from '../../native/fabric.js';
 import { DataPool, type PooledBuffer } from './data-pool.js';
+import { fdHeadroom, FD_RESERVE } from './fd-budget.js';
 import { trimSegments, type DataBuffer, type PortHandlers, type PortOptions, type RemoteSegment, type TargetConnection, type TargetPort, type TargetTransport } from './transport.js';
 
 let nextConnectionId = 1;
@@ -178,6 +179,13 @@ export class FabricTargetTransport implements TargetTransport {
         reject(req, decision.reject);
         return;
       }
+      // Out of fds (EMFILE) must not be reached: see fd-budget.ts.
+      const headroom = fdHeadroom();
+      if (headroom < FD_RESERVE) {
+        reject(req, ConnectRejectReason.NO_RESOURCES);
+        handlers.acceptFailed?.(new FabricError(24, 'fi_accept', `only ${headroom} file descriptors left, ${FD_RESERVE} are kept in reserve (FI_EMFILE)`, 'FI_EMFILE'));
+        return;
+      }
       const { recvBuffers, maxCapsule } = decision.accept;
       const recvRegion = domain.register(recvBuffers * maxCapsule);
       const sendSlots = new Pool(domain, { chunkSize: SEND_SLOT, count: SEND_SLOTS });
@@ -195,13 +203,28 @@ export class FabricTargetTransport implements TargetTransport {
             ep.once('close', () => connections.delete(conn));
             handlers.connected(conn);
           },
-          () => {
-            // The initiator went away during accept: give the buffers back.
+          (e: unknown) => {
+            // Give the buffers back whatever happened.
             void recvRegion.close().catch(() => undefined);
-            void sendSlots.close();
+            void sendSlots.close().catch(() => undefined);
+            const err = e instanceof Error ? e : new Error(String(e));
+            // The peer went away during the accept, or closed it: nothing to report.
+            if (err instanceof FabricError && (err.code === 'FI_ESHUTDOWN' || err.code === 'FI_ECONNREFUSED' || err.code === 'FI_ECANCELED')) return;
+            // The endpoint could not be opened (FI_EMFILE, FI_ENOMEM...): the
+            // request is still pending, so the initiator hears "no resources"
+            // (docs/protocol.md §3, REJECT reason 3) instead of waiting for a timeout.
+            try {
+              reject(req, ConnectRejectReason.NO_RESOURCES);
+            } catch {
+              // Already consumed by the endpoint, whose close told the peer.
+            }
+            handlers.acceptFailed?.(err);
           },
         );
     });
+    // An error on the listener's event queue (the provider failed to take a
+    // connection, say) is logged too; the listener keeps listening.
+    listener.on('error', (e) => handlers.acceptFailed?.(e));
 
     return new FabricPort(domain.provider, listener.address, listener.port, domain, pool, listener, connections);
   }

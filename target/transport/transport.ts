@@ -72,6 +72,12 @@ export interface PortHandlers {
   /** Decides on a connection request from its private data, before accepting. */
   admit(request: ConnectRequestData, peer: string): AdmitDecision;
   connected(conn: TargetConnection): void;
+  /**
+   * The transport could not take a connection itself (out of fds, out of
+   * memory): the peer was refused, the port and its sessions carry on. For
+   * the log: nothing else would tell the operator.
+   */
+  acceptFailed?(error: Error): void;
 }
 
 export interface TargetPort {

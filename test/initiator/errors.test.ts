@@ -6,6 +6,10 @@ import { join } from 'node:path';
 import test from 'ava';
 import { connect, MiscompareError, RblkError, ReservationType, type RblkErrorCode, type Volume } from '../../initiator/index.js';
 import { gated, INITIATOR, pattern, startServer, TARGET_NAME, type TestTarget } from './helpers/target.js';
+import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+
+// Every session this file opens gives its fds back (docs/target.md "Resources per connection").
+checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 
 const MiB = 1 << 20;
 

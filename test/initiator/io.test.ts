@@ -4,6 +4,10 @@
 import test from 'ava';
 import { connect, RblkError, RegisteredBuffer, type Session } from '../../initiator/index.js';
 import { gated, INITIATOR, pattern, startServer, TARGET_NAME, TRANSPORTS, type TestTarget } from './helpers/target.js';
+import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+
+// Every session this file opens gives its fds back (docs/target.md "Resources per connection").
+checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 
 const MiB = 1 << 20;
 

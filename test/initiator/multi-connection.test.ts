@@ -6,6 +6,10 @@ import { connect, ReservationType } from '../../initiator/index.js';
 import { LogoutReason, Opcode } from '../../protocol/wire/index.js';
 import { SpyTransport } from './helpers/spy-transport.js';
 import { pattern, startServer, until } from './helpers/target.js';
+import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+
+// Every session this file opens gives its fds back (docs/target.md "Resources per connection").
+checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 
 const MiB = 1 << 20;
 

@@ -5,6 +5,10 @@ import { inspect } from 'node:util';
 import test from 'ava';
 import { DEFAULT_TARGET_NAME, DEFAULTS, parseRblkUrl } from '../../initiator/index.js';
 import { resolveOptions } from '../../initiator/options.js';
+import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+
+// Every session this file opens gives its fds back (docs/target.md "Resources per connection").
+checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 
 test('a URL names host, port, volume, provider and names', (t) => {
   t.deepEqual(parseRblkUrl('rblk://10.0.0.5:7000/db?provider=verbs&initiator=iqn.2026-11.io.rblk:h1&target=iqn.2026-11.io.rblk:t1'), {

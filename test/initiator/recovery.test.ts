@@ -9,6 +9,10 @@ import { LogoutReason, Opcode, TaskFunction, type Capsule } from '../../protocol
 import { GatedBackend } from './helpers/gated-backend.js';
 import { SpyTransport } from './helpers/spy-transport.js';
 import { gated, pattern, startServer, TRANSPORTS, until, type TestTarget } from './helpers/target.js';
+import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+
+// Every session this file opens gives its fds back (docs/target.md "Resources per connection").
+checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 
 const MiB = 1 << 20;
 

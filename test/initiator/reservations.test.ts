@@ -3,6 +3,10 @@
 import test from 'ava';
 import { connect, RblkError, ReservationType, type Sense, type Session } from '../../initiator/index.js';
 import { startServer } from './helpers/target.js';
+import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+
+// Every session this file opens gives its fds back (docs/target.md "Resources per connection").
+checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 
 const OTHER = 'iqn.2026-11.io.rblk:other';
 

@@ -8,6 +8,10 @@ import { decodeSense } from '../../protocol/scsi/sense.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { pattern } from '../helpers/fabric-pair.js';
 import { startTarget, TARGET_NAME } from '../helpers/target-fixture.js';
+import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+
+// Every session this file opens gives its fds back (docs/target.md "Resources per connection").
+checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 
 for (const kind of ['loop', 'tcp'] as const) {
   test.serial(`${kind}: a scatter-gather list writes and reads the concatenation of its regions`, async (t) => {

@@ -11,6 +11,10 @@ import { connectPair, pattern, PROVIDERS, until } from '../helpers/fabric-pair.j
 import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import type { TargetConnection } from '../../target/transport/transport.js';
+import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+
+// Every session this file opens gives its fds back (docs/target.md "Resources per connection").
+checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 
 const MESSAGES = 3;
 

@@ -5,6 +5,10 @@ import { decodeSense } from '../../protocol/scsi/sense.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { pattern } from '../helpers/fabric-pair.js';
 import { startTarget, TRANSPORTS } from '../helpers/target-fixture.js';
+import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+
+// Every session this file opens gives its fds back (docs/target.md "Resources per connection").
+checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 
 for (const kind of TRANSPORTS) {
   test.serial(`${kind}: login, READ CAPACITY, write then read back across block sizes`, async (t) => {

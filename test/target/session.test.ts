@@ -19,6 +19,10 @@ import { LoginError } from '../../initiator/connection.js';
 import type { InitiatorConnection } from '../../initiator/transport/transport.js';
 import { pattern } from '../helpers/fabric-pair.js';
 import { startTarget, TARGET_NAME, type Fixture } from '../helpers/target-fixture.js';
+import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+
+// Every session this file opens gives its fds back (docs/target.md "Resources per connection").
+checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 
 const SECRET = 'correct horse battery staple';
 

@@ -4,6 +4,7 @@ import type { ExecutionContext } from 'ava';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import { notReturned, resources, type Resources } from '../../helpers/resources.js';
 
 export interface TargetVolumeSpec {
   name: string;
@@ -36,13 +37,20 @@ export interface TargetProcess {
 const MAIN = fileURLToPath(new URL('./target-main.ts', import.meta.url));
 const READY_MS = 20_000;
 
+/** fds of each target once listening: every session must give its own back (docs/target.md "Resources per connection"). */
+const baselines = new WeakMap<ChildProcess, Resources>();
+
 async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
+  const base = baselines.get(child);
+  baselines.delete(child);
+  const leak = base === undefined ? null : await notReturned(base, { what: 'the target' });
   const exited = once(child, 'exit');
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
   await exited;
   clearTimeout(timer);
+  if (leak !== null) throw new Error(leak);
 }
 
 const started = new Set<ChildProcess>();
@@ -71,6 +79,7 @@ export async function startTargetProcess(t: ExecutionContext | null, spec: Targe
       const m = /listening (\d+)/.exec(out);
       if (m) {
         clearTimeout(timer);
+        if (child.pid !== undefined) baselines.set(child, resources(child.pid));
         resolve(Number(m[1]));
       }
     });

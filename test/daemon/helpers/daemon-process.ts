@@ -65,10 +65,13 @@ export interface DaemonProcess {
   kill(signal: NodeJS.Signals): void;
 }
 
-export function spawnDaemon(t: ExecutionContext, args: string[], env: Record<string, string> = {}): DaemonProcess {
+export function spawnDaemon(t: ExecutionContext, args: string[], env: Record<string, string> = {}, opts: { fdLimit?: number } = {}): DaemonProcess {
   const base = { ...process.env };
   for (const k of ['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', 'JOURNAL_STREAM']) delete base[k];
-  const child = spawn(process.execPath, ['--import=tsx', BIN, ...args], { cwd: ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const argv = [process.execPath, '--import=tsx', BIN, ...args];
+  // fdLimit: RLIMIT_NOFILE for rblkd, as LimitNOFILE= would set it; the shell execs, so the pid is rblkd's.
+  const [file, ...rest] = opts.fdLimit === undefined ? argv : ['bash', '-c', `ulimit -n ${opts.fdLimit} && exec "$@"`, 'bash', ...argv];
+  const child = spawn(file, rest, { cwd: ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
   let out = '';
   let partial = '';
