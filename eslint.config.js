@@ -21,8 +21,8 @@ export default tseslint.config(
     linterOptions: { reportUnusedDisableDirectives: 'error' },
     rules: {
       // A promise must be awaited, returned, or given a rejection handler.
-      // `void p` also passes this rule: it is kept for promises that cannot
-      // reject (see the comment at each such site), never to silence one.
+      // `void p` also passes this rule (ignoreVoid): it is kept for promises
+      // written never to reject, never to silence one (README "Development").
       '@typescript-eslint/no-floating-promises': ['error', { ignoreVoid: true, ignoreIIFE: false }],
       // A promise where a plain value or a void callback is expected (an
       // `if (p)`, an async function handed to an event emitter) is one nobody
