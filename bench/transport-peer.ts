@@ -45,5 +45,11 @@ listener.on('connection', (req) => {
 console.log(JSON.stringify({ port: listener.port }));
 process.stdin.resume();
 process.stdin.on('end', () => {
-  void domain.close().then(() => process.exit(0));
+  domain.close().then(
+    () => process.exit(0),
+    (e: unknown) => {
+      process.stderr.write(`transport-peer: closing failed: ${e instanceof Error ? e.message : String(e)}\n`);
+      process.exit(1);
+    },
+  );
 });

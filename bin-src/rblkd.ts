@@ -67,7 +67,10 @@ async function serve(args: Args, config: Config, log: DaemonLogger): Promise<num
   return new Promise<number>((resolve) => {
     let deadline: NodeJS.Timeout | null = null;
     installSignals({
-      reload: () => void daemon.reload(),
+      // A reload that fails reports why and keeps serving the old configuration (docs/operations.md).
+      reload: () => {
+        daemon.reload().catch((e: unknown) => log.error(`reload failed: ${describeError(e)}`));
+      },
       stop: (force) => {
         if (deadline === null) {
           const ms = daemon.currentConfig.limits.drainTimeoutMs + STOP_GRACE_MS;
@@ -77,7 +80,10 @@ async function serve(args: Args, config: Config, log: DaemonLogger): Promise<num
           }, ms);
           deadline.unref();
         }
-        void daemon.stop(force).then(resolve);
+        daemon.stop(force).then(resolve, (e: unknown) => {
+          log.error(`stop failed: ${describeError(e)}`);
+          resolve(1);
+        });
       },
     });
   });

@@ -132,7 +132,7 @@ export class Channel {
     if (this.closing) return;
     const reconnect = conn.logoutReason === null || !NO_RECONNECT.has(conn.logoutReason);
     this.host.channelDown(this, reason, reconnect);
-    if (reconnect) void this.reconnect();
+    if (reconnect) this.reconnect().catch((e: unknown) => this.host.reconnectFailed(this, asError(e)));
   }
 
   private async reconnect(): Promise<void> {
@@ -254,7 +254,10 @@ export class Channel {
   private arm(conn: Connection, lun: number, tag: bigint, att: Attempt): NodeJS.Timeout | null {
     const ms = this.host.options.commandTimeoutMs;
     if (ms <= 0) return null;
-    return setTimeout(() => void this.recover(conn, lun, tag, att), ms);
+    // Recovery ends, at worst, in closing the connection to reconnect; if even that fails, it is reported as such.
+    return setTimeout(() => {
+      this.recover(conn, lun, tag, att).catch((e: unknown) => this.host.reconnectFailed(this, asError(e)));
+    }, ms);
   }
 
   /**
@@ -299,7 +302,9 @@ export class Channel {
   private startKeepAlive(): void {
     const ms = this.host.options.keepAliveMs;
     if (ms <= 0 || this.keepAlive !== null) return;
-    this.keepAlive = setInterval(() => void this.probe(ms), ms);
+    this.keepAlive = setInterval(() => {
+      this.probe(ms).catch((e: unknown) => this.host.reconnectFailed(this, asError(e)));
+    }, ms);
     this.keepAlive.unref();
   }
 
@@ -338,4 +343,8 @@ export class Channel {
     if (conn !== null) await conn.logout();
     for (const b of [...this.buffers]) b.release();
   }
+}
+
+function asError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(String(e));
 }

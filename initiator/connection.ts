@@ -359,10 +359,16 @@ export class Connection {
     for (const w of this.creditWaiters.splice(0)) w();
   }
 
+  /** Never rejects: it runs from receive handlers and timers that nobody awaits. */
   private async fail(why: string): Promise<void> {
     if (this.closed) return;
     this.closeReason = why;
-    await this.close();
+    try {
+      await this.close();
+    } catch {
+      // close() shut the connection for its users before releasing the
+      // transport; a failure to release has nobody left to tell.
+    }
   }
 
   private lost(reason: string): void {

@@ -280,12 +280,12 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost 
         x.reject(new RblkError('CONNECTION_LOST', `${x.req.what}: the registered buffer is no longer valid (released, or its connection was lost); allocate a new one`));
         return;
       }
-      void this.attempt(this.channels[reg.channel], x);
+      this.attempt(this.channels[reg.channel], x).catch((e: unknown) => x.reject(e instanceof Error ? e : new Error(String(e))));
       return;
     }
     const ch = this.pick();
     if (ch !== undefined) {
-      void this.attempt(ch, x);
+      this.attempt(ch, x).catch((e: unknown) => x.reject(e instanceof Error ? e : new Error(String(e))));
       return;
     }
     if (this.#state === 'lost') {

@@ -555,7 +555,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       this.connectWaiter = null;
       if (w) w.reject(err);
       else if (this.listenerCount('error') > 0) this.emit('error', err);
-      void this.shutdownClose(err.errno, err.code);
+      this.shutdownClose(err.errno, err.code).catch((e: unknown) => this.closeFailed(e));
       return;
     }
     if (ev.type === 'shutdown') {
@@ -563,8 +563,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       this.connectWaiter = null;
       w?.reject(new FabricError(FI_ESHUTDOWN, 'fi_connect', 'the peer shut the connection down (FI_ESHUTDOWN)'));
       this.emit('shutdown');
-      void this.shutdownClose(FI_ESHUTDOWN, 'FI_ESHUTDOWN');
+      this.shutdownClose(FI_ESHUTDOWN, 'FI_ESHUTDOWN').catch((e: unknown) => this.closeFailed(e));
     }
+  }
+
+  /** A close that nobody awaits failed (an event handler's): report it as an 'error' event, if anyone listens. */
+  private closeFailed(e: unknown): void {
+    if (this.listenerCount('error') === 0) return;
+    this.emit('error', e instanceof FabricError ? e : new FabricError(5, 'fi_close', `closing the endpoint failed: ${e instanceof Error ? e.message : String(e)}`));
   }
 
   private async shutdownClose(errno: number, code: string): Promise<void> {

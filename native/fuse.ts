@@ -174,7 +174,9 @@ export class FuseMount {
         if (!(err instanceof FuseError)) this.opts.onError?.(err, op);
         this.native.reply(id, err instanceof FuseError ? err.errno : ERRNO.EIO, null);
       },
-    );
+    )
+      // A reply that cannot be made (the file system is being unmounted) is reported, not left unhandled.
+      .catch((err: unknown) => this.opts.onError?.(err, op));
     this.inflight.add(served);
     void served.finally(() => this.inflight.delete(served));
   }

@@ -42,11 +42,14 @@ async function main(): Promise<void> {
   process.stdout.write(JSON.stringify({ port: port.port }) + '\n');
   process.stdin.resume();
   process.stdin.on('end', () => {
-    void (async () => {
+    (async () => {
       await server.close();
       await backend.close();
       process.exit(0);
-    })();
+    })().catch((e: unknown) => {
+      process.stderr.write(`rblk-target: closing failed: ${e instanceof Error ? e.message : String(e)}\n`);
+      process.exit(1);
+    });
   });
 }
 

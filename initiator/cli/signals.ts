@@ -15,9 +15,15 @@ export function waitForStop(also?: Promise<string>): Promise<string> {
     };
     process.on('SIGINT', on);
     process.on('SIGTERM', on);
-    void also?.then((why) => {
-      stopping = true;
-      resolve(why);
-    });
+    also?.then(
+      (why) => {
+        stopping = true;
+        resolve(why);
+      },
+      (e: unknown) => {
+        stopping = true;
+        resolve(e instanceof Error ? e.message : String(e));
+      },
+    );
   });
 }

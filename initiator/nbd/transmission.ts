@@ -127,7 +127,10 @@ export class Transmission {
         }
       }
       this.#running++;
-      void this.#execute(req, data, cost, lease);
+      this.#execute(req, data, cost, lease).catch((err: unknown) => {
+        this.#opts.log('error', `${this.#opts.peer}: closing the connection after an internal error: ${describe(err)}`);
+        this.#socket.destroy();
+      });
     }
   }
 

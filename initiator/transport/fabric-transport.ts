@@ -60,7 +60,8 @@ class FabricInitiatorConnection implements InitiatorConnection {
 
   register(size: number): IoBuffer {
     const mr = this.domain.register(size, { remote: true });
-    return ioBuffer(mr.slice(0, size), () => void mr.close());
+    // release() is synchronous and has nobody to tell: a region that will not deregister stays registered.
+    return ioBuffer(mr.slice(0, size), () => void mr.close().catch(() => undefined));
   }
 
   private async finish(reason: string): Promise<void> {
@@ -68,11 +69,18 @@ class FabricInitiatorConnection implements InitiatorConnection {
     this.closed = true;
     // Endpoint first (cancels what is in flight), then the pool, so that
     // anyone waiting for a chunk is rejected instead of waiting forever.
-    await this.ep.close();
-    await this.pool.close().catch(() => undefined);
-    await this.sendSlots.close().catch(() => undefined);
-    await this.domain.close();
-    this.onClose?.(reason);
+    // Never rejects (an endpoint's close event calls it without waiting); the
+    // user hears of the close in every case, with what could not be released.
+    let why = reason;
+    try {
+      await this.ep.close();
+      await this.pool.close().catch(() => undefined);
+      await this.sendSlots.close().catch(() => undefined);
+      await this.domain.close();
+    } catch (e) {
+      why = `${reason} (releasing the connection's memory failed: ${e instanceof Error ? e.message : String(e)})`;
+    }
+    this.onClose?.(why);
   }
 
   async close(): Promise<void> {

@@ -253,7 +253,9 @@ export class Daemon {
       const failure = await sv.close();
       if (failure) this.log.error(`volume ${name}: flush or close failed: ${failure.message}`, { volume: name });
       else this.log.info(`volume ${name} closed`, { volume: name });
-    })();
+    })().catch((e: unknown) => {
+      this.log.error(`volume ${name}: retiring it failed: ${errorMessage(e)}`, { volume: name });
+    });
     this.retiring.add(done);
     void done.finally(() => this.retiring.delete(done));
   }

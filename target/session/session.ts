@@ -75,6 +75,7 @@ export class TargetSession {
   private log: SessionLogger;
   private closedPromise: Promise<void>;
   private resolveClosed!: () => void;
+  private ending: Promise<void> | null = null;
   /** Called once when the session has ended and released everything. */
   onEnd: ((session: TargetSession) => void) | null = null;
 
@@ -85,12 +86,15 @@ export class TargetSession {
     this.log = env.log;
     this.limits = { ...PROTOCOL_LIMITS, maxCapsule: conn.maxCapsule };
     this.closedPromise = new Promise((r) => (this.resolveClosed = r));
-    conn.onCapsule = (buf) => this.onCapsule(buf);
-    conn.onClose = (reason) => void this.ended(reason);
-    // §4: login must complete within the login timeout.
+    // §4: login must complete within the login timeout. Armed before
+    // onCapsule is set: setting it delivers capsules that arrived early (the
+    // fabric transport holds them), so the whole login can run right there,
+    // and this timer must not then replace the keep-alive timer it started.
     this.timer = setTimeout(() => {
-      if (this.state === 'login' || this.state === 'challenged') void this.fail(new ProtocolViolation('login did not complete in time'));
+      if (this.state === 'login' || this.state === 'challenged') this.detach(this.fail(new ProtocolViolation('login did not complete in time')), 'login timeout');
     }, env.limits.loginTimeoutMs);
+    conn.onClose = (reason) => this.detach(this.ended(reason), 'connection close');
+    conn.onCapsule = (buf) => this.onCapsule(buf);
   }
 
   get initiator(): string | null {
@@ -128,13 +132,13 @@ export class TargetSession {
       capsule = decodeCapsule(buf, { from: 'initiator', limits: this.limits });
     } catch (e) {
       const msg = e instanceof ProtocolError ? `${e.reason}: ${e.message}` : String(e);
-      void this.fail(new ProtocolViolation(`undecodable capsule (${msg})`));
+      this.detach(this.fail(new ProtocolViolation(`undecodable capsule (${msg})`)), 'protocol violation');
       return;
     }
     try {
       this.dispatch(capsule);
     } catch (e) {
-      void this.fail(e instanceof ProtocolViolation ? e : new ProtocolViolation(String(e)));
+      this.detach(this.fail(e instanceof ProtocolViolation ? e : new ProtocolViolation(String(e))), 'protocol violation');
     }
   }
 
@@ -164,14 +168,17 @@ export class TargetSession {
       case Opcode.KEEPALIVE:
         if (this.keepAliveOutstanding) throw new ProtocolViolation('a second KEEPALIVE while one is outstanding', LogoutReason.CREDIT_OVERRUN);
         this.keepAliveOutstanding = true;
-        void this.sendCapsule({ op: Opcode.KEEPALIVE_RSP, tag: c.tag }).finally(() => (this.keepAliveOutstanding = false));
+        this.detach(
+          this.sendCapsule({ op: Opcode.KEEPALIVE_RSP, tag: c.tag }).finally(() => (this.keepAliveOutstanding = false)),
+          'KEEPALIVE_RSP',
+        );
         return;
       case Opcode.CRED_RSP:
         // rblk never sends CRED_REQ, so none can be outstanding (§11).
         throw new ProtocolViolation('CRED_RSP with no CRED_REQ outstanding', LogoutReason.CREDIT_OVERRUN);
       case Opcode.I_LOGOUT:
         this.log.info('initiator logged out', this.meta());
-        void this.end('initiator logout');
+        this.detach(this.end('initiator logout'), 'logout');
         return;
       default:
         throw new ProtocolViolation(`unexpected ${opName(c.op)} in a logged-in session`, LogoutReason.UNEXPECTED_CAPSULE);
@@ -201,7 +208,7 @@ export class TargetSession {
     if (this.env.secretFor(req.initiatorName) !== null || this.env.authRequired || req.authRequired) {
       this.targetNonce = newNonce();
       this.state = 'challenged';
-      void this.sendCapsule({ op: Opcode.LOGIN_CHALLENGE, tag: req.tag, targetNonce: this.targetNonce });
+      this.detach(this.sendCapsule({ op: Opcode.LOGIN_CHALLENGE, tag: req.tag, targetNonce: this.targetNonce }), 'LOGIN_CHALLENGE');
       return;
     }
     // No authentication: the name is all the target has, and the ACL decides.
@@ -269,15 +276,16 @@ export class TargetSession {
     if (this.timer) clearTimeout(this.timer);
     this.startKeepAlive();
     this.log.info(`logged in${proof ? ' (authenticated)' : ''}: ${credits} credits, ${this.luns.size} LUN(s)`, { provider: this.conn.provider });
-    void this.sendCapsule(rsp);
+    this.detach(this.sendCapsule(rsp), 'LOGIN_RSP');
   }
 
   private reject(reason: LoginRejectReason): void {
     const req = this.login;
     this.state = 'closing';
-    void this.sendCapsule({ op: Opcode.LOGIN_REJ, tag: req?.tag ?? 0n, reason, maxItCapsule: this.conn.maxCapsule })
-      .catch(() => undefined)
-      .finally(() => void this.end('login rejected'));
+    this.detach(
+      this.sendCapsule({ op: Opcode.LOGIN_REJ, tag: req?.tag ?? 0n, reason, maxItCapsule: this.conn.maxCapsule }).then(() => this.end('login rejected')),
+      'LOGIN_REJ',
+    );
   }
 
   private mapLuns(luns: ReadonlyMap<number, MappedLun>): void {
@@ -292,7 +300,7 @@ export class TargetSession {
     this.timer = setInterval(() => {
       if (Date.now() - this.lastHeard > 2 * ka) {
         this.log.warn(`no capsule for ${Date.now() - this.lastHeard} ms: the initiator is gone`);
-        void this.logoutAndEnd(LogoutReason.INACTIVE, 'keep-alive timeout');
+        this.detach(this.logoutAndEnd(LogoutReason.INACTIVE, 'keep-alive timeout'), 'keep-alive timeout');
       }
     }, Math.max(50, Math.floor(ka / 2)));
     this.timer.unref();
@@ -325,7 +333,7 @@ export class TargetSession {
         maxIo: this.env.limits.maxIo,
         log: this.log,
         respond: (status, sense, dataLen, outResidual, inResidual) => this.respond(state, status, sense, dataLen, outResidual, inResidual),
-        fatal: (why) => void this.fail(new ProtocolViolation(why)),
+        fatal: (why) => this.detach(this.fail(new ProtocolViolation(why)), 'protocol violation'),
       },
     );
   }
@@ -343,11 +351,7 @@ export class TargetSession {
       dataOutResidual: residual(outResidual),
       dataInResidual: residual(inResidual),
     };
-    try {
-      await this.sendCapsule(rsp);
-    } catch (e) {
-      this.log.warn(`could not send RSP for tag ${state.tag}: ${(e as Error).message}`);
-    }
+    await this.sendCapsule(rsp);
     if (this.outstanding.size === 0) for (const w of this.idle.splice(0)) w();
   }
 
@@ -356,7 +360,10 @@ export class TargetSession {
     if (this.outstanding.has(t.tag)) throw new ProtocolViolation(`tag ${t.tag} is already outstanding`);
     if (this.outstanding.size + this.outstandingTasks >= this.credits) throw new ProtocolViolation('credit overrun', LogoutReason.CREDIT_OVERRUN);
     this.outstandingTasks++;
-    void this.runTask(t).finally(() => this.outstandingTasks--);
+    this.detach(
+      this.runTask(t).finally(() => this.outstandingTasks--),
+      'task management',
+    );
   }
 
   private async runTask(t: TaskManagement): Promise<void> {
@@ -384,12 +391,47 @@ export class TargetSession {
       response = TaskResponse.NOT_SUPPORTED;
     }
     if (this.state !== 'active' && this.state !== 'closing') return;
-    await this.sendCapsule({ op: Opcode.TSK_RSP, tag: t.tag, creditDelta: 1, response: response as TaskResponse }).catch(() => undefined);
+    await this.sendCapsule({ op: Opcode.TSK_RSP, tag: t.tag, creditDelta: 1, response: response as TaskResponse });
   }
 
+  /**
+   * Sends a capsule. It never throws and never rejects: a send that fails,
+   * whether the native post throws at once (fi_inject on sockets fails with
+   * FI_ENOENT when the peer has just disconnected) or its completion fails
+   * later, means the connection is unusable, so the session ends with the
+   * reason logged (docs/protocol.md §15) and the caller carries on.
+   */
   private async sendCapsule(c: Capsule): Promise<void> {
     if (this.state === 'closed') return;
-    await this.conn.send(capsuleBuffer(c));
+    try {
+      await this.conn.send(capsuleBuffer(c));
+    } catch (e) {
+      // While closing, the peer may well be gone already, and whoever set
+      // 'closing' ends the session with its own reason.
+      // (A method, not a comparison: TypeScript keeps the narrowing from before the await.)
+      if (this.endingOrEnded()) return;
+      this.log.warn(`could not send ${opName(c.op)} (tag ${c.tag}), ending the session: ${errorText(e)}`, this.meta());
+      this.detach(this.end(`send failed: ${errorText(e)}`), 'end after a failed send');
+    }
+  }
+
+  private endingOrEnded(): boolean {
+    return this.state === 'closing' || this.state === 'closed';
+  }
+
+  /**
+   * For work nobody awaits (a reply sent from a receive callback, a timer's
+   * logout). Each such promise is written not to reject; if one does anyway,
+   * that is a bug here, and it ends this session, logged at error, instead of
+   * reaching the daemon's unhandled-rejection handler, which would exit
+   * (docs/operations.md "Errors nobody caught") and drop every other session.
+   */
+  private detach(p: Promise<unknown>, what: string): void {
+    p.catch((e: unknown) => {
+      this.log.error(`${what} failed: ${errorText(e)}`, this.meta());
+      if (this.state !== 'closed')
+        this.end(`internal error in ${what}`).catch((e2: unknown) => this.log.error(`ending the session failed: ${errorText(e2)}`, this.meta()));
+    });
   }
 
   private meta(): Record<string, unknown> {
@@ -403,9 +445,7 @@ export class TargetSession {
     if (this.state === 'active') return this.logoutAndEnd(v.logoutReason, v.message);
     const tag = this.login?.tag ?? 0n;
     this.state = 'closing';
-    await this.sendCapsule({ op: Opcode.LOGIN_REJ, tag, reason: LoginRejectReason.PROTOCOL_ERROR, maxItCapsule: this.conn.maxCapsule }).catch(
-      () => undefined,
-    );
+    await this.sendCapsule({ op: Opcode.LOGIN_REJ, tag, reason: LoginRejectReason.PROTOCOL_ERROR, maxItCapsule: this.conn.maxCapsule });
     await this.end(v.message);
   }
 
@@ -414,7 +454,7 @@ export class TargetSession {
     this.state = 'closing';
     // Stop outstanding commands before they touch the initiator's memory again.
     for (const s of this.outstanding.values()) s.aborted = true;
-    await this.sendCapsule({ op: Opcode.T_LOGOUT, tag: 0n, reason: reason as LogoutReasonCode }).catch(() => undefined);
+    await this.sendCapsule({ op: Opcode.T_LOGOUT, tag: 0n, reason: reason as LogoutReasonCode });
     await this.end(why);
   }
 
@@ -443,14 +483,25 @@ export class TargetSession {
     if (this.state === 'active' && this.login) this.mapLuns(this.env.lunsFor(this.login.initiatorName));
   }
 
-  private async end(why: string): Promise<void> {
+  /** Disconnects and releases; every caller gets the one ending (a failed send may race a logout). */
+  private end(why: string): Promise<void> {
     if (this.state === 'closed') return this.closedPromise;
+    this.ending ??= this.endOnce(why);
+    return this.ending;
+  }
+
+  private async endOnce(why: string): Promise<void> {
     this.state = 'closing';
     for (const s of this.outstanding.values()) s.aborted = true;
     // Commands settle (their RMA fails once the connection is down); wait so
     // nothing touches target memory after the pool may be released.
     const running = [...this.outstanding.values()].map((s) => s.done);
-    await this.conn.close(why);
+    try {
+      await this.conn.close(why);
+    } catch (e) {
+      // The session ends all the same; what the transport could not release is its to report.
+      this.log.warn(`closing the connection failed: ${errorText(e)}`, this.meta());
+    }
     await Promise.allSettled(running);
     await this.ended(why);
   }
@@ -474,6 +525,10 @@ export class TargetSession {
     this.resolveClosed();
     this.onEnd?.(this);
   }
+}
+
+function errorText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
 }
 
 function opName(op: number): string {

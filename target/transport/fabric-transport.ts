@@ -66,8 +66,17 @@ class FabricConnection implements TargetConnection {
     try {
       this.#onCapsule?.(slice.buffer.subarray(0, length));
     } finally {
-      // The handler copied what it keeps; the buffer goes back at once.
-      if (!this.closed && !this.ep.isClosed) this.ep.postReceive(slice);
+      // The handler copied what it keeps; the buffer goes back at once. A
+      // peer that has just disconnected can make fi_recv fail right here,
+      // inside the completion callback: that ends this connection, it must
+      // not throw into the event loop (docs/protocol.md §15).
+      if (!this.closed && !this.ep.isClosed) {
+        try {
+          this.ep.postReceive(slice);
+        } catch (e) {
+          void this.finish(`could not post a receive buffer again: ${errorText(e)}`);
+        }
+      }
     }
   }
 
@@ -115,13 +124,23 @@ class FabricConnection implements TargetConnection {
     await writes;
   }
 
+  /**
+   * Never rejects (its callers do not wait: an endpoint's close event, a
+   * failed RDMA WRITE): the session hears of the end in every case, with
+   * anything that could not be released added to the reason it logs.
+   */
   private async finish(reason: string): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.ep.close();
-    await this.recvRegion.close();
-    await this.sendSlots.close();
-    this.onClose?.(reason);
+    let why = reason;
+    try {
+      await this.ep.close();
+      await this.recvRegion.close();
+      await this.sendSlots.close();
+    } catch (e) {
+      why = `${reason} (releasing the connection's memory failed: ${errorText(e)})`;
+    }
+    this.onClose?.(why);
   }
 
   close(reason: string): Promise<void> {
@@ -201,8 +220,15 @@ export class FabricTargetTransport implements TargetTransport {
             const conn = new FabricConnection(ep, peer, request, recvBuffers, maxCapsule, recvRegion, sendSlots, pool, rmaIovLimit, domain.ordersSendAfterWrite);
             connections.add(conn);
             ep.once('close', () => connections.delete(conn));
-            handlers.connected(conn);
+            try {
+              handlers.connected(conn);
+            } catch (e) {
+              // Nothing took the connection: it cannot be served, so it ends
+              // here rather than as a rejection nobody handles.
+              void conn.close(`the connection could not be set up: ${errorText(e)}`);
+            }
           },
+<<<<<<< HEAD
           (e: unknown) => {
             // Give the buffers back whatever happened.
             void recvRegion.close().catch(() => undefined);
@@ -219,6 +245,13 @@ export class FabricTargetTransport implements TargetTransport {
               // Already consumed by the endpoint, whose close told the peer.
             }
             handlers.acceptFailed?.(err);
+=======
+          () => {
+            // The initiator went away during accept: give the buffers back.
+            // Nothing is left to report to: no session exists yet.
+            void recvRegion.close().catch(() => undefined);
+            void sendSlots.close().catch(() => undefined);
+>>>>>>> i9-lint
           },
         );
     });
@@ -228,4 +261,8 @@ export class FabricTargetTransport implements TargetTransport {
 
     return new FabricPort(domain.provider, listener.address, listener.port, domain, pool, listener, connections);
   }
+}
+
+function errorText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
 }

@@ -45,7 +45,10 @@ async function main(spec: TargetSpec): Promise<void> {
       await server.close();
       for (const b of backends) await b.close();
       process.exit(0);
-    })();
+    })().catch((e: unknown) => {
+      process.stderr.write(`target-main: closing failed: ${e instanceof Error ? e.message : String(e)}\n`);
+      process.exit(1);
+    });
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
