@@ -11,8 +11,13 @@ export interface ProviderInfo {
   provider: string;
   fabric: string;
   domain: string;
-  /** fi_domain_attr.mr_mode bits the provider requires (FI_MR_LOCAL, ...). */
+  /**
+   * fi_domain_attr.mr_mode bits the provider requires (FI_MR_LOCAL, ...); the
+   * legacy FI_MR_BASIC is reported as FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY.
+   */
   mrMode: number;
+  /** The libfabric API version fi_getinfo was called with ("1.17", or "1.4" for mrMode 'basic'). */
+  apiVersion: string;
   /** fi_tx_attr.msg_order bits (FI_ORDER_SAW, ...). */
   msgOrder: number;
   /** True when the provider has FI_ATOMIC on this endpoint type. */
@@ -48,8 +53,11 @@ export interface NativeDomain {
   close(): void;
 }
 
+/** What mr_mode a Domain asks for (docs/transport.md "Memory-registration modes"). */
+export type MrModeRequest = 'default' | 'basic';
+
 export interface NativeDomainCtor {
-  new (provider: string, node: string | null, service: string | null, source: boolean): NativeDomain;
+  new (provider: string, node: string | null, service: string | null, source: boolean, mrMode: MrModeRequest): NativeDomain;
 }
 
 export interface NativeMemoryRegion {
