@@ -24,6 +24,21 @@ for (const provider of PROVIDERS) {
     t.not(a.key, b.key);
   });
 
+  test.serial(`${provider} basic: keys are the provider's, not the ones rblk asks for`, async (t) => {
+    const basic = Domain.open({ provider, address: '127.0.0.1', mrMode: 'basic' });
+    const plain = Domain.open({ provider, address: '127.0.0.1', mrMode: 'default' });
+    t.teardown(async () => {
+      await basic.close();
+      await plain.close();
+    });
+    // The same first registration on each: the default mode keeps the key rblk
+    // requested; under FI_MR_PROV_KEY the provider picks its own. Were they
+    // equal, code that used the requested key would pass this mode unnoticed.
+    const requested = plain.register(4096, { remote: true }).key;
+    const chosen = basic.register(4096, { remote: true }).key;
+    t.not(chosen, requested);
+  });
+
   test.serial(`${provider} default: the domain needs none of the verbs bits here`, async (t) => {
     const d = Domain.open({ provider, address: '127.0.0.1', mrMode: 'default' });
     t.teardown(() => d.close());
