@@ -1,4 +1,5 @@
-// The only file that loads the native addon (build/Release/rblk_native.node).
+// The only file that loads the native addon (build/Release/rblk_native.node,
+// or the sanitizer variant in build-asan/ when RBLK_NATIVE=asan).
 // Everything here is a typed view of what native/src/*.cc exports; the
 // promise-based API that the rest of rblk uses lives in fabric.ts and files.ts.
 import { createRequire } from 'node:module';
@@ -11,8 +12,13 @@ export interface ProviderInfo {
   provider: string;
   fabric: string;
   domain: string;
-  /** fi_domain_attr.mr_mode bits the provider requires (FI_MR_LOCAL, ...). */
+  /**
+   * fi_domain_attr.mr_mode bits the provider requires (FI_MR_LOCAL, ...); the
+   * legacy FI_MR_BASIC is reported as FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY.
+   */
   mrMode: number;
+  /** The libfabric API version fi_getinfo was called with ("1.17", or "1.4" for mrMode 'basic'). */
+  apiVersion: string;
   /** fi_tx_attr.msg_order bits (FI_ORDER_SAW, ...). */
   msgOrder: number;
   /** True when the provider has FI_ATOMIC on this endpoint type. */
@@ -48,8 +54,11 @@ export interface NativeDomain {
   close(): void;
 }
 
+/** What mr_mode a Domain asks for (docs/transport.md "Memory-registration modes"). */
+export type MrModeRequest = 'default' | 'basic';
+
 export interface NativeDomainCtor {
-  new (provider: string, node: string | null, service: string | null, source: boolean): NativeDomain;
+  new (provider: string, node: string | null, service: string | null, source: boolean, mrMode: MrModeRequest): NativeDomain;
 }
 
 export interface NativeMemoryRegion {
@@ -229,14 +238,34 @@ export interface NativeError extends Error {
   op: string;
 }
 
+/**
+ * Which build to load: RBLK_NATIVE unset (or 'release') is build/, 'asan' the
+ * ASan+UBSan variant in build-asan/ that scripts/sanitize.sh builds and runs
+ * commands under (docs/transport.md "Sanitizer build").
+ */
+function variant(): { dir: string; hint: string } {
+  const v = process.env.RBLK_NATIVE;
+  if (v === undefined || v === '' || v === 'release')
+    return { dir: 'build', hint: 'run `npm run build` (it needs libfabric-dev, libfuse3-dev, libsystemd-dev)' };
+  if (v === 'asan') {
+    // An ASan library loaded into a process that was not started with the ASan
+    // runtime aborts the whole process from inside dlopen; say why instead.
+    if (!/libasan\.so/.test(process.env.LD_PRELOAD ?? ''))
+      throw new Error('RBLK_NATIVE=asan needs the ASan runtime preloaded: run the command under scripts/sanitize.sh');
+    return { dir: 'build-asan', hint: 'run `bash scripts/sanitize.sh true` to build it' };
+  }
+  throw new Error(`RBLK_NATIVE=${v}: must be 'release' or 'asan'`);
+}
+
 function locate(): string {
   const here = dirname(fileURLToPath(import.meta.url));
-  // Source (native/) and compiled (dist/native/) layouts both resolve to <root>/build.
+  const { dir, hint } = variant();
+  // Source (native/) and compiled (dist/native/) layouts both resolve to <root>/<dir>.
   for (const root of [join(here, '..'), join(here, '..', '..')]) {
-    const p = join(root, 'build', 'Release', 'rblk_native.node');
+    const p = join(root, dir, 'Release', 'rblk_native.node');
     if (existsSync(p)) return p;
   }
-  throw new Error('rblk native addon not built: run `npm run build` (it needs libfabric-dev, libfuse3-dev, libsystemd-dev)');
+  throw new Error(`rblk native addon not built in ${dir}/: ${hint}`);
 }
 
 // Debian's libfabric links the PSM providers, whose libinfinipath installs a

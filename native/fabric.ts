@@ -14,12 +14,13 @@ import {
   type NativeListener,
   type NativeMemoryRegion,
   type NativeRmaIov,
+  type MrModeRequest,
   type ProviderInfo,
 } from './binding.js';
 import { FabricError, FI_EAGAIN, FI_ECANCELED, FI_ESHUTDOWN, FI_ETIMEDOUT } from './fabric-error.js';
 
 export { FabricError } from './fabric-error.js';
-export type { ProviderInfo } from './binding.js';
+export type { MrModeRequest, ProviderInfo } from './binding.js';
 
 const C = addon.constants;
 
@@ -42,6 +43,24 @@ export interface DomainOptions {
   provider?: string;
   /** An address on the interface to use (selects the domain, e.g. `lo` for 127.0.0.1). */
   address?: string;
+  /**
+   * 'basic' asks for FI_MR_BASIC (virtual addresses, provider-chosen keys: the
+   * verbs rules) on providers that would otherwise need neither; see
+   * docs/transport.md "Memory-registration modes". Default: $RBLK_FI_MR_MODE,
+   * else 'default'.
+   */
+  mrMode?: MrModeRequest;
+}
+
+const MR_MODES: readonly MrModeRequest[] = ['default', 'basic'];
+
+/** The mrMode from $RBLK_FI_MR_MODE; an unknown value is an error, never ignored. */
+export function mrModeFromEnv(env: NodeJS.ProcessEnv = process.env): MrModeRequest {
+  const v = env.RBLK_FI_MR_MODE;
+  if (v === undefined || v === '') return 'default';
+  const m = MR_MODES.find((x) => x === v);
+  if (m === undefined) throw new RangeError(`RBLK_FI_MR_MODE=${v}: must be one of ${MR_MODES.join(', ')}`);
+  return m;
 }
 
 /** A piece of registered memory. */
@@ -73,8 +92,9 @@ export class Domain {
 
   static open(opts: DomainOptions = {}): Domain {
     const provider = resolveProvider(opts.provider);
+    const mrMode = opts.mrMode ?? mrModeFromEnv();
     try {
-      return new Domain(new addon.Domain(provider, opts.address ?? null, null, false));
+      return new Domain(new addon.Domain(provider, opts.address ?? null, null, false, mrMode));
     } catch (e) {
       throw FabricError.from(e);
     }

@@ -11,16 +11,26 @@ namespace rblk {
 
 namespace {
 constexpr uint32_t kApiVersion = FI_VERSION(1, 17);
+// FI_MR_BASIC is the mr_mode of library versions 1.4 and earlier (fi_domain(3)).
+constexpr uint32_t kBasicApiVersion = FI_VERSION(1, 4);
+constexpr uint64_t kBasicBits = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+}  // namespace
+
+uint64_t NormalizeMrMode(int mr_mode) {
+  if (mr_mode == FI_MR_BASIC) return kBasicBits;
+  if (mr_mode == FI_MR_SCALABLE) return 0;
+  return static_cast<uint64_t>(mr_mode);
 }
 
-fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order) {
+fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order, bool basic_mr) {
   fi_info* hints = fi_allocinfo();
   if (hints == nullptr) return nullptr;
   hints->ep_attr->type = FI_EP_MSG;
   hints->caps = FI_MSG | FI_RMA | (atomics ? FI_ATOMIC : 0);
   hints->mode = 0;
+  // FI_MR_BASIC "may not be used in conjunction with other mr_mode bits" (fi_domain(3)).
   hints->domain_attr->mr_mode =
-      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+      basic_mr ? FI_MR_BASIC : FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
   // Every call is made from the JS thread.
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
   if (saw_order) hints->tx_attr->msg_order = FI_ORDER_SAW;
@@ -33,21 +43,32 @@ Napi::Function Domain::Init(Napi::Env env) {
                      {InstanceAccessor<&Domain::Info>("info"), InstanceMethod<&Domain::Close>("close")});
 }
 
-// new Domain(provider, node, service, source)
+// new Domain(provider, node, service, source, mrMode: 'default' | 'basic')
 Domain::Domain(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Domain>(info) {
   Napi::Env env = info.Env();
   std::string provider = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
   std::string node = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
   std::string service = info[2].IsString() ? info[2].As<Napi::String>().Utf8Value() : "";
   bool source = info[3].IsBoolean() && info[3].As<Napi::Boolean>().Value();
+  MrModeRequest mr_request = MrModeRequest::kDefault;
+  if (info.Length() > 4 && !info[4].IsUndefined()) {
+    std::string m = info[4].IsString() ? info[4].As<Napi::String>().Utf8Value() : "";
+    if (m == "basic")
+      mr_request = MrModeRequest::kBasic;
+    else if (m != "default")
+      throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, "fi_getinfo",
+                           "mrMode must be 'default' or 'basic'");
+  }
+  const bool basic = mr_request == MrModeRequest::kBasic;
+  api_version_ = basic ? kBasicApiVersion : kApiVersion;
 
   // Ask for the most first: atomics and send-after-write ordering, then less.
   int rc = -FI_ENODATA;
   const bool tries[4][2] = {{true, true}, {false, true}, {true, false}, {false, false}};
   for (const auto& t : tries) {
-    fi_info* hints = MakeHints(provider, t[0], t[1]);
+    fi_info* hints = MakeHints(provider, t[0], t[1], basic);
     if (hints == nullptr) throw MakeError(env, FI_ENOMEM, "fi_allocinfo");
-    rc = fi_getinfo(kApiVersion, node.empty() ? nullptr : node.c_str(), service.empty() ? nullptr : service.c_str(),
+    rc = fi_getinfo(api_version_, node.empty() ? nullptr : node.c_str(), service.empty() ? nullptr : service.c_str(),
                     source ? FI_SOURCE : 0, hints, &info_);
     if (rc == 0) {
       hints_ = hints;
@@ -58,8 +79,20 @@ Domain::Domain(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Domain>(info) 
   if (rc != 0) {
     Napi::Error e = MakeError(env, -rc, "fi_getinfo");
     e.Set("message", Napi::String::New(env, "fi_getinfo: no libfabric provider '" + provider +
-                                                "' offers FI_EP_MSG with FI_RMA here (" + FabricErrorName(-rc) + ")"));
+                                                "' offers FI_EP_MSG with FI_RMA" +
+                                                (basic ? " and FI_MR_BASIC" : "") + " here (" +
+                                                FabricErrorName(-rc) + ")"));
     throw e;
+  }
+  mr_mode_ = NormalizeMrMode(info_->domain_attr->mr_mode);
+  // The basic mode exists to run the verbs rules here: a provider that quietly
+  // granted less would make it test nothing, so that is an error, not a fallback.
+  if (basic && (mr_mode_ & kBasicBits) != kBasicBits) {
+    int granted = info_->domain_attr->mr_mode;
+    CloseFabric();
+    throw MakeUsageError(env, "FI_ENODATA", FI_ENODATA, "fi_getinfo",
+                         "the '" + provider + "' provider was asked for FI_MR_BASIC but granted mr_mode " +
+                             std::to_string(granted));
   }
   rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr);
   if (rc != 0) {
@@ -76,7 +109,7 @@ Domain::Domain(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Domain>(info) 
 Domain::~Domain() { CloseFabric(); }
 
 int Domain::GetInfo(const char* node, const char* service, uint64_t flags, fi_info** out) const {
-  return fi_getinfo(kApiVersion, node, service, flags, hints_, out);
+  return fi_getinfo(api_version_, node, service, flags, hints_, out);
 }
 
 void Domain::CheckOpen(Napi::Env env, const char* op) const {
@@ -114,7 +147,9 @@ Napi::Value Domain::Info(const Napi::CallbackInfo& info) {
   o.Set("provider", info_->fabric_attr->prov_name);
   o.Set("fabric", info_->fabric_attr->name);
   o.Set("domain", info_->domain_attr->name);
-  o.Set("mrMode", Napi::Number::New(env, static_cast<double>(info_->domain_attr->mr_mode)));
+  o.Set("mrMode", Napi::Number::New(env, static_cast<double>(mr_mode_)));
+  o.Set("apiVersion", Napi::String::New(env, std::to_string(FI_MAJOR(api_version_)) + "." +
+                                                 std::to_string(FI_MINOR(api_version_))));
   o.Set("msgOrder", Napi::Number::New(env, static_cast<double>(info_->tx_attr->msg_order)));
   o.Set("atomics", Napi::Boolean::New(env, has_atomics()));
   o.Set("maxMsgSize", Napi::Number::New(env, static_cast<double>(info_->ep_attr->max_msg_size)));

@@ -6,7 +6,11 @@
 #include <rdma/fi_domain.h>
 
 #include <cstdint>
+<<<<<<< HEAD
 #include <cstring>
+=======
+#include <string>
+>>>>>>> i9-native
 
 namespace rblk {
 
@@ -16,14 +20,16 @@ class Domain : public Napi::ObjectWrap<Domain> {
   explicit Domain(const Napi::CallbackInfo& info);
   ~Domain() override;
 
-  // fi_getinfo with the same hints this domain was opened with.
+  // fi_getinfo with the same hints (and API version) this domain was opened with.
   int GetInfo(const char* node, const char* service, uint64_t flags, fi_info** out) const;
   void CheckOpen(Napi::Env env, const char* op) const;
 
   fid_fabric* fabric() const { return fabric_; }
   fid_domain* domain() const { return domain_; }
   const fi_info* info() const { return info_; }
-  uint64_t mr_mode() const { return static_cast<uint64_t>(info_->domain_attr->mr_mode); }
+  // The granted mr_mode as FI_MR_* bits: the legacy FI_MR_BASIC and
+  // FI_MR_SCALABLE values are translated (see NormalizeMrMode).
+  uint64_t mr_mode() const { return mr_mode_; }
   bool has_atomics() const { return (info_->caps & FI_ATOMIC) != 0; }
   // Whether fi_shutdown may be called before fi_close. The sockets provider
   // (libfabric 1.17, sock_ep_cm_shutdown) closes the connection's socket
@@ -38,17 +44,34 @@ class Domain : public Napi::ObjectWrap<Domain> {
   Napi::Value Close(const Napi::CallbackInfo& info);
   int CloseFabric();
 
+  uint32_t api_version_ = 0;
+  uint64_t mr_mode_ = 0;
   fi_info* hints_ = nullptr;
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;
   fid_domain* domain_ = nullptr;
-  uint64_t next_key_ = 1;
+  // Keys rblk requests (used when the provider lacks FI_MR_PROV_KEY). They
+  // start away from 1, where tcp's and sockets' own keys start under
+  // FI_MR_BASIC, so code that confused the two cannot pass that test mode.
+  uint64_t next_key_ = 0x1000;
   Napi::ObjectReference info_obj_;
 };
 
 // Hints rblk asks every provider for: connection-oriented MSG endpoints with
 // RMA (and atomics, ordering when the provider has them), every mr_mode bit we
 // honour, and no FI_CONTEXT mode (contexts are plain integers).
-fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order);
+// basic_mr asks for the legacy FI_MR_BASIC instead (see MrModeRequest).
+fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order, bool basic_mr = false);
+
+// What mr_mode a Domain asks for. kDefault: every bit rblk honours, at the
+// current API (tcp and sockets grant none of them). kBasic: FI_MR_BASIC at API
+// 1.4, which tcp and sockets grant: virtual addresses and provider keys, the
+// rules the verbs provider imposes (docs/transport.md "Memory-registration modes").
+enum class MrModeRequest { kDefault, kBasic };
+
+// fi_domain(3): FI_MR_BASIC "is equivalent to the FI_MR_VIRT_ADDR,
+// FI_MR_ALLOCATED, and FI_MR_PROV_KEY flags"; FI_MR_SCALABLE is offset
+// addressing with keys chosen by the application, that is, none of the bits.
+uint64_t NormalizeMrMode(int mr_mode);
 
 }  // namespace rblk

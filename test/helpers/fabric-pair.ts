@@ -1,9 +1,27 @@
 // A connected pair of endpoints over a real libfabric provider on loopback:
 // a "target" side (listener, local-only pool) and an "initiator" side.
-import { Domain, type Endpoint, type Listener } from '../../native/fabric.js';
+import { addon } from '../../native/binding.js';
+import { Domain, mrModeFromEnv, type Endpoint, type Listener, type MrModeRequest } from '../../native/fabric.js';
 
 export const PROVIDERS = ['tcp', 'sockets'] as const;
 export type Provider = (typeof PROVIDERS)[number];
+
+const BASIC_BITS = addon.constants.FI_MR_VIRT_ADDR | addon.constants.FI_MR_ALLOCATED | addon.constants.FI_MR_PROV_KEY;
+
+/**
+ * Opens a loopback domain; mrMode defaults to $RBLK_FI_MR_MODE as Domain.open's
+ * does. Under 'basic' it checks the domain really addresses by virtual address
+ * with provider keys, so that test pass can never quietly run the default rules.
+ */
+export function openDomain(provider: string, mrMode: MrModeRequest = mrModeFromEnv()): Domain {
+  const d = Domain.open({ provider, address: '127.0.0.1', mrMode });
+  if (mrMode === 'basic' && (d.info.mrMode & BASIC_BITS) !== BASIC_BITS) {
+    const got = d.info.mrMode;
+    void d.close().catch(() => undefined);
+    throw new Error(`${provider}: mrMode 'basic' was asked for but the domain reports mr_mode ${got}`);
+  }
+  return d;
+}
 
 export interface Pair {
   server: Domain;
@@ -16,10 +34,10 @@ export interface Pair {
 
 export async function connectPair(
   provider: string,
-  opts: { serverPrepare?: (ep: Endpoint) => void; clientPrepare?: (ep: Endpoint) => void } = {},
+  opts: { serverPrepare?: (ep: Endpoint) => void; clientPrepare?: (ep: Endpoint) => void; mrMode?: MrModeRequest } = {},
 ): Promise<Pair> {
-  const server = Domain.open({ provider, address: '127.0.0.1' });
-  const client = Domain.open({ provider, address: '127.0.0.1' });
+  const server = openDomain(provider, opts.mrMode);
+  const client = openDomain(provider, opts.mrMode);
   const listener = server.listen({ address: '127.0.0.1', port: 0 });
   const accepted = new Promise<Endpoint>((resolve, reject) => {
     listener.once('connection', (req) => {
@@ -42,9 +60,13 @@ export async function connectPair(
 }
 
 /** A server and a client domain on loopback, and a listener on port 0; the domains are closed in teardown. */
-export function loopbackDomains(t: { teardown(fn: () => Promise<void>): void }, provider: string): { server: Domain; client: Domain; listener: Listener } {
-  const server = Domain.open({ provider, address: '127.0.0.1' });
-  const client = Domain.open({ provider, address: '127.0.0.1' });
+export function loopbackDomains(
+  t: { teardown(fn: () => Promise<void>): void },
+  provider: string,
+  mrMode?: MrModeRequest,
+): { server: Domain; client: Domain; listener: Listener } {
+  const server = openDomain(provider, mrMode);
+  const client = openDomain(provider, mrMode);
   t.teardown(async () => {
     await client.close();
     await server.close();

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test passes `npm test` runs (docs/transport.md "Test modes"); arguments
+# (e.g. --tap from .ci/run) go to every ava run.
+#   1. every suite, as configured in package.json;
+#   2. the fabric, target and initiator suites again with RBLK_FI_MR_MODE=basic:
+#      domains address memory by virtual address with provider-chosen keys, the
+#      rules of the verbs provider, which tcp and sockets otherwise never apply;
+#   3. the fabric suite against the ASan+UBSan build of the addon.
+# Given test files, only pass 1 runs, over those files.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+for a in "$@"; do
+  case "$a" in
+    -*) ;;
+    *) exec npx ava "$@" ;;
+  esac
+done
+
+status=0
+npx ava "$@" || status=1
+# io-ring.test.ts is file I/O, which no memory-registration mode touches.
+fabric_tests=()
+for f in test/native/*.test.ts; do
+  [ "$f" = test/native/io-ring.test.ts ] || fabric_tests+=("$f")
+done
+RBLK_FI_MR_MODE=basic npx ava "$@" "${fabric_tests[@]}" test/target test/initiator || status=1
+bash scripts/sanitize.sh npx ava "$@" test/native || status=1
+exit "$status"
