@@ -27,12 +27,13 @@ const NO_DATA: Reply = { data: null };
 /**
  * `buf`, when it holds exactly the request's length: never reply with, or
  * write, fewer bytes than the client asked for (a zero-length write must not
- * be acknowledged as the client's write).
+ * be acknowledged as the client's write). A plain Error, so the client gets
+ * EIO and the log an error line: this is a fault, not a device's verdict.
  */
 function exactly(buf: Buffer | null, req: NbdRequest, what: string): Buffer {
   const got = buf?.length ?? 0;
   if (buf === null || got !== req.length) {
-    throw new NbdRequestError(Errno.EIO, `${what} ${got} bytes for a ${req.length}-byte ${commandName(req.type)}`);
+    throw new Error(`${what} ${got} bytes for a ${req.length}-byte ${commandName(req.type)}`);
   }
   return buf;
 }

@@ -58,11 +58,15 @@ test('a device read that comes back short is an EIO, never a short reply', async
     }
   }
   const device = new ShortDevice({ size: 8 * MiB });
-  const { address } = await serve(t, new Map([['disk', device]]));
+  const { address, logs } = await serve(t, new Map([['disk', device]]));
   const client = await RawClient.open(address, 'disk', { structured: true });
   t.teardown(() => client.destroy());
   const reply = await client.read(0, 4096);
   t.is(reply.error, E.EIO);
+  t.true(
+    logs.some((l) => l.level === 'error' && l.msg.includes('the device returned 3584 bytes for a 4096-byte')),
+    logs.map((l) => `${l.level}: ${l.msg}`).join('\n'),
+  );
   // The connection is still in step: the next request is answered.
   t.is((await client.write(0, fill(4096, 1))).error, 0);
 });
