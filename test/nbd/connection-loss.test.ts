@@ -156,11 +156,14 @@ test.serial('fio randwrite 4k with crc32c verify through rblk attach while rblkd
     '--verify_state_save=0',
   ]);
   let finished = false;
-  void fio.finally(() => (finished = true));
+  void fio.then(
+    () => (finished = true),
+    () => (finished = true),
+  );
 
   // A restart each time the export has taken in another 1 MiB from fio, so
-  // every one lands under load whatever the machine's speed; SIGKILL and
-  // SIGTERM (a drain) alternate.
+  // every one lands under load whatever the machine's speed: first SIGKILL,
+  // then SIGTERM (a drain).
   let restarts = 0;
   while (restarts < 2 && !finished) {
     const start = received(attach.child.pid);
