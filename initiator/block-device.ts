@@ -15,21 +15,17 @@ export interface BlockDeviceInfo {
   readonly maxTransfer: number;
 }
 
-/** Memory a device can move bytes through without a copy (for rblk: registered memory). */
-export interface DeviceBuffer {
-  readonly buffer: Buffer;
-  /** False once the memory can no longer be used for I/O (its connection was lost). */
-  readonly valid: boolean;
-  release(): void;
-}
-
 export interface BlockDevice extends BlockDeviceInfo {
   /** Reads length bytes at offset into a new buffer. */
   read(offset: number, length: number): Promise<Buffer>;
-  /** Optional: fills `into` (a DeviceBuffer's view, or any Buffer) from offset. */
+  /**
+   * Optional: fills `into`, memory the caller owns, from offset, so exporters
+   * can reuse their buffers. The seam hands out no memory of the device's:
+   * an rblk volume's registered memory dies with its connection, and an
+   * exporter holds data longer than that (a write to re-send, a reply still
+   * being written to a socket).
+   */
   readInto?(offset: number, into: Buffer): Promise<void>;
-  /** Optional: memory that readInto fills without a copy; exporters keep and reuse it. */
-  allocate?(length: number): DeviceBuffer;
   /** Writes buf at offset; fua: durable before it resolves. */
   write(offset: number, buf: Buffer, opts?: { fua?: boolean }): Promise<void>;
   /** Makes every completed write durable. */

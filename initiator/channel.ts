@@ -7,7 +7,7 @@ import { testUnitReady } from '../protocol/scsi/cdb.js';
 import { LogoutReason, TaskFunction, TaskResponse } from '../protocol/wire/index.js';
 import { Connection, TransportError, type LoginOptions } from './connection.js';
 import type { ResolvedOptions } from './options.js';
-import { RegisteredBuffer } from './registered-buffer.js';
+import { copyLive, MemoryReleased, RegisteredBuffer } from './registered-buffer.js';
 import type { ScsiRequest, ScsiResponse } from './scsi-request.js';
 import type { InitiatorTransport, IoBuffer } from './transport/transport.js';
 import { nextTurn, Sleep, within } from './wait.js';
@@ -218,7 +218,7 @@ export class Channel {
         if (out.data.length <= conn.immediateDataSize) dataOut = out.data;
         else {
           pooled = await this.fromPool(conn, out.data.length, lost);
-          out.data.copy(pooled.buffer);
+          copyLive(out.data, pooled.buffer, out.data.length, req.what);
           dataOut = pooled;
         }
       } else if (out?.kind === 'registered') {
@@ -240,8 +240,13 @@ export class Channel {
           timer = this.arm(conn, req.lun, tag, att);
         },
       });
-      if (into?.kind === 'bytes' && pooled !== null) pooled.buffer.copy(into.into, 0, 0, Math.min(r.dataIn, into.into.length));
+      if (into?.kind === 'bytes' && pooled !== null) copyLive(pooled.buffer, into.into, Math.min(r.dataIn, into.into.length), req.what);
       return { status: r.status, sense: r.sense, dataIn: r.dataIn };
+    } catch (e) {
+      // The pool went with the connection's domain before the connection
+      // reported its loss: close it now, so the command is not reissued on it.
+      if (e instanceof MemoryReleased && !conn.isClosed) void conn.close().catch(() => undefined);
+      throw e;
     } finally {
       att.settled = true;
       if (timer !== null) clearTimeout(timer);

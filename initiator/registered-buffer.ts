@@ -2,10 +2,45 @@
 // connections (DESIGN.md "Memory"). A read or write whose buffer lies in such
 // a region is sent with a descriptor naming it, so the target RDMA-writes or
 // -reads the caller's bytes directly; nothing is copied through the I/O pool.
+import { TransportError } from './connection.js';
 import type { IoBuffer, RemoteSegment } from './transport/transport.js';
 
-/** Finds the registered buffer a Buffer view lies in (any subarray of one counts). */
+/**
+ * Finds the registered buffer a Buffer view lies in (any subarray of one
+ * counts). Entries stay after release: a view of released memory must still
+ * be recognised, because it reads as empty and would otherwise pass for a
+ * valid zero-length Buffer.
+ */
 const byMemory = new WeakMap<ArrayBufferLike, RegisteredBuffer>();
+
+/**
+ * Copies `length` bytes between a Buffer and registered memory (a pool chunk
+ * or a RegisteredBuffer), or throws a TransportError when either side has
+ * fewer: registered memory is detached when its region is closed, which on
+ * libfabric happens with its connection (native/src/memory-region.cc,
+ * MemoryRegion::Close), and every view of it then reads as empty. One check
+ * right before the copy is enough: the detach runs on this thread, so
+ * nothing can release the memory between the check and the copy. The caller
+ * gets a lost connection (the command is reissued, or fails CONNECTION_LOST)
+ * instead of a TypeError from the copy or a silently short one.
+ */
+export function copyLive(from: Buffer, to: Buffer, length: number, what: string): void {
+  if (from.length < length || to.length < length) {
+    throw new MemoryReleased(`${what}: the connection's registered memory was released before its ${length} bytes were copied`);
+  }
+  from.copy(to, 0, 0, length);
+}
+
+/**
+ * The connection's registered memory is gone (its region was closed), even if
+ * the connection has not noticed its loss yet: it can carry no more data.
+ */
+export class MemoryReleased extends TransportError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'MemoryReleased';
+  }
+}
 
 /**
  * Memory from `session.allocate()`. Pass `buffer` (or any subarray of it) to
@@ -14,7 +49,9 @@ const byMemory = new WeakMap<ArrayBufferLike, RegisteredBuffer>();
  * The registration belongs to one connection of the session. When that
  * connection is lost, the region is deregistered with it (on libfabric the
  * memory is unmapped and `buffer` reads as empty): `valid` turns false, and
- * I/O through it fails with CONNECTION_LOST. Allocate again after the session
+ * I/O through it, or through any view of it, fails with CONNECTION_LOST
+ * (never a zero-length success). Data read into it is only as lasting as the
+ * connection: copy out what must outlive it. Allocate again after the session
  * reconnects.
  */
 export class RegisteredBuffer {
@@ -60,15 +97,19 @@ export class RegisteredBuffer {
     const io = this.#io;
     if (io === null) return;
     this.#io = null;
-    byMemory.delete(this.buffer.buffer);
     this.#onRelease(this);
     io.release();
   }
 
-  /** @internal The registered buffer `b` is a view of, and b's offset in it. */
+  /**
+   * @internal The registered buffer `b` is a view of, and b's offset in it;
+   * also for a view of memory already released (then `registered.valid` is
+   * false and the view reads as empty).
+   */
   static find(b: Buffer): { registered: RegisteredBuffer; offset: number } | undefined {
     const registered = byMemory.get(b.buffer);
     if (registered === undefined) return undefined;
+    if (!registered.valid) return { registered, offset: 0 };
     const offset = b.byteOffset - registered.buffer.byteOffset;
     if (offset < 0 || offset + b.length > registered.length) return undefined;
     return { registered, offset };

@@ -125,6 +125,21 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
     }
   }
 
+  /**
+   * Memory released with its connection reads as empty, so without this a
+   * read into it or a write from it would be a zero-length success: the
+   * caller's bytes silently not written (docs/initiator.md "Two data paths").
+   */
+  private live(op: string, offset: number, buf: Buffer, reg: { registered: RegisteredBuffer } | undefined): void {
+    if (reg === undefined || reg.registered.valid) return;
+    // A detached view has lost its length too: name the registration's.
+    const length = buf.length > 0 ? buf.length : reg.registered.length;
+    throw new RblkError(
+      'CONNECTION_LOST',
+      `${this.what(op, offset, length)}: the registered buffer is no longer valid (released, or its connection was lost); allocate a new one`,
+    );
+  }
+
   private pieces(length: number, max: number): Piece[] {
     const out: Piece[] = [];
     for (let at = 0; at < length; at += max) out.push({ at, length: Math.min(max, length - at) });
@@ -142,12 +157,13 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
    */
   async read(offset: number, target: number | Buffer | RegisteredBuffer): Promise<Buffer> {
     const into = typeof target === 'number' ? null : target instanceof RegisteredBuffer ? target.buffer : target;
+    const reg = into === null ? undefined : RegisteredBuffer.find(into);
+    if (into !== null) this.live('read', offset, into, reg);
     const length = into === null ? (target as number) : into.length;
     this.check('read', offset, length);
     // Not zero-filled: every byte is overwritten, or the read throws (a short
     // transfer is an IO_ERROR below) and the buffer is never returned.
     const out = into ?? Buffer.allocUnsafe(length);
-    const reg = RegisteredBuffer.find(out);
     await Promise.all(
       this.pieces(length, this.maxTransfer).map(async (p) => {
         const off = offset + p.at;
@@ -167,7 +183,10 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
     await this.read(offset, into);
   }
 
-  /** BlockDevice.allocate: registered memory from the session (session.allocate()). */
+  /**
+   * Registered memory from the session (session.allocate()) for zero-copy
+   * I/O; it lives only as long as its connection (see RegisteredBuffer).
+   */
   allocate(length: number): RegisteredBuffer {
     return this.#session.allocate(length);
   }
@@ -179,8 +198,9 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
    */
   async write(offset: number, data: Buffer | RegisteredBuffer, opts: WriteOptions = {}): Promise<void> {
     const buf = data instanceof RegisteredBuffer ? data.buffer : data;
-    this.check('write', offset, buf.length);
     const reg = RegisteredBuffer.find(buf);
+    this.live('write', offset, buf, reg);
+    this.check('write', offset, buf.length);
     await Promise.all(
       this.pieces(buf.length, this.maxTransfer).map(async (p) => {
         const off = offset + p.at;

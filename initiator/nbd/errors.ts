@@ -58,15 +58,6 @@ export function nbdErrno(err: unknown, writes: boolean): NbdErrno {
   return BY_CODE[code];
 }
 
-/**
- * The device lost the connection a request was using. With device memory
- * (io-buffers.ts) that memory died with the connection, not the device, so
- * the request is worth doing again through plain memory.
- */
-export function isConnectionLost(err: unknown): boolean {
-  return blockErrorCode(err) === 'CONNECTION_LOST';
-}
-
 /** True when the failure is the device's verdict rather than a fault in the server. */
 export function isExpectedFailure(err: unknown): boolean {
   return err instanceof NbdRequestError || blockErrorCode(err) !== undefined;

@@ -1,13 +1,18 @@
 // Memory for NBD read replies and write payloads, kept per client connection
 // and reused. A new Buffer per 128 KiB request (zero-filled, then garbage)
 // cost the export a copy, a fill and collector pauses of tens of milliseconds
-// at the 99th percentile. A device that offers allocate() (an rblk Volume:
-// registered memory) is filled by the target's RDMA WRITE directly and the
-// reply goes from that memory to the socket; a write payload is read from the
-// socket into it and the target RDMA-READs it from there. A read's buffer
-// returns here once its reply reached the kernel (the socket's write
-// callback), a write's once the device has the data.
-import type { BlockDevice, DeviceBuffer } from '../block-device.js';
+// at the 99th percentile.
+//
+// The memory is the export's own, never a device's: an rblk Volume's
+// registered memory belongs to one fabric connection and is detached when
+// that connection is lost, which can happen while a write's payload still has
+// to be re-sent or while a read's reply is still being written to the socket.
+// A payload read from the socket exists nowhere else, so it must live in
+// memory that outlives any connection until the device has it. The Volume
+// copies through its connection's I/O pool instead (docs/nbd.md "Memory").
+//
+// A read's buffer returns here once its reply reached the kernel (the
+// socket's write callback), a write's once the device has the data.
 
 /** Requests larger than this get memory of their own rather than a cached buffer. */
 const LARGEST_CACHED = 4 * 1024 * 1024;
@@ -26,71 +31,48 @@ function sizeClass(length: number): number {
   return c;
 }
 
-function heapBuffer(length: number): DeviceBuffer {
-  return { buffer: Buffer.allocUnsafeSlow(length), valid: true, release: () => undefined };
-}
-
 export class IoBuffers {
-  readonly #device: BlockDevice;
   readonly #limitBytes: number;
-  readonly #free = new Map<number, DeviceBuffer[]>();
+  readonly #free = new Map<number, Buffer[]>();
   #cachedBytes = 0;
   #closed = false;
 
-  /** limitBytes: at most this much memory is kept between reads. */
-  constructor(device: BlockDevice, limitBytes: number) {
-    this.#device = device;
+  /** limitBytes: at most this much memory is kept between requests. */
+  constructor(limitBytes: number) {
     this.#limitBytes = limitBytes;
   }
 
-  /** A buffer of `length` bytes, or null (closed, or too large to cache). */
-  acquire(length: number): IoLease | null {
-    if (this.#closed || length <= 0 || length > LARGEST_CACHED) return null;
+  /** A buffer of `length` (> 0) bytes; cached memory unless it is larger than 4 MiB. */
+  acquire(length: number): IoLease {
+    if (!Number.isSafeInteger(length) || length <= 0) throw new RangeError(`an I/O buffer of ${length} bytes`);
+    if (length > LARGEST_CACHED) return { view: Buffer.allocUnsafeSlow(length), done: () => undefined };
     const cls = sizeClass(length);
-    const list = this.#free.get(cls);
-    let b: DeviceBuffer | undefined;
-    while ((b = list?.pop()) !== undefined) {
-      this.#cachedBytes -= cls;
-      if (b.valid) break;
-      // Its connection was lost: registered memory from a new one replaces it.
-      b.release();
-    }
-    if (b === undefined) b = this.#allocate(cls);
-    const mem = b;
+    let mem = this.#closed ? undefined : this.#free.get(cls)?.pop();
+    if (mem !== undefined) this.#cachedBytes -= cls;
+    // Not zero-filled: a write's payload or a read's data fills every byte
+    // before anyone reads it, or the request fails and the bytes are never sent.
+    mem ??= Buffer.allocUnsafeSlow(cls);
+    const owned = mem;
     let returned = false;
     return {
-      view: mem.buffer.subarray(0, length),
+      view: owned.subarray(0, length),
       done: () => {
         if (returned) return;
         returned = true;
-        this.#put(cls, mem);
+        this.#put(cls, owned);
       },
     };
   }
 
-  /** Releases what is cached; buffers still out are released when they come back. */
+  /** Drops what is cached; buffers still out are dropped when they come back. */
   close(): void {
     this.#closed = true;
-    for (const list of this.#free.values()) for (const b of list) b.release();
     this.#free.clear();
     this.#cachedBytes = 0;
   }
 
-  #allocate(cls: number): DeviceBuffer {
-    if (this.#device.allocate === undefined) return heapBuffer(cls);
-    try {
-      return this.#device.allocate(cls);
-    } catch {
-      // No connection up right now: plain memory still works (through a copy).
-      return heapBuffer(cls);
-    }
-  }
-
-  #put(cls: number, b: DeviceBuffer): void {
-    if (this.#closed || !b.valid || this.#cachedBytes + cls > this.#limitBytes) {
-      b.release();
-      return;
-    }
+  #put(cls: number, b: Buffer): void {
+    if (this.#closed || this.#cachedBytes + cls > this.#limitBytes) return;
     let list = this.#free.get(cls);
     if (list === undefined) this.#free.set(cls, (list = []));
     list.push(b);

@@ -10,7 +10,7 @@ import {
   MAX_IN_FLIGHT_BYTES,
   REQUEST_HEADER_SIZE,
 } from './constants.js';
-import { NbdRequestError, StreamClosed, describe, isConnectionLost, isExpectedFailure, nbdErrno } from './errors.js';
+import { NbdRequestError, StreamClosed, describe, isExpectedFailure, nbdErrno } from './errors.js';
 import type { NbdExport } from './export-info.js';
 import type { Negotiated } from './handshake.js';
 import { IoBuffers, type IoLease } from './io-buffers.js';
@@ -23,6 +23,20 @@ interface Reply {
   done?: () => void;
 }
 const NO_DATA: Reply = { data: null };
+
+/**
+ * `buf`, when it holds exactly the request's length: never reply with, or
+ * write, fewer bytes than the client asked for (a zero-length write must not
+ * be acknowledged as the client's write). A plain Error, so the client gets
+ * EIO and the log an error line: this is a fault, not a device's verdict.
+ */
+function exactly(buf: Buffer | null, req: NbdRequest, what: string): Buffer {
+  const got = buf?.length ?? 0;
+  if (buf === null || got !== req.length) {
+    throw new Error(`${what} ${got} bytes for a ${req.length}-byte ${commandName(req.type)}`);
+  }
+  return buf;
+}
 
 export type TransmissionLog = (level: 'error' | 'warn' | 'info' | 'debug', msg: string) => void;
 
@@ -58,7 +72,7 @@ export class Transmission {
     this.#flags = negotiated.flags;
     this.#structured = negotiated.structured;
     this.#opts = opts;
-    this.#buffers = new IoBuffers(negotiated.export.device, MAX_IN_FLIGHT_BYTES);
+    this.#buffers = new IoBuffers(MAX_IN_FLIGHT_BYTES);
   }
 
   /**
@@ -110,27 +124,28 @@ export class Transmission {
         continue;
       }
       if (!(await this.#admit(cost))) return;
-      let data: Buffer | null = null;
       let lease: IoLease | null = null;
       if (payload > 0) {
+        // The export's own memory, which no lost device connection can take
+        // away: the payload must still be there if the write is sent again.
+        lease = this.#buffers.acquire(payload);
         try {
-          lease = this.#buffers.acquire(payload);
-          if (lease === null) data = await this.#reader.read(payload);
-          else {
-            await this.#reader.readInto(lease.view);
-            data = lease.view;
-          }
+          await this.#reader.readInto(lease.view);
         } catch (err) {
-          lease?.done();
+          lease.done();
           this.#release(cost);
           throw err;
         }
       }
       this.#running++;
+<<<<<<< HEAD
       this.#execute(req, data, cost, lease).catch((err: unknown) => {
         this.#opts.log('error', `${this.#opts.peer}: closing the connection after an internal error: ${describe(err)}`);
         this.#socket.destroy();
       });
+=======
+      void this.#execute(req, lease?.view ?? null, cost, lease);
+>>>>>>> i9-nbd
     }
   }
 
@@ -198,32 +213,26 @@ export class Transmission {
     switch (req.type) {
       case Command.READ: {
         if (req.length === 0) return { data: Buffer.alloc(0) };
-        const lease = device.readInto === undefined ? null : this.#buffers.acquire(req.length);
-        if (lease !== null) {
-          try {
-            await device.readInto!(offset, lease.view);
-            return { data: lease.view, done: lease.done };
-          } catch (err) {
-            lease.done();
-            // The device may have reconnected: a plain read goes through whichever connection is up.
-            if (!isConnectionLost(err)) throw err;
-          }
+        if (device.readInto === undefined) {
+          const buf = await device.read(offset, req.length);
+          return { data: exactly(buf, req, 'the device returned') };
         }
-        const buf = await device.read(offset, req.length);
-        if (buf.length !== req.length) {
-          throw new Error(`the device returned ${buf.length} bytes for a ${req.length}-byte read`);
+        // The reply is sent from the export's own memory, so a device
+        // connection lost while the socket still writes it changes nothing.
+        const lease = this.#buffers.acquire(req.length);
+        try {
+          await device.readInto(offset, lease.view);
+          return { data: exactly(lease.view, req, 'the read left'), done: lease.done };
+        } catch (err) {
+          lease.done();
+          throw err;
         }
-        return { data: buf };
       }
       case Command.WRITE:
-        if (data === null || data.length === 0) return NO_DATA;
-        try {
-          await device.write(offset, data, { fua });
-        } catch (err) {
-          // As for reads: send a copy through whichever connection is up.
-          if (!isConnectionLost(err)) throw err;
-          await device.write(offset, Buffer.from(data), { fua });
-        }
+        if (req.length === 0) return NO_DATA;
+        // A retry after a lost connection happens below the device (the
+        // session sends the same request again); these bytes are what it sends.
+        await device.write(offset, exactly(data, req, 'the payload held'), { fua });
         return NO_DATA;
       case Command.FLUSH:
         await device.flush();

@@ -3,6 +3,7 @@
 // buffers for the target's answers posted before fi_connect.
 import { connectDataBuffer, ConnectKind, decodeConnectData, type ConnectAcceptData } from '../../protocol/wire/index.js';
 import { Domain, FabricError, Pool, type Endpoint, type MemoryRegion, type Slice } from '../../native/fabric.js';
+import { MemoryReleased } from '../registered-buffer.js';
 import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, RemoteSegment } from './transport.js';
 
 function ioBuffer(slice: Slice, release: () => void): IoBuffer {
@@ -49,9 +50,18 @@ class FabricInitiatorConnection implements InitiatorConnection {
 
   async allocate(length: number): Promise<IoBuffer> {
     if (length > this.pool.chunkSize) throw new RangeError(`I/O of ${length} bytes exceeds the ${this.pool.chunkSize}-byte pool chunk`);
-    const chunk = await this.pool.acquire();
+    let chunk: Slice;
+    let view: Slice;
+    try {
+      chunk = await this.pool.acquire();
+      view = chunk.mr.slice(chunk.offset, length);
+    } catch (e) {
+      // A closed pool: the connection is going, whether or not it has said so yet.
+      if (this.pool.mr.isClosed) throw new MemoryReleased(`the connection's I/O pool is closed: ${(e as Error).message}`);
+      throw e;
+    }
     let released = false;
-    return ioBuffer(chunk.mr.slice(chunk.offset, length), () => {
+    return ioBuffer(view, () => {
       if (released) return;
       released = true;
       if (!chunk.mr.isClosed) this.pool.release(chunk);

@@ -26,7 +26,10 @@ export interface InitiatorConnection {
   onCapsule: ((capsule: Buffer) => void) | null;
   onClose: ((reason: string) => void) | null;
   send(capsule: Buffer): Promise<void>;
-  /** Remote-accessible memory from the connection's I/O pool; waits when it is busy. */
+  /**
+   * Remote-accessible memory from the connection's I/O pool; waits when it is
+   * busy. Rejects with MemoryReleased (a TransportError) once the pool is closed.
+   */
   allocate(length: number): Promise<IoBuffer>;
   /** A dedicated remote-accessible region the caller owns (zero-copy user buffers). */
   register(size: number): IoBuffer;
