@@ -24,6 +24,8 @@ class FabricConnection implements TargetConnection {
   readonly id = nextConnectionId++;
   onClose: ((reason: string) => void) | null = null;
   private closed = false;
+  /** The rest of the receive ring, registered by openReceiveRing. */
+  private ringRegion: MemoryRegion | null = null;
   #onCapsule: ((capsule: Buffer) => void) | null = null;
 
   /**
@@ -48,6 +50,8 @@ class FabricConnection implements TargetConnection {
     readonly request: ReturnType<typeof decodeConnectData<typeof ConnectKind.CONNECT>>,
     readonly recvBuffers: number,
     readonly maxCapsule: number,
+    /** Receives posted at accept, from recvRegion. */
+    private readonly loginBuffers: number,
     private readonly recvRegion: MemoryRegion,
     private readonly sendSlots: Pool,
     private readonly pool: DataPool,
@@ -68,6 +72,13 @@ class FabricConnection implements TargetConnection {
       // The handler copied what it keeps; the buffer goes back at once.
       if (!this.closed && !this.ep.isClosed) this.ep.postReceive(slice);
     }
+  }
+
+  openReceiveRing(): void {
+    const more = this.recvBuffers - this.loginBuffers;
+    if (this.ringRegion !== null || more <= 0 || this.closed || this.ep.isClosed) return;
+    this.ringRegion = this.ep.domain.register(more * this.maxCapsule);
+    for (let i = 0; i < more; i++) this.ep.postReceive(this.ringRegion.slice(i * this.maxCapsule, this.maxCapsule));
   }
 
   send(capsule: Buffer): Promise<void> {
@@ -119,6 +130,7 @@ class FabricConnection implements TargetConnection {
     this.closed = true;
     await this.ep.close();
     await this.recvRegion.close();
+    await this.ringRegion?.close();
     await this.sendSlots.close();
     this.onClose?.(reason);
   }
@@ -129,6 +141,8 @@ class FabricConnection implements TargetConnection {
 }
 
 class FabricPort implements TargetPort {
+  private reaper: NodeJS.Timeout | null = null;
+
   constructor(
     readonly provider: string,
     readonly address: string,
@@ -139,7 +153,25 @@ class FabricPort implements TargetPort {
     private readonly connections: Set<FabricConnection>,
   ) {}
 
+  /**
+   * Every quarter of connectTimeoutMs, shuts down accepted TCP connections
+   * that have sent no connection request for connectTimeoutMs: the provider
+   * would hold them forever (native/src/stale-accepts.h).
+   */
+  startReaping(connectTimeoutMs: number, closed: (count: number) => void): void {
+    this.reaper = setInterval(
+      () => {
+        const n = this.listener.reapStale(connectTimeoutMs);
+        if (n > 0) closed(n);
+      },
+      Math.max(50, Math.floor(connectTimeoutMs / 4)),
+    );
+    this.reaper.unref();
+  }
+
   async stopAccepting(): Promise<void> {
+    if (this.reaper) clearInterval(this.reaper);
+    this.reaper = null;
     await this.listener.close();
   }
 
@@ -179,18 +211,34 @@ export class FabricTargetTransport implements TargetTransport {
         return;
       }
       const { recvBuffers, maxCapsule } = decision.accept;
-      const recvRegion = domain.register(recvBuffers * maxCapsule);
-      const sendSlots = new Pool(domain, { chunkSize: SEND_SLOT, count: SEND_SLOTS });
+      const loginBuffers = Math.max(1, Math.min(recvBuffers, decision.accept.loginBuffers ?? recvBuffers));
+      let recvRegion: MemoryRegion;
+      let sendSlots: Pool;
+      try {
+        recvRegion = domain.register(loginBuffers * maxCapsule);
+      } catch {
+        handlers.acceptFailed?.(request);
+        reject(req, ConnectRejectReason.NO_RESOURCES);
+        return;
+      }
+      try {
+        sendSlots = new Pool(domain, { chunkSize: SEND_SLOT, count: SEND_SLOTS });
+      } catch {
+        void recvRegion.close().catch(() => undefined);
+        handlers.acceptFailed?.(request);
+        reject(req, ConnectRejectReason.NO_RESOURCES);
+        return;
+      }
       req
         .accept({
           privateData: connectDataBuffer({ kind: ConnectKind.ACCEPT, maxCapsule, recvBuffers }),
           prepare: (ep) => {
-            for (let i = 0; i < recvBuffers; i++) ep.postReceive(recvRegion.slice(i * maxCapsule, maxCapsule));
+            for (let i = 0; i < loginBuffers; i++) ep.postReceive(recvRegion.slice(i * maxCapsule, maxCapsule));
           },
         })
         .then(
           (ep) => {
-            const conn = new FabricConnection(ep, peer, request, recvBuffers, maxCapsule, recvRegion, sendSlots, pool, rmaIovLimit, domain.ordersSendAfterWrite);
+            const conn = new FabricConnection(ep, peer, request, recvBuffers, maxCapsule, loginBuffers, recvRegion, sendSlots, pool, rmaIovLimit, domain.ordersSendAfterWrite);
             connections.add(conn);
             ep.once('close', () => connections.delete(conn));
             handlers.connected(conn);
@@ -198,11 +246,14 @@ export class FabricTargetTransport implements TargetTransport {
           () => {
             // The initiator went away during accept: give the buffers back.
             void recvRegion.close().catch(() => undefined);
-            void sendSlots.close();
+            void sendSlots.close().catch(() => undefined);
+            handlers.acceptFailed?.(request);
           },
         );
     });
 
-    return new FabricPort(domain.provider, listener.address, listener.port, domain, pool, listener, connections);
+    const port = new FabricPort(domain.provider, listener.address, listener.port, domain, pool, listener, connections);
+    if (opts.connectTimeoutMs !== undefined) port.startReaping(opts.connectTimeoutMs, (n) => handlers.staleClosed?.(n));
+    return port;
   }
 }
