@@ -5,7 +5,7 @@
 import { isIP } from 'node:net';
 import { totalmem } from 'node:os';
 import { resolve as resolvePath } from 'node:path';
-import { DEFAULT_TARGET_NAME } from '../protocol/wire/constants.js';
+import { CONTROL_RECV_BUFFERS, DEFAULT_TARGET_NAME } from '../protocol/wire/constants.js';
 import { inspectBacking } from './backing.js';
 import { isGlob } from './acl.js';
 import { listenAddressProblem } from './listen-address.js';
@@ -366,6 +366,9 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       maxSessions: int(get(l, at('max_sessions'))) ?? LIMIT_DEFAULTS.maxSessions,
       keepaliveMs: int(get(l, at('keepalive_ms'))) ?? LIMIT_DEFAULTS.keepaliveMs,
       drainTimeoutMs: int(get(l, at('drain_timeout_ms'))) ?? LIMIT_DEFAULTS.drainTimeoutMs,
+      loginTimeoutMs: int(get(l, at('login_timeout_ms'))) ?? LIMIT_DEFAULTS.loginTimeoutMs,
+      preLoginConnections: int(get(l, at('pre_login_connections'))) ?? LIMIT_DEFAULTS.preLoginConnections,
+      connectionMemory: LIMIT_DEFAULTS.connectionMemory,
     };
     const maxIo = size(get(l, at('max_io')), at('max_io'));
     if (maxIo !== undefined) {
@@ -382,6 +385,18 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       if (icd < lo || icd > hi) err(at('in_capsule_data'), `must be from ${lo} to ${formatSize(hi)}, not ${icd}`);
       else if (icd > limits.maxIo) err(at('in_capsule_data'), `must not exceed max_io (${formatSize(limits.maxIo)})`);
       else limits.inCapsuleData = icd;
+    }
+    const mem = size(get(l, at('connection_memory')), at('connection_memory'));
+    if (mem !== undefined) {
+      const [lo, hi] = LIMIT_RANGES.connectionMemory;
+      // One credit and the three control buffers (docs/protocol.md §11) must fit.
+      const least = Math.max(lo, (1 + CONTROL_RECV_BUFFERS) * (limits.inCapsuleData + 48));
+      if (mem < least || mem > hi) err(at('connection_memory'), `must be from ${formatSize(least)} to ${formatSize(hi)}, not ${mem}`);
+      else limits.connectionMemory = mem;
+    }
+    const fits = Math.floor(limits.connectionMemory / Math.max(8192 + 48, limits.inCapsuleData + 48)) - CONTROL_RECV_BUFFERS;
+    if (fits < limits.queueDepth) {
+      warn(at('connection_memory'), `${formatSize(limits.connectionMemory)} holds receive buffers for ${fits} credits: sessions get at most ${fits}, not queue_depth ${limits.queueDepth}`);
     }
     return limits;
   }

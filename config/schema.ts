@@ -21,6 +21,12 @@ export const LIMIT_DEFAULTS = {
   maxSessions: 64,
   keepaliveMs: 5000,
   drainTimeoutMs: 10_000,
+  /** docs/protocol.md §4: from TCP accept to LOGIN_RSP. */
+  loginTimeoutMs: 10_000,
+  /** As many as max_sessions can be logging in at once. */
+  preLoginConnections: 64,
+  /** Room for queue_depth 128 at the default 8 KiB + 48 capsule four times over. */
+  connectionMemory: 4 * 1024 * 1024,
 } as const;
 
 export const LIMIT_RANGES = {
@@ -30,6 +36,9 @@ export const LIMIT_RANGES = {
   maxSessions: [1, 4096],
   keepaliveMs: [1000, 600_000],
   drainTimeoutMs: [0, 600_000],
+  loginTimeoutMs: [100, 600_000],
+  preLoginConnections: [1, 65_536],
+  connectionMemory: [64 * 1024, 1024 * 1024 * 1024],
 } as const;
 
 /** HMAC-SHA256 keys shorter than this are guessable offline from one captured login. */
@@ -168,6 +177,13 @@ export const configSchema: SchemaObject = {
           minimum: LIMIT_RANGES.drainTimeoutMs[0],
           maximum: LIMIT_RANGES.drainTimeoutMs[1],
         },
+        login_timeout_ms: { type: 'integer', minimum: LIMIT_RANGES.loginTimeoutMs[0], maximum: LIMIT_RANGES.loginTimeoutMs[1] },
+        pre_login_connections: {
+          type: 'integer',
+          minimum: LIMIT_RANGES.preLoginConnections[0],
+          maximum: LIMIT_RANGES.preLoginConnections[1],
+        },
+        connection_memory: sizeValue,
       },
     },
     logging: {
@@ -244,6 +260,12 @@ export interface LimitsConfig {
   maxSessions: number;
   keepaliveMs: number;
   drainTimeoutMs: number;
+  /** From TCP accept to LOGIN_RSP, fabric connection request included. */
+  loginTimeoutMs: number;
+  /** Connections accepted and not yet logged in; more are refused at connect. */
+  preLoginConnections: number;
+  /** Receive-ring bytes one session may register; the granted queue depth is lowered to fit. */
+  connectionMemory: number;
 }
 
 export interface LoggingConfig {

@@ -91,6 +91,8 @@ export interface NativeListener {
   readonly port: number;
   readonly address: string;
   reject(requestId: number, privateData: Buffer | null): void;
+  /** Shuts down accepted sockets that sent no CM request within idleMs; returns how many (stale-accepts.h). */
+  reapStale(idleMs: number): number;
   close(): void;
 }
 

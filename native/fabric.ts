@@ -402,6 +402,21 @@ export class Listener extends EventEmitter<ListenerEvents> {
     return this.closed;
   }
 
+  /**
+   * Shuts down TCP connections accepted on this port that have not sent a
+   * connection request within idleMs of being first seen here, so the
+   * provider closes them (native/src/stale-accepts.h). Call it periodically;
+   * returns how many it shut down.
+   */
+  reapStale(idleMs: number): number {
+    if (this.closed) return 0;
+    try {
+      return this.native.reapStale(idleMs);
+    } catch (e) {
+      throw FabricError.from(e);
+    }
+  }
+
   /** Stops listening; pending requests that were never answered are rejected. */
   async close(): Promise<void> {
     if (this.closed) return;

@@ -8,6 +8,7 @@ import { TargetSession } from './session/session.js';
 import type { MappedLun, SessionEnvironment, SessionLimits, SessionLogger } from './session/environment.js';
 import type { TargetConnection, TargetPort, TargetTransport } from './transport/transport.js';
 import { ConnectRejectReason, MAX_CAPSULE_SIZE, MIN_CAPSULE_SIZE, CONTROL_RECV_BUFFERS } from '../protocol/wire/index.js';
+import { ThrottledLog } from './throttled-log.js';
 
 export interface ExportedVolume {
   readonly name: string;
@@ -17,9 +18,25 @@ export interface ExportedVolume {
   access(initiator: string): Access | null;
 }
 
+export interface ConnectionLimits {
+  maxSessions: number;
+  maxCapsule?: number;
+  dataBuffers?: number;
+  /**
+   * Connections accepted that have not logged in yet (limits.pre_login_connections);
+   * more are refused at connect. Absent: no limit.
+   */
+  preLoginConnections?: number;
+  /**
+   * Bytes of receive buffers one session may register (limits.connection_memory):
+   * the credits granted are lowered to fit. Absent: no limit.
+   */
+  connectionMemory?: number;
+}
+
 export interface TargetServerOptions {
   targetName: string;
-  limits: SessionLimits & { maxSessions: number; maxCapsule?: number; dataBuffers?: number };
+  limits: SessionLimits & ConnectionLimits;
   authRequired: boolean;
   /** Per-initiator secrets (auth.initiators). */
   secrets: ReadonlyMap<string, string>;
@@ -34,6 +51,14 @@ export interface ListenOptions {
 }
 
 const DEFAULT_MAX_CAPSULE = 8192 + 48;
+/**
+ * Receive buffers posted before login: the LOGIN_REQ, then the LOGIN_AUTH
+ * (docs/protocol.md §4, §7); each is reposted once handled. The rest of the
+ * ring is posted at login (docs/operations.md, "Connection limits").
+ */
+const LOGIN_RECV_BUFFERS = 2;
+/** At most one "refused at the pre-login limit" line per this many ms. */
+const REFUSAL_LOG_INTERVAL_MS = 10_000;
 
 export class TargetServer {
   readonly scsi = new ScsiTarget();
@@ -42,9 +67,22 @@ export class TargetServer {
   readonly sessions = new Set<TargetSession>();
   private draining = false;
   private opts: TargetServerOptions;
+  /** Connection requests admitted whose accept has not finished yet: pre-login too. */
+  private accepting = 0;
+  private readonly refusals: ThrottledLog;
+  private readonly reaped: ThrottledLog;
 
   constructor(opts: TargetServerOptions) {
     this.opts = opts;
+    this.refusals = new ThrottledLog(REFUSAL_LOG_INTERVAL_MS, (m) => this.opts.log.warn(m));
+    this.reaped = new ThrottledLog(REFUSAL_LOG_INTERVAL_MS, (m) => this.opts.log.warn(m));
+  }
+
+  /** Connections that count against limits.pre_login_connections: accepting, or accepted and not logged in. */
+  get preLoginConnections(): number {
+    let n = this.accepting;
+    for (const s of this.sessions) if (!s.loggedIn) n++;
+    return n;
   }
 
   get log(): SessionLogger {
@@ -130,19 +168,48 @@ export class TargetServer {
     const maxCapsule = Math.min(MAX_CAPSULE_SIZE, Math.max(MIN_CAPSULE_SIZE, limits.maxCapsule ?? Math.max(DEFAULT_MAX_CAPSULE, limits.inCapsuleData + 48)));
     let env: SessionEnvironment | null = null;
     const port = await o.transport.listen(
-      { provider: o.provider, address: o.address, port: o.port, maxIo: limits.maxIo, dataBuffers: limits.dataBuffers ?? 64 },
+      {
+        provider: o.provider,
+        address: o.address,
+        port: o.port,
+        maxIo: limits.maxIo,
+        dataBuffers: limits.dataBuffers ?? 64,
+        // One clock from TCP accept to LOGIN_RSP: the fabric connection request must come within it too.
+        connectTimeoutMs: limits.loginTimeoutMs,
+      },
       {
         admit: (request) => {
           if (this.draining) return { reject: ConnectRejectReason.SHUTTING_DOWN };
-          const depth = Math.min(request.queueDepth, this.opts.limits.queueDepth);
-          return { accept: { recvBuffers: depth + CONTROL_RECV_BUFFERS, maxCapsule: Math.min(request.maxCapsule, maxCapsule) } };
+          const l = this.opts.limits;
+          if (l.preLoginConnections !== undefined && this.preLoginConnections >= l.preLoginConnections) {
+            this.refusals.note(`connection refused: ${l.preLoginConnections} connections are already waiting to log in (limits.pre_login_connections)`);
+            return { reject: ConnectRejectReason.NO_RESOURCES };
+          }
+          const capsule = Math.min(request.maxCapsule, maxCapsule);
+          // limits.connection_memory bounds the ring a session may register: credits + control buffers.
+          const fit = l.connectionMemory === undefined ? Infinity : Math.floor(l.connectionMemory / capsule) - CONTROL_RECV_BUFFERS;
+          const depth = Math.min(request.queueDepth, l.queueDepth, fit);
+          if (depth < 1) return { reject: ConnectRejectReason.NO_RESOURCES };
+          this.accepting++;
+          const recvBuffers = depth + CONTROL_RECV_BUFFERS;
+          return { accept: { recvBuffers, maxCapsule: capsule, loginBuffers: Math.min(LOGIN_RECV_BUFFERS, recvBuffers) } };
         },
         connected: (conn: TargetConnection) => {
+          this.accepting--;
           const s = new TargetSession(conn, env!);
           this.sessions.add(s);
           s.onEnd = () => this.sessions.delete(s);
         },
+<<<<<<< HEAD
         acceptFailed: (e: Error) => this.acceptFailed(env?.portName ?? `${o.provider}:${o.address}:${o.port}`, e),
+=======
+        acceptFailed: () => {
+          this.accepting--;
+        },
+        staleClosed: (n) => {
+          this.reaped.note(`closed ${n} connection(s) that sent no connection request within ${this.opts.limits.loginTimeoutMs} ms`);
+        },
+>>>>>>> i9-prelogin
       },
     );
     env = this.environment(`${port.provider}:${port.address}:${port.port}`);

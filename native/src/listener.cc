@@ -13,7 +13,8 @@ namespace rblk {
 Napi::Function Listener::Init(Napi::Env env) {
   return DefineClass(env, "Listener",
                      {InstanceAccessor<&Listener::Port>("port"), InstanceAccessor<&Listener::Address>("address"),
-                      InstanceMethod<&Listener::Reject>("reject"), InstanceMethod<&Listener::Close>("close")});
+                      InstanceMethod<&Listener::Reject>("reject"), InstanceMethod<&Listener::Close>("close"),
+                      InstanceMethod<&Listener::ReapStale>("reapStale")});
 }
 
 // new Listener(domain, node, service, onEvent)
@@ -70,6 +71,7 @@ Listener::Listener(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Listener>(
     inet_ntop(AF_INET6, &sin6->sin6_addr, text, sizeof(text));
   }
   address_ = text;
+  local_ = ss;
   domain_ref_ = Napi::Persistent(info[0].As<Napi::Object>());
   on_event_ = Napi::Persistent(info[3].As<Napi::Function>());
   async_ = new Napi::AsyncContext(env, "rblk:Listener");
@@ -160,6 +162,17 @@ Napi::Value Listener::Reject(const Napi::CallbackInfo& info) {
   fi_freeinfo(req);
   CheckFabric(env, rc, "fi_reject");
   return env.Undefined();
+}
+
+// reapStale(idleMs) → how many accepted sockets were shut down (stale-accepts.h).
+Napi::Value Listener::ReapStale(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (pep_ == nullptr) throw MakeUsageError(env, "ERR_CLOSED", EBADF, "Listener.reapStale", "the listener is closed");
+  if (!info[0].IsNumber()) throw Napi::TypeError::New(env, "Listener.reapStale: idleMs must be a number");
+  double idle = info[0].As<Napi::Number>().DoubleValue();
+  if (!(idle >= 1)) throw Napi::RangeError::New(env, "Listener.reapStale: idleMs must be at least 1");
+  if (!stale_) stale_ = std::make_unique<StaleAccepts>(local_);
+  return Napi::Number::New(env, stale_->Reap(static_cast<uint64_t>(idle)));
 }
 
 Napi::Value Listener::Close(const Napi::CallbackInfo& info) {

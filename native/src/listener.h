@@ -7,9 +7,11 @@
 #include <rdma/fi_endpoint.h>
 
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 
 #include "event-queue.h"
+#include "stale-accepts.h"
 
 namespace rblk {
 
@@ -31,6 +33,7 @@ class Listener : public Napi::ObjectWrap<Listener> {
   Napi::Value Address(const Napi::CallbackInfo& info);
   Napi::Value Reject(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
+  Napi::Value ReapStale(const Napi::CallbackInfo& info);
   void OnEvents();
   void Teardown();
 
@@ -42,6 +45,8 @@ class Listener : public Napi::ObjectWrap<Listener> {
   uint32_t next_request_ = 1;
   int port_ = 0;
   std::string address_;
+  sockaddr_storage local_{};
+  std::unique_ptr<StaleAccepts> stale_;
   napi_env env_ = nullptr;
   Napi::ObjectReference domain_ref_;
   Napi::FunctionReference on_event_;

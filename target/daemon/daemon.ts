@@ -27,8 +27,6 @@ export interface DaemonOptions {
 
 /** Descriptors per command: one RMA per rma_iov_limit of them, so a few more than any provider's limit is enough. */
 const MAX_DESCRIPTORS = 16;
-/** From accept to LOGIN_RSP (docs/protocol.md §4). */
-const LOGIN_TIMEOUT_MS = 10_000;
 
 function serverOptions(config: Config, log: DaemonLogger): TargetServerOptions {
   const l = config.limits;
@@ -42,8 +40,10 @@ function serverOptions(config: Config, log: DaemonLogger): TargetServerOptions {
       // keepalive_ms is how long a silent session lives; the session ends one
       // after 2 × the interval it negotiates (docs/protocol.md §13).
       keepAliveMs: Math.floor(l.keepaliveMs / 2),
-      loginTimeoutMs: LOGIN_TIMEOUT_MS,
+      loginTimeoutMs: l.loginTimeoutMs,
       maxSessions: l.maxSessions,
+      preLoginConnections: l.preLoginConnections,
+      connectionMemory: l.connectionMemory,
     },
     authRequired: config.auth.required,
     secrets: new Map(config.auth.initiators.map((i) => [i.name, i.secret])),

@@ -103,6 +103,10 @@ export class TargetSession {
   get isActive(): boolean {
     return this.state === 'active';
   }
+  /** Whether LOGIN_RSP was granted (it stays true while the session ends). */
+  get loggedIn(): boolean {
+    return this.nexus !== null;
+  }
   get commandsInFlight(): number {
     return this.outstanding.size;
   }
@@ -253,6 +257,13 @@ export class TargetSession {
     const req = this.login!;
     const l = this.env.limits;
     const credits = Math.max(1, Math.min(req.credits, l.queueDepth, this.conn.recvBuffers - 3));
+    try {
+      // §11: the credits' receive buffers are posted before LOGIN_RSP grants them.
+      this.conn.openReceiveRing();
+    } catch (e) {
+      this.log.warn(`login refused: no memory for the receive ring (${e instanceof Error ? e.message : String(e)})`, { initiator: req.initiatorName });
+      return this.reject(LoginRejectReason.NO_RESOURCES);
+    }
     const rsp: LoginResponse = {
       op: Opcode.LOGIN_RSP,
       tag: req.tag,

@@ -25,6 +25,8 @@ class FabricConnection implements TargetConnection {
   readonly id = nextConnectionId++;
   onClose: ((reason: string) => void) | null = null;
   private closed = false;
+  /** The rest of the receive ring, registered by openReceiveRing. */
+  private ringRegion: MemoryRegion | null = null;
   #onCapsule: ((capsule: Buffer) => void) | null = null;
 
   /**
@@ -49,6 +51,8 @@ class FabricConnection implements TargetConnection {
     readonly request: ReturnType<typeof decodeConnectData<typeof ConnectKind.CONNECT>>,
     readonly recvBuffers: number,
     readonly maxCapsule: number,
+    /** Receives posted at accept, from recvRegion. */
+    private readonly loginBuffers: number,
     private readonly recvRegion: MemoryRegion,
     private readonly sendSlots: Pool,
     private readonly pool: DataPool,
@@ -78,6 +82,13 @@ class FabricConnection implements TargetConnection {
         }
       }
     }
+  }
+
+  openReceiveRing(): void {
+    const more = this.recvBuffers - this.loginBuffers;
+    if (this.ringRegion !== null || more <= 0 || this.closed || this.ep.isClosed) return;
+    this.ringRegion = this.ep.domain.register(more * this.maxCapsule);
+    for (let i = 0; i < more; i++) this.ep.postReceive(this.ringRegion.slice(i * this.maxCapsule, this.maxCapsule));
   }
 
   send(capsule: Buffer): Promise<void> {
@@ -132,6 +143,7 @@ class FabricConnection implements TargetConnection {
   private async finish(reason: string): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+<<<<<<< HEAD
     let why = reason;
     try {
       await this.ep.close();
@@ -141,6 +153,13 @@ class FabricConnection implements TargetConnection {
       why = `${reason} (releasing the connection's memory failed: ${errorText(e)})`;
     }
     this.onClose?.(why);
+=======
+    await this.ep.close();
+    await this.recvRegion.close();
+    await this.ringRegion?.close();
+    await this.sendSlots.close();
+    this.onClose?.(reason);
+>>>>>>> i9-prelogin
   }
 
   close(reason: string): Promise<void> {
@@ -149,6 +168,8 @@ class FabricConnection implements TargetConnection {
 }
 
 class FabricPort implements TargetPort {
+  private reaper: NodeJS.Timeout | null = null;
+
   constructor(
     readonly provider: string,
     readonly address: string,
@@ -159,7 +180,25 @@ class FabricPort implements TargetPort {
     private readonly connections: Set<FabricConnection>,
   ) {}
 
+  /**
+   * Every quarter of connectTimeoutMs, shuts down accepted TCP connections
+   * that have sent no connection request for connectTimeoutMs: the provider
+   * would hold them forever (native/src/stale-accepts.h).
+   */
+  startReaping(connectTimeoutMs: number, closed: (count: number) => void): void {
+    this.reaper = setInterval(
+      () => {
+        const n = this.listener.reapStale(connectTimeoutMs);
+        if (n > 0) closed(n);
+      },
+      Math.max(50, Math.floor(connectTimeoutMs / 4)),
+    );
+    this.reaper.unref();
+  }
+
   async stopAccepting(): Promise<void> {
+    if (this.reaper) clearInterval(this.reaper);
+    this.reaper = null;
     await this.listener.close();
   }
 
@@ -206,18 +245,34 @@ export class FabricTargetTransport implements TargetTransport {
         return;
       }
       const { recvBuffers, maxCapsule } = decision.accept;
-      const recvRegion = domain.register(recvBuffers * maxCapsule);
-      const sendSlots = new Pool(domain, { chunkSize: SEND_SLOT, count: SEND_SLOTS });
+      const loginBuffers = Math.max(1, Math.min(recvBuffers, decision.accept.loginBuffers ?? recvBuffers));
+      let recvRegion: MemoryRegion;
+      let sendSlots: Pool;
+      try {
+        recvRegion = domain.register(loginBuffers * maxCapsule);
+      } catch {
+        handlers.acceptFailed?.(request);
+        reject(req, ConnectRejectReason.NO_RESOURCES);
+        return;
+      }
+      try {
+        sendSlots = new Pool(domain, { chunkSize: SEND_SLOT, count: SEND_SLOTS });
+      } catch {
+        void recvRegion.close().catch(() => undefined);
+        handlers.acceptFailed?.(request);
+        reject(req, ConnectRejectReason.NO_RESOURCES);
+        return;
+      }
       req
         .accept({
           privateData: connectDataBuffer({ kind: ConnectKind.ACCEPT, maxCapsule, recvBuffers }),
           prepare: (ep) => {
-            for (let i = 0; i < recvBuffers; i++) ep.postReceive(recvRegion.slice(i * maxCapsule, maxCapsule));
+            for (let i = 0; i < loginBuffers; i++) ep.postReceive(recvRegion.slice(i * maxCapsule, maxCapsule));
           },
         })
         .then(
           (ep) => {
-            const conn = new FabricConnection(ep, peer, request, recvBuffers, maxCapsule, recvRegion, sendSlots, pool, rmaIovLimit, domain.ordersSendAfterWrite);
+            const conn = new FabricConnection(ep, peer, request, recvBuffers, maxCapsule, loginBuffers, recvRegion, sendSlots, pool, rmaIovLimit, domain.ordersSendAfterWrite);
             connections.add(conn);
             ep.once('close', () => connections.delete(conn));
             try {
@@ -251,7 +306,11 @@ export class FabricTargetTransport implements TargetTransport {
             // Nothing is left to report to: no session exists yet.
             void recvRegion.close().catch(() => undefined);
             void sendSlots.close().catch(() => undefined);
+<<<<<<< HEAD
 >>>>>>> i9-lint
+=======
+            handlers.acceptFailed?.(request);
+>>>>>>> i9-prelogin
           },
         );
     });
@@ -259,7 +318,9 @@ export class FabricTargetTransport implements TargetTransport {
     // connection, say) is logged too; the listener keeps listening.
     listener.on('error', (e) => handlers.acceptFailed?.(e));
 
-    return new FabricPort(domain.provider, listener.address, listener.port, domain, pool, listener, connections);
+    const port = new FabricPort(domain.provider, listener.address, listener.port, domain, pool, listener, connections);
+    if (opts.connectTimeoutMs !== undefined) port.startReaping(opts.connectTimeoutMs, (n) => handlers.staleClosed?.(n));
+    return port;
   }
 }
 

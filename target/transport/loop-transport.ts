@@ -44,6 +44,9 @@ class LoopConnection implements TargetConnection {
     end.onClose = (reason) => this.finish(reason);
   }
 
+  /** The loop has no posted buffers to add: a message is delivered as it is sent. */
+  openReceiveRing(): void {}
+
   send(capsule: Buffer): Promise<void> {
     return this.end.send(capsule);
   }

@@ -45,6 +45,15 @@ export interface TargetConnection {
   /** Size of each posted receive buffer: the largest capsule this connection takes. */
   readonly maxCapsule: number;
   /**
+   * Posts the whole receive ring (recvBuffers). Until then only the admit
+   * decision's loginBuffers are posted, so a connection that never logs in
+   * holds a login's worth of memory, not a session's (docs/operations.md,
+   * "Connection limits"). Call it before sending LOGIN_RSP: the initiator
+   * may send commands as soon as it has that. Throws when the memory cannot
+   * be registered.
+   */
+  openReceiveRing(): void;
+  /**
    * Called once per received capsule with exactly its bytes. The view is only
    * valid until the handler returns: its receive buffer is posted again then.
    */
@@ -66,18 +75,34 @@ export interface TargetConnection {
   close(reason: string): Promise<void>;
 }
 
-export type AdmitDecision = { accept: { recvBuffers: number; maxCapsule: number } } | { reject: ConnectRejectReason };
+export type AdmitDecision =
+  | {
+      accept: {
+        recvBuffers: number;
+        maxCapsule: number;
+        /** Receive buffers posted at accept, before openReceiveRing (1 to recvBuffers); all of them when absent. */
+        loginBuffers?: number;
+      };
+    }
+  | { reject: ConnectRejectReason };
 
 export interface PortHandlers {
   /** Decides on a connection request from its private data, before accepting. */
   admit(request: ConnectRequestData, peer: string): AdmitDecision;
   connected(conn: TargetConnection): void;
+<<<<<<< HEAD
   /**
    * The transport could not take a connection itself (out of fds, out of
    * memory): the peer was refused, the port and its sessions carry on. For
    * the log: nothing else would tell the operator.
    */
   acceptFailed?(error: Error): void;
+=======
+  /** An admitted request that never became a connection (the initiator went away during accept). */
+  acceptFailed?(request: ConnectRequestData): void;
+  /** Accepted sockets that sent no connection request within connectTimeoutMs were shut down. */
+  staleClosed?(count: number): void;
+>>>>>>> i9-prelogin
 }
 
 export interface TargetPort {
@@ -98,6 +123,11 @@ export interface PortOptions {
   maxIo: number;
   /** Chunks in the data pool: how many commands can hold data at once. */
   dataBuffers: number;
+  /**
+   * How long an accepted TCP connection may wait before sending its fabric
+   * connection request; longer and it is shut down. Absent: no limit.
+   */
+  connectTimeoutMs?: number;
 }
 
 export interface TargetTransport {

@@ -77,6 +77,9 @@ test('the example config loads, with every key as written', (t) => {
     maxSessions: 64,
     keepaliveMs: 5000,
     drainTimeoutMs: 10000,
+    loginTimeoutMs: 10000,
+    preLoginConnections: 64,
+    connectionMemory: 4 * 1024 * 1024,
   });
   t.deepEqual(config.logging, { level: 'info', format: 'text' });
   t.is(config.stateDir, join(dir, 'state'));

@@ -66,7 +66,15 @@ export interface Fixture {
 export async function startTarget(
   kind: TransportKind,
   volumes: VolumeDef[] = [{ name: 'vol0', lun: 0, size: 16 << 20 }],
-  opts: { secrets?: Record<string, string>; authRequired?: boolean; keepAliveMs?: number; queueDepth?: number; maxSessions?: number } = {},
+  opts: {
+    secrets?: Record<string, string>;
+    authRequired?: boolean;
+    keepAliveMs?: number;
+    queueDepth?: number;
+    maxSessions?: number;
+    loginTimeoutMs?: number;
+    preLoginConnections?: number;
+  } = {},
 ): Promise<Fixture> {
   const log = memoryLog();
   const server = new TargetServer({
@@ -77,8 +85,9 @@ export async function startTarget(
       inCapsuleData: 8192,
       maxDescriptors: 16,
       keepAliveMs: opts.keepAliveMs ?? 0,
-      loginTimeoutMs: 10_000,
+      loginTimeoutMs: opts.loginTimeoutMs ?? 10_000,
       maxSessions: opts.maxSessions ?? 64,
+      preLoginConnections: opts.preLoginConnections,
       dataBuffers: 16,
     },
     authRequired: opts.authRequired ?? false,
