@@ -6,7 +6,8 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { isRunning } from '../../initiator/cli/process-state.js';
+import { isRunning } from '../../initiator/process-state.js';
+import { isOwnerAlive, type AttachmentRecord } from '../../initiator/fuse/index.js';
 
 const PYTHON = ['/usr/bin/python3', '/bin/python3'].find((p) => existsSync(p));
 
@@ -36,6 +37,37 @@ async function until(cond: () => boolean, what: string): Promise<void> {
   child.kill('SIGKILL');
   await exited;
   t.false(isRunning(pid));
+});
+
+(PYTHON === undefined ? test.skip : test)('an exited process nobody reaped (a zombie) is gone, for umount and for the stale-record cleanup alike', async (t) => {
+  // python3 forks a child that exits at once and never waits for it.
+  const script = 'import os, sys, time\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nprint(pid, flush=True)\ntime.sleep(60)\n';
+  const parent = spawn(PYTHON!, ['-c', script], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const exited = new Promise<void>((r) => parent.once('exit', () => r()));
+  t.teardown(async () => {
+    parent.kill('SIGKILL');
+    await exited;
+  });
+  const pid = await new Promise<number>((resolve) => parent.stdout!.once('data', (b: Buffer) => resolve(Number(b.toString().trim()))));
+  await until(() => leaderState(pid) === 'Z', 'the child to exit');
+  t.false(isRunning(pid));
+  const rec: AttachmentRecord = {
+    id: `${pid}-00000000`,
+    kind: 'mount',
+    pid,
+    createdAt: '',
+    label: null,
+    fuseDir: '/nonexistent',
+    file: '/nonexistent/volume',
+    size: 0,
+    blockSize: 512,
+    readOnly: false,
+    loopDevice: null,
+    mountpoint: null,
+    fsType: null,
+    createdMountpoint: false,
+  };
+  t.false(isOwnerAlive(rec), 'cleanupStaleAttachment may undo what a zombie left');
 });
 
 test('the current process runs; a pid that does not exist does not', (t) => {

@@ -10,7 +10,7 @@ import type { Argv } from 'yargs';
 import { readAttachmentRecords, type AttachmentRecord } from '../../fuse/attachment-record.js';
 import { run } from '../../fuse/run.js';
 import { CliLogger } from '../logger.js';
-import { isRunning } from '../process-state.js';
+import { isRunning } from '../../process-state.js';
 import { parseDuration } from '../size.js';
 import { stateDir, stateDirOption } from '../state-dir.js';
 

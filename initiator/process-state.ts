@@ -1,4 +1,5 @@
-// Whether the process that serves an attachment still runs. kill(pid, 0)
+// Whether the process that serves an attachment (a mount or FUSE helper)
+// still runs, for rblk umount and list and the stale-record cleanup. kill(pid, 0)
 // alone says yes for a zombie, and a detached mount helper whose parent
 // exited may stay one for a while where nothing reaps orphans (a container
 // whose init does not): /proc/PID/stat tells a zombie apart (proc(5)).
