@@ -2,9 +2,10 @@
 // current Connection (protocol.md §9, §12), times them out and runs the
 // recovery ladder (ABORT TASK, LOGICAL UNIT RESET, then a new connection;
 // SAM-5 7.2, 7.7), probes an idle connection when asked to, and logs in again
-// with exponential backoff after the connection is lost.
+// with jittered exponential backoff after the connection is lost.
 import { testUnitReady } from '../protocol/scsi/cdb.js';
 import { LogoutReason, TaskFunction, TaskResponse } from '../protocol/wire/index.js';
+import { reconnectDelay } from './backoff.js';
 import { Connection, TransportError, type LoginOptions } from './connection.js';
 import type { ResolvedOptions } from './options.js';
 import { copyLive, MemoryReleased, RegisteredBuffer } from './registered-buffer.js';
@@ -55,6 +56,13 @@ export interface ChannelHost {
  * (Connection.logoutReason holds the code).
  */
 const NO_RECONNECT: ReadonlySet<number> = new Set([LogoutReason.PROTOCOL_ERROR, LogoutReason.UNEXPECTED_CAPSULE, LogoutReason.CREDIT_OVERRUN]);
+
+/**
+ * Reconnect attempts of one connection in flight at once: with a 1 s backoff
+ * cap and the 10 s connect timeout, attempts into a partition would otherwise
+ * pile up (each holds an endpoint and its receive buffers).
+ */
+const MAX_PENDING_ATTEMPTS = 4;
 
 export class Channel {
   private current: Connection | null = null;
@@ -135,34 +143,59 @@ export class Channel {
     if (reconnect) this.reconnect().catch((e: unknown) => this.host.reconnectFailed(this, asError(e)));
   }
 
+  private get stopped(): boolean {
+    return this.closing || this.host.isClosing;
+  }
+
+  /**
+   * Logs in again after a loss, on the backoff schedule (initiator/backoff.ts).
+   * An attempt that ends (refused, rejected, logged in) is waited for; one
+   * still hanging after maxDelayMs (a partition swallowing the SYN: it would
+   * wait out connectMs) gets company: the next attempt starts beside it, so
+   * that once the path heals a login gets through within about maxDelayMs.
+   * At most MAX_PENDING_ATTEMPTS are in flight; the first to log in wins and
+   * the others log out as they finish.
+   */
   private async reconnect(): Promise<void> {
     if (this.reconnecting) return;
     this.reconnecting = true;
     const o = this.host.options;
-    let wait = o.reconnectInitialMs;
+    const pending = new Set<Promise<void>>();
+    let n = 0;
+    let hanging = false;
     try {
-      while (!this.closing && !this.host.isClosing) {
-        await this.sleep.for(wait, this.host.needsConnection);
-        if (this.closing || this.host.isClosing) return;
-        try {
-          const conn = await Connection.open(this.host.transport, this.loginOptions());
-          if (this.closing || this.host.isClosing) {
-            await conn.logout();
-            return;
-          }
-          this.install(conn);
-          if (this.isUp) {
-            this.host.channelUp(this);
-            return;
-          }
-        } catch (e) {
-          this.host.reconnectFailed(this, e as Error);
-        }
-        wait = Math.min(wait * 2, o.reconnectMaxMs);
+      while (!this.stopped && !this.isUp) {
+        if (!hanging) await this.sleep.for(reconnectDelay(n++, o.reconnectInitialMs, o.reconnectMaxMs), this.host.needsConnection);
+        if (this.stopped || this.isUp) return;
+        const p: Promise<void> = this.attemptLogin()
+          .catch((e: unknown) => this.host.reconnectFailed(this, e instanceof Error ? e : new Error(String(e))))
+          .finally(() => pending.delete(p));
+        pending.add(p);
+        const patience = this.sleep.for(o.reconnectMaxMs, this.host.needsConnection).then(() => true);
+        hanging = await Promise.race([p.then(() => false), patience]);
+        if (!hanging) this.sleep.cancel();
+        while (pending.size >= MAX_PENDING_ATTEMPTS && !this.stopped && !this.isUp) await Promise.race(pending);
       }
     } finally {
       this.reconnecting = false;
     }
+  }
+
+  /** One connect-and-login; installs the connection unless another attempt won or the channel closed. */
+  private async attemptLogin(): Promise<void> {
+    let conn: Connection;
+    try {
+      conn = await Connection.open(this.host.transport, this.loginOptions());
+    } catch (e) {
+      if (!this.stopped && !this.isUp) this.host.reconnectFailed(this, e as Error);
+      return;
+    }
+    if (this.stopped || this.isUp) {
+      await conn.logout();
+      return;
+    }
+    this.install(conn);
+    if (this.isUp) this.host.channelUp(this);
   }
 
   /** Memory registered on this connection for zero-copy I/O. */

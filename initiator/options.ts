@@ -15,15 +15,19 @@ export interface TimeoutOptions {
   abortMs?: number;
   /** How long commands wait for a lost session to come back before failing CONNECTION_LOST. Default 30 000. */
   lossMs?: number;
-  /** One connect-and-login attempt. Default 10 000. */
+  /** One connect attempt (reconnect attempts overlap rather than wait for each other). Default 10 000. */
   connectMs?: number;
 }
 
-/** Reconnect backoff: the first retry after initialDelayMs, doubling up to maxDelayMs. */
+/**
+ * Reconnect backoff, with full jitter: the delay before attempt n is drawn
+ * uniformly from [0, min(maxDelayMs, initialDelayMs × 2^n)] (docs/initiator.md
+ * "Reconnecting and the loss timeout").
+ */
 export interface ReconnectOptions {
-  /** Default 100. */
+  /** The first window. Default 100. */
   initialDelayMs?: number;
-  /** Default 5 000. */
+  /** The largest window, so the longest gap between two attempts. Default 1 000. */
   maxDelayMs?: number;
 }
 
@@ -127,7 +131,7 @@ export const DEFAULTS = {
   lossTimeoutMs: 30_000,
   connectTimeoutMs: 10_000,
   reconnectInitialMs: 100,
-  reconnectMaxMs: 5_000,
+  reconnectMaxMs: 1_000,
   busyRetries: 5,
 } as const;
 

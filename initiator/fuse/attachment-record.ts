@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { isRunning } from '../process-state.js';
 
 export const DEFAULT_STATE_DIR = '/run/rblk';
 
@@ -110,13 +111,11 @@ export async function readAttachmentRecords(stateDir: string): Promise<{ records
   return { records, problems };
 }
 
-/** Whether the process that serves the record's FUSE file still runs. */
+/**
+ * Whether the process that serves the record's FUSE file still runs: any of
+ * its threads (initiator/process-state.ts). kill(pid, 0) said yes for a zombie
+ * nobody reaped, which left its record impossible to clean up.
+ */
 export function isOwnerAlive(rec: AttachmentRecord): boolean {
-  try {
-    process.kill(rec.pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it exists, owned by someone else.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
+  return isRunning(rec.pid);
 }

@@ -107,7 +107,6 @@ export class FabricInitiatorTransport implements InitiatorTransport {
       const recvCount = opts.queueDepth + 3;
       const recvRegion = domain.register(recvCount * opts.receiveSize);
       const sendSlots = new Pool(domain, { chunkSize: opts.maxCapsule, count: opts.queueDepth + 4 });
-      const pool = new Pool(domain, { chunkSize: opts.ioChunkSize, count: Math.max(1, Math.floor(opts.ioPoolSize / opts.ioChunkSize)), remote: true });
       const ep = await domain.connect({
         address: opts.address,
         port: opts.port,
@@ -123,6 +122,9 @@ export class FabricInitiatorTransport implements InitiatorTransport {
       } catch (e) {
         throw new FabricError(71, 'fi_connect', `the target's accept data is invalid: ${(e as Error).message}`, 'EPROTO');
       }
+      // The I/O pool is registered once connected: an attempt that hangs in a
+      // partition (reconnects overlap, docs/initiator.md) then holds no I/O memory.
+      const pool = new Pool(domain, { chunkSize: opts.ioChunkSize, count: Math.max(1, Math.floor(opts.ioPoolSize / opts.ioChunkSize)), remote: true });
       return new FabricInitiatorConnection(domain, ep, accept, pool, recvRegion, sendSlots);
     } catch (e) {
       await domain.close();

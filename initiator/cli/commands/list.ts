@@ -3,7 +3,7 @@
 import type { Argv } from 'yargs';
 import { readAttachmentRecords } from '../../fuse/attachment-record.js';
 import { json, table } from '../output.js';
-import { isRunning } from '../process-state.js';
+import { isRunning } from '../../process-state.js';
 import { formatBytes } from '../size.js';
 import { stateDir, stateDirOption } from '../state-dir.js';
 

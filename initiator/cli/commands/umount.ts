@@ -10,7 +10,7 @@ import type { Argv } from 'yargs';
 import { readAttachmentRecords, type AttachmentRecord } from '../../fuse/attachment-record.js';
 import { run } from '../../fuse/run.js';
 import { CliLogger } from '../logger.js';
-import { isRunning } from '../process-state.js';
+import { isRunning } from '../../process-state.js';
 import { parseDuration } from '../size.js';
 import { stateDir, stateDirOption } from '../state-dir.js';
 
@@ -49,7 +49,14 @@ export function umountCommand<T extends { debug: boolean }>(y: Argv<T>): Argv<T>
         await run('umount', a.force ? ['-l', rec.mountpoint] : [rec.mountpoint]);
       }
       if (isRunning(rec.pid)) {
-        process.kill(rec.pid, 'SIGTERM');
+        try {
+          process.kill(rec.pid, 'SIGTERM');
+        } catch (e) {
+          // It exited between the check and the signal: nothing left to stop.
+          if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
+        }
+        // Returns only once every thread of the helper is gone (process-state.ts), so
+        // its FUSE session, loop device and files are released when umount returns.
         const deadline = Date.now() + timeoutMs;
         while (isRunning(rec.pid)) {
           if (Date.now() > deadline) throw new Error(`process ${rec.pid} did not finish detaching within ${a.timeout} (its log: ${state}/mount.log)`);

@@ -56,6 +56,9 @@ export class SpyConnection implements InitiatorConnection {
 
 export class SpyTransport implements InitiatorTransport {
   readonly connections: SpyConnection[] = [];
+  /** connect() calls made, and those that have not settled yet. */
+  connects = 0;
+  pendingConnects = 0;
   /** Called right after a capsule was handed to the inner transport. */
   onSend: ((c: Capsule, conn: SpyConnection) => void) | null = null;
 
@@ -66,8 +69,14 @@ export class SpyTransport implements InitiatorTransport {
   }
 
   async connect(opts: ConnectOptions): Promise<InitiatorConnection> {
-    const c = new SpyConnection(await this.inner.connect(opts), this);
-    this.connections.push(c);
-    return c;
+    this.connects++;
+    this.pendingConnects++;
+    try {
+      const c = new SpyConnection(await this.inner.connect(opts), this);
+      this.connections.push(c);
+      return c;
+    } finally {
+      this.pendingConnects--;
+    }
   }
 }
