@@ -59,7 +59,7 @@ interface Pending {
 /** An NBD client over a unix socket: the handshake, then READ and WRITE (with FUA) in flight together. */
 export class NbdClient implements BlockClient {
   #sock: Socket;
-  #buf = Buffer.alloc(0);
+  #buf: Buffer = Buffer.alloc(0);
   #need: ((buf: Buffer) => number) | null = null;
   #pending = new Map<bigint, Pending>();
   #cookie = 1n;

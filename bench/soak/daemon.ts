@@ -14,6 +14,8 @@ export interface DaemonSetup {
   volumes: Record<string, unknown>[];
   providers?: SoakProvider[];
   limits?: Record<string, unknown>;
+  /** Other top-level keys of rblkd.yaml (auth, ...). */
+  extra?: Record<string, unknown>;
 }
 
 /** Guards a start against a hang; never a measurement. */
@@ -77,6 +79,7 @@ export class SoakDaemon {
       limits: { max_io: '128KiB', queue_depth: 32, drain_timeout_ms: 5000, keepalive_ms: 1000, ...this.setup.limits },
       state_dir: join(this.dir, 'state'),
       logging: { level: 'info' },
+      ...this.setup.extra,
     };
     writeFileSync(this.configPath, dump(config));
   }

@@ -43,6 +43,8 @@ export class Child {
       const parts = partial.split('\n');
       partial = parts.pop() ?? '';
       this.lines.push(...parts);
+      // A fuzzed daemon logs every disconnect: keep the tail, not all of it.
+      if (this.lines.length > 4000) this.lines.splice(0, this.lines.length - 2000);
       this.#wake();
     };
     proc.stdout?.setEncoding('utf8').on('data', take);
