@@ -36,6 +36,8 @@ export interface FuzzOptions {
   /** Capsules per streaming connection before it logs out. */
   perConnection?: number;
   seed?: number;
+  /** Stop a provider's fuzzing after this long even if fewer capsules went out (reported). */
+  budgetMs?: number;
   log?: (line: string) => void;
 }
 
@@ -328,13 +330,14 @@ export async function capsuleFuzz(o: FuzzOptions): Promise<SoakRow[]> {
       const parallel = o.parallel ?? 4;
       let stepIndex = 0;
       let lastLog = 0;
+      const deadline = Date.now() + (o.budgetMs ?? 600_000);
       await Promise.all(
         Array.from({ length: parallel }, async (_, w) => {
           const f = new Fuzzer((o.seed ?? 0x50a1) + w * 7919 + (provider === 'sockets' ? 1 : 0), provider, daemon.port(provider), tally, o.perConnection ?? 2000);
-          while (tally.capsules < o.capsules) {
+          while (tally.capsules < o.capsules && Date.now() < deadline) {
             if (!daemon.alive) {
               // Count the exit (SoakDaemon does) and go on against a new daemon.
-              await daemon.restart();
+              await daemon.recover();
               continue;
             }
             // Every other connection streams (where the capsules are); the rest walk the steps.
@@ -356,11 +359,16 @@ export async function capsuleFuzz(o: FuzzOptions): Promise<SoakRow[]> {
       row.runs = tally.connections;
       row.operations = tally.capsules;
       row.daemonExits = daemon.unexpectedExits - exitsBefore;
+      if (row.daemonExits > 0) row.notes.push(...new Set(daemon.exitReports.slice(exitsBefore)));
       if (!settled) {
         row.ok = false;
         row.notes.push(`fds not back to ${row.fdsBefore} within 20 s after the fuzzing`);
       }
       if (tally.unanswered > 0 || tally.undecodable > 0) row.ok = false;
+      if (tally.capsules < o.capsules) {
+        row.ok = false;
+        row.notes.push(`time budget of ${((o.budgetMs ?? 600_000) / 1000).toFixed(0)} s reached at ${tally.capsules} of ${o.capsules} capsules`);
+      }
       row.notes.push(`${tally.connections} connections (${[...tally.steps].map(([s, n]) => `${s} ${n}`).join(', ')})`);
       if (tally.unanswered > 0) row.notes.push(`${tally.unanswered} commands never answered`);
       if (tally.undecodable > 0) row.notes.push(`${tally.undecodable} undecodable capsules from the target`);
@@ -384,7 +392,6 @@ export async function capsuleFuzz(o: FuzzOptions): Promise<SoakRow[]> {
   } finally {
     if (healthy !== null) await within(healthy.stop(), 30_000, null);
     for (const r of rows) {
-      r.notes.push(...daemon.exitReports.map((x) => x.split('\n').slice(0, 3).join(' ')));
       if (r.daemonExits > 0) r.ok = false;
     }
     await daemon.close();

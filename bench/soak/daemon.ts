@@ -1,11 +1,11 @@
 // rblkd under a soak: its own directory, config and state; started, killed and started again
 // on the same ports (the first start takes free ports, later starts pin them, so initiators
 // reconnect to the same address); and a count of exits nobody asked for.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dump } from 'js-yaml';
-import { Child, fdCount, rssKiB, sleep, spawnEntry, type Exit } from './processes.js';
+import { Child, fdCount, rssKiB, sleep, spawnEntry, within, type Exit } from './processes.js';
 
 export type SoakProvider = 'tcp' | 'sockets';
 
@@ -60,9 +60,33 @@ export class SoakDaemon {
     return this.child.pid;
   }
 
+  /** Running and not on its way out (a process in exit has no fds left but no exit status yet). */
   get alive(): boolean {
-    return this.child !== null && this.child.running;
+    if (this.child === null || !this.child.running) return false;
+    try {
+      return !/^State:\s+[ZX]/m.test(readFileSync(`/proc/${this.child.pid}/status`, 'utf8')) && fdCount(this.child.pid) > 0;
+    } catch {
+      return false;
+    }
   }
+
+  /**
+   * After rblkd died by itself: wait for its exit (SIGKILL if it hangs on the way out; the
+   * exit still counts as unexpected), then start it again on the same ports. Concurrent
+   * callers share one restart.
+   */
+  recover(): Promise<void> {
+    this.#recovering ??= (async () => {
+      const child = this.child;
+      if (child !== null && child.running) {
+        if ((await within(child.exited, 10_000, null)) === null) child.kill('SIGKILL');
+        await child.exited;
+      }
+      await this.restart();
+    })().finally(() => (this.#recovering = null));
+    return this.#recovering;
+  }
+  #recovering: Promise<void> | null = null;
 
   fds(): number {
     return fdCount(this.pid);
@@ -102,7 +126,8 @@ export class SoakDaemon {
   #exited(child: Child, exit: Exit): void {
     if (this.#expecting || child !== this.child) return;
     this.unexpectedExits++;
-    this.exitReports.push(`rblkd exited by itself (code ${exit.code}, signal ${exit.signal}):\n${child.lines.slice(-15).join('\n')}`);
+    const why = child.lines.find((l) => /\b(error|unhandled|uncaught|TypeError)\b/i.test(l))?.replace(/^\S+\s+/, '').slice(0, 160) ?? child.lines.at(-1) ?? '';
+    this.exitReports.push(`rblkd exited by itself (${exit.signal ?? `code ${exit.code}`}): ${why}`);
   }
 
   /** Sends a signal we mean to send: the exit that follows is not counted as unexpected. */
@@ -130,6 +155,7 @@ export class SoakDaemon {
 
   /** Stops rblkd (SIGTERM, then SIGKILL if it hangs) and removes its directory. */
   async close(keepDir = false): Promise<void> {
+    if (process.env.SOAK_DEBUG !== undefined) console.error(`rblkd log tail:\n${this.lines.slice(-40).join('\n')}`);
     if (this.child !== null && this.child.running) {
       this.#expecting = true;
       this.child.kill('SIGTERM');

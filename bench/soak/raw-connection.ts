@@ -86,7 +86,7 @@ export class RawConnection {
   }
 
   /** LOGIN_REQ; resolves the target's first answer (LOGIN_RSP, LOGIN_CHALLENGE, LOGIN_REJ) or null. */
-  async loginRequest(initiatorName: string, credits: number, ms = 10_000): Promise<Capsule | null> {
+  async loginRequest(initiatorName: string, credits: number, ms = 5000): Promise<Capsule | null> {
     const ok = await this.sendCapsule({
       op: Opcode.LOGIN_REQ,
       tag: 1n,
