@@ -25,16 +25,16 @@ export interface KillOptions {
 /** Bounds every wait for progress; hitting one is reported, never a measurement. */
 const PROGRESS_MS = 60_000;
 
-interface PathHandle {
+export interface PathHandle {
   client: BlockClient;
   /** Ends the path; pending writes fail. */
   close(): Promise<void>;
   detail(): string;
 }
 
-async function openPath(path: KillPath, daemon: SoakDaemon): Promise<PathHandle> {
+export async function openPath(path: KillPath, daemon: SoakDaemon, library: Parameters<typeof librarySession>[1] = {}): Promise<PathHandle> {
   if (path === 'library') {
-    const s = await librarySession(daemon.url('v'));
+    const s = await librarySession(daemon.url('v'), library);
     return { client: s.client, close: () => s.session.close(), detail: () => `${s.reconnectErrors()} failed reconnect attempts` };
   }
   const sock = join(daemon.dir, 'nbd.sock');
@@ -59,7 +59,7 @@ async function openPath(path: KillPath, daemon: SoakDaemon): Promise<PathHandle>
   }
 }
 
-function fileClient(path: string): BlockClient & { close(): void } {
+export function fileClient(path: string): BlockClient & { close(): void } {
   const fd = openSync(path, 'r');
   return {
     write: () => Promise.reject(new Error('read-only')),
