@@ -113,8 +113,18 @@ export class Child {
   }
 }
 
+const children = new Set<Child>();
+
 export function spawnEntry(name: 'rblkd' | 'rblk', args: string[]): Child {
-  return new Child(spawn(process.execPath, [...entryArgs(name), ...args], { cwd: ROOT, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] }));
+  const c = new Child(spawn(process.execPath, [...entryArgs(name), ...args], { cwd: ROOT, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] }));
+  children.add(c);
+  void c.exited.then(() => children.delete(c));
+  return c;
+}
+
+/** SIGKILL to every child still running; synchronous, for exit hooks. */
+export function killAllChildren(): void {
+  for (const c of children) c.kill('SIGKILL');
 }
 
 /** Open file descriptors of a process (/proc/PID/fd). */
