@@ -20,12 +20,13 @@ try {
   console.error(e instanceof Error ? e.message : String(e));
   process.exit(64);
 }
-const rows = await runSoak(args, (line) => console.error(line));
-const table = markdownTable(rows);
-console.log(table);
 const out = join(ROOT, 'bench', 'out');
 mkdirSync(out, { recursive: true });
 const command = `npm run soak -- ${process.argv.slice(2).join(' ')}`.trim();
+// The table so far, after every scenario: a long soak that is stopped still leaves its rows.
+const rows = await runSoak(args, (line) => console.error(line), (sofar) => writeFileSync(join(out, 'soak.partial.md'), `\`${command}\`\n\n${markdownTable(sofar)}\n`));
+const table = markdownTable(rows);
+console.log(table);
 writeFileSync(join(out, 'soak.md'), `${new Date().toISOString()}\n\n\`${command}\`\n\n${table}\n`);
 writeFileSync(join(out, 'soak.json'), JSON.stringify({ date: new Date().toISOString(), command, args, rows }, null, 2));
 process.exitCode = rows.every((r) => r.ok) ? 0 : 1;

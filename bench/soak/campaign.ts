@@ -63,10 +63,11 @@ function skipped(scenario: string, why: string): SoakRow {
   return { ...newRow(scenario), skipped: why };
 }
 
-export async function runSoak(a: SoakArgs, log: (line: string) => void): Promise<SoakRow[]> {
+export async function runSoak(a: SoakArgs, log: (line: string) => void, onRow: (rows: SoakRow[]) => void = () => undefined): Promise<SoakRow[]> {
   const rows: SoakRow[] = [];
   const add = (r: SoakRow): void => {
     rows.push(r);
+    onRow(rows);
     log(`${r.skipped !== undefined ? 'skipped' : r.ok ? 'ok' : 'FAIL'}: ${r.scenario}: ${r.operations} operations, ${r.lost} lost, ${r.daemonExits} daemon exits`);
   };
   const has = (s: Scenario): boolean => a.only.includes(s);

@@ -51,12 +51,14 @@ export async function churn(o: ChurnOptions): Promise<SoakRow[]> {
     const base = await settledBaseline(daemon);
     cycles.fdsBefore = base.fds;
     cycles.rssBeforeKiB = base.rss;
+    let started = 0;
     let done = 0;
     let failed = 0;
     const errors = new Set<string>();
     await Promise.all(
       Array.from({ length: o.parallel ?? 4 }, async () => {
-        while (done + failed < o.cycles && daemon.alive) {
+        while (started < o.cycles && daemon.alive) {
+          started++;
           try {
             const c = await Connection.open(transport, loginOptions(daemon.port(provider), provider));
             await c.logout();
