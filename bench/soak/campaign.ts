@@ -76,7 +76,8 @@ export async function runSoak(a: SoakArgs, log: (line: string) => void, onRow: (
     if (has('kill-nbd')) add(await killRestart({ path: 'nbd', signal, kills: a.kills, log }));
     if (has('kill-ext4')) add(await ext4KillRestart({ signal, kills: a.kills, log }));
   }
-  if (has('fuzz')) for (const r of await capsuleFuzz({ providers: a.providers, capsules: a.fuzz, budgetMs: a.fuzzBudgetS * 1000, log })) add(r);
+  // One daemon per provider, so that each row is written as soon as its provider is done.
+  if (has('fuzz')) for (const p of a.providers) for (const r of await capsuleFuzz({ providers: [p], capsules: a.fuzz, budgetMs: a.fuzzBudgetS * 1000, log })) add(r);
   if (has('partition')) {
     if (!nftAvailable()) add(skipped('partitions on loopback', 'needs root and nft (apt-get install nftables)'));
     else {

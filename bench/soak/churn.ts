@@ -138,6 +138,7 @@ export async function churn(o: ChurnOptions): Promise<SoakRow[]> {
     cycles.ok = false;
     cycles.notes.push(`aborted: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`);
   } finally {
+    if (idle.runs === 0) idle.skipped = 'not run: the cycles before it failed';
     cycles.daemonExits = daemon.unexpectedExits;
     if (daemon.unexpectedExits > 0) {
       cycles.ok = idle.ok = false;
