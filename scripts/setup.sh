@@ -15,7 +15,7 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 APT_PACKAGES=(
   g++ cmake pkg-config make python3
   libfabric-dev libfabric-bin libfuse3-dev fuse3 libsystemd-dev liburing-dev
-  libnbd-bin nbdkit qemu-utils fio e2fsprogs util-linux systemd tgt libiscsi-bin
+  libnbd-bin nbdkit qemu-utils fio e2fsprogs util-linux systemd tgt libiscsi-bin nftables
 )
 
 install_apt() {

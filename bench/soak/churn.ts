@@ -1,0 +1,150 @@
+// Session churn with fd and memory accounting: many login/logout cycles, then connections
+// that connect and never log in (libfabric connections that send nothing, and bare TCP
+// connections to the listening port that never even start libfabric's handshake). After
+// each, rblkd's open descriptors (/proc/PID/fd) must come back to where they were, and its
+// resident memory stay within 10%: the login timeout (10 s, docs/protocol.md §7) is what
+// frees a connection that never logs in.
+import { connect as netConnect, type Socket } from 'node:net';
+import { Connection } from '../../initiator/connection.js';
+import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
+import { DEFAULT_TARGET_NAME } from '../../protocol/wire/index.js';
+import { SoakDaemon, type SoakProvider } from './daemon.js';
+import { sleep, until } from './processes.js';
+import { RawConnection } from './raw-connection.js';
+import { newRow, type SoakRow } from './report.js';
+
+export interface ChurnOptions {
+  provider?: SoakProvider;
+  cycles: number;
+  /** libfabric connections that never log in. */
+  idle: number;
+  /** Bare TCP connections that never speak. */
+  rawTcp?: number;
+  parallel?: number;
+  log?: (line: string) => void;
+}
+
+/** rblkd's login timeout (target/daemon/daemon.ts) plus its keep-alive and some slack: a bound, not a measurement. */
+const RELEASE_MS = 20_000;
+const RSS_TOLERANCE = 0.1;
+
+function loginOptions(port: number, provider: string): Parameters<typeof Connection.open>[1] {
+  return { address: '127.0.0.1', port, provider, initiatorName: 'iqn.2026-11.io.rblk:soak-churn', targetName: DEFAULT_TARGET_NAME, queueDepth: 4, maxIo: 64 * 1024, connectTimeoutMs: 5000 };
+}
+
+async function settledBaseline(daemon: SoakDaemon): Promise<{ fds: number; rss: number }> {
+  await sleep(1000);
+  return { fds: daemon.fds(), rss: daemon.rss() };
+}
+
+export async function churn(o: ChurnOptions): Promise<SoakRow[]> {
+  const provider = o.provider ?? 'tcp';
+  const log = o.log ?? (() => undefined);
+  const daemon = new SoakDaemon({ providers: [provider], volumes: [{ name: 'v', path: 'v.img', size: '8MiB' }], limits: { max_sessions: 64 } });
+  const cycles = newRow(`churn: login/logout cycles over ${provider}`);
+  const idle = newRow(`churn: connections that never log in over ${provider}`);
+  const transport = new FabricInitiatorTransport();
+  try {
+    await daemon.start();
+    // Warm up: the first logins load code and grow pools that then stay.
+    for (let i = 0; i < 20; i++) await (await Connection.open(transport, loginOptions(daemon.port(provider), provider))).logout();
+    const base = await settledBaseline(daemon);
+    cycles.fdsBefore = base.fds;
+    cycles.rssBeforeKiB = base.rss;
+    let started = 0;
+    let done = 0;
+    let failed = 0;
+    const errors = new Set<string>();
+    await Promise.all(
+      Array.from({ length: o.parallel ?? 4 }, async () => {
+        while (started < o.cycles && daemon.alive) {
+          started++;
+          try {
+            const c = await Connection.open(transport, loginOptions(daemon.port(provider), provider));
+            await c.logout();
+            done++;
+          } catch (e) {
+            failed++;
+            if (errors.size < 3) errors.add(String(e).slice(0, 160));
+          }
+          if ((done + failed) % Math.max(1000, Math.floor(o.cycles / 5)) === 0) log(`  churn: ${done + failed}/${o.cycles} cycles`);
+        }
+      }),
+    );
+    cycles.runs = 1;
+    cycles.operations = done;
+    cycles.healthyErrors = failed;
+    if (daemon.alive) {
+      const back = await until(() => daemon.fds() <= base.fds, RELEASE_MS);
+      await sleep(1000);
+      cycles.fdsAfter = daemon.fds();
+      cycles.rssAfterKiB = daemon.rss();
+      if (!back) cycles.notes.push(`fds not back to ${base.fds} within ${RELEASE_MS / 1000} s`);
+      if (cycles.rssAfterKiB > base.rss * (1 + RSS_TOLERANCE)) cycles.notes.push(`RSS grew more than ${RSS_TOLERANCE * 100}%`);
+      cycles.ok = back && cycles.rssAfterKiB <= base.rss * (1 + RSS_TOLERANCE) && failed === 0;
+    } else cycles.ok = false;
+    if (errors.size > 0) cycles.notes.push(`login errors: ${[...errors].join(' / ')}`);
+
+    // Connections that never log in, held open on our side: rblkd must drop them.
+    if (daemon.alive && o.idle > 0) {
+      const base2 = await settledBaseline(daemon);
+      idle.fdsBefore = base2.fds;
+      idle.rssBeforeKiB = base2.rss;
+      const held: RawConnection[] = [];
+      const sockets: Socket[] = [];
+      let connectFailures = 0;
+      try {
+        for (let i = 0; i < o.idle && daemon.alive; i += 25) {
+          const batch = await Promise.allSettled(Array.from({ length: Math.min(25, o.idle - i) }, () => RawConnection.open(provider, daemon.port(provider), { queueDepth: 1, ioBytes: 4096 })));
+          for (const b of batch) if (b.status === 'fulfilled') held.push(b.value);
+          else connectFailures++;
+        }
+        let rawClosed = 0;
+        for (let i = 0; i < (o.rawTcp ?? 0); i++) {
+          const s = netConnect(daemon.port(provider), '127.0.0.1');
+          s.on('error', () => undefined);
+          s.on('close', () => rawClosed++);
+          sockets.push(s);
+        }
+        log(`  churn: holding ${held.length} never-login connections and ${sockets.length} bare TCP connections`);
+        const peak = daemon.alive ? daemon.fds() : 0;
+        const released = daemon.alive && (await until(() => daemon.fds() <= base2.fds, RELEASE_MS));
+        const droppedByTarget = held.filter((h) => h.closed).length;
+        idle.fdsAfter = daemon.alive ? daemon.fds() : undefined;
+        idle.rssAfterKiB = daemon.alive ? daemon.rss() : undefined;
+        idle.runs = 1;
+        idle.operations = held.length + sockets.length;
+        idle.healthyErrors = connectFailures;
+        idle.notes.push(`fds peaked at ${peak}; after ${RELEASE_MS / 1000} s rblkd had dropped ${droppedByTarget}/${held.length} libfabric and ${rawClosed}/${sockets.length} bare TCP connections`);
+        if (connectFailures > 0) idle.notes.push(`${connectFailures} connects refused or failed`);
+        idle.ok = released && rawClosed === sockets.length && droppedByTarget === held.length;
+        if (!released) idle.notes.push(`fds not back to ${base2.fds} while the connections were held`);
+      } finally {
+        for (const s of sockets) s.destroy();
+        await Promise.all(held.map((h) => h.close()));
+      }
+      if (daemon.alive) {
+        const back = await until(() => daemon.fds() <= base2.fds, RELEASE_MS);
+        if (!back) idle.notes.push(`fds still ${daemon.fds()} after we closed ours`);
+        idle.fdsAfter = daemon.fds();
+        idle.rssAfterKiB = daemon.rss();
+      }
+      if (idle.rssAfterKiB !== undefined && idle.rssAfterKiB > base2.rss * (1 + RSS_TOLERANCE)) {
+        idle.ok = false;
+        idle.notes.push(`RSS grew more than ${RSS_TOLERANCE * 100}%`);
+      }
+    }
+  } catch (e) {
+    cycles.ok = false;
+    cycles.notes.push(`aborted: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`);
+  } finally {
+    if (idle.runs === 0) idle.skipped = 'not run: the cycles before it failed';
+    cycles.daemonExits = daemon.unexpectedExits;
+    if (daemon.unexpectedExits > 0) {
+      cycles.ok = idle.ok = false;
+      cycles.notes.push(...daemon.exitReports);
+    }
+    await daemon.close();
+  }
+  return o.idle > 0 ? [cycles, idle] : [cycles];
+}
