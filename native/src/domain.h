@@ -6,11 +6,8 @@
 #include <rdma/fi_domain.h>
 
 #include <cstdint>
-<<<<<<< HEAD
 #include <cstring>
-=======
 #include <string>
->>>>>>> i9-native
 
 namespace rblk {
 
