@@ -138,14 +138,10 @@ export class Transmission {
         }
       }
       this.#running++;
-<<<<<<< HEAD
-      this.#execute(req, data, cost, lease).catch((err: unknown) => {
+      this.#execute(req, lease?.view ?? null, cost, lease).catch((err: unknown) => {
         this.#opts.log('error', `${this.#opts.peer}: closing the connection after an internal error: ${describe(err)}`);
         this.#socket.destroy();
       });
-=======
-      void this.#execute(req, lease?.view ?? null, cost, lease);
->>>>>>> i9-nbd
     }
   }
 
