@@ -143,23 +143,16 @@ class FabricConnection implements TargetConnection {
   private async finish(reason: string): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-<<<<<<< HEAD
     let why = reason;
     try {
       await this.ep.close();
       await this.recvRegion.close();
+      await this.ringRegion?.close();
       await this.sendSlots.close();
     } catch (e) {
       why = `${reason} (releasing the connection's memory failed: ${errorText(e)})`;
     }
     this.onClose?.(why);
-=======
-    await this.ep.close();
-    await this.recvRegion.close();
-    await this.ringRegion?.close();
-    await this.sendSlots.close();
-    this.onClose?.(reason);
->>>>>>> i9-prelogin
   }
 
   close(reason: string): Promise<void> {
