@@ -200,16 +200,13 @@ export class TargetServer {
           this.sessions.add(s);
           s.onEnd = () => this.sessions.delete(s);
         },
-<<<<<<< HEAD
         acceptFailed: (e: Error) => this.acceptFailed(env?.portName ?? `${o.provider}:${o.address}:${o.port}`, e),
-=======
-        acceptFailed: () => {
+        acceptAbandoned: () => {
           this.accepting--;
         },
         staleClosed: (n) => {
           this.reaped.note(`closed ${n} connection(s) that sent no connection request within ${this.opts.limits.loginTimeoutMs} ms`);
         },
->>>>>>> i9-prelogin
       },
     );
     env = this.environment(`${port.provider}:${port.address}:${port.port}`);

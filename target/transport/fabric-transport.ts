@@ -276,11 +276,11 @@ export class FabricTargetTransport implements TargetTransport {
               void conn.close(`the connection could not be set up: ${errorText(e)}`);
             }
           },
-<<<<<<< HEAD
           (e: unknown) => {
-            // Give the buffers back whatever happened.
+            // Give the buffers back whatever happened, and the pre-login slot.
             void recvRegion.close().catch(() => undefined);
             void sendSlots.close().catch(() => undefined);
+            handlers.acceptAbandoned?.(request);
             const err = e instanceof Error ? e : new Error(String(e));
             // The peer went away during the accept, or closed it: nothing to report.
             if (err instanceof FabricError && (err.code === 'FI_ESHUTDOWN' || err.code === 'FI_ECONNREFUSED' || err.code === 'FI_ECANCELED')) return;
@@ -293,17 +293,6 @@ export class FabricTargetTransport implements TargetTransport {
               // Already consumed by the endpoint, whose close told the peer.
             }
             handlers.acceptFailed?.(err);
-=======
-          () => {
-            // The initiator went away during accept: give the buffers back.
-            // Nothing is left to report to: no session exists yet.
-            void recvRegion.close().catch(() => undefined);
-            void sendSlots.close().catch(() => undefined);
-<<<<<<< HEAD
->>>>>>> i9-lint
-=======
-            handlers.acceptFailed?.(request);
->>>>>>> i9-prelogin
           },
         );
     });

@@ -90,19 +90,16 @@ export interface PortHandlers {
   /** Decides on a connection request from its private data, before accepting. */
   admit(request: ConnectRequestData, peer: string): AdmitDecision;
   connected(conn: TargetConnection): void;
-<<<<<<< HEAD
   /**
    * The transport could not take a connection itself (out of fds, out of
    * memory): the peer was refused, the port and its sessions carry on. For
    * the log: nothing else would tell the operator.
    */
   acceptFailed?(error: Error): void;
-=======
-  /** An admitted request that never became a connection (the initiator went away during accept). */
-  acceptFailed?(request: ConnectRequestData): void;
+  /** An admitted request that never became a connection (the initiator went away, or the accept failed). */
+  acceptAbandoned?(request: ConnectRequestData): void;
   /** Accepted sockets that sent no connection request within connectTimeoutMs were shut down. */
   staleClosed?(count: number): void;
->>>>>>> i9-prelogin
 }
 
 export interface TargetPort {
