@@ -244,7 +244,7 @@ export class FabricTargetTransport implements TargetTransport {
       try {
         recvRegion = domain.register(loginBuffers * maxCapsule);
       } catch {
-        handlers.acceptFailed?.(request);
+        handlers.acceptAbandoned?.(request);
         reject(req, ConnectRejectReason.NO_RESOURCES);
         return;
       }
@@ -252,7 +252,7 @@ export class FabricTargetTransport implements TargetTransport {
         sendSlots = new Pool(domain, { chunkSize: SEND_SLOT, count: SEND_SLOTS });
       } catch {
         void recvRegion.close().catch(() => undefined);
-        handlers.acceptFailed?.(request);
+        handlers.acceptAbandoned?.(request);
         reject(req, ConnectRejectReason.NO_RESOURCES);
         return;
       }
