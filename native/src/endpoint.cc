@@ -120,10 +120,10 @@ Endpoint::Endpoint(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Endpoint>(
     throw MakeError(env, -rc, op);
   }
 
-  Napi::Uint32Array batch = Napi::Uint32Array::New(env, kBatch * 3);
-  batch_ = batch.Data();
+  batch_.reset(new uint32_t[kBatch * 3]());
   batch_capacity_ = kBatch;
-  completions_ = Napi::Persistent(batch);
+  Napi::ArrayBuffer batch_memory = Napi::ArrayBuffer::New(env, batch_.get(), kBatch * 3 * sizeof(uint32_t));
+  completions_ = Napi::Persistent(Napi::Uint32Array::New(env, kBatch * 3, batch_memory, 0));
   domain_ref_ = Napi::Persistent(info[0].As<Napi::Object>());
   on_completions_ = Napi::Persistent(info[5].As<Napi::Function>());
   on_event_ = Napi::Persistent(info[6].As<Napi::Function>());
@@ -136,6 +136,28 @@ Endpoint::~Endpoint() {
   Teardown();
   delete async_;
   for (OpRecord* op : ops_) delete op;
+}
+
+// What a closed endpoint still held: its op records (all free once Teardown
+// has run) and its completion batch.
+void Endpoint::ReleaseClosed() {
+  for (OpRecord* op : ops_) delete op;
+  ops_.clear();
+  ops_.shrink_to_fit();
+  free_ops_.clear();
+  free_ops_.shrink_to_fit();
+  ReleaseBatch();
+}
+
+// The JS view goes first (it reads as empty from then on), then the memory.
+void Endpoint::ReleaseBatch() {
+  if (!completions_.IsEmpty()) {
+    Napi::ArrayBuffer ab = completions_.Value().ArrayBuffer();
+    if (!ab.IsDetached()) ab.Detach();
+    completions_.Reset();
+  }
+  batch_.reset();
+  batch_capacity_ = 0;
 }
 
 int Endpoint::BindMemory(fid_mr* mr) {
@@ -261,9 +283,11 @@ size_t Endpoint::DrainCq() {
     if (count > 0) Flush(count);
   } catch (...) {
     draining_ = false;
+    if (cq_ == nullptr) ReleaseClosed();
     throw;
   }
   draining_ = false;
+  if (cq_ == nullptr) ReleaseClosed();  // closed from inside a batch
   return total;
 }
 
@@ -333,7 +357,10 @@ void Endpoint::OnEqReadable() {
   }
 }
 
-Napi::Value Endpoint::Completions(const Napi::CallbackInfo& info) { return completions_.Value(); }
+Napi::Value Endpoint::Completions(const Napi::CallbackInfo& info) {
+  if (completions_.IsEmpty()) return Napi::Uint32Array::New(info.Env(), 0);
+  return completions_.Value();
+}
 
 static void PrivateData(const Napi::Value& v, const void** pd, size_t* len) {
   *pd = nullptr;
@@ -553,6 +580,9 @@ Napi::Value Endpoint::Close(const Napi::CallbackInfo& info) {
   on_completions_.Reset();
   on_event_.Reset();
   domain_ref_.Reset();
+  // Closed from inside a batch, the drain still walks its entries (whose
+  // contexts are the op records): it releases them when it ends.
+  if (!draining_) ReleaseClosed();
   Unref();
   Napi::Array out = Napi::Array::New(env, canceled.size());
   for (size_t i = 0; i < canceled.size(); ++i) out.Set(static_cast<uint32_t>(i), Napi::Number::New(env, canceled[i]));

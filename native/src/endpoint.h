@@ -10,6 +10,7 @@
 #include <rdma/fi_eq.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "event-queue.h"
@@ -72,8 +73,14 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   std::vector<OpRecord*> free_ops_;  // reusable records
   size_t in_flight_ = 0;
 
-  uint32_t* batch_ = nullptr;  // (context, status, length) triples, backed by completions_
+  // (context, status, length) triples. The memory is the endpoint's own, seen
+  // by JS through completions_ (an external ArrayBuffer): close() detaches the
+  // view and frees it, so a closed endpoint holds no native memory until the
+  // garbage collector finds its wrapper (docs/architecture.md, "Memory").
+  std::unique_ptr<uint32_t[]> batch_;
   size_t batch_capacity_ = 0;
+  void ReleaseBatch();
+  void ReleaseClosed();
 
   napi_env env_ = nullptr;
   Napi::ObjectReference domain_ref_;
