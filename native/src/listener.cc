@@ -10,6 +10,12 @@
 
 namespace rblk {
 
+namespace {
+// Long enough for a request that is one segment, short enough that a peer
+// that stops half-way costs the daemon no more than this (stale-accepts.h).
+constexpr unsigned kRequestReadTimeoutMs = 20;
+}  // namespace
+
 Napi::Function Listener::Init(Napi::Env env) {
   return DefineClass(env, "Listener",
                      {InstanceAccessor<&Listener::Port>("port"), InstanceAccessor<&Listener::Address>("address"),
@@ -72,6 +78,9 @@ Listener::Listener(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Listener>(
   }
   address_ = text;
   local_ = ss;
+  // A half-sent connection request must not block the thread that reads the
+  // event queue (stale-accepts.h): the accepted sockets inherit this bound.
+  BoundRequestReads(local_, kRequestReadTimeoutMs);
   domain_ref_ = Napi::Persistent(info[0].As<Napi::Object>());
   on_event_ = Napi::Persistent(info[3].As<Napi::Function>());
   async_ = new Napi::AsyncContext(env, "rblk:Listener");

@@ -61,6 +61,26 @@ function rawConnection(port: number, garbage: Buffer | null): Promise<Socket & {
   });
 }
 
+/**
+ * The start of the provider's own connection request, announcing 16 bytes of
+ * private data that never follow (docs/transport.md, "Half-sent connection
+ * requests", has both layouts).
+ */
+function halfRequest(provider: string): Buffer {
+  if (provider === 'tcp') {
+    // version 3, type 0 (request), segment size 16, then seg_no, conn_id, msg_id, conn_data.
+    const b = Buffer.alloc(32);
+    b.writeUInt8(3, 0);
+    b.writeUInt16BE(16, 2);
+    b.writeBigUInt64LE(1n, 24);
+    return b;
+  }
+  // sockets: type 0 (request), 3 reserved, port, private data size 16; the address and caps never follow.
+  const b = Buffer.alloc(8);
+  b.writeUInt16BE(16, 6);
+  return b;
+}
+
 for (const provider of PROVIDERS) {
   test.serial(`${provider}: TCP connections that send no connection request are closed within login_timeout_ms`, async (t) => {
     const f = await startTarget(provider, undefined, { loginTimeoutMs: LOGIN_TIMEOUT_MS });
@@ -89,6 +109,40 @@ for (const provider of PROVIDERS) {
     const later = await f.connect();
     await roundTrip(t, later, 3);
     await roundTrip(t, healthy, 4);
+  });
+
+  // The first bytes of a connection request that announce more and then stop
+  // (docs/transport.md, "Half-sent connection requests"): the provider reads
+  // the rest with a blocking recv, which once stopped the whole target.
+  test.serial(`${provider}: a connection request that stops half-way stops neither the sessions nor new logins`, async (t) => {
+    const f = await startTarget(provider, undefined, { loginTimeoutMs: LOGIN_TIMEOUT_MS });
+    t.teardown(() => f.close());
+    const healthy = await f.connect();
+    await roundTrip(t, healthy, 6);
+
+    const raw = await rawConnection(f.port, halfRequest(provider));
+    t.teardown(() => raw.destroy());
+    // The target's thread is not held: the session is served while the request hangs.
+    await roundTrip(t, healthy, 7);
+    // New logins: on tcp at once (the provider's read gives up); the sockets
+    // provider's CM thread is held until the target shuts the socket down,
+    // so there a login may be refused until then, and no longer.
+    let refused = 0;
+    let later: Connection | null = null;
+    const deadline = Date.now() + LOGIN_TIMEOUT_MS * 4;
+    while (later === null) {
+      try {
+        later = await f.connect();
+      } catch (e) {
+        if (provider === 'tcp' || Date.now() > deadline) throw e;
+        refused++;
+        await sleep(100);
+      }
+    }
+    t.log(`logins refused before one went through: ${refused}`);
+    await roundTrip(t, later, 8);
+    // And the half-sent request is dropped: by the provider, or by the target's reaper.
+    await eventually(() => raw.ended, 'the target to close the half-sent request', LOGIN_TIMEOUT_MS * 10);
   });
 
   test.serial(`${provider}: fabric connections beyond pre_login_connections are refused until a slot frees`, async (t) => {
