@@ -27,6 +27,19 @@ export interface ChurnOptions {
 /** rblkd's login timeout (target/daemon/daemon.ts) plus its keep-alive and some slack: a bound, not a measurement. */
 const RELEASE_MS = 20_000;
 const RSS_TOLERANCE = 0.1;
+/**
+ * V8 gives back the young generation a load grew, and heap pages freed by
+ * garbage collection, only when its memory reducer runs on a quiet process:
+ * about 20 to 30 s after the load stops (docs/reliability.md, "Memory"). RSS is
+ * read once it has settled, within this bound; the tolerance does not change.
+ */
+const RSS_SETTLE_MS = 45_000;
+
+/** rblkd's RSS once it is within the tolerance of `base`, or after RSS_SETTLE_MS. */
+async function settledRss(daemon: SoakDaemon, base: number): Promise<number> {
+  await until(() => !daemon.alive || daemon.rss() <= base * (1 + RSS_TOLERANCE), RSS_SETTLE_MS);
+  return daemon.alive ? daemon.rss() : 0;
+}
 
 function loginOptions(port: number, provider: string): Parameters<typeof Connection.open>[1] {
   return { address: '127.0.0.1', port, provider, initiatorName: 'iqn.2026-11.io.rblk:soak-churn', targetName: DEFAULT_TARGET_NAME, queueDepth: 4, maxIo: 64 * 1024, connectTimeoutMs: 5000 };
@@ -76,9 +89,8 @@ export async function churn(o: ChurnOptions): Promise<SoakRow[]> {
     cycles.healthyErrors = failed;
     if (daemon.alive) {
       const back = await until(() => daemon.fds() <= base.fds, RELEASE_MS);
-      await sleep(1000);
+      cycles.rssAfterKiB = await settledRss(daemon, base.rss);
       cycles.fdsAfter = daemon.fds();
-      cycles.rssAfterKiB = daemon.rss();
       if (!back) cycles.notes.push(`fds not back to ${base.fds} within ${RELEASE_MS / 1000} s`);
       if (cycles.rssAfterKiB > base.rss * (1 + RSS_TOLERANCE)) cycles.notes.push(`RSS grew more than ${RSS_TOLERANCE * 100}%`);
       cycles.ok = back && cycles.rssAfterKiB <= base.rss * (1 + RSS_TOLERANCE) && failed === 0;
@@ -126,8 +138,8 @@ export async function churn(o: ChurnOptions): Promise<SoakRow[]> {
       if (daemon.alive) {
         const back = await until(() => daemon.fds() <= base2.fds, RELEASE_MS);
         if (!back) idle.notes.push(`fds still ${daemon.fds()} after we closed ours`);
+        idle.rssAfterKiB = await settledRss(daemon, base2.rss);
         idle.fdsAfter = daemon.fds();
-        idle.rssAfterKiB = daemon.rss();
       }
       if (idle.rssAfterKiB !== undefined && idle.rssAfterKiB > base2.rss * (1 + RSS_TOLERANCE)) {
         idle.ok = false;
