@@ -5,7 +5,6 @@
 import test from 'ava';
 import { capsuleFuzz } from '../../bench/soak/capsule-fuzz.js';
 import type { SoakRow } from '../../bench/soak/report.js';
-import { afterFixes } from './gate.js';
 
 function noteOf(row: SoakRow): string {
   return `${row.scenario}: ${row.operations} capsules, fds ${row.fdsBefore}→${row.fdsAfter}; ${row.notes.join('; ')}`;
@@ -21,9 +20,7 @@ test.serial('tcp: 10,000 fuzzed capsules with disconnects at every step; rblkd s
   t.false(row.notes.some((n) => /never answered|undecodable/.test(n)), row.notes.join('; '));
 });
 
-// Known defects (other branches): 3 fds leaked per connection on tcp; an unhandled
-// rejection kills rblkd when a sockets peer disconnects during login.
-afterFixes('tcp and sockets: fuzzing leaves rblkd up with its fds back to where they were', async (t) => {
+test.serial('tcp and sockets: fuzzing leaves rblkd up with its fds back to where they were', async (t) => {
   t.timeout(300_000);
   for (const row of await capsuleFuzz({ providers: ['tcp', 'sockets'], capsules: 10_000, budgetMs: 120_000 })) {
     t.log(noteOf(row));

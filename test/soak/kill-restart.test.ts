@@ -4,7 +4,6 @@
 import test from 'ava';
 import { killRestart } from '../../bench/soak/kill-restart.js';
 import type { SoakRow } from '../../bench/soak/report.js';
-import { afterFixes } from './gate.js';
 
 function check(t: import('ava').ExecutionContext, row: SoakRow, kills: number): void {
   t.log(`${row.scenario}: ${row.operations} writes; ${row.notes.join('; ')}`);
@@ -21,8 +20,7 @@ test.serial('library: kill -9 twice and SIGTERM once under FUA writes, nothing a
   check(t, await killRestart({ path: 'library', signal: 'SIGTERM', kills: 1, writesBetween: 20 }), 1);
 });
 
-// Known defect (another branch): the NBD export acknowledged writes that a kill then lost.
-afterFixes('NBD export: kill -9 and SIGTERM under FUA writes, nothing acknowledged is lost', async (t) => {
+test.serial('NBD export: kill -9 and SIGTERM under FUA writes, nothing acknowledged is lost', async (t) => {
   t.timeout(240_000);
   check(t, await killRestart({ path: 'nbd', signal: 'SIGKILL', kills: 2, writesBetween: 20 }), 2);
   check(t, await killRestart({ path: 'nbd', signal: 'SIGTERM', kills: 2, writesBetween: 20 }), 2);
