@@ -84,8 +84,14 @@ static ssize_t post(const struct options *o, struct side *s, enum rma_op op, voi
   // FI_MR_LOCAL: the provider needs the local buffer's descriptor; otherwise it may ignore one.
   void *desc = (s->mr_mode & FI_MR_LOCAL) ? fi_mr_desc(s->mr) : NULL;
   uint64_t addr = r->addr + offset;
-  return op == OP_READ ? fi_read(s->ep, local, o->size, desc, 0, addr, r->key, ctx)
-                       : fi_write(s->ep, local, o->size, desc, 0, addr, r->key, ctx);
+  if (op == OP_READ) return fi_read(s->ep, local, o->size, desc, 0, addr, r->key, ctx);
+  if (!o->delivery) return fi_write(s->ep, local, o->size, desc, 0, addr, r->key, ctx);
+  // A write's default completion on tcp and sockets means the buffer may be
+  // reused, not that the peer has the data: ask for delivery to time a round trip.
+  struct iovec iov = {.iov_base = local, .iov_len = o->size};
+  struct fi_rma_iov rma = {.addr = addr, .len = o->size, .key = r->key};
+  struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .rma_iov = &rma, .rma_iov_count = 1, .context = ctx};
+  return fi_writemsg(s->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
 }
 
 // Reads at least one completion, sleeping on the CQ's wait fd (or spinning

@@ -8,7 +8,7 @@
 static const char usage[] =
     "usage: rma-ceiling [--provider tcp|sockets] [--size BYTES[K|M]] [--qd N] [--op read|write]\n"
     "                   [--seconds S] [--span BYTES[K|M]] [--pattern rand|seq] [--verify]\n"
-    "                   [--busy-poll] [--mr-basic]\n"
+    "                   [--busy-poll] [--mr-basic] [--delivery-complete]\n"
     "Forks a passive peer on 127.0.0.1 (port 0), connects to it over FI_EP_MSG, keeps --qd\n"
     "fi_read or fi_write operations of --size bytes in flight for --seconds, and prints one\n"
     "JSON line: ops/s, MB/s, latency percentiles, and CPU per op of each side.\n";
@@ -47,6 +47,8 @@ int parse_options(int argc, char **argv, struct options *o) {
       o->busy_poll = true, takes_value = false;
     } else if (strcmp(a, "--mr-basic") == 0) {
       o->mr_basic = true, takes_value = false;
+    } else if (strcmp(a, "--delivery-complete") == 0) {
+      o->delivery = true, takes_value = false;
     } else if (v == NULL) {
       fprintf(stderr, "rma-ceiling: %s needs a value (or is unknown)\n%s", a, usage);
       return -1;

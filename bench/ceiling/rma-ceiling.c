@@ -53,9 +53,9 @@ static void print_result(const struct options *o, const struct side *s, const st
                          const struct side_cpu *active, const struct side_cpu *passive, uint64_t verified) {
   double secs = (double)r->elapsed_ns / 1e9;
   const struct histogram *h = &r->latency;
-  printf("{\"provider\":\"%s\",\"op\":\"%s\",\"size\":%zu,\"qd\":%u,\"pattern\":\"%s\",\"span\":%zu,\"waits\":\"%s\",",
+  printf("{\"provider\":\"%s\",\"op\":\"%s\",\"size\":%zu,\"qd\":%u,\"pattern\":\"%s\",\"span\":%zu,\"waits\":\"%s\",\"completion\":\"%s\",",
          s->getinfo->fabric_attr->prov_name, op_name(o->op), o->size, o->qd, o->random ? "rand" : "seq", o->span,
-         o->busy_poll ? "busy-poll" : "fd");
+         o->busy_poll ? "busy-poll" : "fd", o->delivery && o->op == OP_WRITE ? "delivery" : "default");
   print_mr_mode(s->mr_mode);
   printf(",\"seconds\":%.6f,\"ops\":%" PRIu64 ",\"opsPerSec\":%.1f,\"mbps\":%.3f,", secs, r->ops,
          secs > 0 ? (double)r->ops / secs : 0, secs > 0 ? (double)r->ops * (double)o->size / secs / 1e6 : 0);

@@ -34,6 +34,8 @@ export interface RmaCeilingResult {
   readonly pattern: 'rand' | 'seq';
   readonly span: number;
   readonly waits: 'fd' | 'busy-poll';
+  /** "delivery" for writes with --delivery-complete; the bench keeps the default, as the JS ceiling does. */
+  readonly completion: 'default' | 'delivery';
   readonly mrMode: readonly string[];
   readonly seconds: number;
   readonly ops: number;

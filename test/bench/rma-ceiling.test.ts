@@ -55,9 +55,17 @@ for (const provider of ['tcp', 'sockets']) {
   });
 }
 
+test('tcp: --delivery-complete writes (fi_writemsg, FI_DELIVERY_COMPLETE), verified', async (t) => {
+  const r = await ceiling(t, ['--op', 'write', '--delivery-complete', '--qd', '2', '--seconds', '0.2', '--verify']);
+  t.like(r, { op: 'write', completion: 'delivery' });
+  sane(t, r);
+  t.true((r.verified?.blocks ?? 0) > 0);
+});
+
 test('tcp: the default mr_mode here is empty (offsets and requested keys)', async (t) => {
   const r = await ceiling(t, ['--qd', '1', '--seconds', '0.2']);
   t.deepEqual(r.mrMode, []);
+  t.is(r.completion, 'default');
   t.is(r.verified, undefined, 'no verify unless asked');
 });
 
