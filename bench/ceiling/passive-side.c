@@ -110,11 +110,9 @@ static int serve(const struct options *o, struct side *s, int ctl_fd, int report
       n = fi_eq_read(s->eq, &event, &e, sizeof e, 0);
       if (n >= 0 && event == FI_SHUTDOWN) peer_gone = true;
       else if (n == -FI_EAVAIL) return (int)wait_cm_event(s, FI_SHUTDOWN, &e, sizeof e, 0, "fi_eq_read (passive)");
-      if (o->busy_poll) {
-        if (spins % 256 != 0) continue;
-      } else if (fi_trywait(s->fabric, waited, 2) == FI_SUCCESS) {
-        timeout = -1;
-      }
+      if (!o->busy_poll && fi_trywait(s->fabric, waited, 2) == FI_SUCCESS) timeout = -1;
+      // The provider has more to do: progress again, and look at the parent only now and then.
+      else if (spins % 64 != 0) continue;
     }
     // After FI_SHUTDOWN the endpoint's socket stays readable: wait on the parent alone.
     struct pollfd p[3] = {{.fd = ctl_fd, .events = POLLIN}, {.fd = cq_fd, .events = POLLIN}, {.fd = eq_fd, .events = POLLIN}};
