@@ -119,6 +119,9 @@ int main(int argc, char **argv) {
   struct options o;
   int rc = parse_options(argc, argv, &o);
   if (rc != 0) return rc > 0 ? 0 : 2;
+  // A side that died must show up as a failed write to its pipe, which is
+  // reported, rather than as a silent SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
   int ctl[2], report[2];
   if (pipe2(ctl, O_CLOEXEC) != 0) return fi_fail("pipe2", -errno), 1;
   if (pipe2(report, O_CLOEXEC) != 0) {
