@@ -1,8 +1,9 @@
 // rblk side by side with its peers, in one run against one backing file:
 // the rblk library and rblk attach's NBD export against rblkd, tgt (iSCSI)
 // with iscsi-perf, nbdkit's file plugin with fio's nbd engine, the raw
-// transport ceiling (RMA with no storage), and local fio on the file (the
-// storage ceiling). Each system runs alone, in turn; the bench starts and
+// transport ceiling (RMA with no storage: our JavaScript loop, and a C one
+// over libfabric directly that the ratios use), and local fio on the file
+// (the storage ceiling). Each system runs alone, in turn; the bench starts and
 // stops every peer itself.
 //
 // Every server opens the file with O_DIRECT (nbdkit 1.32: cache=none), as
@@ -22,6 +23,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDist, root } from './peers/children.js';
 import { ceilingSystem, runCeiling } from './peers/transport-ceiling.js';
+import { cCeilingSystem, runCCeiling } from './peers/rma-ceiling.js';
 import { LOCAL_VARIANTS, runLocalFio } from './peers/local-fio.js';
 import { machineFacts } from './peers/machine.js';
 import { NBDKIT, runNbdkit } from './peers/nbdkit.js';
@@ -33,7 +35,9 @@ import { CHART_WORKLOADS, WORKLOADS, type BenchContext, type SystemInfo, type Sy
 
 const ALL_IDS = [
   'ceiling-tcp',
+  'ceiling-c-tcp',
   'ceiling-sockets',
+  'ceiling-c-sockets',
   ...LOCAL_VARIANTS.map((v) => v.system.id),
   'nbdkit',
   'tgt',
@@ -46,7 +50,8 @@ const ALL_IDS = [
 
 /** Names --only accepts besides the ids themselves. */
 const GROUPS: Record<string, readonly string[]> = {
-  ceiling: ['ceiling-tcp', 'ceiling-sockets'],
+  ceiling: ['ceiling-tcp', 'ceiling-c-tcp', 'ceiling-sockets', 'ceiling-c-sockets'],
+  'ceiling-c': ['ceiling-c-tcp', 'ceiling-c-sockets'],
   local: LOCAL_VARIANTS.map((v) => v.system.id),
   rblk: ['rblk-lib-tcp', 'rblk-lib-sockets', 'rblk-nbd-tcp'],
   'rblk-session': ['rblk-session-tcp', 'rblk-session-sockets'],
@@ -190,8 +195,10 @@ export async function runPeersBench(a: Args, progress: (m: string) => void): Pro
   const file = createBackingFile(a.dir, a.size);
   const ctx: BenchContext = { file, fileSize: a.size, lbaSize: 512, seconds: a.seconds, workloads, progress };
   const systems: SystemResult[] = [];
-  for (const p of ['tcp', 'sockets'])
+  for (const p of ['tcp', 'sockets']) {
     if (ids.has(`ceiling-${p}`)) systems.push(await guarded(ctx, ceilingSystem(p), () => runCeiling(ctx, p)));
+    if (ids.has(`ceiling-c-${p}`)) systems.push(await guarded(ctx, cCeilingSystem(p), () => runCCeiling(ctx, p)));
+  }
   systems.push(...(await runLocalFio(ctx, ids)));
   if (ids.has('nbdkit')) systems.push(await guarded(ctx, NBDKIT, () => runNbdkit(ctx)));
   if (ids.has('tgt')) systems.push(await guarded(ctx, TGT, () => runTgt(ctx)));

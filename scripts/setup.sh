@@ -63,6 +63,18 @@ build_native() {
   fi
 }
 
+# The C transport ceiling (bench/ceiling): a plain CMake project of its own,
+# built apart from cmake-js's tree so it links nothing of Node's.
+build_ceiling() {
+  local out=build/ceiling/rma-ceiling
+  if stale "$out" bench/ceiling; then
+    log "building the C transport ceiling"
+    cmake -S bench/ceiling -B build/ceiling -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build build/ceiling >/dev/null
+    touch "$out"
+  fi
+}
+
 build_ts() {
   local stamp=dist/.rblk-built
   if stale "$stamp" native protocol target initiator config bench bin-src tsconfig.json package.json; then
@@ -78,4 +90,5 @@ if [ "${1:-}" != "--build-only" ]; then
   install_npm
 fi
 build_native
+build_ceiling
 build_ts
