@@ -1,15 +1,16 @@
 // Session churn with fd and memory accounting: many login/logout cycles, then connections
 // that connect and never log in (libfabric connections that send nothing, and bare TCP
-// connections to the listening port that never even start libfabric's handshake). After
-// each, rblkd's open descriptors (/proc/PID/fd) must come back to where they were, and its
-// resident memory stay within 10%: the login timeout (10 s, docs/protocol.md §7) is what
-// frees a connection that never logs in.
+// connections to the listening port that never start libfabric's handshake, or send
+// half of its first message). After each, rblkd's open descriptors (/proc/PID/fd) must come
+// back to where they were, and its resident memory stay within 10%: the login timeout
+// (10 s, docs/protocol.md §7) is what frees a connection that never logs in.
 import { connect as netConnect, type Socket } from 'node:net';
 import { Connection } from '../../initiator/connection.js';
 import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
 import { DEFAULT_TARGET_NAME } from '../../protocol/wire/index.js';
 import { SoakDaemon, type SoakProvider } from './daemon.js';
 import { sleep, until } from './processes.js';
+import { halfRequest } from './half-request.js';
 import { RawConnection } from './raw-connection.js';
 import { newRow, type SoakRow } from './report.js';
 
@@ -112,8 +113,10 @@ export async function churn(o: ChurnOptions): Promise<SoakRow[]> {
           else connectFailures++;
         }
         let rawClosed = 0;
+        // Half of them send the start of a connection request and stop there.
         for (let i = 0; i < (o.rawTcp ?? 0); i++) {
           const s = netConnect(daemon.port(provider), '127.0.0.1');
+          if (i % 2 === 1) s.once('connect', () => s.write(halfRequest(provider)));
           s.on('error', () => undefined);
           s.on('close', () => rawClosed++);
           sockets.push(s);

@@ -13,6 +13,7 @@ import type { Connection } from '../../initiator/connection.js';
 import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
 import { pattern, PROVIDERS } from '../helpers/fabric-pair.js';
 import { startTarget } from '../helpers/target-fixture.js';
+import { halfRequest } from '../../bench/soak/half-request.js';
 
 const LOGIN_TIMEOUT_MS = 1500;
 const SILENT = 8;
@@ -59,26 +60,6 @@ function rawConnection(port: number, garbage: Buffer | null): Promise<Socket & {
     });
     s.once('error', reject);
   });
-}
-
-/**
- * The start of the provider's own connection request, announcing 16 bytes of
- * private data that never follow (docs/transport.md, "Half-sent connection
- * requests", has both layouts).
- */
-function halfRequest(provider: string): Buffer {
-  if (provider === 'tcp') {
-    // version 3, type 0 (request), segment size 16, then seg_no, conn_id, msg_id, conn_data.
-    const b = Buffer.alloc(32);
-    b.writeUInt8(3, 0);
-    b.writeUInt16BE(16, 2);
-    b.writeBigUInt64LE(1n, 24);
-    return b;
-  }
-  // sockets: type 0 (request), 3 reserved, port, private data size 16; the address and caps never follow.
-  const b = Buffer.alloc(8);
-  b.writeUInt16BE(16, 6);
-  return b;
 }
 
 for (const provider of PROVIDERS) {
