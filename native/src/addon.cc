@@ -7,6 +7,7 @@
 #include <set>
 
 #include "addon-data.h"
+#include "child-fds.h"
 #include "domain.h"
 #include "endpoint.h"
 #include "errors.h"
@@ -69,6 +70,7 @@ Napi::Object Constants(Napi::Env env) {
 }  // namespace
 
 Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
+  ProtectChildFds();
   auto* data = new AddonData;
   Napi::Function domain = Domain::Init(env);
   Napi::Function mr = MemoryRegion::Init(env);
