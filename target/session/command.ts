@@ -70,7 +70,8 @@ export async function runCommand(cmd: CommandCapsule, state: CommandState, ctx: 
   try {
     if (!ctx.mapped && cmd.cdb[0] !== 0x12 && cmd.cdb[0] !== 0xa0 && cmd.cdb[0] !== 0x03) {
       // A LUN this initiator cannot see: only INQUIRY, REPORT LUNS and REQUEST SENSE answer (SPC-5 4.5).
-      return await ctx.respond(ScsiStatus.CHECK_CONDITION, checkCondition(LOGICAL_UNIT_NOT_SUPPORTED), 0, L, 0);
+      // Only the command's own direction has a residual (docs/protocol.md §9.3).
+      return await ctx.respond(ScsiStatus.CHECK_CONDITION, checkCondition(LOGICAL_UNIT_NOT_SUPPORTED), 0, cmd.direction === DataDirection.WRITE ? L : 0, cmd.direction === DataDirection.READ ? L : 0);
     }
     const parsed = ctx.scsi.parse(cmd.cdb, ctx.mapped?.lu, ctx.mapped?.access ?? 'ro');
     if (!parsed.ok) return await ctx.respond(parsed.completion.status, parsed.completion.sense, 0, cmd.direction === DataDirection.WRITE ? L : 0, cmd.direction === DataDirection.READ ? L : 0);
