@@ -31,8 +31,7 @@ import {
   type WireLimits,
 } from '../../protocol/wire/index.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
-import { NO_RESIDUALS, ScsiRequest, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
-import type { Access } from '../scsi/index.js';
+import { NO_RESIDUALS, ScsiRequest, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { DataBuffer, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
 import type { MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionLogger } from './environment.js';
