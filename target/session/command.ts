@@ -10,7 +10,8 @@ import { descriptorRange } from './descriptor-range.js';
 
 /** What a command needs from its session. */
 export interface CommandHost<B extends DataBuffer> {
-  readonly conn: TargetConnection<B>;
+  /** The connection's data calls: all a command moves data with. */
+  readonly conn: Pick<TargetConnection<B>, 'allocate' | 'read' | 'write'>;
   /** Sends the command's RSP. */
   respond(tag: bigint, status: number, sense: Buffer | undefined, residuals: Residuals): Promise<void>;
   /** A failed RMA ends the session (§12). */
