@@ -3,6 +3,7 @@
 // "remote" memory reached by (address, key) with the same checks a provider
 // makes. Nothing here is registered with libfabric.
 import { FabricError } from './fabric-error.js';
+import type { RemoteRegion } from './fabric.js';
 
 interface Region {
   buffer: Buffer;
@@ -74,13 +75,7 @@ export class LoopMemory {
   }
 }
 
-export interface LoopSegment {
-  address: bigint;
-  key: bigint;
-  length: number;
-}
-
-function resolve(seg: LoopSegment, op: string): Buffer {
+function resolve(seg: RemoteRegion, op: string): Buffer {
   const r = regions.get(seg.key);
   // The checks a provider makes at the responder: key, access, bounds.
   if (!r || !r.remote) throw new FabricError(13, op, `${op}: no remotely accessible region has key ${seg.key} (FI_EACCES)`, 'FI_EACCES');
@@ -91,7 +86,7 @@ function resolve(seg: LoopSegment, op: string): Buffer {
 }
 
 /** RMA read: gathers the remote segments into `into`, in order. */
-export async function loopRead(into: Buffer, segments: LoopSegment[]): Promise<void> {
+export async function loopRead(into: Buffer, segments: readonly RemoteRegion[]): Promise<void> {
   await Promise.resolve();
   let at = 0;
   for (const s of segments) {
@@ -103,7 +98,7 @@ export async function loopRead(into: Buffer, segments: LoopSegment[]): Promise<v
 }
 
 /** RMA write: scatters `from` across the remote segments, in order. */
-export async function loopWrite(from: Buffer, segments: LoopSegment[]): Promise<void> {
+export async function loopWrite(from: Buffer, segments: readonly RemoteRegion[]): Promise<void> {
   await Promise.resolve();
   let at = 0;
   for (const s of segments) {

@@ -1,12 +1,12 @@
 // The target without its daemon wrapping: exported volumes (LUNs over logical
-// units), ports on transports, and the sessions on them. rblkd (daemon.ts)
-// builds one from the config; tests build one directly, over the loop or the
-// fabric transport.
+// units), ports on transports, and the sessions on them, which the front end's
+// session factory makes (rblk's is rblkSessions in session/session.ts).
+// rblkd (daemon.ts) builds one from the config; tests build one directly,
+// over the loop or the fabric transport.
 import { LogoutReason } from '../protocol/wire/index.js';
 import { ScsiTarget, type Access, type LogicalUnit } from './scsi/index.js';
-import { TargetSession } from './session/session.js';
-import type { MappedLun, SessionEnvironment, SessionLimits, SessionLogger } from './session/environment.js';
-import type { TargetConnection, TargetPort, TargetTransport } from './transport/transport.js';
+import type { MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionLimits, SessionLogger } from './session/environment.js';
+import type { DataBuffer, TargetConnection, TargetPort, TargetTransport } from './transport/transport.js';
 import { ConnectRejectReason, MAX_CAPSULE_SIZE, MIN_CAPSULE_SIZE, CONTROL_RECV_BUFFERS } from '../protocol/wire/index.js';
 import { ThrottledLog } from './throttled-log.js';
 
@@ -64,7 +64,7 @@ export class TargetServer {
   readonly scsi = new ScsiTarget();
   private readonly volumes = new Map<string, ExportedVolume>();
   private readonly ports = new Set<TargetPort>();
-  readonly sessions = new Set<TargetSession>();
+  readonly sessions = new Set<ServedSession>();
   private draining = false;
   private opts: TargetServerOptions;
   /** Connection requests admitted whose accept has not finished yet: pre-login too. */
@@ -72,7 +72,11 @@ export class TargetServer {
   private readonly refusals: ThrottledLog;
   private readonly reaped: ThrottledLog;
 
-  constructor(opts: TargetServerOptions) {
+  constructor(
+    opts: TargetServerOptions,
+    /** Starts the front end's session on each new connection. */
+    private readonly newSession: SessionFactory,
+  ) {
     this.opts = opts;
     this.refusals = new ThrottledLog(REFUSAL_LOG_INTERVAL_MS, (m) => this.opts.log.warn(m));
     this.reaped = new ThrottledLog(REFUSAL_LOG_INTERVAL_MS, (m) => this.opts.log.warn(m));
@@ -194,9 +198,9 @@ export class TargetServer {
           const recvBuffers = depth + CONTROL_RECV_BUFFERS;
           return { accept: { recvBuffers, maxCapsule: capsule, loginBuffers: Math.min(LOGIN_RECV_BUFFERS, recvBuffers) } };
         },
-        connected: (conn: TargetConnection) => {
+        connected: <B extends DataBuffer>(conn: TargetConnection<B>) => {
           this.accepting--;
-          const s = new TargetSession(conn, env!);
+          const s = this.newSession(conn, env!);
           this.sessions.add(s);
           s.onEnd = () => this.sessions.delete(s);
         },

@@ -51,7 +51,6 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   void CheckOpen(Napi::Env env, const char* op) const;
   OpRecord* NewOp(uint32_t context);
   void FreeOp(OpRecord* op);
-  void* OpContext(OpRecord* op) const { return op; }
   size_t DrainCq();
   void OnBeforeBlock();
   void OnCqReadable();

@@ -22,7 +22,6 @@ export {
   encodeLoginReject,
   encodeLoginRequest,
   encodeLoginResponse,
-  receiveBuffersFor,
   sessionLimits,
   type LoginReject,
   type LoginRequest,

@@ -3,7 +3,6 @@
 
 import {
   CapsuleSize,
-  CONTROL_RECV_BUFFERS,
   LoginRejectReason,
   LoginRequestFlags,
   LoginResponseFlags,
@@ -250,9 +249,4 @@ export function sessionLimits(rsp: LoginResponse, receiver: Sender): WireLimits 
     maxDescriptors: rsp.maxDescriptors,
     maxTransfer: rsp.maxTransfer,
   };
-}
-
-/** Receive buffers each side posts once logged in (protocol.md "Credits"). */
-export function receiveBuffersFor(credits: number): number {
-  return credits + CONTROL_RECV_BUFFERS;
 }

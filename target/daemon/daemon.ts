@@ -6,6 +6,7 @@ import { ConfigError, formatIssue } from '../../config/config-error.js';
 import { loadConfig } from '../../config/loader.js';
 import type { Config, ListenerConfig } from '../../config/schema.js';
 import { TargetServer, type TargetServerOptions } from '../server.js';
+import { rblkSessions } from '../session/session.js';
 import { FabricTargetTransport } from '../transport/fabric-transport.js';
 import type { TargetPort, TargetTransport } from '../transport/transport.js';
 import { ListenError } from './listen-error.js';
@@ -79,7 +80,7 @@ export class Daemon {
     this.log = opts.log;
     this.notifier = opts.notifier ?? systemdNotifier(opts.log);
     this.transport = opts.transport ?? new FabricTargetTransport();
-    this.server = new TargetServer(serverOptions(config, opts.log));
+    this.server = new TargetServer(serverOptions(config, opts.log), rblkSessions);
   }
 
   /**

@@ -3,10 +3,10 @@
 // not have reached the backend yet (waiting for a data buffer, or for the
 // RDMA READ of their data). The backend may close only when those are done:
 // every such command was outstanding at the moment of removal, and
-// TargetSession.settled(lun) resolves when those have responded.
-import type { TargetSession } from '../session/session.js';
+// ServedSession.settled(lun) resolves when those have responded.
+import type { ServedSession } from '../session/environment.js';
 
-export type QuiesceSession = Pick<TargetSession, 'settled'>;
+export type QuiesceSession = Pick<ServedSession, 'settled'>;
 
 /** Resolves true once every session's commands on the LUN have settled, false if timeoutMs passed first. */
 export async function quiesce(sessions: readonly QuiesceSession[], lun: number, timeoutMs: number): Promise<boolean> {

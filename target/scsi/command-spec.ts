@@ -12,7 +12,7 @@ import type { PrClass } from './reservations.js';
 
 export type Direction = 'none' | 'in' | 'out';
 
-/** A parsed CDB: what the transport must move, and the handler's own fields. */
+/** A parsed CDB: what the front end must move, and the handler's own fields. */
 export interface Parsed<P> {
   readonly direction: Direction;
   /** Bytes of data-out to fetch, or the data-in allocation length. */
@@ -26,7 +26,7 @@ export interface CommandIo<L extends LogicalUnit | undefined = LogicalUnit> {
   readonly nexus: Nexus;
   readonly nexusKey: string;
   readonly access: Access;
-  /** Registered memory from the transport: data-out to read, or data-in to fill. */
+  /** Memory from the front end: data-out to read, or data-in to fill. */
   readonly data: Buffer;
   /** The LUNs this nexus may see, for REPORT LUNS. */
   readonly visibleLuns: readonly number[];

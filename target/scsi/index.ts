@@ -1,4 +1,4 @@
-// The protocol-neutral SCSI core: what transports and the daemon use.
+// The protocol-neutral SCSI core: what front ends and the daemon use.
 export { LogicalUnit, naa6, parseIdentifier, type LogicalUnitOptions, type LuLimits } from './logical-unit.js';
 export { nexusKey, type Access, type Nexus } from './nexus.js';
 export {
@@ -13,3 +13,6 @@ export type { Direction } from './command-spec.js';
 export { COMMANDS } from './command-table.js';
 export type { ScsiLogger } from './logger.js';
 export { outcomeForError, BackendIoError } from './sense-map.js';
+export { ScsiRequest } from './request/request.js';
+export type { DataOffer, RequestBuffer, RequestFrontEnd, RequestLogger, RequestScope, Residuals } from './request/front-end.js';
+export { NO_RESIDUALS } from './request/residuals.js';

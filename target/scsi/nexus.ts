@@ -5,7 +5,7 @@
 // port identifier intends (SRP r16a 5.4: several channels, one I_T nexus).
 
 export interface Nexus {
-  /** The transport's session; used in logs only. */
+  /** The front end's session; used in logs only. */
   readonly sessionId: string;
   /** The initiator's name from login (the initiator port). */
   readonly initiator: string;

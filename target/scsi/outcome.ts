@@ -1,7 +1,7 @@
 // What a command handler returns: GOOD with a data-in length, CHECK CONDITION
 // with sense, or a bare status (RESERVATION CONFLICT, BUSY). Handlers return
 // these values; they never throw for a SCSI error. The command lifecycle turns
-// an Outcome into the Completion the transport sends.
+// an Outcome into the Completion the front end sends.
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import {
   INVALID_FIELD_IN_CDB,

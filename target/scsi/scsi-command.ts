@@ -1,7 +1,8 @@
-// The command lifecycle: parse once, execute once, complete once. The
-// transport calls parseCommand() with the CDB, moves data-out into a buffer of
-// transferLength bytes, calls execute(), and sends the Completion. Every SCSI
-// error comes back as a Completion; execute() never rejects.
+// One command's SCSI part: parse once, execute once, complete once. The
+// request core (request/request.ts) calls parseCommand() with the CDB, moves
+// data-out into a buffer of transferLength bytes, calls execute(), and has the
+// front end send the Completion. Every SCSI error comes back as a Completion;
+// execute() never rejects.
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { INTERNAL_TARGET_FAILURE, LOGICAL_UNIT_NOT_SUPPORTED } from '../../protocol/scsi/sense-codes.js';
 import { buildSense, type SenseFormat } from '../../protocol/scsi/sense.js';
@@ -84,7 +85,7 @@ export class ScsiCommand {
     this.#prepared = prepared;
   }
 
-  /** Runs the command. Calling it twice is a transport bug and throws. */
+  /** Runs the command. Calling it twice is a bug in the request core and throws. */
   async execute(ctx: ExecContext): Promise<Completion> {
     if (this.#executed) throw new Error(`${this.name}: execute() called twice`);
     this.#executed = true;
@@ -143,7 +144,7 @@ export class ScsiCommand {
 /**
  * Parses a CDB for a logical unit (undefined when no LU sits at that LUN),
  * for a nexus granted `access` to it by LUN masking. Checks that need no
- * nexus state happen here, before the transport fetches any data-out: opcode,
+ * nexus state happen here, before the front end fetches any data-out: opcode,
  * the access the command needs (the only place it is decided: access.ts),
  * CDB fields, LBA range, limits.
  */

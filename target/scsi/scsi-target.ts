@@ -1,10 +1,9 @@
-// The SCSI target as the daemon and transports see it: the set of logical
-// units, logins and logouts (which establish and drop unit attention state),
-// and the events the daemon raises. parse() and execute() are the command
-// lifecycle from scsi-command.ts.
+// The SCSI target as the daemon and the front ends see it: the set of
+// logical units, logins and logouts (which establish and drop unit attention
+// state), and the events the daemon raises. Commands run through the request
+// core (request/request.ts).
 import type { LogicalUnit } from './logical-unit.js';
-import type { Access, Nexus } from './nexus.js';
-import { parseCommand, type Completion, type ExecContext, type ParseResult, type ScsiCommand } from './scsi-command.js';
+import type { Nexus } from './nexus.js';
 
 export class ScsiTarget {
   readonly #units = new Set<LogicalUnit>();
@@ -39,14 +38,5 @@ export class ScsiTarget {
   /** After a reload changed the LU set: 3F/0E on every LU for every nexus. */
   raiseInventoryChanged(): void {
     for (const lu of this.#units) lu.raiseInventoryChanged();
-  }
-
-  /** `access` is the nexus's access to `lu` from LUN masking. */
-  parse(cdb: Buffer, lu: LogicalUnit | undefined, access: Access): ParseResult {
-    return parseCommand(cdb, lu, access);
-  }
-
-  execute(cmd: ScsiCommand, ctx: ExecContext): Promise<Completion> {
-    return cmd.execute(ctx);
   }
 }

@@ -1,8 +1,11 @@
-// What a session needs from the daemon: the SCSI target, the negotiated
-// limits, LUN masking and secrets for an initiator, and a logger. Sessions
-// never read the config themselves, so a reload changes what the next lookup
-// returns and nothing else.
+// The seam between TargetServer and the sessions of a front end. What a
+// session needs from the daemon: the SCSI target, the negotiated limits, LUN
+// masking and secrets for an initiator, and a logger. Sessions never read the
+// config themselves, so a reload changes what the next lookup returns and
+// nothing else. What the server needs from a session: ServedSession, made by
+// the front end's SessionFactory (docs/architecture.md "Seams").
 import type { Access, LogicalUnit, ScsiTarget } from '../scsi/index.js';
+import type { DataBuffer, TargetConnection } from '../transport/transport.js';
 
 export interface SessionLogger {
   error(message: string, meta?: Record<string, unknown>): void;
@@ -47,3 +50,27 @@ export interface SessionEnvironment {
   /** The target port's name for the I_T nexus ("tcp:127.0.0.1:7471"). */
   readonly portName: string;
 }
+
+/** One session as the server and the daemon see it, whichever front end runs it. */
+export interface ServedSession {
+  /** Whether the login was granted (it stays true while the session ends). */
+  readonly loggedIn: boolean;
+  /** Logged in and not ending: counts against max_sessions. */
+  readonly isActive: boolean;
+  /**
+   * Resolves when every command outstanding on this LUN right now has
+   * responded (or the session ended): what a removed volume waits for.
+   */
+  settled(lun: number): Promise<void>;
+  /** After a reload: recompute this session's LUN map (removed LUNs vanish, added ones appear). */
+  refreshLuns(): void;
+  /** New commands get BUSY, running ones finish (within timeoutMs), then the session ends. */
+  drain(timeoutMs: number): Promise<void>;
+  /** Ends the session administratively; `reason` is a LogoutReason (docs/protocol.md §14). */
+  logout(reason?: number, why?: string): Promise<void>;
+  /** Called once when the session has ended and released everything. */
+  onEnd: ((session: ServedSession) => void) | null;
+}
+
+/** How a front end takes a new connection on a port: it starts one session over it. */
+export type SessionFactory = <B extends DataBuffer>(conn: TargetConnection<B>, env: SessionEnvironment) => ServedSession;

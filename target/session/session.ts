@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import {
   capsuleBuffer,
+  DataFormat,
   decodeCapsule,
   LoginRejectReason,
   LogoutReason,
@@ -30,10 +31,10 @@ import {
   type WireLimits,
 } from '../../protocol/wire/index.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
-import type { Nexus } from '../scsi/index.js';
-import type { TargetConnection } from '../transport/transport.js';
-import { runCommand, type CommandState } from './command.js';
-import type { MappedLun, SessionEnvironment, SessionLogger } from './environment.js';
+import { NO_RESIDUALS, ScsiRequest, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
+import type { DataBuffer, TargetConnection } from '../transport/transport.js';
+import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
+import type { MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionLogger } from './environment.js';
 
 let nextSessionId = 1n;
 /** Stands in for the secret of a name that has none (§10): random, known to nobody. */
@@ -54,7 +55,16 @@ export class ProtocolViolation extends Error {
   }
 }
 
-export class TargetSession {
+/** A command between its CMD and its RSP. */
+interface Outstanding<B extends DataBuffer> {
+  readonly lun: number;
+  /** Absent for a command answered BUSY without running. */
+  readonly request: ScsiRequest<B> | null;
+  /** Settles when the command has responded (or given up). */
+  done: Promise<void>;
+}
+
+export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedSession {
   readonly sessionId = nextSessionId++;
   private state: State = 'login';
   private limits: WireLimits;
@@ -62,10 +72,13 @@ export class TargetSession {
   private targetNonce: Buffer | null = null;
   private nexus: Nexus | null = null;
   private luns: ReadonlyMap<number, MappedLun> = new Map();
-  /** The mapped LUNs in order, for REPORT LUNS: kept with `luns`, not rebuilt for every command. */
-  private visibleLuns: readonly number[] = [];
+  /** Where each mapped LUN's commands run (the request core's scope): kept with `luns`, not rebuilt for every command. */
+  private scopes: ReadonlyMap<number, RequestScope> = new Map();
+  /** The scope of a LUN this initiator cannot see: only INQUIRY, REPORT LUNS and REQUEST SENSE answer there. */
+  private unmapped: RequestScope | null = null;
   private credits = 0;
-  private readonly outstanding = new Map<bigint, CommandState>();
+  private readonly outstanding = new Map<bigint, Outstanding<B>>();
+  private readonly host: CommandHost<B>;
   private outstandingTasks = 0;
   private keepAliveOutstanding = false;
   private lastHeard = Date.now();
@@ -77,13 +90,18 @@ export class TargetSession {
   private resolveClosed!: () => void;
   private ending: Promise<void> | null = null;
   /** Called once when the session has ended and released everything. */
-  onEnd: ((session: TargetSession) => void) | null = null;
+  onEnd: ((session: ServedSession) => void) | null = null;
 
   constructor(
-    readonly conn: TargetConnection,
+    readonly conn: TargetConnection<B>,
     private readonly env: SessionEnvironment,
   ) {
     this.log = env.log;
+    this.host = {
+      conn,
+      respond: (tag, status, sense, residuals) => this.respond(tag, status, sense, residuals),
+      fail: (why) => this.detach(this.fail(new ProtocolViolation(why)), 'protocol violation'),
+    };
     this.limits = { ...PROTOCOL_LIMITS, maxCapsule: conn.maxCapsule };
     this.closedPromise = new Promise((r) => (this.resolveClosed = r));
     // §4: login must complete within the login timeout. Armed before
@@ -107,9 +125,6 @@ export class TargetSession {
   get loggedIn(): boolean {
     return this.nexus !== null;
   }
-  get commandsInFlight(): number {
-    return this.outstanding.size;
-  }
   /** Resolves when the session has ended. */
   get closed(): Promise<void> {
     return this.closedPromise;
@@ -121,11 +136,6 @@ export class TargetSession {
   settled(lun: number): Promise<void> {
     const running = [...this.outstanding.values()].filter((s) => s.lun === lun).map((s) => s.done);
     return Promise.race([Promise.allSettled(running).then(() => undefined), this.closedPromise]);
-  }
-
-  /** LUNs this session sees: the daemon's reload compares them. */
-  get mappedLuns(): ReadonlyMap<number, MappedLun> {
-    return this.luns;
   }
 
   private onCapsule(buf: Buffer): void {
@@ -280,10 +290,10 @@ export class TargetSession {
     this.credits = credits;
     this.limits = sessionLimits(rsp, 'target');
     this.nexus = { sessionId: String(this.sessionId), initiator: req.initiatorName, targetPort: this.env.portName };
+    this.log = withMeta(this.env.log, this.meta());
     this.mapLuns(this.env.lunsFor(req.initiatorName));
     this.env.scsi.login(this.nexus);
     this.state = 'active';
-    this.log = withMeta(this.env.log, this.meta());
     if (this.timer) clearTimeout(this.timer);
     this.startKeepAlive();
     this.log.info(`logged in${proof ? ' (authenticated)' : ''}: ${credits} credits, ${this.luns.size} LUN(s)`, { provider: this.conn.provider });
@@ -301,7 +311,22 @@ export class TargetSession {
 
   private mapLuns(luns: ReadonlyMap<number, MappedLun>): void {
     this.luns = luns;
-    this.visibleLuns = [...luns.keys()].sort((a, b) => a - b);
+    const visibleLuns = [...luns.keys()].sort((a, b) => a - b);
+    const { env, log } = this;
+    const nexus = this.nexus!;
+    const scope = (lu: LogicalUnit | undefined, access: Access): RequestScope => ({
+      nexus,
+      lu,
+      access,
+      visibleLuns,
+      log,
+      // limits.max_io as it is now: a reload changes it for running sessions too.
+      get maxTransfer() {
+        return env.limits.maxIo;
+      },
+    });
+    this.scopes = new Map([...luns].map(([lun, m]) => [lun, scope(m.lu, m.access)]));
+    this.unmapped = scope(undefined, 'ro');
   }
 
   private startKeepAlive(): void {
@@ -320,47 +345,35 @@ export class TargetSession {
   private onCommand(c: CommandCapsule): void {
     if (this.outstanding.has(c.tag)) throw new ProtocolViolation(`tag ${c.tag} is already outstanding`);
     if (this.outstanding.size + this.outstandingTasks >= this.credits) throw new ProtocolViolation('credit overrun', LogoutReason.CREDIT_OVERRUN);
+    if (this.draining) {
+      // Draining: finish what is running, refuse new work with BUSY (SAM-5 5.3.1).
+      const busy: Outstanding<B> = { lun: c.lun, request: null, done: Promise.resolve() };
+      this.outstanding.set(c.tag, busy);
+      busy.done = this.respond(c.tag, ScsiStatus.BUSY, undefined, NO_RESIDUALS);
+      return;
+    }
     // The capsule is a view of a receive buffer that is reposted when this
     // returns: keep copies of what outlives it (the CDB, immediate data).
     const cdb = Buffer.from(c.cdb);
-    const data = c.data.format === 3 ? { format: c.data.format, data: Buffer.from(c.data.data) } : c.data;
-    const state: CommandState = { tag: c.tag, lun: c.lun, aborted: false, done: Promise.resolve() };
-    this.outstanding.set(c.tag, state);
-    const mapped = this.luns.get(c.lun);
-    if (this.draining) {
-      // Draining: finish what is running, refuse new work with BUSY (SAM-5 5.3.1).
-      state.done = this.respond(state, ScsiStatus.BUSY, undefined, 0, 0, 0);
-      return;
-    }
-    state.done = runCommand(
-      { ...c, cdb, data },
-      state,
-      {
-        conn: this.conn,
-        scsi: this.env.scsi,
-        nexus: this.nexus!,
-        mapped,
-        visibleLuns: this.visibleLuns,
-        maxIo: this.env.limits.maxIo,
-        log: this.log,
-        respond: (status, sense, dataLen, outResidual, inResidual) => this.respond(state, status, sense, dataLen, outResidual, inResidual),
-        fatal: (why) => this.detach(this.fail(new ProtocolViolation(why)), 'protocol violation'),
-      },
-    );
+    const data = c.data.format === DataFormat.IMMEDIATE ? { format: c.data.format, data: Buffer.from(c.data.data) } : c.data;
+    const request = new ScsiRequest(new CapsuleCommand(this.host, c.tag, data), this.scopes.get(c.lun) ?? this.unmapped!, cdb, offerOf(c.direction, data));
+    const command: Outstanding<B> = { lun: c.lun, request, done: Promise.resolve() };
+    this.outstanding.set(c.tag, command);
+    command.done = request.run();
   }
 
-  private async respond(state: CommandState, status: number, sense: Buffer | undefined, _dataLen: number, outResidual: number, inResidual: number): Promise<void> {
-    if (!this.outstanding.has(state.tag) || this.state === 'closed') return;
-    this.outstanding.delete(state.tag);
+  private async respond(tag: bigint, status: number, sense: Buffer | undefined, residuals: Residuals): Promise<void> {
+    if (!this.outstanding.has(tag) || this.state === 'closed') return;
+    this.outstanding.delete(tag);
     const residual = (n: number): Residual | null => (n === 0 ? null : { kind: n > 0 ? 'under' : 'over', count: Math.abs(n) });
     const rsp: ResponseCapsule = {
       op: Opcode.RSP,
-      tag: state.tag,
+      tag,
       creditDelta: 1,
-      status: state.aborted ? ScsiStatus.TASK_ABORTED : status,
-      sense: state.aborted ? EMPTY : (sense ?? EMPTY),
-      dataOutResidual: residual(outResidual),
-      dataInResidual: residual(inResidual),
+      status,
+      sense: sense ?? EMPTY,
+      dataOutResidual: residual(residuals.dataOut),
+      dataInResidual: residual(residuals.dataIn),
     };
     await this.sendCapsule(rsp);
     if (this.outstanding.size === 0) for (const w of this.idle.splice(0)) w();
@@ -384,16 +397,16 @@ export class TargetSession {
     else if (t.function === TaskFunction.ABORT_TASK) {
       const s = this.outstanding.get(t.taskTag);
       if (s && s.lun === t.lun) {
-        s.aborted = true;
+        s.request?.abort();
         await s.done;
       }
     } else if (t.function === TaskFunction.ABORT_TASK_SET) {
       const mine = [...this.outstanding.values()].filter((s) => s.lun === t.lun);
-      for (const s of mine) s.aborted = true;
+      for (const s of mine) s.request?.abort();
       await Promise.all(mine.map((s) => s.done));
     } else if (t.function === TaskFunction.LUN_RESET) {
       const mine = [...this.outstanding.values()].filter((s) => s.lun === t.lun);
-      for (const s of mine) s.aborted = true;
+      for (const s of mine) s.request?.abort();
       await Promise.all(mine.map((s) => s.done));
       // SAM-5 6.3.3: other nexuses see 29/00 on their next command.
       mapped.lu.reset(this.nexus!);
@@ -464,7 +477,7 @@ export class TargetSession {
     if (this.state === 'closing' || this.state === 'closed') return;
     this.state = 'closing';
     // Stop outstanding commands before they touch the initiator's memory again.
-    for (const s of this.outstanding.values()) s.aborted = true;
+    for (const s of this.outstanding.values()) s.request?.abort();
     await this.sendCapsule({ op: Opcode.T_LOGOUT, tag: 0n, reason: reason as LogoutReasonCode });
     await this.end(why);
   }
@@ -503,7 +516,7 @@ export class TargetSession {
 
   private async endOnce(why: string): Promise<void> {
     this.state = 'closing';
-    for (const s of this.outstanding.values()) s.aborted = true;
+    for (const s of this.outstanding.values()) s.request?.abort();
     // Commands settle (their RMA fails once the connection is down); wait so
     // nothing touches target memory after the pool may be released.
     const running = [...this.outstanding.values()].map((s) => s.done);
@@ -522,7 +535,7 @@ export class TargetSession {
     if (this.state !== 'closing') {
       // The peer went away first: abort and wait as end() does.
       this.state = 'closing';
-      for (const s of this.outstanding.values()) s.aborted = true;
+      for (const s of this.outstanding.values()) s.request?.abort();
       await Promise.allSettled([...this.outstanding.values()].map((s) => s.done));
     }
     this.state = 'closed';
@@ -556,3 +569,6 @@ function withMeta(log: SessionLogger, meta: Record<string, unknown>): SessionLog
     debug: (msg, x) => log.debug(msg, m(x)),
   };
 }
+
+/** The rblk wire protocol's sessions, for TargetServer: one per connection. */
+export const rblkSessions: SessionFactory = (conn, env) => new TargetSession(conn, env);

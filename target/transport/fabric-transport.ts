@@ -9,11 +9,12 @@ import {
   decodeConnectData,
   ProtocolError,
   PROTOCOL_VERSION,
+  type DataDescriptor,
 } from '../../protocol/wire/index.js';
-import { Domain, FabricError, Pool, type Endpoint, type Listener, type MemoryRegion, type RemoteRegion, type Slice } from '../../native/fabric.js';
+import { Domain, FabricError, Pool, type Endpoint, type Listener, type MemoryRegion, type Slice } from '../../native/fabric.js';
 import { DataPool, type PooledBuffer } from './data-pool.js';
 import { fdHeadroom, FD_RESERVE } from './fd-budget.js';
-import { trimSegments, type DataBuffer, type PortHandlers, type PortOptions, type RemoteSegment, type TargetConnection, type TargetPort, type TargetTransport } from './transport.js';
+import type { PortHandlers, PortOptions, TargetConnection, TargetPort, TargetTransport } from './transport.js';
 
 let nextConnectionId = 1;
 
@@ -21,7 +22,7 @@ let nextConnectionId = 1;
 const SEND_SLOT = 1024;
 const SEND_SLOTS = 64;
 
-class FabricConnection implements TargetConnection {
+class FabricConnection implements TargetConnection<PooledBuffer> {
   readonly id = nextConnectionId++;
   onClose: ((reason: string) => void) | null = null;
   private closed = false;
@@ -95,17 +96,17 @@ class FabricConnection implements TargetConnection {
     return this.ep.sendCopy(capsule, this.sendSlots);
   }
 
-  allocate(length: number): Promise<DataBuffer> {
+  allocate(length: number): Promise<PooledBuffer> {
     return this.pool.allocate(length);
   }
 
-  private groups(from: Slice, segments: RemoteSegment[]): { local: Slice; remote: RemoteRegion[] }[] {
-    // One RMA per group of at most rma_iov_limit remote segments, each against
+  private groups(from: Slice, offset: number, remote: readonly DataDescriptor[]): { local: Slice; remote: DataDescriptor[] }[] {
+    // One RMA per group of at most rma_iov_limit remote regions, each against
     // the matching contiguous piece of the local buffer.
-    const out: { local: Slice; remote: RemoteRegion[] }[] = [];
-    let at = 0;
-    for (let i = 0; i < segments.length; i += this.rmaIovLimit) {
-      const group = segments.slice(i, i + this.rmaIovLimit);
+    const out: { local: Slice; remote: DataDescriptor[] }[] = [];
+    let at = offset;
+    for (let i = 0; i < remote.length; i += this.rmaIovLimit) {
+      const group = remote.slice(i, i + this.rmaIovLimit);
       const len = group.reduce((n, s) => n + s.length, 0);
       out.push({ local: from.mr.slice(from.offset + at, len), remote: group });
       at += len;
@@ -113,22 +114,18 @@ class FabricConnection implements TargetConnection {
     return out;
   }
 
-  async read(into: DataBuffer, segments: RemoteSegment[]): Promise<void> {
-    const slice = (into as PooledBuffer).slice;
-    await Promise.all(this.groups(slice, segments).map((g) => this.ep.read(g.local, g.remote)));
+  async read(into: PooledBuffer, offset: number, remote: readonly DataDescriptor[]): Promise<void> {
+    await Promise.all(this.groups(into.slice, offset, remote).map((g) => this.ep.read(g.local, g.remote)));
   }
 
-  async write(from: DataBuffer, length: number, segments: RemoteSegment[]): Promise<void> {
-    const pooled = from as PooledBuffer;
-    const slice = pooled.slice;
-    // Only the bytes actually produced.
-    const writes = Promise.all(this.groups(slice, trimSegments(segments, length)).map((g) => this.ep.write(g.local, g.remote, { deliveryComplete: !this.ordered })));
+  async write(from: PooledBuffer, offset: number, remote: readonly DataDescriptor[]): Promise<void> {
+    const writes = Promise.all(this.groups(from.slice, offset, remote).map((g) => this.ep.write(g.local, g.remote, { deliveryComplete: !this.ordered })));
     if (this.ordered) {
       // FI_ORDER_SAW: a send posted after these writes lands after their data
       // (docs/protocol.md §12), so the RSP need not wait for the completions;
       // the buffer goes back to the pool only once they are done. A failed
       // write breaks the connection, so no RSP can overtake bad data.
-      pooled.busy.push(writes);
+      from.busy.push(writes);
       writes.catch((e: Error) => void this.close(`RDMA WRITE failed: ${e.message}`));
       return;
     }

@@ -10,9 +10,10 @@ import {
   ProtocolError,
   PROTOCOL_VERSION,
   type ConnectRequestData,
+  type DataDescriptor,
 } from '../../protocol/wire/index.js';
 import { LoopChunkPool, loopListen, loopRead, loopWrite, LoopEnd } from '../../native/loop-fabric.js';
-import { trimSegments, type DataBuffer, type PortHandlers, type PortOptions, type RemoteSegment, type TargetConnection, type TargetPort, type TargetTransport } from './transport.js';
+import type { DataBuffer, PortHandlers, PortOptions, TargetConnection, TargetPort, TargetTransport } from './transport.js';
 
 let nextConnectionId = 1;
 let nextPort = 1;
@@ -65,12 +66,12 @@ class LoopConnection implements TargetConnection {
     };
   }
 
-  read(into: DataBuffer, segments: RemoteSegment[]): Promise<void> {
-    return loopRead(into.buffer, segments);
+  read(into: DataBuffer, offset: number, remote: readonly DataDescriptor[]): Promise<void> {
+    return loopRead(into.buffer.subarray(offset), remote);
   }
 
-  write(from: DataBuffer, length: number, segments: RemoteSegment[]): Promise<void> {
-    return loopWrite(from.buffer.subarray(0, length), trimSegments(segments, length));
+  write(from: DataBuffer, offset: number, remote: readonly DataDescriptor[]): Promise<void> {
+    return loopWrite(from.buffer.subarray(offset), remote);
   }
 
   private finish(reason: string): void {

@@ -1,29 +1,9 @@
-// The seam between the target's session layer and the fabric, as Linux nvmet
-// separates nvmet_fabrics_ops from the core: a transport accepts connections,
-// moves capsules, and moves data between target-local registered memory and
-// the initiator's memory (RDMA READ for a write, RDMA WRITE for a read). It
-// knows nothing of SCSI or of the capsules' contents.
-import type { ConnectRejectReason, ConnectRequestData } from '../../protocol/wire/index.js';
-
-/** A piece of the initiator's memory, as a data descriptor names it. */
-export interface RemoteSegment {
-  address: bigint;
-  key: bigint;
-  length: number;
-}
-
-/** The first `length` bytes of a descriptor list: whole segments, then a shortened last one. */
-export function trimSegments(segments: readonly RemoteSegment[], length: number): RemoteSegment[] {
-  const out: RemoteSegment[] = [];
-  let left = length;
-  for (const s of segments) {
-    if (left === 0) break;
-    const n = Math.min(left, s.length);
-    out.push({ address: s.address, key: s.key, length: n });
-    left -= n;
-  }
-  return out;
-}
+// The seam between the rblk session layer and the fabric: a transport accepts
+// connections, moves capsules, and moves data between target-local
+// registered memory and the initiator's memory (RDMA READ for a write, RDMA
+// WRITE for a read). It knows nothing of SCSI or of the capsules' contents
+// (docs/architecture.md "Seams").
+import type { ConnectRejectReason, ConnectRequestData, DataDescriptor } from '../../protocol/wire/index.js';
 
 /** Target-local registered memory holding one command's data. */
 export interface DataBuffer {
@@ -32,7 +12,11 @@ export interface DataBuffer {
   release(): void;
 }
 
-export interface TargetConnection {
+/**
+ * One connection. B is the transport's own buffer type, so that what
+ * allocate() handed out comes back to read() and write() as itself.
+ */
+export interface TargetConnection<B extends DataBuffer = DataBuffer> {
   /** Unique per process, for logs. */
   readonly id: number;
   /** Where the initiator connected from ("127.0.0.1:41234", "loop:name"). */
@@ -63,15 +47,16 @@ export interface TargetConnection {
   /** Sends one capsule (the bytes are copied before it resolves, or before it returns). */
   send(capsule: Buffer): Promise<void>;
   /** Registered memory for one command's data; waits its turn when the pool is busy. */
-  allocate(length: number): Promise<DataBuffer>;
-  /** RDMA READ: fills into.buffer from the segments, in order. */
-  read(into: DataBuffer, segments: RemoteSegment[]): Promise<void>;
+  allocate(length: number): Promise<B>;
+  /** RDMA READ: fills into.buffer from `offset` on with the remote regions, in order. */
+  read(into: B, offset: number, remote: readonly DataDescriptor[]): Promise<void>;
   /**
-   * RDMA WRITE of the first `length` bytes across the segments. When it
-   * resolves, a later send() is guaranteed to arrive after the data is placed
-   * (FI_ORDER_SAW, or delivery-complete where the provider lacks it).
+   * RDMA WRITE of into.buffer from `offset` on across the remote regions, as
+   * many bytes as they hold. When it resolves, a later send() is guaranteed
+   * to arrive after the data is placed (FI_ORDER_SAW, or delivery-complete
+   * where the provider lacks it).
    */
-  write(from: DataBuffer, length: number, segments: RemoteSegment[]): Promise<void>;
+  write(from: B, offset: number, remote: readonly DataDescriptor[]): Promise<void>;
   close(reason: string): Promise<void>;
 }
 
@@ -89,7 +74,7 @@ export type AdmitDecision =
 export interface PortHandlers {
   /** Decides on a connection request from its private data, before accepting. */
   admit(request: ConnectRequestData, peer: string): AdmitDecision;
-  connected(conn: TargetConnection): void;
+  connected<B extends DataBuffer>(conn: TargetConnection<B>): void;
   /**
    * The transport could not take a connection itself (out of fds, out of
    * memory): the peer was refused, the port and its sessions carry on. For

@@ -149,19 +149,19 @@ test('a command executes once; a short data buffer is a transport bug reported a
   t.like(decodeSense(c.sense ?? Buffer.alloc(0)), { key: INTERNAL_TARGET_FAILURE.key, asc: INTERNAL_TARGET_FAILURE.asc, ascq: 0 });
 });
 
-test('ScsiTarget.parse and execute run the same lifecycle', async (t) => {
+test('ScsiTarget.login makes the first command of a nexus report POWER ON, RESET', async (t) => {
   const target = new ScsiTarget();
   const { lu } = makeLu();
   target.addUnit(lu);
   const n = nexus('host-a');
   target.login(n);
-  const p = target.parse(cdb.testUnitReady(), lu, 'rw');
+  const p = parseCommand(cdb.testUnitReady(), lu, 'rw');
   if (!p.ok) return t.fail('TUR should parse');
   t.is(p.command.direction, 'none');
-  const c = await target.execute(p.command, { nexus: n, data: Buffer.alloc(0), access: 'rw', visibleLuns: [0] });
+  const c = await p.command.execute({ nexus: n, data: Buffer.alloc(0), access: 'rw', visibleLuns: [0] });
   t.is(c.status, 2);
   t.is(decodeSense(c.sense ?? Buffer.alloc(0))?.asc, 0x29);
-  const bad = target.parse(Buffer.from([0xee, 0, 0, 0, 0, 0]), lu, 'rw');
+  const bad = parseCommand(Buffer.from([0xee, 0, 0, 0, 0, 0]), lu, 'rw');
   t.false(bad.ok);
   if (!bad.ok) t.is(bad.completion.sense?.[12], 0x20);
 });

@@ -1,0 +1,114 @@
+// The life of one SCSI command on the target, for every front end, in the
+// order of SPDK's request states and of nvmet's core: parse the CDB once
+// against the logical unit, check it against what the front end offers, take
+// a data buffer, fetch data-out, execute, push data-in, respond exactly once.
+// An abort is checked before every step, so an aborted command answers TASK
+// ABORTED and never moves data again (SAM-5 7.2); a bug answers HARDWARE
+// ERROR rather than leave the command hanging (docs/target.md "One command").
+import { buildSense } from '../../../protocol/scsi/sense.js';
+import { INTERNAL_TARGET_FAILURE, INVALID_FIELD_IN_CDB, type SenseCode } from '../../../protocol/scsi/sense-codes.js';
+import { ScsiStatus } from '../../../protocol/scsi/status.js';
+import { parseCommand, type ScsiCommand } from '../scsi-command.js';
+import type { DataOffer, RequestBuffer, RequestFrontEnd, RequestScope, Residuals } from './front-end.js';
+import { dataInToSend, NO_RESIDUALS, nothingMoved, residualsOf } from './residuals.js';
+
+/** The core's own refusals are fixed-format sense (SPC-5 4.4.3), built per answer: the front end owns what it is given. */
+const checkCondition = (code: SenseCode): Buffer => buildSense({ code });
+
+/** No bidirectional commands: data moves only in the direction both the CDB and the offer name. */
+function directionsAgree(command: ScsiCommand, offer: DataOffer): boolean {
+  return command.transferLength === 0 || command.direction === offer.direction;
+}
+
+export class ScsiRequest<B extends RequestBuffer> {
+  #aborted = false;
+  #ended = false;
+
+  constructor(
+    private readonly frontEnd: RequestFrontEnd<B>,
+    private readonly scope: RequestScope,
+    private readonly cdb: Buffer,
+    private readonly offer: DataOffer,
+  ) {}
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  /** Task management or the end of the session: the next abort point answers TASK ABORTED. */
+  abort(): void {
+    this.#aborted = true;
+  }
+
+  /** Runs the command to its one response (or its failed transfer). Never rejects. */
+  async run(): Promise<void> {
+    const { frontEnd, scope, offer } = this;
+    let data: B | null = null;
+    try {
+      const parsed = parseCommand(this.cdb, scope.lu, scope.access);
+      if (!parsed.ok) return await this.respond(parsed.completion.status, parsed.completion.sense, nothingMoved(offer));
+      const command = parsed.command;
+      const want = command.transferLength;
+      if (!directionsAgree(command, offer) || want > scope.maxTransfer) return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_CDB), nothingMoved(offer));
+      // Fewer bytes offered than the CDB transfers: refused rather than written partially.
+      if (command.direction === 'out' && offer.length < want) return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_CDB), nothingMoved(offer));
+
+      if (this.#aborted) return await this.respondAborted();
+      data = await frontEnd.allocate(want);
+
+      if (this.#aborted) return await this.respondAborted();
+      if (command.direction === 'out' && want > 0) {
+        try {
+          await frontEnd.fetchDataOut(data, 0, want);
+        } catch (e) {
+          return this.transferFailed('data-out', e);
+        }
+      }
+
+      if (this.#aborted) return await this.respondAborted();
+      const done = await command.execute({ nexus: scope.nexus, data: data.buffer, access: scope.access, visibleLuns: scope.visibleLuns });
+
+      if (this.#aborted) return await this.respondAborted();
+      if (command.direction === 'in') {
+        const n = dataInToSend(offer, done.dataLength);
+        if (n > 0) {
+          try {
+            await frontEnd.pushDataIn(data, 0, n);
+          } catch (e) {
+            return this.transferFailed('data-in', e);
+          }
+        }
+      }
+      await this.respond(done.status, done.sense, residualsOf(offer, command, done.dataLength));
+    } catch (e) {
+      // Nothing SCSI throws (the core maps errors to sense in sense-map.ts):
+      // this is a bug, or a front end that failed to answer.
+      scope.log.error(`command ${frontEnd.label} failed unexpectedly: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+      if (!this.#ended) {
+        await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INTERNAL_TARGET_FAILURE), NO_RESIDUALS).catch((e2: unknown) =>
+          scope.log.error(`command ${frontEnd.label} could not be answered: ${e2 instanceof Error ? e2.message : String(e2)}`),
+        );
+      }
+    } finally {
+      data?.release();
+    }
+  }
+
+  private respondAborted(): Promise<void> {
+    return this.respond(ScsiStatus.TASK_ABORTED, undefined, NO_RESIDUALS);
+  }
+
+  /** The one response. A command aborted by now answers TASK ABORTED, without sense, whatever it was going to say. */
+  private respond(status: number, sense: Buffer | undefined, residuals: Residuals): Promise<void> {
+    if (this.#ended) return Promise.resolve();
+    this.#ended = true;
+    if (this.#aborted) return this.frontEnd.complete(ScsiStatus.TASK_ABORTED, undefined, residuals);
+    return this.frontEnd.complete(status, sense, residuals);
+  }
+
+  private transferFailed(step: 'data-out' | 'data-in', error: unknown): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.frontEnd.transferFailed(step, error);
+  }
+}
