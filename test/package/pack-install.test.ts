@@ -86,8 +86,12 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
   t.is(esm.trim(), 'function false');
 
   // --- CommonJS: require(esm)
-  const cjs = ok(run(process.execPath, ['-e', "const r = require('rblk'); console.log(typeof r.connect, typeof r.parseRblkUrl);"], app), 'require');
-  t.is(cjs.trim(), 'function function');
+  const cjs = ok(
+    run(process.execPath, ['-e', "const r = require('rblk'); console.log(typeof r.connect, JSON.stringify(r.nativeFeatures()));"], app),
+    'require',
+  );
+  // Every optional part of the prebuilt loads here.
+  t.is(cjs.trim(), 'function {"io_uring":true,"fuse":true,"sd_notify":true}');
 
   // --- TypeScript: the installed .d.ts files, checked without skipLibCheck
   writeFileSync(
@@ -175,18 +179,21 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
     [
       "import { connect } from 'rblk';",
       "import { createHash, randomBytes } from 'node:crypto';",
+      "import { readFileSync } from 'node:fs';",
       `const session = await connect('rblk://127.0.0.1:${port}/a?provider=tcp');`,
       "const vol = await session.open('a');",
       `const data = randomBytes(${length});`,
       `await vol.write(${offset}, data, { fua: true });`,
       `const back = await vol.read(${offset}, ${length});`,
       'await session.close();',
-      "console.log(JSON.stringify({ equal: Buffer.compare(back, data) === 0, sha: createHash('sha256').update(data).digest('hex') }));",
+      "const addon = readFileSync('/proc/self/maps', 'utf8').split('\\n').find((l) => l.endsWith('rblk_native.node'))?.split(' ').pop();",
+      "console.log(JSON.stringify({ equal: Buffer.compare(back, data) === 0, sha: createHash('sha256').update(data).digest('hex'), addon }));",
       '',
     ].join('\n'),
   );
-  const result = JSON.parse(ok(run(process.execPath, [script], app), 'round trip')) as { equal: boolean; sha: string };
+  const result = JSON.parse(ok(run(process.execPath, [script], app), 'round trip')) as { equal: boolean; sha: string; addon?: string };
   t.true(result.equal, 'the bytes read back are the bytes written');
+  t.is(result.addon, join(installed, 'prebuilds', 'linux-x64', 'rblk_native.node'), 'the addon came from the shipped prebuilt');
 
   // The daemon's backing file holds them too: the write reached the disk, not only a cache.
   const fd = openSync(image, 'r');
