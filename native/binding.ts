@@ -282,14 +282,14 @@ export class FeatureUnavailableError extends Error {
   readonly code = 'ERR_RBLK_FEATURE_UNAVAILABLE';
   readonly errno = constants.errno.ENOENT;
   readonly op: string;
-  constructor(
-    readonly feature: NativeFeature,
-    readonly package_: string,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
+  readonly feature: NativeFeature;
+  /** The Debian package to install. */
+  readonly package: string;
+  constructor(feature: NativeFeature, pkg: string, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'FeatureUnavailableError';
+    this.feature = feature;
+    this.package = pkg;
     this.op = `load ${PARTS[feature].file}`;
   }
 }

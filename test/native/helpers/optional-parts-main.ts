@@ -22,8 +22,8 @@ interface Failure {
 
 function failure(e: unknown): Failure | string {
   if (!(e instanceof Error)) return String(e);
-  const f = e as Error & { code?: unknown; errno?: unknown; op?: unknown; package_?: unknown };
-  return { name: f.name, code: f.code, errno: f.errno, op: f.op, package: f.package_, message: f.message };
+  const f = e as Error & { code?: unknown; errno?: unknown; op?: unknown; package?: unknown };
+  return { name: f.name, code: f.code, errno: f.errno, op: f.op, package: f.package, message: f.message };
 }
 
 function attempt(fn: () => unknown): Failure | string {
