@@ -314,7 +314,7 @@ function packageRoot(): string {
 }
 
 /** prebuilds/<platform>-<arch>, as prebuildify lays them out and node-gyp-build finds them. */
-export function prebuildDir(root = packageRoot()): string {
+function prebuildDir(root = packageRoot()): string {
   return join(root, 'prebuilds', `${process.platform}-${process.arch}`);
 }
 
@@ -326,7 +326,7 @@ export function prebuildDir(root = packageRoot()): string {
  * install that had to compile), then the prebuilt binary shipped in the
  * package for this platform.
  */
-export function searchDirs(root = packageRoot()): string[] {
+function searchDirs(root = packageRoot()): string[] {
   const v = process.env.RBLK_NATIVE;
   if (v === undefined || v === '' || v === 'release') return [join(root, 'build', 'Release'), prebuildDir(root)];
   if (v === 'asan') {
