@@ -38,7 +38,7 @@ function ok(r: SpawnSyncReturns<string>, what: string): string {
 }
 
 test('the packed tarball installs into a fresh project and works from ESM, CommonJS, TypeScript and its bins', async (t) => {
-  t.timeout(300_000, 'npm pack builds, npm install unpacks ~90 packages');
+  t.timeout(300_000, 'npm pack builds, npm install unpacks ~90 packages, and the no-prebuilt case compiles');
   const dir = mkdtempSync(join(tmpdir(), 'rblk-pack-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -208,4 +208,29 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
   daemon.kill('SIGTERM');
   const [code] = (await exited) as [number | null];
   t.is(code, 0, `rblkd drained and exited 0; it logged:\n${log}`);
+
+  // --- a platform without a prebuilt: the install step compiles, and the local build is used
+  rmSync(join(installed, 'prebuilds'), { recursive: true });
+  ok(run(process.execPath, [join(installed, 'scripts', 'install-native.js')], installed), 'install-native.js without a prebuilt');
+  t.true(existsSync(join(installed, 'build', 'Release', 'rblk_native.node')), 'cmake-js built the addon in the package');
+  t.true(existsSync(join(installed, 'dist', 'initiator', 'index.js')), 'dist/ is intact after the build');
+  const rebuilt = ok(
+    run(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        "import { nativeFeatures } from 'rblk'; import { readFileSync } from 'node:fs';" +
+          'const f = nativeFeatures();' +
+          "const addon = readFileSync('/proc/self/maps', 'utf8').split('\\n').find((l) => l.endsWith('rblk_uring.node'))?.split(' ').pop();" +
+          'console.log(JSON.stringify({ f, addon }));',
+      ],
+      app,
+    ),
+    'import after the build',
+  );
+  t.deepEqual(JSON.parse(rebuilt), {
+    f: { io_uring: true, fuse: true, sd_notify: true },
+    addon: join(installed, 'build', 'Release', 'rblk_uring.node'),
+  });
 });
