@@ -412,11 +412,13 @@ function loadPart<T>(feature: NativeFeature): T {
     mod = require(path) as T;
   } catch (e) {
     const lib = missingLibrary(e);
+    // Every part links libfabric too (errors.cc), so the missing library may be that one.
+    const pkg = lib !== null && lib.startsWith('libfabric.') ? CORE.lib : part.lib;
     throw new FeatureUnavailableError(
       feature,
-      part.lib,
+      pkg,
       lib !== null
-        ? `${part.what} is not available: ${part.file} needs ${lib}; apt-get install ${part.lib}`
+        ? `${part.what} is not available: ${part.file} needs ${lib}; apt-get install ${pkg}`
         : `${part.what} is not available: ${path} did not load: ${e instanceof Error ? e.message : String(e)}`,
       { cause: e },
     );
