@@ -4,7 +4,7 @@
 // naming the Debian package that brings them back.
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -78,4 +78,30 @@ test('with every part built, every feature loads', (t) => {
   );
   t.is(r.status, 0, r.stderr);
   t.deepEqual(JSON.parse(r.stdout), { io_uring: true, fuse: true, sd_notify: true });
+});
+
+test('a part whose shared library is missing at run time fails alone and names the library package', (t) => {
+  // A stand-in rblk_fuse.node that needs a library which is then removed:
+  // dlopen fails the way it does on a host without libfuse3-3.
+  const dir = mkdtempSync(join(tmpdir(), 'rblk-missing-lib-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const cc = (args: string[]): void => {
+    const r = spawnSync('cc', args, { cwd: dir, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`cc ${args.join(' ')}: ${r.stderr}`);
+  };
+  writeFileSync(join(dir, 'gone.c'), 'int rblk_gone(void) { return 1; }\n');
+  writeFileSync(join(dir, 'part.c'), 'int rblk_gone(void);\nint rblk_part(void) { return rblk_gone(); }\n');
+  cc(['-shared', '-fPIC', '-o', 'librblkgone.so.1', '-Wl,-soname,librblkgone.so.1', 'gone.c']);
+  cc(['-shared', '-fPIC', '-o', 'rblk_fuse.node', 'part.c', `-L${dir}`, '-l:librblkgone.so.1']);
+  rmSync(join(dir, 'librblkgone.so.1'));
+  copyFileSync(join(ROOT, 'build', 'Release', 'rblk_native.node'), join(dir, 'rblk_native.node'));
+
+  const r = spawnSync(process.execPath, ['--import=tsx', MAIN], { cwd: ROOT, env: { ...process.env, RBLK_NATIVE: dir }, encoding: 'utf8' });
+  t.is(r.status, 0, r.stderr);
+  const report = JSON.parse(r.stdout) as Report;
+  t.is(report.fuse.code, 'ERR_RBLK_FEATURE_UNAVAILABLE');
+  t.is(report.fuse.package, 'libfuse3-3');
+  t.regex(report.fuse.message, /needs librblkgone\.so\.1; apt-get install libfuse3-3/);
+  t.is(report.mount.code, 'ERR_RBLK_FEATURE_UNAVAILABLE');
+  t.true(report.providers.includes('tcp'));
 });
