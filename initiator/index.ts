@@ -42,3 +42,6 @@ export type { Sense } from '../protocol/scsi/sense.js';
 export { DEFAULT_TARGET_NAME } from '../protocol/wire/index.js';
 export { LoopInitiatorTransport } from './transport/loop-transport.js';
 export type { InitiatorTransport } from './transport/transport.js';
+// The native addons load on first use (docs/architecture.md "Loading the
+// addon"); these say what is missing and let an application ask first.
+export { FeatureUnavailableError, NativeLoadError, nativeFeatures, type NativeFeature } from '../native/binding.js';

@@ -1,10 +1,16 @@
-// The only file that loads the native addon (build/Release/rblk_native.node,
-// or the sanitizer variant in build-asan/ when RBLK_NATIVE=asan).
-// Everything here is a typed view of what native/src/*.cc exports; the
-// promise-based API that the rest of rblk uses lives in fabric.ts and files.ts.
+// The only file that loads the native addons. rblk's native code is four
+// .node files: rblk_native.node (libfabric and file operations, required) and
+// one each for io_uring, libfuse3 and libsystemd, which are optional at build
+// time and at run time (docs/architecture.md "Loading the addon"). Each is
+// loaded on first use, so importing rblk loads nothing, and a missing optional
+// part fails only the feature that needs it, with an error naming the Debian
+// package to install. Everything here is a typed view of what native/src/*.cc
+// exports; the promise-based API that the rest of rblk uses lives in fabric.ts,
+// io-ring.ts and fuse.ts.
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { constants } from 'node:os';
+import { dirname, isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** What fi_getinfo told us about the provider a Domain was opened on. */
@@ -201,6 +207,7 @@ export interface NativeIoRingCtor {
   new (entries: number, onCompletions: (count: number) => void): NativeIoRing;
 }
 
+/** rblk_native.node: libfabric and the file operations; the one part rblk cannot do without. */
 export interface NativeAddon {
   Domain: NativeDomainCtor;
   MemoryRegion: NativeMemoryRegionCtor;
@@ -222,15 +229,21 @@ export interface NativeAddon {
   /** BLKDISCARD or BLKZEROOUT. */
   blockDeviceRange(fd: number, op: 'discard' | 'zeroout', offset: number, length: number): Promise<void>;
   fallocateModes: { KEEP_SIZE: number; PUNCH_HOLE: number; ZERO_RANGE: number };
+}
 
-  /** libsystemd's sd_notify(0, state): >0 sent, 0 no NOTIFY_SOCKET, <0 -errno. */
-  sdNotify(state: string): number;
-
-  /** io_uring for file and block-device I/O (native/io-ring.ts). */
+/** rblk_uring.node: io_uring for file and block-device I/O (native/io-ring.ts is its only user). */
+export interface NativeUringAddon {
   IoRing: NativeIoRingCtor;
+}
 
-  /** libfuse3 low-level session serving one file (native/fuse.ts is its only user). */
+/** rblk_fuse.node: a libfuse3 low-level session serving one file (native/fuse.ts is its only user). */
+export interface NativeFuseAddon {
   FuseSession: NativeFuseSessionCtor;
+}
+
+/** rblk_systemd.node: libsystemd's sd_notify(0, state): >0 sent, 0 no NOTIFY_SOCKET, <0 -errno. */
+export interface NativeSystemdAddon {
+  sdNotify(state: string): number;
 }
 
 /** Every error the addon throws or rejects with carries these. */
@@ -240,34 +253,108 @@ export interface NativeError extends Error {
   op: string;
 }
 
+
+/** The optional parts, by the feature each gives. */
+export type NativeFeature = 'io_uring' | 'fuse' | 'sd_notify';
+
+interface PartInfo {
+  file: string;
+  /** What the user loses without it. */
+  what: string;
+  /** Debian packages: the headers the build needs, and the library the binary needs at run time. */
+  dev: string;
+  lib: string;
+}
+
+const CORE: PartInfo = { file: 'rblk_native.node', what: 'the libfabric transport', dev: 'libfabric-dev', lib: 'libfabric1' };
+const PARTS: Record<NativeFeature, PartInfo> = {
+  io_uring: { file: 'rblk_uring.node', what: 'io_uring file I/O', dev: 'liburing-dev', lib: 'liburing2' },
+  fuse: { file: 'rblk_fuse.node', what: 'FUSE attach and mount', dev: 'libfuse3-dev', lib: 'libfuse3-3' },
+  sd_notify: { file: 'rblk_systemd.node', what: 'sd_notify (systemd readiness and watchdog)', dev: 'libsystemd-dev', lib: 'libsystemd0' },
+};
+
 /**
- * Which build to load: RBLK_NATIVE unset (or 'release') is build/, 'asan' the
- * ASan+UBSan variant in build-asan/ that scripts/sanitize.sh builds and runs
- * commands under (docs/transport.md "Sanitizer build").
+ * An optional native part that this installation lacks: not built (its
+ * headers were missing at build time) or not loadable (its shared library is
+ * missing at run time). .package names the Debian package that fixes it.
  */
-function variant(): { dir: string; hint: string } {
+export class FeatureUnavailableError extends Error {
+  readonly code = 'ERR_RBLK_FEATURE_UNAVAILABLE';
+  readonly errno = constants.errno.ENOENT;
+  readonly op: string;
+  readonly feature: NativeFeature;
+  /** The Debian package to install. */
+  readonly package: string;
+  constructor(feature: NativeFeature, pkg: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'FeatureUnavailableError';
+    this.feature = feature;
+    this.package = pkg;
+    this.op = `load ${PARTS[feature].file}`;
+  }
+}
+
+/** The addon itself could not be found or loaded. */
+export class NativeLoadError extends Error {
+  readonly code: 'ERR_RBLK_NATIVE_NOT_FOUND' | 'ERR_RBLK_NATIVE_LOAD';
+  readonly errno = constants.errno.ENOENT;
+  readonly op = `load ${CORE.file}`;
+  constructor(code: NativeLoadError['code'], message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'NativeLoadError';
+    this.code = code;
+  }
+}
+
+/** The package root: above native/ in the source layout, above dist/native/ in the compiled one. */
+function packageRoot(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  for (const root of [join(here, '..'), join(here, '..', '..')]) if (existsSync(join(root, 'package.json'))) return root;
+  return join(here, '..');
+}
+
+/** prebuilds/<platform>-<arch>, as prebuildify lays them out and node-gyp-build finds them. */
+function prebuildDir(root = packageRoot()): string {
+  return join(root, 'prebuilds', `${process.platform}-${process.arch}`);
+}
+
+/**
+ * The directories to look in, in order, like node-gyp-build's: RBLK_NATIVE
+ * when set ('asan': the sanitizer build in build-asan/, which
+ * scripts/sanitize.sh makes and runs commands under; an absolute path: that
+ * directory alone), else the local build (build/Release: a checkout, or an
+ * install that had to compile), then the prebuilt binary shipped in the
+ * package for this platform.
+ */
+function searchDirs(root = packageRoot()): string[] {
   const v = process.env.RBLK_NATIVE;
-  if (v === undefined || v === '' || v === 'release')
-    return { dir: 'build', hint: 'run `npm run build` (it needs libfabric-dev, libfuse3-dev, libsystemd-dev)' };
+  if (v === undefined || v === '' || v === 'release') return [join(root, 'build', 'Release'), prebuildDir(root)];
   if (v === 'asan') {
     // An ASan library loaded into a process that was not started with the ASan
     // runtime aborts the whole process from inside dlopen; say why instead.
     if (!/libasan\.so/.test(process.env.LD_PRELOAD ?? ''))
       throw new Error('RBLK_NATIVE=asan needs the ASan runtime preloaded: run the command under scripts/sanitize.sh');
-    return { dir: 'build-asan', hint: 'run `bash scripts/sanitize.sh true` to build it' };
+    return [join(root, 'build-asan', 'Release')];
   }
-  throw new Error(`RBLK_NATIVE=${v}: must be 'release' or 'asan'`);
+  if (isAbsolute(v)) return [v];
+  throw new Error(`RBLK_NATIVE=${v}: must be 'release', 'asan' or an absolute directory holding ${CORE.file}`);
 }
 
-function locate(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const { dir, hint } = variant();
-  // Source (native/) and compiled (dist/native/) layouts both resolve to <root>/<dir>.
-  for (const root of [join(here, '..'), join(here, '..', '..')]) {
-    const p = join(root, dir, 'Release', 'rblk_native.node');
-    if (existsSync(p)) return p;
-  }
-  throw new Error(`rblk native addon not built in ${dir}/: ${hint}`);
+/** The directory whose rblk_native.node is used; the optional parts come from the same build. */
+let chosenDir: string | undefined;
+
+function nativeDir(): string {
+  if (chosenDir !== undefined) return chosenDir;
+  const dirs = searchDirs();
+  const found = dirs.find((d) => existsSync(join(d, CORE.file)));
+  if (found === undefined)
+    throw new NativeLoadError(
+      'ERR_RBLK_NATIVE_NOT_FOUND',
+      `rblk native addon not found (looked in ${dirs.join(', ')}): no prebuilt binary fits ${process.platform}-${process.arch}; ` +
+        `build it with \`npm rebuild rblk\` (it needs cmake, g++, pkg-config and ${CORE.dev}), or in a checkout \`npm run build\``,
+    );
+  chosenDir = found;
+  return found;
 }
 
 // Debian's libfabric links the PSM providers, whose libinfinipath installs a
@@ -278,4 +365,93 @@ function locate(): string {
 process.env.IPATH_NO_BACKTRACE ??= '1';
 
 const require = createRequire(import.meta.url);
-export const addon: NativeAddon = require(locate()) as NativeAddon;
+
+/** The shared library that dlopen could not find, from its message ("libfuse3.so.3: cannot open shared object file"). */
+function missingLibrary(e: unknown): string | null {
+  const m = /([\w.+-]+\.so[\w.]*): cannot open shared object file/.exec(e instanceof Error ? e.message : '');
+  return m ? m[1] : null;
+}
+
+let core: NativeAddon | undefined;
+
+/** rblk_native.node, loaded on the first call. */
+export function addon(): NativeAddon {
+  if (core !== undefined) return core;
+  const path = join(nativeDir(), CORE.file);
+  try {
+    core = require(path) as NativeAddon;
+  } catch (e) {
+    const lib = missingLibrary(e);
+    throw new NativeLoadError(
+      'ERR_RBLK_NATIVE_LOAD',
+      lib !== null
+        ? `${path} needs ${lib}, which is not installed: apt-get install ${CORE.lib}`
+        : `${path} did not load: ${e instanceof Error ? e.message : String(e)}`,
+      { cause: e },
+    );
+  }
+  return core;
+}
+
+const optional = new Map<NativeFeature, unknown>();
+
+function loadPart<T>(feature: NativeFeature): T {
+  const hit = optional.get(feature);
+  if (hit !== undefined) return hit as T;
+  const part = PARTS[feature];
+  const path = join(nativeDir(), part.file);
+  if (!existsSync(path))
+    throw new FeatureUnavailableError(
+      feature,
+      part.dev,
+      `${part.what} is not available: rblk was built without ${part.file} (${part.dev} was not installed at build time); ` +
+        `apt-get install ${part.dev}, then rebuild (\`npm rebuild rblk\`, or \`npm run build\` in a checkout)`,
+    );
+  let mod: T;
+  try {
+    mod = require(path) as T;
+  } catch (e) {
+    const lib = missingLibrary(e);
+    // Every part links libfabric too (errors.cc), so the missing library may be that one.
+    const pkg = lib !== null && lib.startsWith('libfabric.') ? CORE.lib : part.lib;
+    throw new FeatureUnavailableError(
+      feature,
+      pkg,
+      lib !== null
+        ? `${part.what} is not available: ${part.file} needs ${lib}; apt-get install ${pkg}`
+        : `${part.what} is not available: ${path} did not load: ${e instanceof Error ? e.message : String(e)}`,
+      { cause: e },
+    );
+  }
+  optional.set(feature, mod);
+  return mod;
+}
+
+/** rblk_uring.node; throws FeatureUnavailableError when this installation lacks it. */
+export function uringAddon(): NativeUringAddon {
+  return loadPart<NativeUringAddon>('io_uring');
+}
+
+/** rblk_fuse.node; throws FeatureUnavailableError when this installation lacks it. */
+export function fuseAddon(): NativeFuseAddon {
+  return loadPart<NativeFuseAddon>('fuse');
+}
+
+/** rblk_systemd.node; throws FeatureUnavailableError when this installation lacks it. */
+export function systemdAddon(): NativeSystemdAddon {
+  return loadPart<NativeSystemdAddon>('sd_notify');
+}
+
+/** Whether each optional part loads here, without throwing (for `rblkd --version`-style reports and tests). */
+export function nativeFeatures(): Record<NativeFeature, boolean> {
+  const probe = (f: NativeFeature): boolean => {
+    try {
+      loadPart(f);
+      return true;
+    } catch (e) {
+      if (e instanceof FeatureUnavailableError) return false;
+      throw e;
+    }
+  };
+  return { io_uring: probe('io_uring'), fuse: probe('fuse'), sd_notify: probe('sd_notify') };
+}

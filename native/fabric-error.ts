@@ -8,8 +8,8 @@ export class FabricError extends Error {
   readonly op: string;
 
   constructor(errno: number, op: string, message?: string, code?: string) {
-    const name = code ?? addon.errorName(errno);
-    super(message ?? `${op}: ${addon.errorMessage(errno)} (${name})`);
+    const name = code ?? addon().errorName(errno);
+    super(message ?? `${op}: ${addon().errorMessage(errno)} (${name})`);
     this.name = 'FabricError';
     this.code = name;
     this.errno = errno;

@@ -8,6 +8,7 @@ import { EventEmitter } from 'node:events';
 import {
   addon,
   type NativeCmEvent,
+  type NativeConstants,
   type NativeDomain,
   type NativeEndpoint,
   type NativeIov,
@@ -22,11 +23,12 @@ import { FabricError, FI_EAGAIN, FI_ECANCELED, FI_ESHUTDOWN, FI_ETIMEDOUT } from
 export { FabricError } from './fabric-error.js';
 export type { MrModeRequest, ProviderInfo } from './binding.js';
 
-const C = addon.constants;
+// Read when used, not at import: importing rblk must not load the addon (binding.ts).
+const C = (): NativeConstants => addon().constants;
 
 /** Providers on this host that offer FI_EP_MSG with RMA (e.g. tcp, sockets, verbs). */
 export function availableProviders(): string[] {
-  return addon.providers();
+  return addon().providers();
 }
 
 /** `verbs` when an RDMA device is present, else `tcp` (DESIGN.md "Fabric"). */
@@ -94,7 +96,7 @@ export class Domain {
     const provider = resolveProvider(opts.provider);
     const mrMode = opts.mrMode ?? mrModeFromEnv();
     try {
-      return new Domain(new addon.Domain(provider, opts.address ?? null, null, false, mrMode));
+      return new Domain(new (addon().Domain)(provider, opts.address ?? null, null, false, mrMode));
     } catch (e) {
       throw FabricError.from(e);
     }
@@ -108,11 +110,11 @@ export class Domain {
   }
   /** Send-after-write ordering: an RMA write's data lands before a later send (FI_ORDER_SAW). */
   get ordersSendAfterWrite(): boolean {
-    return (this.info.msgOrder & C.FI_ORDER_SAW) !== 0;
+    return (this.info.msgOrder & C().FI_ORDER_SAW) !== 0;
   }
   /** The provider needs memory bound to one endpoint (FI_MR_ENDPOINT). */
   get needsEndpointMemory(): boolean {
-    return (this.info.mrMode & C.FI_MR_ENDPOINT) !== 0;
+    return (this.info.mrMode & C().FI_MR_ENDPOINT) !== 0;
   }
 
   private checkOpen(op: string): void {
@@ -127,7 +129,7 @@ export class Domain {
     this.checkOpen('fi_mr_reg');
     let native: NativeMemoryRegion;
     try {
-      native = new addon.MemoryRegion(this.native, size, opts.remote ?? false, opts.endpoint?.native ?? null);
+      native = new (addon().MemoryRegion)(this.native, size, opts.remote ?? false, opts.endpoint?.native ?? null);
     } catch (e) {
       throw FabricError.from(e);
     }
@@ -342,7 +344,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
   constructor(private readonly domain: Domain, address: string, port: number, private readonly onClose: () => void) {
     super();
     try {
-      this.native = new addon.Listener(domain.native, address, String(port), (ev) => this.onEvent(ev));
+      this.native = new (addon().Listener)(domain.native, address, String(port), (ev) => this.onEvent(ev));
     } catch (e) {
       throw FabricError.from(e);
     }
@@ -509,7 +511,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     super();
     this.domain = domain;
     try {
-      this.native = new addon.Endpoint(
+      this.native = new (addon().Endpoint)(
         domain.native,
         listener,
         requestId,

@@ -1,7 +1,7 @@
 // The typed, promise-based face of the native FUSE session: a directory with
 // one regular file whose reads, writes, fsyncs and fallocates are answered by
 // a FuseFileHandler. It knows nothing of volumes or SCSI. It is the only
-// module that touches addon.FuseSession.
+// module that touches fuseAddon().FuseSession.
 //
 // Every request is answered exactly once: with the handler's result, with the
 // errno of a FuseError it rejects with, or with EIO for any other rejection.
@@ -11,7 +11,7 @@ import { readFile, realpath } from 'node:fs/promises';
 import { constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { addon, type NativeFuseOp, type NativeFuseSession } from './binding.js';
+import { addon, fuseAddon, type NativeFuseOp, type NativeFuseSession } from './binding.js';
 
 const run = promisify(execFile);
 const ERRNO = osConstants.errno;
@@ -101,7 +101,7 @@ export class FuseMount {
     this.path = join(dir, opts.fileName);
     this.opts = opts;
     this.handler = handler;
-    this.native = new addon.FuseSession(
+    this.native = new (fuseAddon().FuseSession)(
       dir,
       {
         fileName: opts.fileName,
@@ -200,7 +200,7 @@ export class FuseMount {
 }
 
 function decodeFallocate(mode: number, offset: number, length: number): FallocateRequest {
-  const M = addon.fallocateModes;
+  const M = addon().fallocateModes;
   const keepSize = (mode & M.KEEP_SIZE) !== 0;
   const rest = mode & ~M.KEEP_SIZE;
   // Collapse, insert, unshare and anything newer change a layout a volume does not have.

@@ -9,7 +9,7 @@
 // then, and callers fall back to the thread pool (PositionalIo.engine in
 // target/backend/positional-io.ts).
 import { getSystemErrorName } from 'node:util';
-import { addon, type NativeIoRing } from './binding.js';
+import { uringAddon, type NativeIoRing } from './binding.js';
 
 /** An I/O the kernel failed, with the errno it gave. */
 export class IoRingError extends Error {
@@ -50,7 +50,7 @@ export class IoRing {
   #count = 0;
 
   private constructor(entries: number) {
-    this.#ring = new addon.IoRing(entries, (n) => this.#complete(n));
+    this.#ring = new (uringAddon().IoRing)(entries, (n) => this.#complete(n));
   }
 
   /** Opens a ring with `entries` submission slots (more may be queued: a full ring submits at once). */

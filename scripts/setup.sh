@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 
-# Build: libfabric (the fabric), libfuse3 (attach --fuse), libsystemd (sd_notify).
+# Build: libfabric (the fabric, required); liburing (io_uring), libfuse3 (attach
+# --fuse) and libsystemd (sd_notify), each optional in CMakeLists.txt but all
+# installed here, since the tests cover every part and prepack ships them all.
 # Run and test: libfabric-bin (fi_info, fi_pingpong for the transport bench),
 # real NBD clients, qemu-img, fio, e2fsprogs, util-linux (losetup), systemd-analyze.
 APT_PACKAGES=(

@@ -1,5 +1,7 @@
-// Module entry: registers the classes (one per libfabric object) and the
-// free functions. native/binding.ts is the only file that loads this.
+// Entry of rblk_native.node: registers the classes (one per libfabric object)
+// and the free functions. io_uring, FUSE and sd_notify are addons of their own
+// (uring-addon.cc, fuse-addon.cc, systemd-addon.cc), each optional.
+// native/binding.ts is the only file that loads any of them.
 #include <napi.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
@@ -12,11 +14,8 @@
 #include "endpoint.h"
 #include "errors.h"
 #include "file-ops.h"
-#include "fuse-session.h"
-#include "io-ring.h"
 #include "listener.h"
 #include "memory-region.h"
-#include "sd-notify.h"
 
 namespace rblk {
 
@@ -85,15 +84,12 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("MemoryRegion", mr);
   exports.Set("Listener", listener);
   exports.Set("Endpoint", endpoint);
-  exports.Set("IoRing", IoRing::Init(env));
   exports.Set("constants", Constants(env));
   exports.Set("providers", Napi::Function::New(env, Providers, "providers"));
   exports.Set("libfabricVersion", Napi::Function::New(env, LibfabricVersion, "libfabricVersion"));
   exports.Set("errorName", Napi::Function::New(env, ErrorName, "errorName"));
   exports.Set("errorMessage", Napi::Function::New(env, ErrorMessage, "errorMessage"));
   InitFileOps(env, exports);
-  InitSdNotify(env, exports);
-  InitFuse(env, exports);
   return exports;
 }
 

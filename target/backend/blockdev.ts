@@ -39,7 +39,7 @@ export class BlockDeviceBackend extends DescriptorBackend {
     try {
       const st = await fh.stat({ bigint: true });
       if (!st.isBlockDevice()) throw backendError('EINVAL', `block device ${path}: not a block device`);
-      const info = addon.blockDeviceInfo(fh.fd);
+      const info = addon().blockDeviceInfo(fh.fd);
       // O_DSYNC on a block device turns each write into a FUA write
       // (blkdev_direct_IO sets REQ_FUA), exactly SBC-4 5.40's FUA. No O_EXCL:
       // the claim above already covers this process.
@@ -68,7 +68,7 @@ export class BlockDeviceBackend extends DescriptorBackend {
       this.#checkRangeOp('discard', offset, length);
       if (!this.canDiscard) throw backendError('EOPNOTSUPP', `${this.target.what}: the device does not support discard`);
       if (length === 0) return;
-      await addon.blockDeviceRange(this.fh.fd, 'discard', offset, length);
+      await addon().blockDeviceRange(this.fh.fd, 'discard', offset, length);
     });
   }
 
@@ -81,14 +81,14 @@ export class BlockDeviceBackend extends DescriptorBackend {
         // deallocate and never falls back to writing (blkdev_fallocate with
         // BLKDEV_ZERO_NOFALLBACK): zeroes are guaranteed, unlike after
         // BLKDISCARD. BLKZEROOUT is the fallback (SBC-4 5.48, WRITE SAME).
-        const { KEEP_SIZE, PUNCH_HOLE } = addon.fallocateModes;
+        const { KEEP_SIZE, PUNCH_HOLE } = addon().fallocateModes;
         try {
-          return await addon.fallocate(this.fh.fd, PUNCH_HOLE | KEEP_SIZE, offset, length);
+          return await addon().fallocate(this.fh.fd, PUNCH_HOLE | KEEP_SIZE, offset, length);
         } catch (err) {
           if (!isUnsupported(err)) throw err;
         }
       }
-      await addon.blockDeviceRange(this.fh.fd, 'zeroout', offset, length);
+      await addon().blockDeviceRange(this.fh.fd, 'zeroout', offset, length);
     });
   }
 
@@ -105,7 +105,7 @@ export class BlockDeviceBackend extends DescriptorBackend {
   /** BLKGETSIZE64 again, after the device was resized (e.g. `losetup -c`, lvextend). */
   refreshSize(): Promise<number> {
     return this.gate.run(async () => {
-      this.currentSize = addon.blockDeviceInfo(this.fh.fd).size;
+      this.currentSize = addon().blockDeviceInfo(this.fh.fd).size;
       return this.currentSize;
     });
   }

@@ -103,11 +103,11 @@ export class FileBackend extends DescriptorBackend {
       this.checkWritable('write zeroes');
       checkRange(this.target.what, 'write zeroes', offset, length, this.currentSize);
       if (length === 0) return;
-      const { KEEP_SIZE, ZERO_RANGE } = addon.fallocateModes;
+      const { KEEP_SIZE, ZERO_RANGE } = addon().fallocateModes;
       try {
         // A punched hole reads as zeroes and frees the space (SBC-4 5.48, WRITE SAME with UNMAP).
         if (unmap && this.canDiscard) return await this.#punch(offset, length);
-        return await addon.fallocate(this.fh.fd, ZERO_RANGE | KEEP_SIZE, offset, length);
+        return await addon().fallocate(this.fh.fd, ZERO_RANGE | KEEP_SIZE, offset, length);
       } catch (err) {
         if (!isUnsupported(err)) throw err;
       }
@@ -121,10 +121,10 @@ export class FileBackend extends DescriptorBackend {
       if (!Number.isSafeInteger(offset) || offset < 0 || offset >= size) {
         throw backendError('EINVAL', `${this.target.what}: extent offset ${offset} is outside the volume (${size} bytes)`);
       }
-      const data = await addon.seek(this.fh.fd, offset, SEEK_DATA);
+      const data = await addon().seek(this.fh.fd, offset, SEEK_DATA);
       if (data === -1 || data >= size) return { offset, length: size - offset, mapped: false };
       if (data > offset) return { offset, length: data - offset, mapped: false };
-      const hole = await addon.seek(this.fh.fd, offset, SEEK_HOLE);
+      const hole = await addon().seek(this.fh.fd, offset, SEEK_HOLE);
       const end = hole === -1 ? size : Math.min(hole, size);
       return { offset, length: end - offset, mapped: true };
     });
@@ -139,8 +139,8 @@ export class FileBackend extends DescriptorBackend {
   }
 
   #punch(offset: number, length: number): Promise<void> {
-    const { KEEP_SIZE, PUNCH_HOLE } = addon.fallocateModes;
-    return addon.fallocate(this.fh.fd, PUNCH_HOLE | KEEP_SIZE, offset, length);
+    const { KEEP_SIZE, PUNCH_HOLE } = addon().fallocateModes;
+    return addon().fallocate(this.fh.fd, PUNCH_HOLE | KEEP_SIZE, offset, length);
   }
 
   // The last resort when the filesystem has no FALLOC_FL_ZERO_RANGE (tmpfs,
@@ -166,10 +166,10 @@ export class FileBackend extends DescriptorBackend {
 // READ CAPACITY(16) report thin provisioning truthfully (SBC-4 4.7.3). The
 // probe punches past end of file with KEEP_SIZE, which changes nothing.
 async function probePunchHole(fd: number, size: number): Promise<boolean> {
-  const { KEEP_SIZE, PUNCH_HOLE } = addon.fallocateModes;
+  const { KEEP_SIZE, PUNCH_HOLE } = addon().fallocateModes;
   const past = Math.ceil(size / 4096) * 4096;
   try {
-    await addon.fallocate(fd, PUNCH_HOLE | KEEP_SIZE, past, 4096);
+    await addon().fallocate(fd, PUNCH_HOLE | KEEP_SIZE, past, 4096);
     return true;
   } catch (err) {
     if (isUnsupported(err)) return false;

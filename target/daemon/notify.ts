@@ -4,7 +4,7 @@
 // `systemctl status`, and WATCHDOG=1 pings. Node's dgram cannot send on an
 // AF_UNIX datagram socket, so the messages go through libsystemd in the addon.
 // Without NOTIFY_SOCKET (run by hand) every call is a no-op.
-import { addon } from '../../native/binding.js';
+import { FeatureUnavailableError, systemdAddon } from '../../native/binding.js';
 import type { DaemonLogger } from './logger.js';
 
 export interface Notifier {
@@ -29,7 +29,19 @@ export function systemdNotifier(log: DaemonLogger): Notifier {
       const message = Object.entries(fields)
         .map(([k, v]) => `${k}=${String(v).replace(/\n/g, ' ')}`)
         .join('\n');
-      const r = addon.sdNotify(message);
+      let r: number;
+      try {
+        r = systemdAddon().sdNotify(message);
+      } catch (e) {
+        // Built or installed without libsystemd: with no service manager
+        // listening that loses nothing; under one, say so once.
+        if (!(e instanceof FeatureUnavailableError)) throw e;
+        if (process.env.NOTIFY_SOCKET !== undefined && !warned) {
+          warned = true;
+          log.warn(`systemd will not hear from rblkd: ${e.message}`);
+        }
+        return false;
+      }
       if (r < 0 && !warned) {
         // Once: a broken NOTIFY_SOCKET would otherwise repeat this every watchdog tick.
         warned = true;

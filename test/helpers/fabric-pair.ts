@@ -6,7 +6,7 @@ import { Domain, mrModeFromEnv, type Endpoint, type Listener, type MrModeRequest
 export const PROVIDERS = ['tcp', 'sockets'] as const;
 export type Provider = (typeof PROVIDERS)[number];
 
-const BASIC_BITS = addon.constants.FI_MR_VIRT_ADDR | addon.constants.FI_MR_ALLOCATED | addon.constants.FI_MR_PROV_KEY;
+const BASIC_BITS = addon().constants.FI_MR_VIRT_ADDR | addon().constants.FI_MR_ALLOCATED | addon().constants.FI_MR_PROV_KEY;
 
 /**
  * Opens a loopback domain; mrMode defaults to $RBLK_FI_MR_MODE as Domain.open's

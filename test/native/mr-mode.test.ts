@@ -6,7 +6,7 @@ import { addon } from '../../native/binding.js';
 import { Domain, FabricError, mrModeFromEnv } from '../../native/fabric.js';
 import { connectPair, pattern, PROVIDERS } from '../helpers/fabric-pair.js';
 
-const C = addon.constants;
+const C = addon().constants;
 
 for (const provider of PROVIDERS) {
   test.serial(`${provider} basic: the domain reports virtual addresses, allocated memory and provider keys`, async (t) => {

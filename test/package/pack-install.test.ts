@@ -1,0 +1,236 @@
+// The package as a user gets it (docs/operations.md "Installing from npm"):
+// `npm pack`, then `npm install <tarball>` into a fresh project, then the
+// installed copy used from ESM, CommonJS, TypeScript and its two command
+// lines, against an rblkd started from the installed package too. Nothing of
+// the checkout is on the consumer's module path; the npm cache supplies the
+// dependencies (--prefer-offline).
+import test from 'ava';
+import { spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { once } from 'node:events';
+import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, closeSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { dump } from 'js-yaml';
+import { ROOT } from '../daemon/helpers/daemon-process.js';
+
+/** A generous bound: the package is about 430 files (dist JS and .d.ts, native sources, docs, prebuilds). */
+const MAX_FILES = 600;
+const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+
+interface PackResult {
+  filename: string;
+  entryCount: number;
+  files: { path: string }[];
+}
+
+function run(cmd: string, args: string[], cwd: string, input?: string): SpawnSyncReturns<string> {
+  const env = { ...process.env };
+  // The consumer must find rblk's addon on its own, not through the checkout's override.
+  delete env.RBLK_NATIVE;
+  return spawnSync(cmd, args, { cwd, env, encoding: 'utf8', input, maxBuffer: 64 << 20 });
+}
+
+function ok(r: SpawnSyncReturns<string>, what: string): string {
+  if (r.error !== undefined) throw new Error(`${what}: ${r.error.message}`);
+  if (r.status !== 0) throw new Error(`${what} exited ${String(r.status ?? r.signal)}:\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
+test('the packed tarball installs into a fresh project and works from ESM, CommonJS, TypeScript and its bins', async (t) => {
+  t.timeout(300_000, 'npm pack builds, npm install unpacks ~90 packages, and the no-prebuilt case compiles');
+  const dir = mkdtempSync(join(tmpdir(), 'rblk-pack-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+
+  // --- the tarball: what it holds and what it leaves out
+  const packed = JSON.parse(ok(run('npm', ['pack', '--json', '--pack-destination', dir], ROOT), 'npm pack')) as PackResult[];
+  const pack = packed[0];
+  const paths = pack.files.map((f) => f.path);
+  t.true(pack.entryCount < MAX_FILES, `${pack.entryCount} files in the tarball`);
+  t.deepEqual(
+    paths.filter((p) => /^(test|bench|\.ci|scratch|build|examples)\//.test(p) || p.endsWith('.map') || p === 'scripts/setup.sh' || /^dist\/(test|bench)\//.test(p)),
+    [],
+  );
+  for (const want of ['LICENSE', 'README.md', 'CMakeLists.txt', 'bin/rblk.js', 'bin/rblkd.js', 'prebuilds/linux-x64/rblk_native.node', 'native/src/addon.cc', 'systemd/rblkd.service', 'config/rblkd.example.yaml', 'dist/initiator/index.d.ts', 'scripts/install-native.js'])
+    t.true(paths.includes(want), `${want} in the tarball`);
+  t.regex(readFileSync(join(ROOT, 'LICENSE'), 'utf8'), /Apache License\s+Version 2\.0/);
+
+  // --- a fresh project that installs it
+  const app = join(dir, 'app');
+  mkdirSync(app);
+  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'rblk-consumer', version: '1.0.0', private: true }));
+  ok(run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', join(dir, pack.filename)], app), 'npm install');
+  const installed = join(app, 'node_modules', 'rblk');
+  // The prebuilt fits this machine, so nothing was compiled, and the install step says so quickly.
+  t.false(existsSync(join(installed, 'build')), 'no local build in the installed package');
+  const began = Date.now();
+  ok(run(process.execPath, [join(installed, 'scripts', 'install-native.js')], installed), 'install-native.js');
+  t.true(Date.now() - began < 10_000, 'the install step returns at once when a prebuilt loads');
+  t.false(existsSync(join(installed, 'build')), 'install-native.js built nothing');
+  t.true(existsSync(join(installed, 'dist', 'initiator', 'index.js')), 'dist/ is intact');
+
+  // --- ESM: importing loads no native code (binding.ts loads on first use)
+  const esm = ok(
+    run(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        "import { connect } from 'rblk'; import { readFileSync } from 'node:fs';" +
+          "console.log(typeof connect, readFileSync('/proc/self/maps', 'utf8').includes('rblk_native.node'));",
+      ],
+      app,
+    ),
+    'ESM import',
+  );
+  t.is(esm.trim(), 'function false');
+
+  // --- CommonJS: require(esm)
+  const cjs = ok(
+    run(process.execPath, ['-e', "const r = require('rblk'); console.log(typeof r.connect, JSON.stringify(r.nativeFeatures()));"], app),
+    'require',
+  );
+  // Every optional part of the prebuilt loads here.
+  t.is(cjs.trim(), 'function {"io_uring":true,"fuse":true,"sd_notify":true}');
+
+  // --- TypeScript: the installed .d.ts files, checked without skipLibCheck
+  writeFileSync(
+    join(app, 'consumer.ts'),
+    [
+      "import { connect, parseRblkUrl, RblkError, type Session, type Volume } from 'rblk';",
+      'export async function roundTrip(url: string, data: Buffer): Promise<boolean> {',
+      '  const session: Session = await connect(url);',
+      "  const vol: Volume = await session.open(parseRblkUrl(url).volume ?? 'a');",
+      '  await vol.write(0, data, { fua: true });',
+      '  const back: Buffer = await vol.read(0, data.length);',
+      '  await session.close();',
+      '  return back.equals(data);',
+      '}',
+      'export const isRblkError = (e: unknown): boolean => e instanceof RblkError;',
+      '',
+    ].join('\n'),
+  );
+  writeFileSync(
+    join(app, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        target: 'ES2022',
+        strict: true,
+        noEmit: true,
+        // The consumer brings its own @types/node; this one borrows the checkout's.
+        types: ['node'],
+        typeRoots: [join(ROOT, 'node_modules', '@types')],
+      },
+      files: ['consumer.ts'],
+    }),
+  );
+  ok(run(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], app), 'tsc --noEmit');
+
+  // --- the CLI through npx
+  t.is(ok(run('npx', ['--no-install', 'rblk', '--version'], app), 'npx rblk --version').trim(), VERSION);
+
+  // --- rblkd from the installed package, on a free port, with one file-backed volume
+  const image = join(dir, 'a.img');
+  const configPath = join(dir, 'rblkd.yaml');
+  writeFileSync(
+    configPath,
+    dump({
+      listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }],
+      volumes: [{ name: 'a', path: image, size: '4MiB', lun: 0 }],
+      limits: { max_io: '128KiB', queue_depth: 16, drain_timeout_ms: 5000 },
+      state_dir: join(dir, 'state'),
+    }),
+  );
+  const env = { ...process.env };
+  for (const k of ['RBLK_NATIVE', 'NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', 'JOURNAL_STREAM']) delete env[k];
+  const daemon = spawn(process.execPath, [join(app, 'node_modules', '.bin', 'rblkd'), '--config', configPath], { cwd: app, env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const exited = once(daemon, 'exit');
+  t.teardown(async () => {
+    if (daemon.exitCode === null && daemon.signalCode === null) {
+      daemon.kill('SIGKILL');
+      await exited;
+    }
+  });
+  let log = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`rblkd did not listen in 20 s:\n${log}`)), 20_000);
+    daemon.stderr.setEncoding('utf8').on('data', (s: string) => {
+      log += s;
+      const m = /listening tcp 127\.0\.0\.1:(\d+)/.exec(log);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    daemon.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`rblkd exited (${String(code)}) before listening:\n${log}`));
+    });
+  });
+
+  // --- a write and a read through the installed library, in the consumer's own process
+  const offset = 512 * 1024;
+  const length = 64 * 1024;
+  const script = join(app, 'round-trip.mjs');
+  writeFileSync(
+    script,
+    [
+      "import { connect } from 'rblk';",
+      "import { createHash, randomBytes } from 'node:crypto';",
+      "import { readFileSync } from 'node:fs';",
+      `const session = await connect('rblk://127.0.0.1:${port}/a?provider=tcp');`,
+      "const vol = await session.open('a');",
+      `const data = randomBytes(${length});`,
+      `await vol.write(${offset}, data, { fua: true });`,
+      `const back = await vol.read(${offset}, ${length});`,
+      'await session.close();',
+      "const addon = readFileSync('/proc/self/maps', 'utf8').split('\\n').find((l) => l.endsWith('rblk_native.node'))?.split(' ').pop();",
+      "console.log(JSON.stringify({ equal: Buffer.compare(back, data) === 0, sha: createHash('sha256').update(data).digest('hex'), addon }));",
+      '',
+    ].join('\n'),
+  );
+  const result = JSON.parse(ok(run(process.execPath, [script], app), 'round trip')) as { equal: boolean; sha: string; addon?: string };
+  t.true(result.equal, 'the bytes read back are the bytes written');
+  t.is(result.addon, join(installed, 'prebuilds', 'linux-x64', 'rblk_native.node'), 'the addon came from the shipped prebuilt');
+
+  // The daemon's backing file holds them too: the write reached the disk, not only a cache.
+  const fd = openSync(image, 'r');
+  const onDisk = Buffer.alloc(length);
+  try {
+    readSync(fd, onDisk, 0, length, offset);
+  } finally {
+    closeSync(fd);
+  }
+  t.is(createHash('sha256').update(onDisk).digest('hex'), result.sha);
+
+  daemon.kill('SIGTERM');
+  const [code] = (await exited) as [number | null];
+  t.is(code, 0, `rblkd drained and exited 0; it logged:\n${log}`);
+
+  // --- a platform without a prebuilt: the install step compiles, and the local build is used
+  rmSync(join(installed, 'prebuilds'), { recursive: true });
+  ok(run(process.execPath, [join(installed, 'scripts', 'install-native.js')], installed), 'install-native.js without a prebuilt');
+  t.true(existsSync(join(installed, 'build', 'Release', 'rblk_native.node')), 'cmake-js built the addon in the package');
+  t.true(existsSync(join(installed, 'dist', 'initiator', 'index.js')), 'dist/ is intact after the build');
+  const rebuilt = ok(
+    run(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        "import { nativeFeatures } from 'rblk'; import { readFileSync } from 'node:fs';" +
+          'const f = nativeFeatures();' +
+          "const addon = readFileSync('/proc/self/maps', 'utf8').split('\\n').find((l) => l.endsWith('rblk_uring.node'))?.split(' ').pop();" +
+          'console.log(JSON.stringify({ f, addon }));',
+      ],
+      app,
+    ),
+    'import after the build',
+  );
+  t.deepEqual(JSON.parse(rebuilt), {
+    f: { io_uring: true, fuse: true, sd_notify: true },
+    addon: join(installed, 'build', 'Release', 'rblk_uring.node'),
+  });
+});
