@@ -22,6 +22,8 @@ namespace {
 // tcpi_state values (Linux include/net/tcp_states.h; not in the uapi headers).
 constexpr uint8_t kTcpEstablished = 1;
 constexpr uint8_t kTcpCloseWait = 8;
+// How long a socket may hold half a request before it is taken for stuck.
+constexpr uint64_t kHalfRequestMs = 1000;
 
 uint64_t NowMs() {
   timespec ts{};
@@ -140,9 +142,10 @@ int StaleAccepts::Reap(uint64_t idle_ms) {
     Seen& seen = it->second;
     seen.half_passes = waiting == Waiting::kHalfRequest ? seen.half_passes + 1 : 0;
     // A half-sent request holds the provider's CM progress (stale-accepts.h):
-    // seen so on two passes in a row, a whole pass apart, it is no request
-    // the listener is about to answer.
-    const bool stuck = seen.half_passes >= 2;
+    // seen so on two passes in a row and for a second since the accept, it is
+    // no request the listener is about to answer (that takes a turn of the
+    // event loop, however short the reaping interval is).
+    const bool stuck = seen.half_passes >= 2 && now - seen.since >= kHalfRequestMs;
     if (idle_ms != 0 && !stuck && (fresh || now - seen.since < idle_ms)) return;
     // The provider keeps the fd and closes it on the end-of-file this causes.
     if (shutdown(fd, SHUT_RDWR) == 0) ++reaped;
