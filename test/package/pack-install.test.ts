@@ -61,11 +61,9 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'rblk-consumer', version: '1.0.0', private: true }));
   ok(run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', join(dir, pack.filename)], app), 'npm install');
   const installed = join(app, 'node_modules', 'rblk');
-  // The prebuilt fits this machine, so nothing was compiled, and the install step says so quickly.
+  // The prebuilt fits this machine, so nothing was compiled, and running the install step again compiles nothing.
   t.false(existsSync(join(installed, 'build')), 'no local build in the installed package');
-  const began = Date.now();
   ok(run(process.execPath, [join(installed, 'scripts', 'install-native.js')], installed), 'install-native.js');
-  t.true(Date.now() - began < 10_000, 'the install step returns at once when a prebuilt loads');
   t.false(existsSync(join(installed, 'build')), 'install-native.js built nothing');
   t.true(existsSync(join(installed, 'dist', 'initiator', 'index.js')), 'dist/ is intact');
 
