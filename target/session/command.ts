@@ -5,6 +5,7 @@
 // request core's (target/scsi/request/request.ts).
 import { DataDirection, DataFormat, transferLength, type CommandData, type DataDescriptor } from '../../protocol/wire/index.js';
 import type { DataOffer, RequestFrontEnd, Residuals } from '../scsi/index.js';
+import { errorText } from '../error-text.js';
 import type { DataBuffer, TargetConnection } from '../transport/transport.js';
 import { descriptorRange } from './descriptor-range.js';
 
@@ -44,9 +45,6 @@ export function offerOf(direction: DataDirection, data: CommandData): DataOffer 
   }
 }
 
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
 
 export class CapsuleCommand<B extends DataBuffer> implements RequestFrontEnd<B> {
   constructor(

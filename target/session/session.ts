@@ -31,6 +31,7 @@ import {
   type WireLimits,
 } from '../../protocol/wire/index.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
+import { errorText } from '../error-text.js';
 import { NO_RESIDUALS, ScsiRequest, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { DataBuffer, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
@@ -551,9 +552,6 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   }
 }
 
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
 
 function opName(op: number): string {
   for (const [k, v] of Object.entries(Opcode)) if (v === op) return k;

@@ -12,6 +12,7 @@ import {
   type DataDescriptor,
 } from '../../protocol/wire/index.js';
 import { Domain, FabricError, Pool, type Endpoint, type Listener, type MemoryRegion, type Slice } from '../../native/fabric.js';
+import { errorText } from '../error-text.js';
 import { DataPool, type PooledBuffer } from './data-pool.js';
 import { fdHeadroom, FD_RESERVE } from './fd-budget.js';
 import type { PortHandlers, PortOptions, TargetConnection, TargetPort, TargetTransport } from './transport.js';
@@ -303,6 +304,3 @@ export class FabricTargetTransport implements TargetTransport {
   }
 }
 
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
