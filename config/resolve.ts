@@ -3,10 +3,10 @@
 // the schema expects and no schema error of its own, so one mistake is reported once.
 
 import { isIP } from 'node:net';
-import { totalmem } from 'node:os';
 import { resolve as resolvePath } from 'node:path';
 import { CONTROL_RECV_BUFFERS, DEFAULT_TARGET_NAME } from '../protocol/wire/constants.js';
-import { inspectBacking } from './backing.js';
+import type { KindInput } from '../target/backend/kind.js';
+import { kindKeys, kindOf } from '../target/backend/registry.js';
 import { isGlob } from './acl.js';
 import { listenAddressProblem } from './listen-address.js';
 import { formatPath } from './config-error.js';
@@ -165,7 +165,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
     if (!raw) return [];
     const firstBy = {
       name: new Map<string, number>(),
-      path: new Map<string, number>(),
+      storage: new Map<string, number>(),
       serial: new Map<string, number>(),
       uuid: new Map<string, number>(),
       lun: new Map<number, number>(),
@@ -203,43 +203,42 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       }
       const sizeGiven = sizeBytes !== undefined || r.size !== undefined;
 
-      const pathRaw = str(get(r, at('path')));
-      const memory = bool(get(r, at('memory'))) === true;
+      // The kind: the one registered key the volume gives (target/backend/registry.ts).
+      const keys = kindKeys();
+      const given = keys.filter(({ key, kinds }) => kinds[0].selected(get(r, at(key))));
       let backing: VolumeBacking | undefined;
-      if (pathRaw !== undefined && memory) {
-        err(here, "give either path or 'memory: true', not both");
-      } else if (memory) {
-        if (!sizeGiven) err(here, "'memory: true' needs size");
-        else if (sizeBytes !== undefined && sizeBytes > totalmem()) {
-          // The memory backend keeps every block written in RAM: an initiator filling a volume
-          // larger than RAM ends in the OOM killer, which takes every other volume with it.
-          const ram = `${(totalmem() / 1024 ** 3).toFixed(1)} GiB`;
-          err(at('size'), `a memory volume of ${formatSize(sizeBytes)} does not fit in this host's memory (${ram})`);
-        } else if (sizeBytes !== undefined) backing = { kind: 'memory', size: sizeBytes };
-        if (directSetting === true) err(at('direct'), 'applies only to volumes with a path');
-        if (ioEngineSetting !== undefined) err(at('io_engine'), 'applies only to volumes with a path');
-      } else if (pathRaw !== undefined) {
-        // Relative backing paths live in the state directory, next to the identifiers.
-        const path = resolvePath(stateDir, pathRaw);
-        claim(firstBy.path, path, i, at('path'), `backing path ${path}`);
-        // A size already reported as wrong would turn into a misleading "does not exist, give size".
-        const found =
-          sizeGiven && sizeBytes === undefined
-            ? undefined
-            : inspectBacking({ path, size: sizeBytes, readOnly, stateDir });
-        if (found && !found.ok) {
-          err(at(found.field), found.message);
-        } else if (found?.kind === 'blockdev') {
-          backing = { kind: 'blockdev', path };
-        } else if (found?.kind === 'file') {
-          backing = { kind: 'file', path, ...(sizeBytes !== undefined ? { size: sizeBytes } : {}) };
-          if (sizeBytes === undefined && found.currentSize % blockSize !== 0) {
-            const tail = `file size ${found.currentSize} is not a multiple of ${blockSize}: the tail is not served`;
-            warn(at('path'), tail);
-          }
+      if (given.length > 1) {
+        err(here, `give either ${given.map((g) => g.kinds[0].keyText).join(' or ')}, not both`);
+      } else if (given.length === 1) {
+        const { key, kinds } = given[0];
+        if (!kinds[0].descriptorOptions) {
+          if (directSetting === true) err(at('direct'), 'applies only to volumes with a path');
+          if (ioEngineSetting !== undefined) err(at('io_engine'), 'applies only to volumes with a path');
         }
-      } else if (!ctx.rejected.has(formatPath(at('path'))) && !ctx.rejected.has(formatPath(at('memory')))) {
-        err(here, "needs path (a file or block device) or 'memory: true'");
+        const input: KindInput = {
+          get: (k) => get(r, at(k)),
+          error: (k, message) => err(k === undefined ? here : at(k), message),
+          warn: (k, message) => warn(k === undefined ? here : at(k), message),
+          name,
+          size: sizeBytes,
+          sizeGiven,
+          readOnly,
+          blockSize,
+          stateDir,
+        };
+        for (const kind of kinds) {
+          const found = kind.resolve(input);
+          if (found === null) continue;
+          if (found !== undefined) {
+            backing = found;
+            const storage = kind.claim(found);
+            if (storage !== undefined) claim(firstBy.storage, storage, i, at(key), storage);
+          }
+          break;
+        }
+      } else if (keys.every(({ key }) => !ctx.rejected.has(formatPath(at(key))))) {
+        const text = keys.map(({ kinds: [k] }) => (k.describes === '' ? k.keyText : `${k.keyText} (${k.describes})`));
+        err(here, `needs ${text.slice(0, -1).join(', ')} or ${text[text.length - 1]}`);
       }
 
       const serial = str(get(r, at('serial')));
@@ -259,7 +258,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
           backing,
           blockSize,
           readOnly,
-          direct: directSetting ?? backing.kind === 'blockdev',
+          direct: directSetting ?? kindOf(backing).defaultDirect(backing),
           ioEngine: ioEngineSetting ?? 'auto',
           thin,
           ...(lun !== undefined ? { lun } : {}),

@@ -5,6 +5,7 @@
 
 import type { SchemaObject } from 'ajv';
 import type { ConfigIssue } from './config-error.js';
+import { kindProperties, type VolumeBacking as RegisteredBacking } from '../target/backend/registry.js';
 
 export const DEFAULT_CONFIG_PATH = '/etc/rblk/rblkd.yaml';
 export const DEFAULT_STATE_DIR = '/var/lib/rblk';
@@ -103,13 +104,11 @@ export const configSchema: SchemaObject = {
             pattern: '^[A-Za-z0-9._-]{1,64}$',
             [PATTERN_MESSAGE]: 'must be 1 to 64 characters of letters, digits and . _ -',
           },
-          path: { type: 'string', minLength: 1 },
-          memory: { type: 'boolean' },
+          // path, memory, direct, io_engine, rbd: what each backend kind brings.
+          ...kindProperties(),
           size: sizeValue,
           block_size: { enum: [...BLOCK_SIZES] },
           read_only: { type: 'boolean' },
-          direct: { type: 'boolean' },
-          io_engine: { enum: [...IO_ENGINES] },
           thin: { type: 'boolean' },
           // The Unit Serial Number VPD page (SPC-5) is ASCII; 20 characters fit every initiator's buffer.
           serial: {
@@ -206,11 +205,8 @@ export interface ListenerConfig {
   line?: number;
 }
 
-/** Where a volume's blocks live. Relative paths have already been made absolute. */
-export type VolumeBacking =
-  | { kind: 'file'; path: string; /** Configured size; the file is created or grown to it. */ size?: number }
-  | { kind: 'blockdev'; path: string }
-  | { kind: 'memory'; size: number };
+/** Where a volume's blocks live, one registered kind's (target/backend/registry.ts). Relative paths have already been made absolute. */
+export type VolumeBacking = RegisteredBacking;
 
 export interface AclEntry {
   /** An initiator name, or a glob with * and ?. */

@@ -6,6 +6,7 @@
 // it open, and changing it refuses the reload.
 import { formatSize } from '../../config/size.js';
 import type { Config, ListenerConfig, VolumeConfig } from '../../config/schema.js';
+import { kindOf } from '../backend/registry.js';
 
 export interface KeptVolume {
   from: VolumeConfig;
@@ -28,11 +29,11 @@ export function listenerKey(l: ListenerConfig): string {
 }
 
 function backingText(v: VolumeConfig): string {
-  return v.backing.kind === 'memory' ? 'memory' : `${v.backing.kind} ${v.backing.path}`;
+  return kindOf(v.backing).where(v.backing);
 }
 
 function sizeOf(v: VolumeConfig): number | undefined {
-  return v.backing.kind === 'blockdev' ? undefined : v.backing.size;
+  return kindOf(v.backing).configuredSize(v.backing);
 }
 
 /** The reasons a served volume cannot become `to`; none when only its ACL or size grew. */

@@ -1,15 +1,13 @@
-// A configured volume, served: its backend (openBackend), its logical unit
+// A configured volume, served: its backend (opened by its kind, target/backend/registry.ts), its logical unit
 // with the identity that must survive restarts (config/identity.ts; SPC-5
 // 7.7.6, VPD 83h), and its ACL (config/acl.ts). The ACL and the size are the
 // only parts a reload may change on a live volume; the rest is fixed at open.
-import { stat, truncate } from 'node:fs/promises';
 import { accessFor } from '../../config/acl.js';
 import { volumeIdentity } from '../../config/identity.js';
 import { formatSize } from '../../config/size.js';
 import type { VolumeConfig } from '../../config/schema.js';
 import type { Backend } from '../backend/backend.js';
-import { MemoryBackend } from '../backend/memory.js';
-import { MEMORY_PREFIX, openBackend } from '../backend/open.js';
+import { kindOf, openVolumeBackend } from '../backend/registry.js';
 import { LogicalUnit, type Access } from '../scsi/index.js';
 import type { ExportedVolume } from '../server.js';
 import type { DaemonLogger } from './logger.js';
@@ -22,12 +20,8 @@ export interface VolumeContext {
   log: DaemonLogger;
 }
 
-export function backendPath(v: VolumeConfig): string {
-  return v.backing.kind === 'memory' ? `${MEMORY_PREFIX}${v.name}` : v.backing.path;
-}
-
 function configuredSize(v: VolumeConfig): number | undefined {
-  return v.backing.kind === 'blockdev' ? undefined : v.backing.size;
+  return kindOf(v.backing).configuredSize(v.backing);
 }
 
 export class ServedVolume implements ExportedVolume {
@@ -46,10 +40,8 @@ export class ServedVolume implements ExportedVolume {
   /** Opens the backing store and builds the logical unit; nothing is left open on failure. */
   static async open(config: VolumeConfig, ctx: VolumeContext): Promise<ServedVolume> {
     const identity = await volumeIdentity(ctx.stateDir, config);
-    const size = configuredSize(config);
-    const backend = await openBackend({
-      path: backendPath(config),
-      ...(size !== undefined ? { size } : {}),
+    const backend = await openVolumeBackend(config.backing, {
+      name: config.name,
       readOnly: config.readOnly,
       direct: config.direct,
       ioEngine: config.ioEngine,
@@ -106,13 +98,8 @@ export class ServedVolume implements ExportedVolume {
   async grow(): Promise<{ from: number; to: number } | null> {
     const from = this.backend.size;
     const want = configuredSize(this.#config);
-    if (want !== undefined && want > from) {
-      if (this.backend instanceof MemoryBackend) this.backend.resize(want);
-      else if (this.#config.backing.kind === 'file' && (await stat(this.#config.backing.path)).size < want) {
-        // ftruncate only ever lengthens here: the new tail is a hole, no data moves.
-        await truncate(this.#config.backing.path, want);
-      }
-    }
+    const kind = kindOf(this.#config.backing);
+    if (want !== undefined && want > from && kind.grow !== undefined) await kind.grow(this.#config.backing, this.backend, want);
     const changed = await this.lu.refreshCapacity();
     return changed ? { from, to: this.backend.size } : null;
   }
@@ -136,7 +123,7 @@ export class ServedVolume implements ExportedVolume {
   }
 
   describe(): string {
-    const where = this.#config.backing.kind === 'memory' ? 'memory' : this.#config.backing.path;
+    const where = kindOf(this.#config.backing).where(this.#config.backing);
     const b = this.backend as Backend & { ioEngine?: string; ioEngineFallback?: string | null };
     const engine = b.ioEngine === undefined ? '' : `, io ${b.ioEngine}${b.ioEngineFallback ? ` (io_uring unavailable: ${b.ioEngineFallback})` : ''}`;
     return `${this.name} (LUN ${this.lun}, ${formatSize(this.backend.size)}, ${where}${engine})`;

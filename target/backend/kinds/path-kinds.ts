@@ -1,0 +1,103 @@
+// The two kinds a volume's `path` selects: a regular file (created or grown to the configured
+// size) or a block device (its size is the device's). Both are descriptor backends, so direct
+// and io_engine apply; stat decides which one a path is, at load and again at open.
+
+import { stat, truncate } from 'node:fs/promises';
+import { resolve as resolvePath } from 'node:path';
+import { inspectBacking, type BackingInspection } from '../../../config/backing.js';
+import type { BackendKind, KindInput } from '../kind.js';
+import { openBackend } from '../open.js';
+import type { IoEngineChoice } from '../positional-io.js';
+
+export interface FileBacking {
+  readonly kind: 'file';
+  readonly path: string;
+  /** Configured size; the file is created or grown to it. */
+  readonly size?: number;
+}
+
+export interface BlockDeviceBacking {
+  readonly kind: 'blockdev';
+  readonly path: string;
+}
+
+// config/schema.ts IO_ENGINES, spelled here because the schema is built from this module.
+const IO_ENGINES: readonly IoEngineChoice[] = ['auto', 'io_uring', 'threads'];
+
+const properties = {
+  path: { type: 'string', minLength: 1 },
+  direct: { type: 'boolean' },
+  io_engine: { enum: [...IO_ENGINES] },
+};
+
+/** Relative backing paths live in the state directory, next to the identifiers. */
+function inspect(input: KindInput): { path: string; found: BackingInspection | undefined } {
+  const path = resolvePath(input.stateDir, input.get('path') as string);
+  // A size already reported as wrong would turn into a misleading "does not exist, give size".
+  const found =
+    input.sizeGiven && input.size === undefined
+      ? undefined
+      : inspectBacking({ path, size: input.size, readOnly: input.readOnly, stateDir: input.stateDir });
+  return { path, found };
+}
+
+export const blockDeviceKind: BackendKind<BlockDeviceBacking> = {
+  kind: 'blockdev',
+  key: 'path',
+  keyText: 'path',
+  describes: 'a file or block device',
+  selected: (v) => typeof v === 'string',
+  properties,
+  descriptorOptions: true,
+  resolve(input) {
+    const { path, found } = inspect(input);
+    // Anything else, errors included, is the file kind's to report.
+    return found?.ok === true && found.kind === 'blockdev' ? { kind: 'blockdev', path } : null;
+  },
+  claim: (b) => `backing path ${b.path}`,
+  where: (b) => `blockdev ${b.path}`,
+  configuredSize: () => undefined,
+  defaultDirect: () => true,
+  open: (b, o) =>
+    openBackend({ path: b.path, readOnly: o.readOnly, direct: o.direct, ioEngine: o.ioEngine, logicalBlockSize: o.logicalBlockSize }),
+};
+
+export const fileKind: BackendKind<FileBacking> = {
+  kind: 'file',
+  key: 'path',
+  keyText: 'path',
+  describes: 'a file or block device',
+  selected: (v) => typeof v === 'string',
+  properties,
+  descriptorOptions: true,
+  resolve(input) {
+    const { path, found } = inspect(input);
+    if (found === undefined) return undefined;
+    if (!found.ok) {
+      input.error(found.field, found.message);
+      return undefined;
+    }
+    if (found.kind !== 'file') return null;
+    if (input.size === undefined && found.currentSize % input.blockSize !== 0) {
+      input.warn('path', `file size ${found.currentSize} is not a multiple of ${input.blockSize}: the tail is not served`);
+    }
+    return { kind: 'file', path, ...(input.size !== undefined ? { size: input.size } : {}) };
+  },
+  claim: (b) => `backing path ${b.path}`,
+  where: (b) => `file ${b.path}`,
+  configuredSize: (b) => b.size,
+  defaultDirect: () => false,
+  open: (b, o) =>
+    openBackend({
+      path: b.path,
+      ...(b.size !== undefined ? { size: b.size } : {}),
+      readOnly: o.readOnly,
+      direct: o.direct,
+      ioEngine: o.ioEngine,
+      logicalBlockSize: o.logicalBlockSize,
+    }),
+  async grow(b, _backend, size) {
+    // ftruncate only ever lengthens here: the new tail is a hole, no data moves.
+    if ((await stat(b.path)).size < size) await truncate(b.path, size);
+  },
+};
