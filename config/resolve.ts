@@ -217,14 +217,15 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
         }
         const input: KindInput = {
           get: (k) => get(r, at(k)),
-          error: (k, message) => err(k === undefined ? here : at(k), message),
-          warn: (k, message) => warn(k === undefined ? here : at(k), message),
+          error: (k, message) => err(k === undefined ? here : [...here, ...(typeof k === 'string' ? [k] : k)], message),
+          warn: (k, message) => warn(k === undefined ? here : [...here, ...(typeof k === 'string' ? [k] : k)], message),
           name,
           size: sizeBytes,
           sizeGiven,
           readOnly,
           blockSize,
           stateDir,
+          configDir: ctx.configDir,
         };
         for (const kind of kinds) {
           const found = kind.resolve(input);

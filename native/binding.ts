@@ -1,6 +1,6 @@
-// The only file that loads the native addons. rblk's native code is four
+// The only file that loads the native addons. rblk's native code is five
 // .node files: rblk_native.node (libfabric and file operations, required) and
-// one each for io_uring, libfuse3 and libsystemd, which are optional at build
+// one each for io_uring, libfuse3, libsystemd and librbd, which are optional at build
 // time and at run time (docs/architecture.md "Loading the addon"). Each is
 // loaded on first use, so importing rblk loads nothing, and a missing optional
 // part fails only the feature that needs it, with an error naming the Debian
@@ -241,6 +241,53 @@ export interface NativeFuseAddon {
   FuseSession: NativeFuseSessionCtor;
 }
 
+/**
+ * One RBD image through librbd's asynchronous API (native/src/rbd-image.cc);
+ * target/backend/rbd/image.ts is its only user. Every call completes as a
+ * (token, result, offset) triple in `completions`: result is bytes or 0, or
+ * -errno; offset is COMPARE AND WRITE's first mismatching byte. A triple with
+ * token WATCH_TOKEN says the image's header changed (a resize).
+ */
+export interface NativeRbdImage {
+  readonly completions: Float64Array;
+  /** The librados or librbd call an open that failed stopped at. */
+  readonly failedStep: string;
+  open(opts: NativeRbdOpenOptions, token: number): void;
+  read(buffer: Uint8Array, offset: number, token: number): void;
+  write(buffer: Uint8Array, offset: number, token: number): void;
+  flush(token: number): void;
+  writeZeroes(offset: number, length: number, token: number): void;
+  writeSame(pattern: Uint8Array, offset: number, length: number, token: number): void;
+  compareAndWrite(compare: Uint8Array, data: Uint8Array, offset: number, token: number): void;
+  size(): number;
+  id(): string;
+  close(token: number): void;
+}
+
+export interface NativeRbdOpenOptions {
+  pool: string;
+  image: string;
+  namespace?: string;
+  /** ceph.conf; empty: librados's default search. */
+  conf?: string;
+  /** The cephx user without `client.`; empty: admin. */
+  clientId?: string;
+  keyring?: string;
+  /** client_mount_timeout, rados_mon_op_timeout and rados_osd_op_timeout. */
+  timeoutSeconds: number;
+  readOnly: boolean;
+}
+
+export interface NativeRbdImageCtor {
+  new (onCompletions: (count: number) => void): NativeRbdImage;
+  readonly WATCH_TOKEN: number;
+}
+
+/** rblk_rbd.node: librbd (target/backend/rbd/ is its only user). */
+export interface NativeRbdAddon {
+  RbdImage: NativeRbdImageCtor;
+}
+
 /** rblk_systemd.node: libsystemd's sd_notify(0, state): >0 sent, 0 no NOTIFY_SOCKET, <0 -errno. */
 export interface NativeSystemdAddon {
   sdNotify(state: string): number;
@@ -255,7 +302,7 @@ export interface NativeError extends Error {
 
 
 /** The optional parts, by the feature each gives. */
-export type NativeFeature = 'io_uring' | 'fuse' | 'sd_notify';
+export type NativeFeature = 'io_uring' | 'fuse' | 'sd_notify' | 'rbd';
 
 interface PartInfo {
   file: string;
@@ -271,6 +318,7 @@ const PARTS: Record<NativeFeature, PartInfo> = {
   io_uring: { file: 'rblk_uring.node', what: 'io_uring file I/O', dev: 'liburing-dev', lib: 'liburing2' },
   fuse: { file: 'rblk_fuse.node', what: 'FUSE attach and mount', dev: 'libfuse3-dev', lib: 'libfuse3-3' },
   sd_notify: { file: 'rblk_systemd.node', what: 'sd_notify (systemd readiness and watchdog)', dev: 'libsystemd-dev', lib: 'libsystemd0' },
+  rbd: { file: 'rblk_rbd.node', what: 'Ceph RBD volumes', dev: 'librbd-dev', lib: 'librbd1' },
 };
 
 /**
@@ -442,6 +490,11 @@ export function systemdAddon(): NativeSystemdAddon {
   return loadPart<NativeSystemdAddon>('sd_notify');
 }
 
+/** rblk_rbd.node; throws FeatureUnavailableError when this installation lacks it. */
+export function rbdAddon(): NativeRbdAddon {
+  return loadPart<NativeRbdAddon>('rbd');
+}
+
 /** Whether each optional part loads here, without throwing (for `rblkd --version`-style reports and tests). */
 export function nativeFeatures(): Record<NativeFeature, boolean> {
   const probe = (f: NativeFeature): boolean => {
@@ -453,5 +506,5 @@ export function nativeFeatures(): Record<NativeFeature, boolean> {
       throw e;
     }
   };
-  return { io_uring: probe('io_uring'), fuse: probe('fuse'), sd_notify: probe('sd_notify') };
+  return { io_uring: probe('io_uring'), fuse: probe('fuse'), sd_notify: probe('sd_notify'), rbd: probe('rbd') };
 }

@@ -12,7 +12,7 @@ tuple=$(node -p 'process.platform + "-" + process.arch')
 out="prebuilds/$tuple"
 rm -rf "$out"
 mkdir -p "$out"
-for part in rblk_native rblk_uring rblk_fuse rblk_systemd; do
+for part in rblk_native rblk_uring rblk_fuse rblk_systemd rblk_rbd; do
   src="build/Release/$part.node"
   if [ ! -e "$src" ]; then
     # A prebuilt without a part would make that feature unavailable to every

@@ -36,6 +36,36 @@ export interface Backend {
   /** Re-reads the size (after a reload or resize); returns the new size. */
   refreshSize(): Promise<number>;
   close(): Promise<void>;
+  /**
+   * Optional: COMPARE AND WRITE done by the store itself, atomically for every
+   * client of it (an RBD image served by several gateways). On a miscompare
+   * nothing is written and it throws a MiscompareError. Without it the SCSI
+   * core compares and writes under its own range lock, atomic in this process only.
+   */
+  compareAndWrite?(compare: Buffer, data: Buffer, offset: number, opts?: WriteOptions): Promise<void>;
+  /** Optional: writes `pattern` (one or more blocks) over length bytes (WRITE SAME without a zero pattern). */
+  writeSame?(pattern: Buffer, offset: number, length: number, opts?: WriteOptions): Promise<void>;
+  /**
+   * Optional: calls listener when the store's size may have changed outside rblkd
+   * (an RBD image resized by `rbd resize`); the volume then re-reads its capacity.
+   */
+  onResize?(listener: (() => void) | null): void;
+  /** Optional: a name of the store that every host serving it agrees on (an RBD image id), for VPD 83h. */
+  readonly sharedIdentity?: string;
+}
+
+/** What compareAndWrite throws when the compare instance differs from the medium (SBC-4 5.3). */
+export interface MiscompareError extends BackendError {
+  code: 'EILSEQ';
+  /** The first differing byte, counted from the start of the request. */
+  mismatchOffset: number;
+}
+
+export function isMiscompare(e: unknown): e is MiscompareError {
+  return (
+    typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'EILSEQ' &&
+    typeof (e as { mismatchOffset?: unknown }).mismatchOffset === 'number'
+  );
 }
 
 /** What a backend throws: a Node-style error with a string errno code (EIO, ENOSPC, ...). */

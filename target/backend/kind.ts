@@ -17,9 +17,9 @@ export interface BackingBase {
 export interface KindInput {
   /** A key of the volume as written, or undefined when it is absent or the schema rejected it. */
   get(key: string): unknown;
-  /** volumes[i].<key> when key is given, else volumes[i]. */
-  error(key: string | undefined, message: string): void;
-  warn(key: string | undefined, message: string): void;
+  /** volumes[i].<key> (or the nested path) when key is given, else volumes[i]. */
+  error(key: string | readonly string[] | undefined, message: string): void;
+  warn(key: string | readonly string[] | undefined, message: string): void;
   name: string | undefined;
   /** The size key in bytes, when given and valid (a multiple of block_size, not zero). */
   size: number | undefined;
@@ -27,8 +27,10 @@ export interface KindInput {
   sizeGiven: boolean;
   readOnly: boolean;
   blockSize: number;
-  /** Relative paths are taken from here. */
+  /** Relative backing paths are taken from here. */
   stateDir: string;
+  /** Relative paths of other files (a ceph.conf, a keyring) are taken from here: the config file's directory. */
+  configDir: string;
 }
 
 /** What the daemon passes to open, besides the backing: the volume's common settings. */

@@ -7,9 +7,10 @@ import type { Backend } from './backend.js';
 import type { BackendKind, OpenOptions } from './kind.js';
 import { memoryKind } from './kinds/memory-kind.js';
 import { blockDeviceKind, fileKind } from './kinds/path-kinds.js';
+import { rbdKind } from './rbd/rbd-kind.js';
 
 /** In the order the loader asks them: of the kinds sharing a key, the first to claim a volume wins. */
-export const BACKEND_KINDS = [blockDeviceKind, fileKind, memoryKind] as const;
+export const BACKEND_KINDS = [blockDeviceKind, fileKind, memoryKind, rbdKind] as const;
 
 type BackingOf<K> = K extends BackendKind<infer B> ? B : never;
 /** Where a volume's blocks live: the backing of one registered kind. */

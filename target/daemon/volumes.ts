@@ -60,7 +60,18 @@ export class ServedVolume implements ExportedVolume {
         limits: { maxTransferBlocks: Math.max(2, Math.floor(ctx.maxIo / config.blockSize)) },
         log: ctx.log,
       });
-      return new ServedVolume(config, lu);
+      const served = new ServedVolume(config, lu);
+      // A store resized outside rblkd (rbd resize on any host): CAPACITY DATA HAS CHANGED.
+      backend.onResize?.(() => {
+        const from = backend.size;
+        served.lu.refreshCapacity().then(
+          (changed) => {
+            if (changed) ctx.log.info(`volume ${config.name}: capacity changed from ${formatSize(from)} to ${formatSize(backend.size)}`);
+          },
+          (e: unknown) => ctx.log.warn(`volume ${config.name}: re-reading the capacity failed: ${e instanceof Error ? e.message : String(e)}`),
+        );
+      });
+      return served;
     } catch (e) {
       await backend.close();
       throw e;
@@ -106,6 +117,7 @@ export class ServedVolume implements ExportedVolume {
 
   /** Makes every acknowledged write durable, then closes; the error, if the flush or the close failed. */
   async close(): Promise<Error | null> {
+    this.backend.onResize?.(null);
     let failure: Error | null = null;
     if (!this.backend.readOnly) {
       try {

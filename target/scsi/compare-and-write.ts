@@ -2,7 +2,10 @@
 // read, the compare and the write, so no other command from any session sees
 // or changes the blocks in between. On a mismatch nothing is written and the
 // sense is MISCOMPARE 0E 1D/00 with INFORMATION = offset of the first
-// differing byte. NLB 0 is a no-op (SBC-4 5.3.2).
+// differing byte. NLB 0 is a no-op (SBC-4 5.3.2). A backend with its own
+// compareAndWrite (RBD: librbd's, atomic on the OSD) does the compare and the
+// write itself, so that it is atomic for other gateways of the same image too;
+// the range lock still orders it against this process's other commands.
 import { Opcode } from '../../protocol/scsi/opcodes.js';
 import { MISCOMPARE_DURING_VERIFY } from '../../protocol/scsi/sense-codes.js';
 import { checkRange, protectField } from './cdb-fields.js';
@@ -10,6 +13,7 @@ import { dataOut, defineCommand } from './command-spec.js';
 import { check, good, invalidCdb, isFailure, type Outcome } from './outcome.js';
 import { withScratch } from './scratch.js';
 import { io as backendIo } from './sense-map.js';
+import { isMiscompare } from '../backend/backend.js';
 
 interface CawParams {
   lba: number;
@@ -51,6 +55,20 @@ export const compareAndWrite = defineCommand<CawParams>({
     const write = io.data.subarray(len, 2 * len);
     const release = await lu.rangeLock.acquire(p.lba, p.lba + p.blocks, true);
     try {
+      const atomic = lu.backend.compareAndWrite?.bind(lu.backend);
+      if (atomic !== undefined) {
+        const miscompare = await backendIo(
+          'write',
+          atomic(verify, write, off, { fua: p.fua || !lu.modes.wce }).then(
+            () => -1,
+            (e: unknown) => {
+              if (isMiscompare(e)) return e.mismatchOffset;
+              throw e;
+            },
+          ),
+        );
+        return miscompare >= 0 ? check(MISCOMPARE_DURING_VERIFY, { information: miscompare }) : good();
+      }
       return await withScratch(len, async (current): Promise<Outcome> => {
         await backendIo('read', lu.backend.read(current, off));
         const at = firstDifference(verify, current);

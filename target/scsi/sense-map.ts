@@ -4,6 +4,8 @@
 // with the error, and the command lifecycle calls `outcomeForError()`.
 import {
   INTERNAL_TARGET_FAILURE,
+  LOGICAL_UNIT_COMMUNICATION_FAILURE,
+  LOGICAL_UNIT_COMMUNICATION_TIMEOUT,
   LBA_OUT_OF_RANGE,
   SPACE_ALLOCATION_FAILED_WRITE_PROTECT,
   UNRECOVERED_READ_ERROR,
@@ -57,6 +59,12 @@ export async function io<T>(kind: IoKind, call: Promise<T>): Promise<T> {
  *   ABORTED COMMAND 0B 55/03 would also be retried but counts as a failure.
  * - EOVERFLOW, EFBIG: the range lies past the store's end (it shrank under
  *   the command): LOGICAL BLOCK ADDRESS OUT OF RANGE (05 21/00).
+ * - ETIMEDOUT, and ENOTCONN, ESHUTDOWN, ECONNREFUSED, EHOSTUNREACH,
+ *   ENETUNREACH: storage behind the target is out of reach (a Ceph cluster
+ *   that does not answer within rados_osd_op_timeout, docs/backends.md "rbd").
+ *   ABORTED COMMAND with LOGICAL UNIT COMMUNICATION TIME-OUT (0B 08/01) or
+ *   FAILURE (0B 08/00): the command may be retried, here or through another
+ *   gateway, and the medium is not reported bad.
  * - anything else, and non-errno exceptions: INTERNAL TARGET FAILURE (04 44/00).
  */
 export function outcomeForError(e: unknown): Outcome {
@@ -81,6 +89,14 @@ export function outcomeForError(e: unknown): Outcome {
     case 'EOVERFLOW':
     case 'EFBIG':
       return check(LBA_OUT_OF_RANGE);
+    case 'ETIMEDOUT':
+      return check(LOGICAL_UNIT_COMMUNICATION_TIMEOUT);
+    case 'ENOTCONN':
+    case 'ESHUTDOWN':
+    case 'ECONNREFUSED':
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+      return check(LOGICAL_UNIT_COMMUNICATION_FAILURE);
     default:
       return check(INTERNAL_TARGET_FAILURE);
   }

@@ -27,6 +27,10 @@ async function writePattern(lu: LogicalUnit, block: Buffer, lba: number, blocks:
   const bs = lu.blockSize;
   const perChunk = Math.max(1, Math.floor(SLOT_BYTES / bs));
   const fua = !lu.modes.wce;
+  if (lu.backend.writeSame !== undefined) {
+    await backendIo('write', lu.backend.writeSame(block.subarray(0, bs), lba * bs, blocks * bs, { fua }));
+    return;
+  }
   await withScratch(Math.min(blocks, perChunk) * bs, async (chunk) => {
     for (let i = 0; i < chunk.length; i += bs) block.copy(chunk, i, 0, bs);
     for (let done = 0; done < blocks; ) {

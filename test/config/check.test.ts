@@ -53,7 +53,7 @@ test('an invalid file prints every error and exits 78 (EX_CONFIG)', (t) => {
   t.is(
     err.text,
     [
-      `${file}:2: volumes[0]: needs path (a file or block device) or 'memory: true'`,
+      `${file}:2: volumes[0]: needs path (a file or block device), 'memory: true' or rbd (a Ceph RBD image)`,
       `${file}:3: volumes[0].block_size: must be 512 or 4096, not 1000`,
       `${file}:4: logging.level: must be 'error', 'warn', 'info' or 'debug', not 'loud'`,
       '',

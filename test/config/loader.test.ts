@@ -338,7 +338,7 @@ test('path and memory: exactly one of them', (t) => {
   );
   t.deepEqual(e.errors, [
     { path: 'volumes[0]', line: 2, message: "give either path or 'memory: true', not both" },
-    { path: 'volumes[1]', line: 3, message: "needs path (a file or block device) or 'memory: true'" },
+    { path: 'volumes[1]', line: 3, message: "needs path (a file or block device), 'memory: true' or rbd (a Ceph RBD image)" },
     { path: 'volumes[2]', line: 4, message: "'memory: true' needs size" },
   ]);
 });
@@ -576,4 +576,51 @@ test('relative paths: volumes from state_dir, state_dir and secret files from th
   t.is(config.stateDir, join(dir, 'state'));
   t.deepEqual(config.volumes[0].backing, { kind: 'file', path: join(dir, 'state', 'v.img'), size: 1048576 });
   t.is(config.auth.initiators[0].secretFile, join(dir, 'etc/keys/h'));
+});
+
+test('rbd volumes: pool and image, files relative to the config, and the size is the image\'s', (t) => {
+  const dir = tempDir(t);
+  put(dir, 'ceph/ceph.conf', '[global]\n');
+  put(dir, 'ceph/rblk.keyring', '[client.rblk]\n', 0o600);
+  const config = parseConfig(
+    ['volumes:', '  - name: db', '    rbd: {pool: rbd, image: db0, namespace: ns, conf: ceph/ceph.conf, client_id: rblk, keyring: ceph/rblk.keyring}'].join('\n'),
+    'rblkd.yaml',
+    { baseDir: dir, stateDir: join(dir, 'state') },
+  );
+  t.deepEqual(config.volumes[0].backing, {
+    kind: 'rbd',
+    pool: 'rbd',
+    image: 'db0',
+    namespace: 'ns',
+    conf: join(dir, 'ceph/ceph.conf'),
+    clientId: 'rblk',
+    keyring: join(dir, 'ceph/rblk.keyring'),
+    timeoutSeconds: 30,
+  });
+  t.false(config.volumes[0].direct);
+
+  const e = reject(
+    [
+      'volumes:',
+      '  - {name: a, size: 1MiB, rbd: {pool: rbd, image: a}}',
+      '  - {name: b, rbd: {pool: rbd, image: b, conf: /nonexistent/ceph.conf}}',
+      '  - {name: c, path: /x, rbd: {pool: rbd, image: c}}',
+      '  - {name: d, io_engine: threads, rbd: {pool: rbd, image: d}}',
+      '  - {name: e, rbd: {pool: rbd, image: d}}',
+      '  - {name: f, rbd: {image: f, timeout_s: 0}}',
+    ].join('\n'),
+    { baseDir: dir, stateDir: join(dir, 'state') },
+  );
+  t.deepEqual(
+    e.errors.map((i) => `${i.path}: ${i.message}`),
+    [
+      "volumes[0].size: an rbd volume's size is its image's: grow the image with `rbd resize`, and rblkd follows",
+      'volumes[1].rbd.conf: /nonexistent/ceph.conf does not exist',
+      "volumes[2]: give either path or rbd, not both",
+      'volumes[3].io_engine: applies only to volumes with a path',
+      'volumes[4].rbd: rbd image rbd/d (of the default ceph.conf) is already used by volumes[3]',
+      "volumes[5].rbd: missing required key 'pool'",
+      'volumes[5].rbd.timeout_s: must be at least 1, not 0',
+    ],
+  );
 });

@@ -25,6 +25,7 @@ interface Report {
   io_uring: Failure;
   fuse: Failure;
   sd_notify: Failure;
+  rbd: Failure;
   features: Record<string, boolean>;
   providers: string[];
   engine: string | null;
@@ -33,7 +34,7 @@ interface Report {
   notified: boolean;
 }
 
-test('without liburing, libfuse3 and libsystemd parts only their features fail, each naming its package', (t) => {
+test('without liburing, libfuse3, libsystemd and librbd parts only their features fail, each naming its package', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'rblk-core-only-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   copyFileSync(join(ROOT, 'build', 'Release', 'rblk_native.node'), join(dir, 'rblk_native.node'));
@@ -42,10 +43,11 @@ test('without liburing, libfuse3 and libsystemd parts only their features fail, 
   t.is(r.status, 0, r.stderr);
   const report = JSON.parse(r.stdout) as Report;
 
-  const expect: [keyof Report & ('io_uring' | 'fuse' | 'sd_notify'), string, string][] = [
+  const expect: [keyof Report & ('io_uring' | 'fuse' | 'sd_notify' | 'rbd'), string, string][] = [
     ['io_uring', 'liburing-dev', 'rblk_uring.node'],
     ['fuse', 'libfuse3-dev', 'rblk_fuse.node'],
     ['sd_notify', 'libsystemd-dev', 'rblk_systemd.node'],
+    ['rbd', 'librbd-dev', 'rblk_rbd.node'],
   ];
   for (const [feature, pkg, file] of expect) {
     const f = report[feature];
@@ -55,7 +57,7 @@ test('without liburing, libfuse3 and libsystemd parts only their features fail, 
     t.true(f.errno > 0, feature);
     t.true(f.message.includes(`apt-get install ${pkg}`), f.message);
   }
-  t.deepEqual(report.features, { io_uring: false, fuse: false, sd_notify: false });
+  t.deepEqual(report.features, { io_uring: false, fuse: false, sd_notify: false, rbd: false });
 
   // The core still loads and finds the software providers.
   t.true(report.providers.includes('tcp'), report.providers.join(','));
@@ -77,7 +79,7 @@ test('with every part built, every feature loads', (t) => {
     { cwd: ROOT, encoding: 'utf8', env: { ...process.env, RBLK_NATIVE: '' } },
   );
   t.is(r.status, 0, r.stderr);
-  t.deepEqual(JSON.parse(r.stdout), { io_uring: true, fuse: true, sd_notify: true });
+  t.deepEqual(JSON.parse(r.stdout), { io_uring: true, fuse: true, sd_notify: true, rbd: true });
 });
 
 test('a part whose shared library is missing at run time fails alone and names the library package', (t) => {

@@ -228,7 +228,7 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
     'import after the build',
   );
   t.deepEqual(JSON.parse(rebuilt), {
-    f: { io_uring: true, fuse: true, sd_notify: true },
+    f: { io_uring: true, fuse: true, sd_notify: true, rbd: true },
     addon: join(installed, 'build', 'Release', 'rblk_uring.node'),
   });
 });

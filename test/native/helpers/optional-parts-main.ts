@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { addon, fuseAddon, nativeFeatures, systemdAddon, uringAddon } from '../../../native/binding.js';
+import { addon, fuseAddon, nativeFeatures, rbdAddon, systemdAddon, uringAddon } from '../../../native/binding.js';
 import { FuseMount } from '../../../native/fuse.js';
 import { PositionalIo } from '../../../target/backend/positional-io.js';
 import { createDaemonLogger } from '../../../target/daemon/logger.js';
@@ -58,6 +58,7 @@ console.log(
     io_uring: attempt(uringAddon),
     fuse: attempt(fuseAddon),
     sd_notify: attempt(systemdAddon),
+    rbd: attempt(rbdAddon),
     features: nativeFeatures(),
     providers: addon().providers(),
     engine: PositionalIo.engine('auto', 'vol').fallbackReason,

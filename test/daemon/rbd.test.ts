@@ -1,0 +1,171 @@
+// Volumes on a Ceph RBD image (docs/backends.md "rbd"), against a real,
+// throw-away cluster that this file starts once (test/helpers/ceph-cluster.ts)
+// and real rblkd processes. Without Ceph installed, or without rblk_rbd.node,
+// every test skips and says why.
+import test, { type ExecutionContext } from 'ava';
+import { writeFileSync } from 'node:fs';
+import { connect, MiscompareError, RblkError, type Session } from '../../initiator/index.js';
+import { nativeFeatures } from '../../native/binding.js';
+import { RbdBackend } from '../../target/backend/rbd/rbd-backend.js';
+import { cephMissing, startCephCluster, type CephCluster } from '../helpers/ceph-cluster.js';
+import { baseConfig, spawnDaemon, workdir } from './helpers/daemon-process.js';
+
+const MiB = 1024 * 1024;
+const reason = cephMissing() ?? (nativeFeatures().rbd ? null : 'rblk_rbd.node was not built (apt-get install librbd-dev, then rebuild)');
+const rbdTest = reason === null ? test.serial : test.skip;
+if (reason !== null) test.skip(`rbd tests: ${reason}`, () => undefined);
+
+let cluster: CephCluster | undefined;
+test.before(async () => {
+  if (reason === null) cluster = await startCephCluster();
+});
+test.after.always(async () => {
+  await cluster?.stop();
+});
+
+function ceph(): CephCluster {
+  if (cluster === undefined) throw new Error('the cluster did not start');
+  return cluster;
+}
+
+function pattern(length: number, seed: number): Buffer {
+  const b = Buffer.alloc(length);
+  for (let i = 0; i < length; i++) b[i] = (i * 31 + seed * 17 + (i >> 9)) & 0xff;
+  return b;
+}
+
+/** rblkd serving one rbd volume `vol` on the image; resolves the port it listens on. */
+async function gateway(t: ExecutionContext, image: string, rbd: Record<string, unknown> = {}): Promise<number> {
+  const w = workdir(t);
+  w.writeConfig(baseConfig(w, [{ name: 'vol', thin: true, rbd: { pool: ceph().pool, image, conf: ceph().conf, timeout_s: 3, ...rbd } }]));
+  const d = spawnDaemon(t, ['--config', w.configPath]);
+  const port = await d.port();
+  await d.waitForLine(/rblkd ready/);
+  return port;
+}
+
+async function session(t: ExecutionContext, port: number, name = 'iqn.2026-11.io.rblk:rbd-a'): Promise<Session> {
+  const s = await connect({ address: '127.0.0.1', port, provider: 'tcp', initiatorName: name });
+  t.teardown(() => s.close());
+  return s;
+}
+
+rbdTest('rbd: a volume served by rblkd reads back through the library and through rbd export', async (t) => {
+  await ceph().createImage('one', 8 * MiB);
+  const s = await session(t, await gateway(t, 'one'));
+  const v = await s.open('vol');
+  t.is(v.size, 8 * MiB, "the volume's size is the image's");
+
+  const a = pattern(64 * 1024, 1);
+  const b = pattern(4096, 2);
+  await v.write(0, a);
+  await v.write(5 * MiB + 512, b, { fua: true });
+  await v.flush();
+  t.true((await v.read(0, a.length)).equals(a));
+  t.true((await v.read(5 * MiB + 512, b.length)).equals(b));
+
+  // UNMAP and WRITE SAME with UNMAP: the ranges read back as zeroes, at 512-byte granularity.
+  await v.discard(4096, 1024);
+  await v.writeZeroes(8192, 512, { unmap: true });
+  const expect = Buffer.from(a);
+  expect.fill(0, 4096, 5120);
+  expect.fill(0, 8192, 8704);
+  t.true((await v.read(0, a.length)).equals(expect));
+
+  const exported = await ceph().run('rbd', ['export', `${ceph().pool}/one`, '-']);
+  t.is(exported.length, 8 * MiB);
+  t.true(exported.subarray(0, a.length).equals(expect), 'rbd export sees what the library wrote');
+  t.true(exported.subarray(5 * MiB + 512, 5 * MiB + 512 + b.length).equals(b));
+});
+
+rbdTest('rbd: the backend seam: write same, write zeroes, compare and write with the mismatch offset', async (t) => {
+  await ceph().createImage('seam', 4 * MiB);
+  const backend = await RbdBackend.open({ pool: ceph().pool, image: 'seam', conf: ceph().conf, timeoutSeconds: 3, readOnly: false });
+  t.teardown(() => backend.close());
+  const block = pattern(512, 3);
+  await backend.writeSame(block, 3 * 4096, 8 * 512);
+  const got = Buffer.alloc(8 * 512);
+  await backend.read(got, 3 * 4096);
+  for (let i = 0; i < 8; i++) t.true(got.subarray(i * 512, (i + 1) * 512).equals(block), `block ${i}`);
+
+  const next = pattern(512, 4);
+  await backend.compareAndWrite(block, next, 3 * 4096);
+  const wrong = Buffer.from(next);
+  wrong[300] ^= 0xff;
+  const e = await t.throwsAsync(backend.compareAndWrite(wrong, block, 3 * 4096));
+  t.is((e as { code?: string }).code, 'EILSEQ');
+  t.is((e as { mismatchOffset?: number }).mismatchOffset, 300, 'counted from the start of the request');
+  const one = Buffer.alloc(512);
+  await backend.read(one, 3 * 4096);
+  t.true(one.equals(next), 'a miscompare writes nothing');
+
+  await t.throwsAsync(backend.read(Buffer.alloc(512), 4 * MiB), { code: 'EINVAL' });
+});
+
+rbdTest('rbd: two gateways on one image: writes through A read back through B; of racing COMPARE AND WRITEs exactly one wins', async (t) => {
+  await ceph().createImage('shared', 4 * MiB);
+  const [pa, pb] = await Promise.all([gateway(t, 'shared'), gateway(t, 'shared')]);
+  const [sa, sb] = await Promise.all([session(t, pa), session(t, pb, 'iqn.2026-11.io.rblk:rbd-b')]);
+  const [va, vb] = await Promise.all([sa.open('vol'), sb.open('vol')]);
+
+  const data = pattern(128 * 1024, 5);
+  await va.write(MiB, data);
+  t.true((await vb.read(MiB, data.length)).equals(data), 'B reads what A wrote');
+
+  // Both gateways try to turn the same zero block into their own: the OSD lets one in.
+  for (let round = 0; round < 4; round++) {
+    const off = round * 512;
+    const zero = Buffer.alloc(512);
+    const mine = [pattern(512, 10 + round), pattern(512, 20 + round)];
+    const results = await Promise.allSettled([va.compareAndWrite(off, zero, mine[0]), vb.compareAndWrite(off, zero, mine[1])]);
+    const won = results.map((r) => r.status === 'fulfilled');
+    t.is(won.filter(Boolean).length, 1, `round ${round}: exactly one winner`);
+    const lost = results.find((r) => r.status === 'rejected');
+    t.true(lost?.status === 'rejected' && lost.reason instanceof MiscompareError, 'the loser is told MISCOMPARE');
+    const winner = won[0] ? mine[0] : mine[1];
+    t.true((await va.read(off, 512)).equals(winner));
+    t.true((await vb.read(off, 512)).equals(winner));
+  }
+});
+
+rbdTest('rbd: an unreachable cluster fails the volume clearly and rblkd exits instead of hanging', async (t) => {
+  const w = workdir(t);
+  // A monitor address where nothing listens: rados_connect gives up after timeout_s.
+  const conf = `${w.dir}/away.conf`;
+  writeFileSync(conf, '[global]\nmon host = v2:127.0.0.1:9\nauth client required = none\n');
+  w.writeConfig(baseConfig(w, [{ name: 'vol', rbd: { pool: 'rbd', image: 'none', conf, timeout_s: 1 } }]));
+  const d = spawnDaemon(t, ['--config', w.configPath]);
+  const exit = await d.exited;
+  t.not(exit.code, 0);
+  t.true(d.lines.some((l) => /rados_connect/.test(l) && /ETIMEDOUT|ECONNREFUSED|ENOENT/.test(l)), d.lines.join('\n'));
+});
+
+rbdTest('rbd: a cluster that goes away fails I/O with ABORTED COMMAND within the timeout; I/O resumes when it is back; a resize is seen', async (t) => {
+  await ceph().createImage('away', 4 * MiB);
+  const s = await session(t, await gateway(t, 'away', { timeout_s: 2 }));
+  const v = await s.open('vol');
+  await v.write(0, pattern(4096, 6));
+
+  ceph().pause();
+  let resumed = false;
+  t.teardown(() => {
+    if (!resumed) ceph().resume();
+  });
+  const e = await t.throwsAsync(v.write(4096, pattern(4096, 7)), { instanceOf: RblkError });
+  ceph().resume();
+  resumed = true;
+  t.is(e?.sense?.key, 0x0b, e?.message);
+  t.is(e?.sense?.asc, 0x08, e?.message);
+
+  // librados reconnects by itself: the next write goes through.
+  const again = pattern(4096, 8);
+  await v.write(4096, again);
+  t.true((await v.read(4096, 4096)).equals(again));
+
+  // rbd resize from outside: rblkd's update watch raises CAPACITY DATA HAS CHANGED.
+  const resized = new Promise<number>((resolve) => v.once('resize', () => resolve(v.size)));
+  await ceph().run('rbd', ['resize', '--size', `${8 * MiB}B`, `${ceph().pool}/away`]);
+  // The unit attention reaches the initiator with its next command.
+  await v.read(0, 512).catch(() => undefined);
+  t.is(await resized, 8 * MiB);
+});
