@@ -260,6 +260,7 @@ export interface NativeRbdImage {
   writeSame(pattern: Uint8Array, offset: number, length: number, token: number): void;
   compareAndWrite(compare: Uint8Array, data: Uint8Array, offset: number, token: number): void;
   size(): number;
+  /** `<cluster fsid>/<pool id>/<image id>`: the same from every host, for the image's life. */
   id(): string;
   close(token: number): void;
 }

@@ -80,6 +80,7 @@ export class RbdImage {
     return this.#image.size();
   }
 
+  /** `<cluster fsid>/<pool id>/<image id>`: the same from every host, for the image's life. */
   id(): string {
     return this.#image.id();
   }

@@ -3,6 +3,9 @@
 # tests pass: missing apt packages, npm ci, the native addon and the
 # TypeScript build. Each step runs only when needed, so a second run is quick.
 #   scripts/setup.sh               everything
+#   scripts/setup.sh --with-ceph   also the Ceph packages: librbd-dev (the rbd backend,
+#                                  rblk_rbd.node) and a monitor and OSD for its tests;
+#                                  `npm test` asks for them, `npm run demo` does not
 #   scripts/setup.sh --build-only  skip apt and npm (a developer's rebuild)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +22,13 @@ APT_PACKAGES=(
   libfabric-dev libfabric-bin libfuse3-dev fuse3 libsystemd-dev liburing-dev
   libnbd-bin nbdkit qemu-utils fio e2fsprogs util-linux systemd tgt libiscsi-bin nftables
 )
+
+# About 200 MB and 80 s on a fresh machine: only for the tests and for hosts that serve
+# rbd volumes (docs/backends.md "rbd"), so `npm run demo` stays quick.
+CEPH_PACKAGES=(ceph-mon ceph-osd ceph-common librbd-dev)
+if [ "${1:-}" = "--with-ceph" ]; then
+  APT_PACKAGES+=("${CEPH_PACKAGES[@]}")
+fi
 
 install_apt() {
   local missing=()
@@ -58,6 +68,11 @@ stale() {
 
 build_native() {
   local out=build/Release/rblk_native.node
+  # librbd-dev installed after an earlier build (a demo first, then the tests): configure
+  # again, so that RBLK_WITH_RBD=AUTO finds it.
+  if [ -e /usr/include/rbd/librbd.h ] && [ -e "$out" ] && [ ! -e build/Release/rblk_rbd.node ]; then
+    touch CMakeLists.txt
+  fi
   if stale "$out" native/src CMakeLists.txt package.json; then
     log "building the native addon"
     npx cmake-js compile --out build --log-level error >/dev/null

@@ -304,14 +304,19 @@ Napi::Value RbdImage::Size(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, static_cast<double>(size));
 }
 
-// id(): the image's id in its pool, fixed for the image's life (renames keep it).
+// id(): "<cluster fsid>/<pool id>/<image id>", the same from every host and
+// for the image's whole life (a rename keeps it): the source of VPD 83h.
 Napi::Value RbdImage::Id(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (image_ == nullptr || busy_) throw MakeUsageError(env, "ERR_INVALID_STATE", EBADF, "rbd_get_id", "the image is not open");
   char id[128];
   int rc = rbd_get_id(image_, id, sizeof id);
   if (rc < 0) throw MakeError(env, -rc, "rbd_get_id", false);
-  return Napi::String::New(env, id);
+  char fsid[64];
+  rc = rados_cluster_fsid(cluster_, fsid, sizeof fsid);
+  if (rc < 0) throw MakeError(env, -rc, "rados_cluster_fsid", false);
+  std::string out = std::string(fsid) + "/" + std::to_string(rados_ioctx_get_id(ioctx_)) + "/" + id;
+  return Napi::String::New(env, out);
 }
 
 // close(token): after every I/O has completed; runs off the loop, since

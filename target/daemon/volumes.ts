@@ -39,7 +39,6 @@ export class ServedVolume implements ExportedVolume {
 
   /** Opens the backing store and builds the logical unit; nothing is left open on failure. */
   static async open(config: VolumeConfig, ctx: VolumeContext): Promise<ServedVolume> {
-    const identity = await volumeIdentity(ctx.stateDir, config);
     const backend = await openVolumeBackend(config.backing, {
       name: config.name,
       readOnly: config.readOnly,
@@ -48,6 +47,8 @@ export class ServedVolume implements ExportedVolume {
       logicalBlockSize: config.blockSize,
     });
     try {
+      // Gateways of one shared store report one device (VPD 83h from the store, not the host).
+      const identity = await volumeIdentity(ctx.stateDir, config, backend.sharedIdentity);
       const lu = new LogicalUnit({
         name: config.name,
         backend,

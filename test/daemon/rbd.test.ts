@@ -107,6 +107,11 @@ rbdTest('rbd: two gateways on one image: writes through A read back through B; o
   const [pa, pb] = await Promise.all([gateway(t, 'shared'), gateway(t, 'shared')]);
   const [sa, sb] = await Promise.all([session(t, pa), session(t, pb, 'iqn.2026-11.io.rblk:rbd-b')]);
   const [va, vb] = await Promise.all([sa.open('vol'), sb.open('vol')]);
+  // Each gateway has its own state directory, yet both report the image's identity (VPD 83h, 80h).
+  const [ia, ib] = await Promise.all([sa.volumes(), sb.volumes()]);
+  t.regex(ia[0].id, /^naa\.6[0-9a-f]{31}$/);
+  t.is(ia[0].id, ib[0].id, 'one device identity through both gateways');
+  t.is(ia[0].serial, ib[0].serial);
 
   const data = pattern(128 * 1024, 5);
   await va.write(MiB, data);
