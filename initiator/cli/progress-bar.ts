@@ -14,10 +14,10 @@ export class ProgressBar {
     this.#redraw = redraw;
   }
 
-  /** Redraws the bar at fraction (0..1) with a label after it. */
-  update(fraction: number, label: string): void {
-    const f = Math.max(0, Math.min(1, fraction));
-    const pct = `${String(Math.floor(f * 100)).padStart(3)}%`;
+  /** Redraws the bar at fraction (0..1; null when the total is not known) with a label after it. */
+  update(fraction: number | null, label: string): void {
+    const f = fraction === null ? 0 : Math.max(0, Math.min(1, fraction));
+    const pct = fraction === null ? '   ?' : `${String(Math.floor(f * 100)).padStart(3)}%`;
     if (!this.#redraw) {
       this.#out.write(`${pct}  ${label}\n`);
       return;

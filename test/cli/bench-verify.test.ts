@@ -168,4 +168,25 @@ test('verify writes and checks the pattern; a corrupted block is reported by LBA
   t.is(other.code, 1);
   t.is(other.out.split('\n').filter((l) => l.startsWith('mismatch at LBA')).length, 4);
   t.regex(other.out, /^mismatch at LBA 0 \(byte 0\): expected lba 0 seed 43 crc 0x[0-9a-f]{8}; found lba 0 seed 42 block size 512 crc 0x[0-9a-f]{8} ok; /);
+
+  // Every block stale: the first 10 are listed, then the count; progress goes to stderr only.
+  const all = await rblk(['verify', url, '--read-only', '--seed', '43', '--progress']);
+  t.is(all.code, 1);
+  const out = all.out.trimEnd().split('\n');
+  t.is(out.length, 11, all.out);
+  t.deepEqual(out.slice(0, 10).map((l) => /^mismatch at LBA (\d+) /.exec(l)?.[1]), ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9']);
+  t.is(out[10], 'verify disk [0, +4194304) (4 MiB, 8192 blocks), seed 43: 8192 bad blocks (the first 10 listed; --max-mismatches N for more)');
+  const err = all.stderr.split('\n').filter((l) => l !== '');
+  t.is(err[err.length - 1], 'rblk: verify found 8192 bad blocks in volume disk');
+  for (const line of err.slice(0, -1)) t.regex(line, /^ {0,2}\d+% {2}checked [\d.]+ \S+ of 4 MiB {2}/);
+
+  const j = await rblk(['verify', url, '--read-only', '--seed', '43', '--json', '--max-mismatches', '2', '--length', '64k']);
+  t.is(j.code, 1);
+  const v = JSON.parse(j.out) as { ok: boolean; badBlocks: number; unlisted: number; blocks: number; mismatches: Array<{ lba: number; byte: number; expected: string; found: string }> };
+  t.like(v, { ok: false, badBlocks: 128, unlisted: 126, blocks: 128 });
+  t.deepEqual(v.mismatches.map((m) => [m.lba, m.byte]), [[0, 0], [1, 512]]);
+  t.regex(v.mismatches[1].expected, /^lba 1 seed 43 /);
+  const good = await rblk(['verify', url, '--read-only', '--seed', '42', '--json', '--length', '64k']);
+  t.is(good.code, 0, good.stderr);
+  t.like(JSON.parse(good.out), { ok: true, badBlocks: 0, mismatches: [], unlisted: 0 });
 });
