@@ -1,5 +1,5 @@
 // Zero-copy I/O memory: a region registered once on one of the session's
-// connections (DESIGN.md "Memory"). A read or write whose buffer lies in such
+// connections (docs/architecture.md "Memory"). A read or write whose buffer lies in such
 // a region is sent with a descriptor naming it, so the target RDMA-writes or
 // -reads the caller's bytes directly; nothing is copied through the I/O pool.
 import { TransportError } from './connection.js';

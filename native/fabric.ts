@@ -31,7 +31,7 @@ export function availableProviders(): string[] {
   return addon().providers();
 }
 
-/** `verbs` when an RDMA device is present, else `tcp` (DESIGN.md "Fabric"). */
+/** `verbs` when an RDMA device is present, else `tcp` (docs/architecture.md "Fabric"). */
 export function defaultProvider(): string {
   return availableProviders().includes('verbs') ? 'verbs' : 'tcp';
 }
@@ -270,7 +270,7 @@ export class MemoryRegion {
 
 /**
  * Fixed-size chunks sliced from one registered region, handed out from a
- * free list: registration happens once, never per I/O (DESIGN.md "Memory").
+ * free list: registration happens once, never per I/O (docs/architecture.md "Memory").
  * When the pool is empty, acquire() waits its turn in FIFO order.
  */
 export class Pool {

@@ -49,8 +49,10 @@ export interface OpStats {
 
 export interface BenchResult extends OpStats {
   elapsedMs: number;
-  read: OpStats;
-  write: OpStats;
+  /** Only when the plan issues reads (rw read or mixed). */
+  read?: OpStats;
+  /** Only when the plan issues writes (rw write or mixed). */
+  write?: OpStats;
   /** Stopped early by the caller's signal. */
   interrupted: boolean;
 }
@@ -139,5 +141,11 @@ export async function runBench(
   }
   if (failure !== null) throw failure;
   const ms = elapsed();
-  return { ...all.stats(ms), elapsedMs: ms, read: reads.stats(ms), write: writes.stats(ms), interrupted: opts.signal?.aborted === true };
+  return {
+    ...all.stats(ms),
+    elapsedMs: ms,
+    ...(plan.rw !== 'write' ? { read: reads.stats(ms) } : {}),
+    ...(plan.rw !== 'read' ? { write: writes.stats(ms) } : {}),
+    interrupted: opts.signal?.aborted === true,
+  };
 }

@@ -1,5 +1,6 @@
 // How the CLI fails: one line on stderr and an exit status that tells a
 // script what kind of failure it was (docs/cli.md "Exit status").
+import { DEFAULT_STATE_DIR } from '../fuse/attachment-record.js';
 import { RblkError } from '../errors.js';
 
 export const EXIT_OK = 0;
@@ -40,6 +41,14 @@ export function exitCodeFor(e: unknown): number {
 /** The one line printed for an error (without the `rblk: ` prefix). */
 export function describeError(e: unknown): string {
   if (e instanceof RblkError) return `${e.message} [${e.code}]`;
+  const errno = e as NodeJS.ErrnoException;
+  if ((errno.code === 'EACCES' || errno.code === 'EPERM') && typeof errno.path === 'string') {
+    // The default state directory is root's: say what to do instead of only the errno.
+    const hint = errno.path === DEFAULT_STATE_DIR || errno.path.startsWith(`${DEFAULT_STATE_DIR}/`)
+      ? `${DEFAULT_STATE_DIR} belongs to root: run this as root, or pass --state-dir DIR (or set RBLK_STATE_DIR) to a directory you own`
+      : 'check its owner and mode';
+    return `permission denied on ${errno.path} (${errno.code}): ${hint}`;
+  }
   if (e instanceof Error) return e.message;
   return String(e);
 }

@@ -13,8 +13,42 @@ import { umountCommand } from './commands/umount.js';
 import { verifyCommand } from './commands/verify.js';
 import { writeCommand } from './commands/write.js';
 import { describeError, EXIT_OK, exitCodeFor, QuietExit, UsageError } from './cli-error.js';
+import { nearest } from './suggest.js';
 
 const SECRET_FLAG = /^--secret(=|$)/;
+/** The verbs, with umount's alias: what a mistyped first word is compared with. */
+export const COMMANDS = ['discover', 'info', 'read', 'write', 'bench', 'verify', 'attach', 'mount', 'umount', 'detach', 'list'] as const;
+
+/** "unknown command 'X'" with the nearest verb, when the first word is none of them. */
+function checkVerb(argv: readonly string[]): void {
+  const verb = argv.find((x) => !x.startsWith('-'));
+  if (verb === undefined || (COMMANDS as readonly string[]).includes(verb)) return;
+  const near = nearest(verb, COMMANDS);
+  const hint = near === undefined ? `the commands are ${COMMANDS.filter((c) => c !== 'detach').join(', ')}` : `did you mean '${near}'?`;
+  throw new UsageError(`unknown command '${verb}': ${hint} (see --help)`);
+}
+
+/** The options yargs knows at this point (getOptions is public in yargs but missing from its types). */
+function optionNames(y: unknown): string[] {
+  return Object.keys((y as { getOptions(): { key: Record<string, unknown> } }).getOptions().key);
+}
+
+/**
+ * yargs' "Unknown argument(s): a, b" with the nearest known option for each,
+ * as the user would type it (--name).
+ */
+function unknownOptions(msg: string, known: readonly string[]): string | undefined {
+  const m = /^Unknown arguments?: (.+)$/.exec(msg);
+  if (m === null) return undefined;
+  const names = known.filter((k) => !/[A-Z]/.test(k) && k !== '_' && k !== '$0');
+  const parts = m[1].split(', ').map((word) => {
+    const bare = word.replace(/^-+/, '');
+    const near = nearest(bare, names);
+    const shown = bare.length === 1 ? `-${bare}` : `--${bare}`;
+    return near === undefined ? `unknown option ${shown}` : `unknown option ${shown}: did you mean --${near}?`;
+  });
+  return parts.join('; ');
+}
 
 /** Whether argv asks for stack traces (looked at before parsing, so parse errors honour it too). */
 function wantsDebug(argv: readonly string[]): boolean {
@@ -32,6 +66,7 @@ export async function main(argv: string[], version: string): Promise<number> {
     if (argv.some((x) => SECRET_FLAG.test(x))) {
       throw new UsageError('--secret is not accepted: put the secret in a file (--secret-file FILE, mode 0600) or in $RBLK_SECRET');
     }
+    checkVerb(argv);
     let parser = yargs(argv)
       .scriptName('rblk')
       .usage('$0 <command> [options]\n\nDiscover, benchmark, verify and attach rblk volumes (docs/cli.md).')
@@ -54,7 +89,8 @@ export async function main(argv: string[], version: string): Promise<number> {
         // yargs routes a handler's own errors here too: let those through unchanged.
         if (err !== undefined && err !== null && err.name !== 'YError') throw err;
         // Some yargs messages span lines ("Invalid values:\n  Argument: ..."); an error is one line.
-        const text = (msg ?? err?.message ?? 'invalid command line').replace(/:?\s*\n\s*/g, ': ');
+        const raw = (msg ?? err?.message ?? 'invalid command line').replace(/:?\s*\n\s*/g, ': ');
+        const text = unknownOptions(raw, optionNames(parser)) ?? raw;
         throw new UsageError(`${text} (see --help)`);
       })
       .version(version)

@@ -7,6 +7,7 @@ import type { Session } from '../session.js';
 import { DEFAULT_PORT, parseRblkUrl, type RblkUrl } from '../url.js';
 import type { Volume } from '../volume.js';
 import { UsageError } from './cli-error.js';
+import { explainConnectFailure, resolveHost } from './connect-failure.js';
 import { parseDuration } from './size.js';
 
 export const connectionOptions = {
@@ -78,13 +79,22 @@ export function connectionArgv(a: ConnectionArgs): string[] {
   return out;
 }
 
-/** Logs in to the target the URL names. */
+/**
+ * Logs in to the target the URL names. The host is resolved here, once, so a
+ * DNS failure is reported as one; a refused or unreachable connection is said
+ * in words (connect-failure.ts).
+ */
 export async function openSession(url: string, a: ConnectionArgs, extra: Partial<ConnectOptions> = {}): Promise<Session> {
   const parsed = parseUrl(url);
   const options = { ...connectOptions(a), ...extra };
+  const address = await resolveHost(parsed.address, parsed.port);
   // Loaded on first use: the session brings the native addon, which --help and usage errors do without.
   const { connect } = await import('../index.js');
-  return connect(parsed, options);
+  try {
+    return await connect({ ...parsed, address }, options);
+  } catch (e) {
+    throw explainConnectFailure(e, parsed.address, address, parsed.port);
+  }
 }
 
 /** The session and the URL's volume, closed (logged out) after fn, whether it succeeds or not. */

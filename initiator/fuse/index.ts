@@ -5,6 +5,7 @@ export {
   cleanupStaleAttachment,
   mountVolume,
   MountedVolume,
+  NoFilesystemError,
   unmountVolume,
   type MountVolumeOptions,
   type UnmountOptions,

@@ -25,7 +25,31 @@ import {
 } from './attachment-record.js';
 import { silentLogger, type FuseLogger } from './logger.js';
 import { attachLoop, detachLoop, loopDirectIo } from './loop-device.js';
-import { run } from './run.js';
+import { CommandError, run } from './run.js';
+
+/**
+ * mount(8) failed and blkid finds no filesystem signature on the volume: it
+ * is blank, or holds something mount cannot read. The CLI suggests --mkfs.
+ */
+export class NoFilesystemError extends Error {
+  readonly device: string;
+
+  constructor(device: string, cause: unknown) {
+    super(`the volume holds no filesystem (blkid finds no signature on ${device})`, { cause });
+    this.name = 'NoFilesystemError';
+    this.device = device;
+  }
+}
+
+/** blkid -p exits 2 when it finds no signature at all (blkid(8) "RETURN CODE"). */
+async function hasSignature(device: string): Promise<boolean> {
+  try {
+    await run('blkid', ['-p', device]);
+    return true;
+  } catch (e) {
+    return !(e instanceof CommandError && e.exitCode === 2);
+  }
+}
 
 export interface MountVolumeOptions {
   /** Make a new filesystem first (destroys the volume's contents). */
@@ -165,7 +189,12 @@ export async function mountVolume(device: BlockDevice, dir: string, opts: MountV
     if (fsType !== undefined) args.push('-t', fsType);
     if (mo.length > 0) args.push('-o', mo.join(','));
     args.push(stack.loopDevice, mountpoint);
-    await run('mount', args);
+    try {
+      await run('mount', args);
+    } catch (e) {
+      if (fsType === undefined && !(await hasSignature(stack.loopDevice))) throw new NoFilesystemError(stack.loopDevice, e);
+      throw e;
+    }
     record.mountpoint = mountpoint;
     record.fsType = (await listMounts()).find((m) => m.mountpoint === mountpoint)?.fsType ?? fsType ?? null;
     await writeAttachmentRecord(stateDir, record);

@@ -1,6 +1,6 @@
 // An active FI_EP_MSG endpoint with its own completion queue and event queue.
 // Operations carry a JS-chosen integer context; completions are drained in
-// batches and reach JS as one call per batch (DESIGN.md "Completions").
+// batches and reach JS as one call per batch (docs/architecture.md "Completions").
 // Every posted operation holds a reference to the pages it touches until its
 // completion (or cancellation on close), so memory never vanishes under the NIC.
 #pragma once

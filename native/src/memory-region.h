@@ -1,5 +1,5 @@
 // Page-aligned memory, registered once with fi_mr_reg and seen by JS as a
-// Buffer (DESIGN.md "Memory"). The pages live as long as either the
+// Buffer (docs/architecture.md "Memory"). The pages live as long as either the
 // registration or a JS view of them does: Memory is shared by both and freed
 // when the last one lets go, so a Buffer kept past close() can never point at
 // unmapped memory, and an in-flight operation never loses its pages.

@@ -1,6 +1,6 @@
 // Watches a libfabric wait fd (FI_WAIT_FD, fi_control(FI_GETWAIT)) on the
-// libuv loop, so an idle queue costs no CPU (DESIGN.md "Completions reach JS
-// through libuv"). The uv handle outlives this object until its close callback.
+// libuv loop, so an idle queue costs no CPU (docs/architecture.md
+// "Completions"). The uv handle outlives this object until its close callback.
 #pragma once
 #include <uv.h>
 

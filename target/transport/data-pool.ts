@@ -1,7 +1,7 @@
 // The target's data memory: registered once per port, local access only, and
 // sliced per command from two size classes, so a 4 KiB I/O does not pin a
 // max_io-sized chunk. When a class is empty, commands wait their turn (FIFO):
-// never an allocation per I/O, never a spurious failure (DESIGN.md "Memory").
+// never an allocation per I/O, never a spurious failure (docs/architecture.md "Memory").
 import type { Domain, Pool, Slice } from '../../native/fabric.js';
 import { Pool as FabricPool } from '../../native/fabric.js';
 import type { DataBuffer } from './transport.js';

@@ -110,7 +110,7 @@ test('a second attach on a live socket is refused; a stale socket file is replac
   const first = await startRblk(t, ['attach', tp.url('exported'), '--nbd-socket', socket], /serving .*\n/);
   const second = await rblk(['attach', tp.url('exported'), '--nbd-socket', socket]);
   t.is(second.code, 1);
-  t.is(second.stderr, `rblk: ${socket} is in use: another process serves NBD on it\n`);
+  t.is(second.stderr, `rblk: ${socket} is in use: another process serves NBD on it (pass --nbd-socket PATH for another)\n`);
   const exited = once(first.child, 'exit');
   first.child.kill('SIGTERM');
   t.deepEqual(await exited, [0, null]);

@@ -3,7 +3,8 @@
 import test from 'ava';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { rblk, tempDir } from './helpers/cli.js';
+import { once } from 'node:events';
+import { rblk, spawnRblk, tempDir } from './helpers/cli.js';
 import { startTargetProcess, stopAllTargets, type TargetProcess } from './helpers/target-process.js';
 
 const MiB = 1 << 20;
@@ -11,9 +12,16 @@ const MiB = 1 << 20;
 interface Latency {
   min: number;
   mean: number;
+  stdev: number;
+  p1: number;
+  p5: number;
+  p10: number;
   p50: number;
+  p90: number;
+  p95: number;
   p99: number;
   p99_9: number;
+  p99_99: number;
   max: number;
 }
 interface Stats {
@@ -30,8 +38,9 @@ interface BenchJson extends Stats {
   blockSize: number;
   queueDepth: number;
   elapsedMs: number;
-  read: Stats;
-  write: Stats;
+  read?: Stats;
+  write?: Stats;
+  interrupted: boolean;
 }
 
 let started: Promise<TargetProcess> | undefined;
@@ -41,7 +50,9 @@ test.after.always(stopAllTargets);
 
 function orderedPercentiles(t: { true(v: boolean, m?: string): void }, l: Latency): void {
   t.true(l.min > 0, 'min > 0');
-  t.true(l.min <= l.p50 && l.p50 <= l.p99 && l.p99 <= l.p99_9 && l.p99_9 <= l.max, `ordered: ${JSON.stringify(l)}`);
+  const order = [l.min, l.p1, l.p5, l.p10, l.p50, l.p90, l.p95, l.p99, l.p99_9, l.p99_99, l.max];
+  t.true(order.every((v, i) => i === 0 || order[i - 1] <= v), `ordered: ${JSON.stringify(l)}`);
+  t.true(l.stdev >= 0, 'stdev');
 }
 
 test('bench --json --runtime 1s: one JSON object with IOPS and latency percentiles', async (t) => {
@@ -53,11 +64,42 @@ test('bench --json --runtime 1s: one JSON object with IOPS and latency percentil
   t.true(b.iops > 0);
   t.true(b.ops > 0);
   t.is(b.bytes, b.ops * 4096);
-  t.is(b.read.ops, b.ops);
-  t.is(b.write.ops, 0);
+  t.is(b.read?.ops, b.ops);
+  t.false('write' in b, 'a read-only run has no write section');
   t.true(b.elapsedMs >= 1000);
   orderedPercentiles(t, b.latencyUs);
   t.is(r.stderr, '', 'no progress bar when stderr is not a terminal');
+});
+
+test('bench --progress then SIGINT: progress lines with the current rate, the partial result, exit 130', async (t) => {
+  const tp = await target();
+  const child = spawnRblk(['bench', tp.url('scratch'), '--json', '--progress', '--runtime', '120s', '--qd', '4']);
+  child.stdin?.end();
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  let out = '';
+  let err = '';
+  child.stdout?.setEncoding('utf8').on('data', (x: string) => (out += x));
+  const exited = once(child, 'close') as Promise<[number | null]>;
+  // Interrupt once the first progress line is out: the run is under way.
+  await new Promise<void>((resolve) => {
+    child.stderr?.setEncoding('utf8').on('data', (x: string) => {
+      err += x;
+      if (err.includes('\n')) resolve();
+    });
+  });
+  child.kill('SIGINT');
+  const [code] = await exited;
+  t.is(code, 130, err);
+  const first = err.split('\n')[0];
+  // Not a TTY: plain lines, no \r; the rate is that of the last interval.
+  t.regex(first, /^ {0,2}\d+% {2}\d+ IOPS {2}[\d.]+ [KMG]?i?B\/s {2}\d+ ops {2}\d+\.\d s$/);
+  t.false(err.includes('\r'));
+  const b = JSON.parse(out) as BenchJson;
+  t.true(b.interrupted);
+  t.true(b.ops > 0);
+  t.is(b.read?.ops, b.ops);
 });
 
 test('bench --size: a sequential mixed run issues exactly the byte budget', async (t) => {
@@ -67,6 +109,7 @@ test('bench --size: a sequential mixed run issues exactly the byte budget', asyn
   const b = JSON.parse(r.out) as BenchJson;
   t.is(b.bytes, 8 * MiB);
   t.is(b.ops, 128);
+  if (b.read === undefined || b.write === undefined) return t.fail('a mixed run has both sections');
   t.is(b.read.ops + b.write.ops, 128);
   t.true(b.read.ops > 0 && b.write.ops > 0, `both kinds ran: ${b.read.ops} reads, ${b.write.ops} writes`);
   orderedPercentiles(t, b.read.latencyUs);
@@ -77,7 +120,15 @@ test('bench prints a readable report without --json; --bs must be whole blocks',
   const tp = await target();
   const r = await rblk(['bench', tp.url('scratch'), '--size', '1m', '--bs', '8k', '--qd', '2', '--seed', '7']);
   t.is(r.code, 0, r.stderr);
-  t.regex(r.out, /^scratch: rand read, bs 8 KiB, qd 2, \d+\.\d\d s\n {2}ops: {5}128 {2}\(\d+ IOPS, [\d.]+ MiB\/s\)\n {2}latency: min [\d.]+ {2}mean [\d.]+ {2}p50 [\d.]+ {2}p99 [\d.]+ {2}p99\.9 [\d.]+ {2}max [\d.]+ {2}\(µs\)\n$/);
+  const n = '[\\d.]+';
+  t.regex(
+    r.out,
+    new RegExp(
+      `^scratch: rand read, bs 8 KiB, qd 2, \\d+\\.\\d\\d s\\n {2}ops: {9}128 {2}\\(\\d+ IOPS, ${n} MiB/s\\)\\n` +
+        ` {2}latency: {5}min ${n} {2}mean ${n} {2}stdev ${n} {2}max ${n} {2}\\(µs\\)\\n` +
+        ` {2}percentiles: p1 ${n} {2}p5 ${n} {2}p10 ${n} {2}p50 ${n} {2}p90 ${n} {2}p95 ${n} {2}p99 ${n} {2}p99\\.9 ${n} {2}p99\\.99 ${n} {2}\\(µs\\)\\n$`,
+    ),
+  );
   const odd = await rblk(['bench', tp.url('scratch'), '--bs', '1000', '--runtime', '1s']);
   t.is(odd.code, 2);
   t.is(odd.stderr, "rblk: --bs 1000 is not a multiple of volume scratch's 512-byte block size\n");
@@ -117,4 +168,25 @@ test('verify writes and checks the pattern; a corrupted block is reported by LBA
   t.is(other.code, 1);
   t.is(other.out.split('\n').filter((l) => l.startsWith('mismatch at LBA')).length, 4);
   t.regex(other.out, /^mismatch at LBA 0 \(byte 0\): expected lba 0 seed 43 crc 0x[0-9a-f]{8}; found lba 0 seed 42 block size 512 crc 0x[0-9a-f]{8} ok; /);
+
+  // Every block stale: the first 10 are listed, then the count; progress goes to stderr only.
+  const all = await rblk(['verify', url, '--read-only', '--seed', '43', '--progress']);
+  t.is(all.code, 1);
+  const out = all.out.trimEnd().split('\n');
+  t.is(out.length, 11, all.out);
+  t.deepEqual(out.slice(0, 10).map((l) => /^mismatch at LBA (\d+) /.exec(l)?.[1]), ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9']);
+  t.is(out[10], 'verify disk [0, +4194304) (4 MiB, 8192 blocks), seed 43: 8192 bad blocks (the first 10 listed; --max-mismatches N for more)');
+  const err = all.stderr.split('\n').filter((l) => l !== '');
+  t.is(err[err.length - 1], 'rblk: verify found 8192 bad blocks in volume disk');
+  for (const line of err.slice(0, -1)) t.regex(line, /^ {0,2}\d+% {2}checked [\d.]+ \S+ of 4 MiB {2}/);
+
+  const j = await rblk(['verify', url, '--read-only', '--seed', '43', '--json', '--max-mismatches', '2', '--length', '64k']);
+  t.is(j.code, 1);
+  const v = JSON.parse(j.out) as { ok: boolean; badBlocks: number; unlisted: number; blocks: number; mismatches: Array<{ lba: number; byte: number; expected: string; found: string }> };
+  t.like(v, { ok: false, badBlocks: 128, unlisted: 126, blocks: 128 });
+  t.deepEqual(v.mismatches.map((m) => [m.lba, m.byte]), [[0, 0], [1, 512]]);
+  t.regex(v.mismatches[1].expected, /^lba 1 seed 43 /);
+  const good = await rblk(['verify', url, '--read-only', '--seed', '42', '--json', '--length', '64k']);
+  t.is(good.code, 0, good.stderr);
+  t.like(JSON.parse(good.out), { ok: true, badBlocks: 0, mismatches: [], unlisted: 0 });
 });

@@ -29,6 +29,7 @@ const target = (): Promise<TargetProcess> =>
     volumes: [
       { name: 'fs', lun: 0, size: 32 * MiB },
       { name: 'file', lun: 1, size: 2 * MiB },
+      { name: 'blank', lun: 2, size: 8 * MiB },
     ],
   }));
 test.after.always(stopAllTargets);
@@ -135,4 +136,15 @@ mountTest('attach --fuse serves the volume as a file; detach ends it; unknown ta
   t.is(await exited, 0);
   t.false(await isMountPoint(dir));
   t.deepEqual((await readAttachmentRecords(state)).records, []);
+});
+
+mountTest('mount of a volume without a filesystem says so and suggests --mkfs; nothing is left behind', async (t) => {
+  const tp = await target();
+  const state = await stateDir(t);
+  const mnt = join(state, '..', 'blank-mnt');
+  const r = await rblk(['mount', tp.url('blank'), mnt, '--state-dir', state]);
+  t.is(r.code, 1);
+  t.is(r.stderr, "rblk: cannot mount blank: it holds no filesystem (blkid finds none): make one with --mkfs ext4 --yes (this destroys the volume's data)\n");
+  t.deepEqual((await readAttachmentRecords(state)).records, []);
+  t.false(existsSync(mnt), 'the mount point it created is gone again');
 });

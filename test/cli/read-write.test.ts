@@ -16,6 +16,7 @@ const target = (): Promise<TargetProcess> =>
       { name: 'pipes', lun: 1, size: 4 * MiB },
       { name: 'ro', lun: 2, size: 1 * MiB, readOnly: true },
       { name: 'big4k', lun: 3, size: 4 * MiB, blockSize: 4096 },
+      { name: 'json', lun: 4, size: 8 * MiB },
     ],
   }));
 test.after.always(stopAllTargets);
@@ -108,4 +109,30 @@ test('writing a read-only volume: exit 1 with the target\'s WRITE PROTECTED', as
   t.is(r.code, 1);
   t.is(r.stderr, 'rblk: write [0, +4096) on volume ro: DATA PROTECT 27/00 WRITE PROTECTED [WRITE_PROTECTED]\n');
   t.is(r.out, '');
+});
+
+test('write and read with --json and --progress: one JSON object on stdout, progress lines on stderr, the same bytes', async (t) => {
+  const tp = await target();
+  const dir = await tempDir(t);
+  const data = pattern(6 * MiB, 11);
+  const input = join(dir, 'in.bin');
+  await writeFile(input, data);
+  const w = await rblk(['write', tp.url('json'), '--input', input, '--json', '--progress']);
+  t.is(w.code, 0, w.stderr);
+  t.like(JSON.parse(w.out), { volume: 'json', offset: 0, bytes: data.length, blocks: data.length / 512, padded: 0, fua: false, flushed: true });
+  // Not a terminal: plain lines (possibly none, for a run shorter than one interval), never \r.
+  t.false(w.stderr.includes('\r'));
+  for (const line of w.stderr.split('\n').filter((l) => l !== '')) t.regex(line, /^ {0,2}\d+% {2}wrote [\d.]+ \S+ of 6 MiB {2}[\d.]+ [MG]iB\/s {2}\d+\.\d s$/);
+
+  const output = join(dir, 'out.bin');
+  const r = await rblk(['read', tp.url('json'), '--length', '6m', '-o', output, '--json']);
+  t.is(r.code, 0, r.stderr);
+  const j = JSON.parse(r.out) as { volume: string; offset: number; length: number; output: string; bandwidth: number };
+  t.like(j, { volume: 'json', offset: 0, length: data.length, output });
+  t.true(j.bandwidth > 0);
+  t.true((await readFile(output)).equals(data));
+
+  const noFile = await rblk(['read', tp.url('json'), '--json']);
+  t.is(noFile.code, 2);
+  t.is(noFile.stderr, 'rblk: --json needs --output FILE: without it stdout carries the data\n');
 });

@@ -123,14 +123,28 @@ test('bench: a byte budget issues exactly that much; sequential offsets wrap ins
   t.is(r.bytes, 40 * 4096);
   t.deepEqual(dev.reads.slice(0, 17), [...Array.from({ length: 16 }, (_, i) => 8192 + i * 4096), 8192]);
   t.is(r.latencyUs.min > 0, true);
+  t.is(r.read?.ops, 40);
+  t.false('write' in r, 'a read-only run has no write section');
+});
+
+test('bench: fio-style percentiles and stdev, in order', async (t) => {
+  const r = await runBench(fakeDevice(), plan({ totalBytes: 400 * 4096 }), [Buffer.alloc(4096)]);
+  const l = r.latencyUs;
+  const order = [l.min, l.p1, l.p5, l.p10, l.p50, l.p90, l.p95, l.p99, l.p99_9, l.p99_99, l.max];
+  t.deepEqual([...order].sort((a, b) => a - b), order, JSON.stringify(l));
+  t.true(l.stdev >= 0 && Number.isFinite(l.stdev));
+  const w = await runBench(fakeDevice(), plan({ rw: 'write', totalBytes: 8 * 4096 }), [Buffer.alloc(4096)]);
+  t.false('read' in w, 'a write-only run has no read section');
+  t.is(w.write?.ops, 8);
 });
 
 test('bench: random offsets stay aligned and in range; the mix follows --mix', async (t) => {
   const dev = fakeDevice();
   const bufs = Array.from({ length: 8 }, () => Buffer.alloc(4096));
   const r = await runBench(dev, plan({ pattern: 'rand', rw: 'mixed', readPercent: 70, totalBytes: 2000 * 4096 }), bufs);
-  t.is(r.read.ops + r.write.ops, 2000);
-  t.true(r.read.ops > 1200 && r.read.ops < 1600, `${r.read.ops} reads of 2000 at 70%`);
+  const reads = r.read?.ops ?? 0;
+  t.is(reads + (r.write?.ops ?? 0), 2000);
+  t.true(reads > 1200 && reads < 1600, `${reads} reads of 2000 at 70%`);
   for (const o of [...dev.reads, ...dev.writes]) t.true(o >= 8192 && o < 8192 + 16 * 4096 && o % 4096 === 0);
   t.true(new Set(dev.reads).size > 8, 'offsets vary');
 });
@@ -165,4 +179,10 @@ test('the progress bar redraws in place and erases itself', (t) => {
   t.is(out.slice(out.lastIndexOf('\r')), `\r${'[##########] 100%  x'.padEnd(23)}`, 'padded over the longer line before');
   bar.clear();
   t.true(out.endsWith(`\r${' '.repeat(20)}\r`));
+  let log = '';
+  const file = new ProgressBar({ write: (s: string) => ((log += s), true) } as unknown as NodeJS.WritableStream, 10, false);
+  file.update(0.25, 'a');
+  file.update(0.5, 'b');
+  file.clear();
+  t.is(log, ' 25%  a\n 50%  b\n', 'into a file: one line per update, no \\r');
 });

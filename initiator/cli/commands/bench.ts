@@ -6,18 +6,26 @@ import type { Argv } from 'yargs';
 import type { RegisteredBuffer } from '../../registered-buffer.js';
 import { runBench, type BenchMode, type BenchPattern, type BenchPlan, type BenchResult, type OpStats } from '../bench-engine.js';
 import { parseRangeArgs, resolveRange } from '../byte-range.js';
-import { UsageError } from '../cli-error.js';
+import { QuietExit, UsageError } from '../cli-error.js';
+import { PERCENTILES } from '../latency.js';
 import { fields, json } from '../output.js';
-import { ProgressBar } from '../progress-bar.js';
+import { progressBar, progressInterval } from '../progress-bar.js';
 import { formatBytes, formatRate, parseDuration, parseSize } from '../size.js';
 import { connectionOptions, withVolume } from '../target-args.js';
 
 const DEFAULT_RUNTIME_MS = 10_000;
 const MAX_QD = 1024;
+/** The conventional exit status after SIGINT: 128 + 2. */
+export const EXIT_SIGINT = 130;
 
 function latencyLine(s: OpStats): string {
   const l = s.latencyUs;
-  return `min ${l.min}  mean ${l.mean}  p50 ${l.p50}  p99 ${l.p99}  p99.9 ${l.p99_9}  max ${l.max}  (µs)`;
+  return `min ${l.min}  mean ${l.mean}  stdev ${l.stdev}  max ${l.max}  (µs)`;
+}
+
+function percentileLine(s: OpStats): string {
+  const l = s.latencyUs;
+  return `${PERCENTILES.map(([key]) => `${key.replace('_', '.')} ${l[key]}`).join('  ')}  (µs)`;
 }
 
 function opsLine(s: OpStats): string {
@@ -29,9 +37,12 @@ function report(name: string, plan: BenchPlan, r: BenchResult): string {
   const rows: Array<[string, string]> = [
     ['ops', opsLine(r)],
     ['latency', latencyLine(r)],
+    ['percentiles', percentileLine(r)],
   ];
-  if (plan.rw === 'mixed') {
-    rows.push(['read ops', opsLine(r.read)], ['read lat', latencyLine(r.read)], ['write ops', opsLine(r.write)], ['write lat', latencyLine(r.write)]);
+  if (r.read !== undefined && r.write !== undefined) {
+    for (const [name, st] of [['read', r.read], ['write', r.write]] as const) {
+      rows.push([`${name} ops`, opsLine(st)], [`${name} lat`, latencyLine(st)], [`${name} pct`, percentileLine(st)]);
+    }
   }
   return head + fields(rows).split('\n').map((l) => (l === '' ? l : `  ${l}`)).join('\n');
 }
@@ -55,7 +66,7 @@ export function benchCommand<T>(y: Argv<T>): Argv<T> {
         .option('length', { type: 'string', requiresArg: true, describe: 'length of that range (default to the end)' })
         .option('seed', { type: 'number', requiresArg: true, describe: 'seed of the random offsets (default: random)' })
         .option('zero-copy', { type: 'boolean', default: true, describe: 'use registered buffers (--no-zero-copy copies through the I/O pool)' })
-        .option('progress', { type: 'boolean', describe: 'progress bar on stderr (default: when stderr is a terminal)' })
+        .option('progress', { type: 'boolean', describe: 'progress on stderr: the rate over the last interval (default: when stderr is a terminal)' })
         .option('json', { type: 'boolean', default: false, describe: 'print one JSON object' })
         .option('yes', { alias: 'y', type: 'boolean', default: false, describe: 'confirm that writes may destroy the volume\'s data' })
         .example('$0 bench rblk://10.0.0.5/db --rw read --bs 4k --qd 32 --runtime 30s', '')
@@ -114,19 +125,27 @@ export function benchCommand<T>(y: Argv<T>): Argv<T> {
           }
           // Incompressible data, so a backend or a link that compresses does not flatter the numbers.
           for (const b of buffers) randomFillSync(b);
-          const showProgress = a.progress ?? process.stderr.isTTY === true;
-          const bar = showProgress ? new ProgressBar(process.stderr) : null;
+          const bar = progressBar(a.progress);
           const stop = new AbortController();
           const onSigint = (): void => stop.abort();
           process.once('SIGINT', onSigint);
+          // The rate shown is over the last interval, not the average since the start,
+          // so a stall or a recovery shows at once (as fio's status line).
+          let last = { elapsedMs: 0, ops: 0, bytes: 0 };
           try {
             const result = await runBench(vol, plan, buffers, {
               signal: stop.signal,
+              progressMs: progressInterval(),
               ...(bar === null
                 ? {}
                 : {
-                    onProgress: (p) =>
-                      bar.update(p.fraction, `${Math.round(p.ops / Math.max(p.elapsedMs / 1000, 0.001))} IOPS  ${formatRate(p.bytes / Math.max(p.elapsedMs / 1000, 0.001))}  ${(p.elapsedMs / 1000).toFixed(1)} s`),
+                    onProgress: (p) => {
+                      const dt = Math.max((p.elapsedMs - last.elapsedMs) / 1000, 0.001);
+                      const iops = (p.ops - last.ops) / dt;
+                      const rate = (p.bytes - last.bytes) / dt;
+                      last = p;
+                      bar.update(p.fraction, `${Math.round(iops)} IOPS  ${formatRate(rate)}  ${p.ops} ops  ${(p.elapsedMs / 1000).toFixed(1)} s`);
+                    },
                   }),
             });
             return { plan, result, name: vol.name };
@@ -158,6 +177,8 @@ export function benchCommand<T>(y: Argv<T>): Argv<T> {
       } else {
         process.stdout.write(report(out.name, plan, result));
       }
+      // The partial result is out; the status says the run was cut short (128 + SIGINT).
+      if (result.interrupted) throw new QuietExit(EXIT_SIGINT, 'interrupted by SIGINT');
     },
   );
 }

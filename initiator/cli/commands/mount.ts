@@ -36,6 +36,15 @@ interface MountArgs extends ConnectionArgs {
 }
 
 export const MOUNT_LOG = 'mount.log';
+
+/**
+ * Verbs that set up loop devices and mounts need root; say so before
+ * anything is tried, rather than fail later on /run/rblk or losetup.
+ */
+export function requireRoot(verb: string, why: string): void {
+  if (process.getuid === undefined || process.getuid() === 0) return;
+  throw new Error(`rblk ${verb} needs root (${why}): run it with sudo`);
+}
 /** Set by `rblk mount` for the helper it starts: report over IPC instead of stdout. */
 const HELPER_ENV = 'RBLK_MOUNT_HELPER';
 
@@ -71,7 +80,7 @@ async function serveMount(a: MountArgs): Promise<void> {
     const vol = await session.open();
     try {
       // The FUSE side brings the native addon: loaded only by the process that serves the mount.
-      const { mountVolume } = await import('../../fuse/index.js');
+      const { mountVolume, NoFilesystemError } = await import('../../fuse/index.js');
       mounted = await mountVolume(vol, resolve(a.dir), {
         mkfs: a.mkfs,
         stateDir: stateDir(a),
@@ -79,6 +88,11 @@ async function serveMount(a: MountArgs): Promise<void> {
         log,
         ...(a.type !== undefined ? { fsType: a.type } : {}),
         ...(a.options !== undefined ? { mountOptions: a.options.split(',').filter((o) => o !== '') } : {}),
+      }).catch((e: unknown) => {
+        if (e instanceof NoFilesystemError) {
+          throw new Error(`cannot mount ${vol.name}: it holds no filesystem (blkid finds none): make one with --mkfs ext4 --yes (this destroys the volume's data)`, { cause: e });
+        }
+        throw e;
       });
       const r = mounted.record;
       const ready: HelperMessage = {
@@ -171,6 +185,7 @@ export function mountCommand<T extends { debug: boolean }>(y: Argv<T>): Argv<T> 
       const args: MountArgs = { ...a, mkfs: a.mkfs };
       volumeOf(a.url);
       if (a.mkfs !== undefined && !a.yes) throw new UsageError(`--mkfs ${a.mkfs} destroys the data on the volume: pass --yes to confirm`);
+      requireRoot('mount', 'it sets up a loop device and mounts a filesystem');
       const dir = resolve(a.dir);
       if (a.foreground) await serveMount({ ...args, dir });
       else await startHelper(args, dir);

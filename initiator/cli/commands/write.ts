@@ -7,7 +7,9 @@ import type { Argv } from 'yargs';
 import type { Volume } from '../../volume.js';
 import { parseRangeArgs, resolveRange } from '../byte-range.js';
 import { UsageError } from '../cli-error.js';
+import { json } from '../output.js';
 import { connectionOptions, withVolume } from '../target-args.js';
+import { TransferProgress } from '../transfer-progress.js';
 import { IO_CHUNK } from './read.js';
 
 interface WriteOutcome {
@@ -15,7 +17,7 @@ interface WriteOutcome {
   padded: number;
 }
 
-async function copyIn(vol: Volume, offset: number, input: AsyncIterable<Buffer>, pad: boolean, fua: boolean): Promise<WriteOutcome> {
+async function copyIn(vol: Volume, offset: number, input: AsyncIterable<Buffer>, pad: boolean, fua: boolean, progress: TransferProgress): Promise<WriteOutcome> {
   const bs = vol.blockSize;
   let staged = Buffer.alloc(IO_CHUNK);
   let fill = 0;
@@ -26,7 +28,7 @@ async function copyIn(vol: Volume, offset: number, input: AsyncIterable<Buffer>,
       throw new Error(`the input runs past the end of volume ${vol.name} (${vol.size} bytes); ${at - offset} bytes were written from offset ${offset}`);
     }
     const data = staged.subarray(0, length);
-    const write = vol.write(at, data, { fua });
+    const write = vol.write(at, data, { fua }).then(() => progress.add(length));
     write.catch(() => undefined);
     if (pending !== null) await pending;
     pending = write;
@@ -76,6 +78,8 @@ export function writeCommand<T>(y: Argv<T>): Argv<T> {
         .option('input', { alias: 'i', type: 'string', requiresArg: true, describe: 'read FILE instead of stdin' })
         .option('pad', { type: 'boolean', default: false, describe: 'zero-fill a partial last block instead of refusing it' })
         .option('fua', { type: 'boolean', default: false, describe: 'write with Force Unit Access' })
+        .option('progress', { type: 'boolean', describe: 'progress on stderr (default: when stderr is a terminal)' })
+        .option('json', { type: 'boolean', default: false, describe: 'print what was written as one JSON object' })
         .example('$0 write rblk://10.0.0.5/db --offset 1MiB -i blob.bin', '')
         .example('dd if=/dev/urandom bs=4k count=1 | $0 write rblk://10.0.0.5/db', ''),
     async (a) => {
@@ -93,10 +97,22 @@ export function writeCommand<T>(y: Argv<T>): Argv<T> {
           resolveRange(vol, { offset, length });
         }
         const input: AsyncIterable<Buffer> = a.input === undefined ? process.stdin : createReadStream(a.input, { highWaterMark: 1 << 20 });
-        const out = await copyIn(vol, offset, input, a.pad, a.fua);
-        await vol.flush();
-        return { ...out, offset, name: vol.name, blockSize: vol.blockSize };
+        const progress = new TransferProgress(a.progress, inputSize ?? null, 'wrote');
+        try {
+          const out = await copyIn(vol, offset, input, a.pad, a.fua, progress);
+          await vol.flush();
+          return { ...out, offset, name: vol.name, blockSize: vol.blockSize, elapsedMs: progress.elapsedMs };
+        } finally {
+          progress.stop();
+        }
       });
+      if (a.json) {
+        const bw = result.elapsedMs > 0 ? (result.bytes * 1000) / result.elapsedMs : 0;
+        process.stdout.write(
+          json({ volume: result.name, offset: result.offset, bytes: result.bytes, blocks: result.bytes / result.blockSize, padded: result.padded, fua: a.fua, flushed: true, elapsedMs: result.elapsedMs, bandwidth: bw }),
+        );
+        return;
+      }
       const pad = result.padded > 0 ? ` (${result.padded} bytes of zero padding)` : '';
       process.stdout.write(
         `wrote ${result.bytes} bytes (${result.bytes / result.blockSize} blocks) to ${result.name} at offset ${result.offset}${pad}\n`,

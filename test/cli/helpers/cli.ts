@@ -24,6 +24,9 @@ export interface CliOptions {
   input?: Buffer;
   env?: Record<string, string | undefined>;
   timeoutMs?: number;
+  /** Run as this user and group (root only): a non-root caller's view. */
+  uid?: number;
+  gid?: number;
 }
 
 function childEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
@@ -35,7 +38,8 @@ function childEnv(extra: Record<string, string | undefined> = {}): NodeJS.Proces
 }
 
 export function spawnRblk(args: readonly string[], opts: CliOptions = {}): ChildProcess {
-  return spawn(process.execPath, ['--import=tsx', ENTRY, ...args], { cwd: ROOT, env: childEnv(opts.env), stdio: ['pipe', 'pipe', 'pipe'] });
+  const ids = opts.uid === undefined ? {} : { uid: opts.uid, gid: opts.gid ?? opts.uid };
+  return spawn(process.execPath, ['--import=tsx', ENTRY, ...args], { cwd: ROOT, env: childEnv(opts.env), stdio: ['pipe', 'pipe', 'pipe'], ...ids });
 }
 
 // ava runs a file's tests at once; dozens of node processes starting together on a

@@ -1,0 +1,66 @@
+// What happened when the CLI could not reach a target, in words: the host is
+// resolved first (dns.lookup, as every other program does), so a DNS failure
+// says so instead of reaching libfabric as "no provider offers FI_EP_MSG"; a
+// refused or unreachable connection names HOST:PORT and keeps the fabric code
+// (docs/cli.md "Errors").
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import { RblkError } from '../errors.js';
+
+/** `host:port`, with IPv6 in brackets. */
+function where(host: string, port: number): string {
+  return `${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+const DNS_WORDS: Readonly<Record<string, string>> = {
+  ENOTFOUND: 'no such host',
+  EAI_NONAME: 'no such host',
+  EAI_AGAIN: 'the name server did not answer (try again later)',
+  ESERVFAIL: 'the name server failed',
+  ENODATA: 'the name has no address',
+  ECONNREFUSED: 'the name server refused the query',
+  ETIMEOUT: 'the name server did not answer',
+};
+
+/**
+ * The address to connect to: `host` itself when it is an IP address, else
+ * its first address from the resolver. A name that does not resolve rejects
+ * with LOGIN_FAILED saying so, with the resolver's code.
+ */
+export async function resolveHost(host: string, port: number): Promise<string> {
+  if (isIP(host) !== 0) return host;
+  try {
+    return (await lookup(host)).address;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? 'EAI_FAIL';
+    const words = DNS_WORDS[code] ?? 'the lookup failed';
+    throw new RblkError('LOGIN_FAILED', `cannot resolve host '${host}' (for ${where(host, port)}): ${words} (${code})`, { cause: e });
+  }
+}
+
+/** Fabric codes of a connection attempt that reached nothing, and what each means to a user. */
+const CONNECT_WORDS: Readonly<Record<string, (at: string, port: number) => string>> = {
+  FI_ECONNREFUSED: (at, port) => `connection refused at ${at}: nothing listens on port ${port} there (is rblkd running, and on that port?)`,
+  // The tcp provider reports a connection that found no route as ENOPROTOOPT (libfabric 1.17, seen here).
+  FI_ENOPROTOOPT: (at) => `${at} is unreachable: no route to the host, or it did not answer`,
+  FI_EHOSTUNREACH: (at) => `${at} is unreachable: no route to the host`,
+  FI_ENETUNREACH: (at) => `${at} is unreachable: no route to its network`,
+  FI_ETIMEDOUT: (at) => `${at} did not answer: the connection attempt timed out (is that an rblk target, and is the provider the same?)`,
+  FI_ECONNRESET: (at) => `${at} reset the connection during login`,
+};
+
+/**
+ * A login failure that is a connection failure, said as one: "connection
+ * refused at HOST:PORT (FI_ECONNREFUSED)". Anything else comes back unchanged.
+ * `host` is the name the user gave; `address`, what it resolved to.
+ */
+export function explainConnectFailure(e: unknown, host: string, address: string, port: number): unknown {
+  if (!(e instanceof RblkError) || e.code !== 'LOGIN_FAILED') return e;
+  const m = /cannot connect to [^ ]+: .*\((FI_E[A-Z]+)\)$/.exec(e.message);
+  if (m === null) return e;
+  const code = m[1];
+  const words = CONNECT_WORDS[code];
+  if (words === undefined) return e;
+  const at = where(host, port) + (address === host ? '' : ` (${address})`);
+  return new RblkError('LOGIN_FAILED', `${words(at, port)} (${code})`, { cause: e });
+}

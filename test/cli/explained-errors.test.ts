@@ -1,0 +1,79 @@
+// The CLI says what happened (docs/cli.md "Errors"): a mistyped verb or option
+// gets the nearest name, a name that does not resolve says so, a refused
+// connection and a port in use name the host, port or program, and root-only
+// verbs say they need root. Each runs the real CLI as a child process.
+import test from 'ava';
+import { createServer, type Server } from 'node:net';
+import { closedPort, rblk } from './helpers/cli.js';
+import { startTargetProcess, stopAllTargets, type TargetProcess } from './helpers/target-process.js';
+
+const NOBODY = 65534;
+const asNobody = process.getuid?.() === 0 ? { uid: NOBODY, gid: NOBODY } : {};
+
+let started: Promise<TargetProcess> | undefined;
+const target = (): Promise<TargetProcess> => (started ??= startTargetProcess(null, { provider: 'tcp', volumes: [{ name: 'vol0', lun: 0, size: 1 << 20 }] }));
+test.after.always(stopAllTargets);
+
+function oneLine(t: { is(a: unknown, b: unknown, m?: string): void }, stderr: string): void {
+  t.is(stderr.trimEnd().split('\n').length, 1, `one line: ${stderr}`);
+}
+
+test('a mistyped verb gets the nearest one: exit 2', async (t) => {
+  const r = await rblk(['bnech', 'rblk://127.0.0.1/vol0']);
+  t.is(r.code, 2);
+  t.is(r.stderr, "rblk: unknown command 'bnech': did you mean 'bench'? (see --help)\n");
+});
+
+test('a word that is no verb lists the verbs', async (t) => {
+  const r = await rblk(['frobnicate']);
+  t.is(r.code, 2);
+  t.regex(r.stderr, /^rblk: unknown command 'frobnicate': the commands are discover, info, read, write, bench, verify, attach, mount, umount, list \(see --help\)\n$/);
+});
+
+test('a mistyped option gets the nearest one of that command', async (t) => {
+  const r = await rblk(['read', 'rblk://127.0.0.1/vol0', '--offest', '4k', '--zzzzzz']);
+  t.is(r.code, 2);
+  t.is(r.stderr, 'rblk: unknown option --offest: did you mean --offset?; unknown option --zzzzzz (see --help)\n');
+});
+
+test('a host that does not resolve says so, with the resolver code', async (t) => {
+  // .invalid never resolves (RFC 6761 6.4).
+  const r = await rblk(['info', 'rblk://no-such-host.invalid/vol0?provider=tcp']);
+  t.is(r.code, 1);
+  t.regex(r.stderr, /^rblk: cannot resolve host 'no-such-host\.invalid' \(for no-such-host\.invalid:7471\): .* \((ENOTFOUND|EAI_AGAIN|EAI_NONAME)\) \[LOGIN_FAILED\]\n$/);
+  t.notRegex(r.stderr, /libfabric|FI_ENODATA/);
+});
+
+test('a refused connection names HOST:PORT and keeps the fabric code', async (t) => {
+  const port = await closedPort();
+  const r = await rblk(['info', `rblk://localhost:${port}/vol0?provider=tcp`]);
+  t.is(r.code, 1);
+  t.regex(r.stderr, new RegExp(`^rblk: connection refused at localhost:${port} \\((127\\.0\\.0\\.1|::1)\\): nothing listens on port ${port} there .*\\(FI_ECONNREFUSED\\) \\[LOGIN_FAILED\\]\\n$`));
+});
+
+test('attach --nbd-port on a port in use names the program listening there', async (t) => {
+  const tp = await target();
+  const holder: Server = createServer();
+  await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => holder.close(() => r())));
+  const port = (holder.address() as { port: number }).port;
+  const r = await rblk(['attach', tp.url('vol0'), '--nbd-port', String(port)]);
+  t.is(r.code, 1);
+  t.regex(r.stderr, new RegExp(`^rblk: cannot serve NBD on 127\\.0\\.0\\.1:${port}: the port is in use by \\S+ \\(pid ${process.pid}\\) \\(EADDRINUSE\\); pick another --nbd-port`));
+  oneLine(t, r.stderr);
+});
+
+test('mount as a user other than root says it needs root, before connecting', async (t) => {
+  const port = await closedPort();
+  const r = await rblk(['mount', `rblk://127.0.0.1:${port}/vol0?provider=tcp`, '/tmp/rblk-never-mounted'], process.getuid?.() === 0 ? asNobody : {});
+  t.is(r.code, 1);
+  t.is(r.stderr, 'rblk: rblk mount needs root (it sets up a loop device and mounts a filesystem): run it with sudo\n');
+});
+
+(process.getuid?.() === 0 ? test : test.skip)('attach as another user: the root-owned state directory is named with what to do', async (t) => {
+  const tp = await target();
+  const r = await rblk(['attach', tp.url('vol0')], asNobody);
+  t.is(r.code, 1);
+  t.regex(r.stderr, /^rblk: permission denied on \/run\/rblk\S* \((EACCES|EPERM)\): \/run\/rblk belongs to root: run this as root, or pass --state-dir DIR/);
+  oneLine(t, r.stderr);
+});
