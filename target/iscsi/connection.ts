@@ -331,10 +331,19 @@ export class IscsiConnection implements ServedSession, TaskHost {
   private protocolFailure(e: ProtocolError, bhs?: Buffer): void {
     if (this.phase === 'closing' || this.phase === 'closed') return;
     this.log.warn(`iSCSI protocol error, closing the connection: ${e.message}`, this.meta());
-    if (e.reject !== undefined && bhs !== undefined && this.phase === 'full') this.reject(bhs, e.reject);
-    else if (this.phase === 'login') this.loginResponseStatus(bhs, LoginStatus.INITIATOR_ERROR);
+    let told = false;
+    if (e.reject !== undefined && bhs !== undefined && this.phase === 'full') {
+      this.reject(bhs, e.reject);
+      told = true;
+    } else if (this.phase === 'login') {
+      this.loginResponseStatus(bhs, LoginStatus.INITIATOR_ERROR);
+      told = true;
+    }
+    this.phase = 'closing';
     this.reader.stop();
-    this.detach(this.end(`protocol error: ${e.message}`));
+    // What was just queued (the Reject) goes out before the FIN.
+    if (told) this.closeAfterFlush(`protocol error: ${e.message}`);
+    else this.detach(this.end(`protocol error: ${e.message}`));
   }
 
   // ---- Login (RFC 7143 §6, §11.12-11.13) ----
@@ -827,7 +836,7 @@ export class IscsiConnection implements ServedSession, TaskHost {
       // Data for a task that was aborted or answered already: dropped (RFC 7143 §4.2.3.3).
       return;
     }
-    const err = r.task.dataOut(word(h, 20), word(h, 40), pdu.data, isFinal(h));
+    const err = r.task.dataOut(word(h, 20), word(h, 36), word(h, 40), pdu.data, isFinal(h));
     if (err !== null) throw new ProtocolError(err, RejectReason.PROTOCOL_ERROR);
   }
 

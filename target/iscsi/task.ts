@@ -30,6 +30,8 @@ export class TaskGone extends Error {}
 
 interface Solicited {
   readonly ttt: number;
+  /** The DataSN the next Data-Out of this sequence must carry (RFC 7143 §11.7.5: from 0 per R2T). */
+  dataSN: number;
   next: number;
   readonly end: number;
 }
@@ -50,6 +52,7 @@ export class IscsiTask implements RequestFrontEnd<TaskBuffer> {
   readonly unsolicitedEnd: number;
   private unsolicitedNext: number;
   private unsolicitedDone: boolean;
+  private unsolicitedDataSN = 0;
   private r2tNext = 0;
   private r2tSN = 0;
   private readonly solicited = new Map<number, Solicited>();
@@ -90,10 +93,12 @@ export class IscsiTask implements RequestFrontEnd<TaskBuffer> {
   }
 
   /** An unsolicited (ttt 0xffffffff) or solicited Data-Out; a string is the protocol error it makes. */
-  dataOut(ttt: number, offset: number, data: Buffer, final: boolean): string | null {
+  dataOut(ttt: number, dataSN: number, offset: number, data: Buffer, final: boolean): string | null {
     if (ttt === 0xffffffff) {
       if (this.unsolicitedDone || offset !== this.unsolicitedNext || offset + data.length > this.unsolicitedEnd)
         return `unsolicited Data-Out at ${offset}+${data.length} outside ${this.unsolicitedNext}..${this.unsolicitedEnd}`;
+      if (dataSN !== this.unsolicitedDataSN) return `unsolicited Data-Out with DataSN ${dataSN}, expected ${this.unsolicitedDataSN}`;
+      this.unsolicitedDataSN++;
       this.unsolicitedNext += data.length;
       this.land(offset, data);
       if (final || this.unsolicitedNext >= this.unsolicitedEnd) {
@@ -106,6 +111,8 @@ export class IscsiTask implements RequestFrontEnd<TaskBuffer> {
     const s = this.solicited.get(ttt);
     if (!s) return `Data-Out with unknown TTT 0x${ttt.toString(16)}`;
     if (offset !== s.next || offset + data.length > s.end) return `Data-Out at ${offset}+${data.length} outside the R2T's ${s.next}..${s.end}`;
+    if (dataSN !== s.dataSN) return `Data-Out with DataSN ${dataSN}, expected ${s.dataSN}`;
+    s.dataSN++;
     s.next += data.length;
     this.land(offset, data);
     if (s.next >= s.end) {
@@ -156,7 +163,7 @@ export class IscsiTask implements RequestFrontEnd<TaskBuffer> {
     while (this.solicited.size < p.maxOutstandingR2T && this.r2tNext < this.want) {
       const length = Math.min(p.maxBurstLength, this.want - this.r2tNext);
       const ttt = this.host.newTransferTag(this);
-      this.solicited.set(ttt, { ttt, next: this.r2tNext, end: this.r2tNext + length });
+      this.solicited.set(ttt, { ttt, dataSN: 0, next: this.r2tNext, end: this.r2tNext + length });
       this.host.r2t(this, ttt, this.r2tSN++, this.r2tNext, length);
       this.r2tNext += length;
     }
