@@ -418,6 +418,7 @@ export class IscsiConnection implements ServedSession, TaskHost {
     this.loginText = [];
     this.loginTextBytes = 0;
     const keys = new Map(pairs);
+    this.log.debug(`iSCSI login stage ${csg}${transit ? ` -> ${nsg}` : ''}: ${pairs.map(([k, v]) => (k.startsWith('CHAP_R') || k === 'CHAP_C' ? k : `${k}=${v}`)).join(' ')}`, this.meta());
     if (this.initiatorName === '') this.firstLogin(keys);
 
     const answer: [string, string][] = [];

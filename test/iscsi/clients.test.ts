@@ -81,6 +81,22 @@ test.serial('qemu-img info, and convert to and from the volume with the bytes co
   t.true(readFileSync(join(dir, 'dst.raw')).equals(src), 'the bytes read back are the bytes written');
 });
 
+test.serial('CRC32C header digests: iscsi-ls and qemu-img negotiate them, and data moves through them intact', async (t) => {
+  const before = f.log.filter((l) => /logged in.*HeaderDigest=CRC32C/.test(l.message)).length;
+  const ls = await run('iscsi-ls', ['-i', INITIATOR, '-s', `iscsi://127.0.0.1:${f.port}?header_digest=crc32c`]);
+  t.is(ls.code, 0, ls.stderr);
+  t.regex(ls.stdout, /Lun:0/);
+  const opts = `driver=iscsi,transport=tcp,portal=127.0.0.1:${f.port},target=${IQN},lun=0,header-digest=crc32c,initiator-name=${INITIATOR}`;
+  const src = randomBytes(1 << 20);
+  writeFileSync(join(dir, 'hd.raw'), src);
+  const up = await run('qemu-img', ['convert', '-n', '-f', 'raw', '--target-image-opts', join(dir, 'hd.raw'), `driver=raw,file.${opts.replace(/,/g, ',file.')}`]);
+  t.is(up.code, 0, up.stderr);
+  const down = await run('qemu-img', ['convert', '--image-opts', `driver=raw,file.${opts.replace(/,/g, ',file.')}`, '-O', 'raw', join(dir, 'hd-back.raw')]);
+  t.is(down.code, 0, down.stderr);
+  t.true(readFileSync(join(dir, 'hd-back.raw')).subarray(0, src.length).equals(src));
+  t.true(f.log.filter((l) => /logged in.*HeaderDigest=CRC32C/.test(l.message)).length >= before + 3, 'every one of those sessions ran with header digests');
+});
+
 test.serial('a read-only LUN refuses qemu-img writes with a data-protect error', async (t) => {
   writeFileSync(join(dir, 'small.raw'), randomBytes(1 << 20));
   const r = await run('qemu-img', ['convert', '-n', '-f', 'raw', '-O', 'raw', join(dir, 'small.raw'), f.url(1)]);
