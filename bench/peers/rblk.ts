@@ -99,10 +99,10 @@ export async function launchRblkd(setup: RblkdSetup): Promise<Rblkd> {
     }
     return { d, ports, dir };
   } catch (e) {
-    const err = d.stderr().trim().slice(-600);
+    // The error quotes rblkd's stderr (waitForLine, waitForPort).
     await stopDaemon(d, 'SIGKILL');
     rmSync(dir, { recursive: true, force: true });
-    throw new Error(`${(e as Error).message}${err ? `; rblkd said: ${err}` : ''}`);
+    throw e;
   }
 }
 
