@@ -3,7 +3,6 @@
 // session factory makes (rblk's is rblkSessions in session/session.ts).
 // rblkd (daemon.ts) builds one from the config; tests build one directly,
 // over the loop or the fabric transport.
-import { LogoutReason } from '../protocol/wire/index.js';
 import { ScsiTarget, type Access, type LogicalUnit } from './scsi/index.js';
 import type { MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionLimits, SessionLogger } from './session/environment.js';
 import type { DataBuffer, TargetConnection, TargetPort, TargetTransport } from './transport/transport.js';
@@ -41,6 +40,20 @@ export interface TargetServerOptions {
   /** Per-initiator secrets (auth.initiators). */
   secrets: ReadonlyMap<string, string>;
   log: SessionLogger;
+}
+
+/**
+ * What a front end with its own listener (iSCSI's TCP portal, target/iscsi/)
+ * gets from the server: the sessions' environment, admission of a new
+ * connection against the drain and the pre-login limit, and a place for its
+ * sessions, so that limits, reload, drain and close treat them as rblk's.
+ */
+export interface PortHost {
+  environment(portName: string): SessionEnvironment;
+  /** Whether a connection just accepted may stay; refusals are logged (throttled). */
+  admitConnection(portName: string): boolean;
+  /** A session on a new connection: counted, drained, closed and refreshed with the rest. */
+  adopt(session: ServedSession): void;
 }
 
 export interface ListenOptions {
@@ -218,6 +231,28 @@ export class TargetServer {
     return port;
   }
 
+  /** Opens a port of a front end that listens on its own (not a TargetTransport), e.g. an iSCSI portal. */
+  async listenWith<P extends TargetPort>(open: (host: PortHost) => Promise<P>): Promise<P> {
+    const port = await open({
+      environment: (portName) => this.environment(portName),
+      admitConnection: (portName) => {
+        if (this.draining) return false;
+        const l = this.opts.limits;
+        if (l.preLoginConnections !== undefined && this.preLoginConnections >= l.preLoginConnections) {
+          this.refusals.note(`connection on ${portName} refused: ${l.preLoginConnections} connections are already waiting to log in (limits.pre_login_connections)`);
+          return false;
+        }
+        return true;
+      },
+      adopt: (s) => {
+        this.sessions.add(s);
+        s.onEnd = () => this.sessions.delete(s);
+      },
+    });
+    this.ports.add(port);
+    return port;
+  }
+
   /**
    * A connection the port could not take. Running out of fds (EMFILE) is the
    * one an operator must act on, so it says so (docs/target.md "Resources
@@ -242,7 +277,7 @@ export class TargetServer {
 
   async close(): Promise<void> {
     this.draining = true;
-    await Promise.all([...this.sessions].map((s) => s.logout(LogoutReason.SHUTDOWN, 'target closing')));
+    await Promise.all([...this.sessions].map((s) => s.logout('shutdown', 'target closing')));
     for (const p of [...this.ports]) {
       await p.close();
       this.ports.delete(p);

@@ -51,6 +51,9 @@ export interface SessionEnvironment {
   readonly portName: string;
 }
 
+/** Why the target ends a session: it is stopping, or an administrator (or a reload) asked. */
+export type LogoutKind = 'shutdown' | 'admin';
+
 /** One session as the server and the daemon see it, whichever front end runs it. */
 export interface ServedSession {
   /** Whether the login was granted (it stays true while the session ends). */
@@ -66,8 +69,12 @@ export interface ServedSession {
   refreshLuns(): void;
   /** New commands get BUSY, running ones finish (within timeoutMs), then the session ends. */
   drain(timeoutMs: number): Promise<void>;
-  /** Ends the session administratively; `reason` is a LogoutReason (docs/protocol.md §14). */
-  logout(reason?: number, why?: string): Promise<void>;
+  /**
+   * Ends the session administratively; each front end tells its initiator in
+   * its own terms. A number is the front end's own reason code (rblk's
+   * LogoutReason, docs/protocol.md §14), for tests that provoke one.
+   */
+  logout(kind?: LogoutKind | number, why?: string): Promise<void>;
   /** Called once when the session has ended and released everything. */
   onEnd: ((session: ServedSession) => void) | null;
 }

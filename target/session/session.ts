@@ -35,7 +35,7 @@ import { errorText } from '../error-text.js';
 import { NO_RESIDUALS, ScsiRequest, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { DataBuffer, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
-import type { MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionLogger } from './environment.js';
+import type { LogoutKind, MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionLogger } from './environment.js';
 
 let nextSessionId = 1n;
 /** Stands in for the secret of a name that has none (§10): random, known to nobody. */
@@ -498,8 +498,9 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   }
 
   /** Ends the session administratively (a volume it used was removed, forced logout). */
-  logout(reason: number = LogoutReason.ADMIN, why = 'administrative logout'): Promise<void> {
+  logout(kind: LogoutKind | number = 'admin', why = 'administrative logout'): Promise<void> {
     if (this.state !== 'active') return this.end(why);
+    const reason = kind === 'shutdown' ? LogoutReason.SHUTDOWN : kind === 'admin' ? LogoutReason.ADMIN : kind;
     return this.logoutAndEnd(reason, why);
   }
 
