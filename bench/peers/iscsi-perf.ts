@@ -1,9 +1,11 @@
-// iscsi-perf (libiscsi-bin) as the load generator for tgt. It only reads
+// iscsi-perf (libiscsi-bin) as the load generator for the iSCSI rows (tgt,
+// and rblkd's iSCSI listener: the same client on both). It only reads
 // (READ(16)), keeps -m commands in flight, and prints one progress line per
 // second separated by '\r', ending in "iops average N (M MB/s)" where M is
 // MiB/s rounded down. It reports no latency; the mean follows from Little's
 // law (in flight / throughput), which holds for a closed loop at a fixed depth.
-import { runWithCpu } from './cpu.js';
+import { CpuMeter, runWithCpu } from './cpu.js';
+import { isRandom, isRead, type BenchContext, type Measurement } from './workload.js';
 
 export interface IscsiPerfRun {
   /** iscsi://127.0.0.1:PORT/IQN/LUN */
@@ -49,4 +51,47 @@ export async function runIscsiPerf(r: IscsiPerfRun): Promise<IscsiPerfResult> {
     seconds,
     cpuMs: run.cpuMs,
   };
+}
+
+/**
+ * Every read workload of the run through iscsi-perf against one iSCSI URL;
+ * write workloads are skipped (iscsi-perf only reads). `server` is the
+ * target process whose CPU time is sampled.
+ */
+export async function measureIscsi(
+  ctx: BenchContext,
+  url: string,
+  server: { name: string; pid: number },
+): Promise<{ measurements: Measurement[]; skipped: Record<string, string> }> {
+  const skipped: Record<string, string> = {};
+  const measurements: Measurement[] = [];
+  for (const w of ctx.workloads) {
+    if (!isRead(w)) {
+      skipped[w.id] = 'iscsi-perf only reads';
+      continue;
+    }
+    ctx.progress(`${server.name} (iSCSI): ${w.label}`);
+    const meter = new CpuMeter([{ name: server.name, side: 'server', pid: server.pid }]);
+    const r = await runIscsiPerf({
+      url,
+      blocks: w.blockSize / ctx.lbaSize,
+      blockBytes: ctx.lbaSize,
+      queueDepth: w.queueDepth,
+      seconds: ctx.seconds,
+      random: isRandom(w),
+    });
+    const cpu = meter.stop();
+    if (r.cpuMs !== null) cpu.push({ process: 'iscsi-perf', side: 'client', cpuMs: r.cpuMs });
+    measurements.push({
+      workload: w.id,
+      iops: r.iops,
+      mbps: r.mbps,
+      meanUs: r.meanUs,
+      ios: r.ios,
+      seconds: r.seconds,
+      cpu,
+      note: "mean latency from Little's law; iscsi-perf reports no percentiles",
+    });
+  }
+  return { measurements, skipped };
 }

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { hasCommand, nodeScript, scriptExists, startDaemon, stopDaemon, waitForLine, type Daemon } from './children.js';
+import { hasCommand, nodeScript, scriptExists, startDaemon, stopDaemon, waitForLine, waitForPort, type Daemon } from './children.js';
 import { CpuMeter } from './cpu.js';
 import { runFio } from './fio.js';
 import { runLoop } from './load-loop.js';
@@ -38,14 +38,32 @@ export function rblkProblem(): string | null {
   return null;
 }
 
-function configYaml(ctx: BenchContext, providers: readonly string[], stateDir: string): string {
-  const listeners = providers.map((p) => `  - { provider: ${p}, address: 127.0.0.1, port: 0 }`).join('\n');
+export interface RblkdSetup {
+  readonly file: string;
+  readonly lbaSize: number;
+  /** O_DIRECT, as every server in the peers bench (see peers.ts on the page cache). */
+  readonly direct: boolean;
+  /** Fabric listeners, one per libfabric provider, on 127.0.0.1 port 0. */
+  readonly providers: readonly string[];
+  /** An iSCSI listener (protocol: iscsi) on 127.0.0.1 at this port, if given. */
+  readonly iscsiPort?: number;
+  readonly targetName?: string;
+  /** Serve the volume thin-provisioned (UNMAP, WRITE SAME with UNMAP, GET LBA STATUS). */
+  readonly thin?: boolean;
+}
+
+/** The volume rblkd serves; over iSCSI it is LUN 0. */
+export const RBLK_VOLUME = VOLUME;
+
+function configYaml(s: RblkdSetup, stateDir: string): string {
+  const listeners = s.providers.map((p) => `  - { provider: ${p}, address: 127.0.0.1, port: 0 }`);
+  if (s.iscsiPort !== undefined) listeners.push(`  - { protocol: iscsi, address: 127.0.0.1, port: ${s.iscsiPort} }`);
   return [
+    ...(s.targetName !== undefined ? [`target_name: ${s.targetName}`] : []),
     'listeners:',
-    listeners,
+    ...listeners,
     'volumes:',
-    // O_DIRECT, as every server in this bench (see peers.ts on the page cache).
-    `  - { name: ${VOLUME}, path: ${JSON.stringify(ctx.file)}, block_size: ${ctx.lbaSize}, direct: true }`,
+    `  - { name: ${VOLUME}, path: ${JSON.stringify(s.file)}, block_size: ${s.lbaSize}, direct: ${s.direct}${s.thin ? ', thin: true' : ''} }`,
     'limits: { queue_depth: 128, max_io: 1MiB, keepalive_ms: 60000 }',
     'logging: { level: info, format: text }',
     `state_dir: ${JSON.stringify(stateDir)}`,
@@ -54,10 +72,19 @@ function configYaml(ctx: BenchContext, providers: readonly string[], stateDir: s
 }
 
 /** Starts rblkd with one listener per provider on 127.0.0.1, port 0, and learns the ports from its log. */
-export async function startRblkd(ctx: BenchContext, providers: readonly string[]): Promise<Rblkd> {
+export function startRblkd(ctx: BenchContext, providers: readonly string[], iscsiPort?: number): Promise<Rblkd> {
+  return launchRblkd({ file: ctx.file, lbaSize: ctx.lbaSize, direct: true, providers, iscsiPort });
+}
+
+/**
+ * Starts rblkd as configured. The fabric ports are learned from its log; the
+ * iSCSI port is chosen by the caller (a free one) and waited for, so this does
+ * not depend on how the iSCSI listener words its log line.
+ */
+export async function launchRblkd(setup: RblkdSetup): Promise<Rblkd> {
   const dir = mkdtempSync(join(tmpdir(), 'rblk-peers-'));
   const config = join(dir, 'rblkd.yaml');
-  writeFileSync(config, configYaml(ctx, providers, join(dir, 'state')));
+  writeFileSync(config, configYaml(setup, join(dir, 'state')));
   const s = nodeScript('bin-src/rblkd');
   const d = startDaemon(process.execPath, [...s.args, '--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
   try {
@@ -65,9 +92,14 @@ export async function startRblkd(ctx: BenchContext, providers: readonly string[]
     // rblkd logs "listening PROVIDER ADDRESS:PORT" for each listener before it is ready.
     const ports = new Map<string, number>();
     for (const m of d.stderr().matchAll(/listening (\S+) 127\.0\.0\.1:(\d+)/g)) ports.set(m[1], Number(m[2]));
-    for (const p of providers) if (!ports.has(p)) throw new Error(`rblkd logged no listener for ${p}`);
+    for (const p of setup.providers) if (!ports.has(p)) throw new Error(`rblkd logged no listener for ${p}`);
+    if (setup.iscsiPort !== undefined) {
+      await waitForPort(setup.iscsiPort, d);
+      ports.set('iscsi', setup.iscsiPort);
+    }
     return { d, ports, dir };
   } catch (e) {
+    // The error quotes rblkd's stderr (waitForLine, waitForPort).
     await stopDaemon(d, 'SIGKILL');
     rmSync(dir, { recursive: true, force: true });
     throw e;

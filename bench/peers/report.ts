@@ -15,6 +15,8 @@ export interface Ratio {
   /** IOPS of rblk ÷ IOPS of the other; above 1, rblk is faster. */
   readonly vsTgt?: number;
   readonly vsNbdkit?: number;
+  /** rblkd's iSCSI listener ÷ tgt: the same client (iscsi-perf) on both. */
+  readonly iscsiVsTgt?: number;
   /** rblk attach's NBD export ÷ nbdkit: the same client (fio's nbd engine) on both. */
   readonly nbdVsNbdkit?: number;
   /** Against the C RMA loop (bench/ceiling), not our JavaScript one. */
@@ -49,12 +51,14 @@ function div(a: number | undefined, b: number | undefined): number | undefined {
 export function computeRatios(systems: readonly SystemResult[], workloads: readonly Workload[]): Ratio[] {
   const out: Ratio[] = [];
   for (const w of workloads) {
-    const rblkId = ['rblk-lib-tcp', 'rblk-session-tcp'].find((id) => find(systems, id, w.id) !== undefined);
+    // The iSCSI row stands in only when neither library nor session row ran (then only its ratio to tgt is filled).
+    const rblkId = ['rblk-lib-tcp', 'rblk-session-tcp', 'rblk-iscsi'].find((id) => find(systems, id, w.id) !== undefined);
     if (rblkId === undefined) continue;
     const r = find(systems, rblkId, w.id)!;
     const tgt = find(systems, 'tgt', w.id);
     const nbdkit = find(systems, 'nbdkit', w.id);
     const nbd = find(systems, 'rblk-nbd-tcp', w.id);
+    const iscsi = find(systems, 'rblk-iscsi', w.id);
     // The C loop: the JavaScript one would count our own code as part of the limit.
     const ceiling = find(systems, 'ceiling-c-tcp', w.id);
     const local = systems.filter((s) => s.system.kind === 'storage-ceiling').map((s) => find(systems, s.system.id, w.id)?.iops ?? 0);
@@ -65,6 +69,7 @@ export function computeRatios(systems: readonly SystemResult[], workloads: reado
       rblkIops: r.iops,
       vsTgt: div(r.iops, tgt?.iops),
       vsNbdkit: div(r.iops, nbdkit?.iops),
+      iscsiVsTgt: div(iscsi?.iops, tgt?.iops),
       nbdVsNbdkit: div(nbd?.iops, nbdkit?.iops),
       vsTransportCeiling: div(r.iops, ceiling?.iops),
       vsStorageCeiling: best > 0 ? r.iops / best : undefined,
@@ -124,12 +129,12 @@ export function workloadTables(r: Pick<Report, 'systems' | 'workloads'>): string
 export function ratioTable(r: Pick<Report, 'ratios' | 'workloads'>): string {
   const label = new Map(r.workloads.map((w) => [w.id, w.label]));
   const out = [
-    '| workload | rblk row | rblk IOPS | ÷ tgt | ÷ nbdkit | NBD export ÷ nbdkit | ÷ transport ceiling (C) | ÷ storage ceiling | CPU/I/O ÷ tgt | CPU/I/O ÷ nbdkit |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| workload | rblk row | rblk IOPS | ÷ tgt | iSCSI listener ÷ tgt | ÷ nbdkit | NBD export ÷ nbdkit | ÷ transport ceiling (C) | ÷ storage ceiling | CPU/I/O ÷ tgt | CPU/I/O ÷ nbdkit |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const x of r.ratios)
     out.push(
-      `| ${label.get(x.workload) ?? x.workload} | ${x.rblk} | ${fmt(x.rblkIops)} | ${ratio(x.vsTgt)} | ${ratio(x.vsNbdkit)} | ${ratio(x.nbdVsNbdkit)} | ${ratio(x.vsTransportCeiling)} | ${ratio(x.vsStorageCeiling)} | ${ratio(x.cpuVsTgt)} | ${ratio(x.cpuVsNbdkit)} |`,
+      `| ${label.get(x.workload) ?? x.workload} | ${x.rblk} | ${fmt(x.rblkIops)} | ${ratio(x.vsTgt)} | ${ratio(x.iscsiVsTgt)} | ${ratio(x.vsNbdkit)} | ${ratio(x.nbdVsNbdkit)} | ${ratio(x.vsTransportCeiling)} | ${ratio(x.vsStorageCeiling)} | ${ratio(x.cpuVsTgt)} | ${ratio(x.cpuVsNbdkit)} |`,
     );
   return out.join('\n');
 }

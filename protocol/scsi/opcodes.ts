@@ -20,6 +20,7 @@ export const Opcode = {
   WRITE_AND_VERIFY_10: 0x2e,
   VERIFY_10: 0x2f,
   PRE_FETCH_10: 0x34,
+  READ_DEFECT_DATA_10: 0x37,
   SYNCHRONIZE_CACHE_10: 0x35,
   WRITE_SAME_10: 0x41,
   UNMAP: 0x42,
@@ -30,6 +31,7 @@ export const Opcode = {
   READ_16: 0x88,
   COMPARE_AND_WRITE: 0x89,
   WRITE_16: 0x8a,
+  ORWRITE_16: 0x8b,
   WRITE_AND_VERIFY_16: 0x8e,
   VERIFY_16: 0x8f,
   PRE_FETCH_16: 0x90,
@@ -42,6 +44,7 @@ export const Opcode = {
   WRITE_12: 0xaa,
   WRITE_AND_VERIFY_12: 0xae,
   VERIFY_12: 0xaf,
+  READ_DEFECT_DATA_12: 0xb7,
 } as const;
 
 /** SERVICE ACTION IN(16) service actions (SBC-4 5.16, 5.8). */

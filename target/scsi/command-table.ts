@@ -9,10 +9,12 @@ import { getLbaStatus } from './lba-status.js';
 import { modeSelect10, modeSelect6 } from './mode-select.js';
 import { modeSense10, modeSense6 } from './mode-sense.js';
 import { check, invalidCdb, type Failure } from './outcome.js';
+import { orWrite16 } from './orwrite.js';
 import { persistentReserveIn } from './persistent-reserve-in.js';
 import { persistentReserveOut } from './persistent-reserve-out.js';
 import { readCapacity10, readCapacity16 } from './read-capacity.js';
 import { read10, read12, read16, read6, write10, write12, write16, write6 } from './read-write.js';
+import { readDefectData10, readDefectData12 } from './read-defect-data.js';
 import { reportLuns } from './report-luns.js';
 import { reportSupportedOperationCodes } from './report-opcodes.js';
 import { requestSense } from './request-sense.js';
@@ -37,6 +39,8 @@ const entries: CommandEntry[] = [
   readCapacity10,
   readCapacity16,
   getLbaStatus,
+  readDefectData10,
+  readDefectData12,
   read6,
   read10,
   read12,
@@ -53,6 +57,7 @@ const entries: CommandEntry[] = [
   writeSame16,
   unmap,
   compareAndWrite,
+  orWrite16,
   verify10,
   verify12,
   verify16,

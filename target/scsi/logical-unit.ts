@@ -65,10 +65,13 @@ function defaultLimits(blockSize: number): LuLimits {
   return {
     maxTransferBlocks: MiB / blockSize,
     optimalTransferBlocks: MiB / blockSize,
-    maxUnmapLbaCount: GiB / blockSize,
+    // At most 2^20 blocks per UNMAP: libiscsi's Inquiry.BlockLimits calls more "insanely big".
+    maxUnmapLbaCount: Math.min(GiB / blockSize, 1 << 20),
     maxUnmapDescriptors: 256,
     unmapGranularity: Math.max(1, 4096 / blockSize),
-    maxWriteSameBlocks: GiB / blockSize,
+    // Within WRITE SAME(10)'s 16-bit count, so both CDBs have the same limit, and a
+    // zero-block WRITE SAME (to the end) is refused on media larger than that.
+    maxWriteSameBlocks: 0xffff,
     maxCompareAndWriteBlocks: 1,
   };
 }

@@ -58,7 +58,7 @@ function blockLimits(lu: LogicalUnit): Buffer {
   const l = lu.limits;
   const b = Buffer.alloc(0x3c);
   // Offsets below are page offsets minus the 4-byte header (SBC-4 table 236).
-  b[0] = 0x01; // WSNZ: WRITE SAME with zero blocks is refused, not "to the end".
+  // WSNZ 0: WRITE SAME with zero blocks writes to the end of the medium (write-same.ts).
   b[1] = l.maxCompareAndWriteBlocks;
   b.writeUInt16BE(Math.min(0xffff, Math.max(1, 4096 / lu.blockSize)), 2);
   b.writeUInt32BE(l.maxTransferBlocks, 4);

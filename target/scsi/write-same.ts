@@ -63,16 +63,19 @@ function writeSame(op: number, name: string, sixteen: boolean): CommandEntry {
       const lba = sixteen ? cdb.readBigUInt64BE(2) : cdb.readUInt32BE(2);
       const blocks = sixteen ? cdb.readUInt32BE(10) : cdb.readUInt16BE(7);
       const lengthAt = sixteen ? 10 : 7;
-      // WSNZ is set in VPD B0h, so zero blocks is an error rather than "to the end".
-      if (blocks === 0) return invalidCdb(lengthAt);
-      if (blocks > lu.limits.maxWriteSameBlocks) return invalidCdb(lengthAt);
+      // WSNZ is clear in VPD B0h: zero blocks means from the LBA to the end of
+      // the medium (SBC-4 5.49.1), within MAXIMUM WRITE SAME LENGTH like any other
+      // count. The range is checked first, so an LBA past the end is 05 21/00.
       const start = checkRange(lu, lba, blocks);
       if (isFailure(start)) return start;
-      const params = { lba: start, blocks, unmap: (cdb[1] & 0x08) !== 0, ndob: sixteen && (cdb[1] & 0x01) !== 0 };
+      const count = blocks === 0 ? lu.blocks - start : blocks;
+      if (count > lu.limits.maxWriteSameBlocks) return invalidCdb(lengthAt);
+      const params = { lba: start, blocks: count, unmap: (cdb[1] & 0x08) !== 0, ndob: sixteen && (cdb[1] & 0x01) !== 0 };
       return params.ndob ? noData(params) : dataOut(lu.blockSize, params);
     },
     async execute(p, io) {
       const lu = io.lu;
+      if (p.blocks === 0) return good();
       const start = checkRange(lu, p.lba, p.blocks);
       if (isFailure(start)) return start;
       const release = await lu.rangeLock.acquire(p.lba, p.lba + p.blocks, false);

@@ -23,3 +23,11 @@ test('without the C ceiling the ratio is left empty, not taken from the JS loop'
   const [r] = computeRatios(systems, [w]);
   t.is(r.vsTransportCeiling, undefined);
 });
+
+test("rblkd's iSCSI listener is divided by tgt (the same iscsi-perf client), beside the library row", (t) => {
+  const systems = [row('tgt', 'peer', 40_000), row('rblk-iscsi', 'rblk', 50_000), row('rblk-lib-tcp', 'rblk', 30_000)];
+  const [r] = computeRatios(systems, [w]);
+  t.is(r.rblk, 'rblk-lib-tcp');
+  t.is(r.iscsiVsTgt, 1.25);
+  t.regex(ratioTable({ ratios: [r], workloads: [w] }), /iSCSI listener ÷ tgt[\s\S]*\| 0\.75× \| 1\.25× \|/);
+});

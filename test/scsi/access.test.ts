@@ -112,6 +112,17 @@ const SAMPLES = new Map<string, (b: Bench) => Promise<Sample> | Sample>([
     },
   ],
   [key(Opcode.COMPARE_AND_WRITE), () => ({ cdb: cdb.compareAndWrite(0, 1), out: Buffer.concat([Buffer.alloc(BLOCK), pattern(BLOCK, 89)]) })],
+  [
+    key(Opcode.ORWRITE_16),
+    () => {
+      const c = Buffer.alloc(16);
+      c[0] = Opcode.ORWRITE_16;
+      c.writeUInt32BE(1, 10);
+      return { cdb: c, out: Buffer.alloc(BLOCK, 0x8b) };
+    },
+  ],
+  [key(Opcode.READ_DEFECT_DATA_10), () => ({ cdb: Buffer.from([Opcode.READ_DEFECT_DATA_10, 0, 0x18, 0, 0, 0, 0, 0, 32, 0]) })],
+  [key(Opcode.READ_DEFECT_DATA_12), () => ({ cdb: Buffer.from([Opcode.READ_DEFECT_DATA_12, 0x18, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]) })],
   [key(Opcode.VERIFY_10), () => ({ cdb: cdb.verify10(0, 1) })],
   [key(Opcode.VERIFY_12), () => ({ cdb: cdb.verify12(0, 1) })],
   [key(Opcode.VERIFY_16), () => ({ cdb: cdb.verify16(0, 1) })],

@@ -129,7 +129,7 @@ test('VPD B0h reports the configured limits', async (t) => {
   t.is(r.data.length, 64);
   t.is(r.data.readUInt16BE(2), 0x3c);
   t.like(parseBlockLimits(r.data), {
-    wsnz: true,
+    wsnz: false,
     maxCompareAndWriteLength: 4,
     maxTransferLength: 512,
     optimalTransferLength: 128,
