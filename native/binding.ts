@@ -254,7 +254,7 @@ export interface NativeFastPathCtor {
     region: NativeMemoryRegion,
     uringApi: NativeUringApi,
     options: NativeFastPathOptions,
-    onFailed: (tag: bigint, lun: number, kind: 'read' | 'write' | 'transfer', errno: number) => void,
+    onFailed: (tag: bigint, lun: number, kind: 'read' | 'write' | 'transfer', errno: number, length: number) => void,
     onIdle: (lun: number) => void,
   ): NativeFastPath;
 }

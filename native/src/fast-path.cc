@@ -35,7 +35,7 @@ Napi::Function FastPath::Init(Napi::Env env) {
                       InstanceMethod<&FastPath::Close>("close")});
 }
 
-// new FastPath(endpoint, region, uringApi, options, onFailed(tag, lun, kind, errno), onIdle(lun))
+// new FastPath(endpoint, region, uringApi, options, onFailed(tag, lun, kind, errno, length), onIdle(lun))
 // options: { slots, slotSize, maxCapsule, maxTransfer, maxImmediate, ordered, credits }
 FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(info) {
   Napi::Env env = info.Env();
@@ -369,6 +369,7 @@ void FastPath::HandOff(uint32_t slot, const char* kind, int err) {
   if (cmd.stage == Stage::kFree) return;
   uint64_t tag = cmd.tag;
   uint32_t lun = cmd.lun;
+  uint32_t length = cmd.length;
   handed_off_++;
   if (cmd.failed) return;
   bool transfer = std::strcmp(kind, "transfer") == 0;
@@ -384,7 +385,7 @@ void FastPath::HandOff(uint32_t slot, const char* kind, int err) {
   try {
     on_failed_.MakeCallback(Value(),
                             {Napi::BigInt::New(env, tag), Napi::Number::New(env, lun), Napi::String::New(env, kind),
-                             Napi::Number::New(env, err)},
+                             Napi::Number::New(env, err), Napi::Number::New(env, length)},
                             *async_);
   } catch (const Napi::Error& e) {
     napi_fatal_exception(env, e.Value());
