@@ -122,11 +122,14 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   }
   if (root && volumes.length === 0) warn(['volumes'], 'no volumes are configured');
 
+  const fastPathRaw = get(root, ['fast_path']);
+  const fastPath = fastPathRaw !== 'off' && fastPathRaw !== false;
+
   if (errors.length > 0 || ctx.rejected.size > 0) return { errors, warnings };
   return {
     errors,
     warnings,
-    config: { source: ctx.source, targetName, listeners, volumes, auth, limits, logging, stateDir, warnings: [] },
+    config: { source: ctx.source, targetName, listeners, volumes, auth, limits, logging, stateDir, fastPath, warnings: [] },
   };
 
   function resolveListeners(): ListenerConfig[] {

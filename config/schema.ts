@@ -200,6 +200,8 @@ export const configSchema: SchemaObject = {
       },
     },
     state_dir: { type: 'string', minLength: 1 },
+    // READ and WRITE on the native fast path (docs/operations.md "fast_path"); on unless off.
+    fast_path: { enum: ['on', 'off', true, false] },
   },
 };
 
@@ -288,6 +290,8 @@ export interface Config {
   limits: LimitsConfig;
   logging: LoggingConfig;
   stateDir: string;
+  /** fast_path: READ and WRITE to file and block-device volumes handled natively (docs/target.md "Fast path"). */
+  fastPath: boolean;
   /** Legal but probably unintended settings, for the daemon to log and --check-config to print. */
   warnings: readonly ConfigIssue[];
 }

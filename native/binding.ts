@@ -207,8 +207,74 @@ export interface NativeIoRingCtor {
   new (entries: number, onCompletions: (count: number) => void): NativeIoRing;
 }
 
+/** A LUN's eligibility record for the fast path (native/src/fast-path.h). */
+export interface NativeFastLun {
+  fd: number;
+  blockSize: number;
+  /** Capacity in blocks. */
+  blocks: number;
+  /** Largest transfer in blocks (the LU's limit and the session's max_io). */
+  maxBlocks: number;
+  /** O_DIRECT alignment in bytes (1 when buffered). */
+  align: number;
+  readable: boolean;
+  writable: boolean;
+  /** WCE 0: every write durable before GOOD. */
+  writeThrough: boolean;
+}
+
+export interface NativeFastPathOptions {
+  slots: number;
+  slotSize: number;
+  maxCapsule: number;
+  maxTransfer: number;
+  maxImmediate: number;
+  /** FI_ORDER_SAW: the RSP may follow the RDMA WRITE without waiting for its delivery. */
+  ordered: boolean;
+  credits: number;
+}
+
+/** The target's native fast path, one per connection (native/src/fast-path.h); target/transport/fast-path.ts is its only user. */
+export interface NativeFastPath {
+  setLun(lun: number, record: NativeFastLun): void;
+  revoke(lun: number): void;
+  inFlight(lun?: number, watch?: boolean): number;
+  hasTag(tag: bigint): boolean;
+  setCounters(jsOutstanding: number, credits: number): void;
+  readonly stats: { taken: number; handedOff: number; inFlight: number };
+  close(): void;
+}
+
+/** Opaque: rblk_uring's C function table (native/src/uring-c-api.h). */
+export type NativeUringApi = { readonly __uringApi: unique symbol };
+
+export interface NativeFastPathCtor {
+  new (
+    endpoint: NativeEndpoint,
+    region: NativeMemoryRegion,
+    uringApi: NativeUringApi,
+    options: NativeFastPathOptions,
+    onFailed: (tag: bigint, lun: number, kind: 'read' | 'write' | 'transfer', errno: number, length: number) => void,
+    onIdle: (lun: number) => void,
+  ): NativeFastPath;
+}
+
+/** What the fast path's decoders make of a capsule (tests only). */
+export interface NativeFastDecode {
+  tag: bigint;
+  lun: number;
+  write: boolean;
+  immediate: boolean;
+  address: bigint;
+  key: bigint;
+  dataLength: number;
+  cdb: { write: boolean; fua: boolean; lba: bigint; blocks: number } | null;
+}
+
 /** rblk_native.node: libfabric and the file operations; the one part rblk cannot do without. */
 export interface NativeAddon {
+  FastPath: NativeFastPathCtor;
+  decodeFastCommand(capsule: Buffer, maxCapsule: number, maxTransfer: number, maxImmediate: number): NativeFastDecode | null;
   Domain: NativeDomainCtor;
   MemoryRegion: NativeMemoryRegionCtor;
   Listener: NativeListenerCtor;
@@ -234,6 +300,8 @@ export interface NativeAddon {
 /** rblk_uring.node: io_uring for file and block-device I/O (native/io-ring.ts is its only user). */
 export interface NativeUringAddon {
   IoRing: NativeIoRingCtor;
+  /** The ring table the core addon's fast path uses (native/src/uring-c-api.h). */
+  fastRingApi(): NativeUringApi;
 }
 
 /** rblk_fuse.node: a libfuse3 low-level session serving one file (native/fuse.ts is its only user). */

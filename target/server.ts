@@ -40,6 +40,8 @@ export interface TargetServerOptions {
   /** Per-initiator secrets (auth.initiators). */
   secrets: ReadonlyMap<string, string>;
   log: SessionLogger;
+  /** READ and WRITE on the native fast path where a session can (fast_path; on unless false). */
+  fastPath?: boolean;
 }
 
 /**
@@ -168,6 +170,9 @@ export class TargetServer {
       },
       get authRequired() {
         return self.opts.authRequired;
+      },
+      get fastPath() {
+        return self.opts.fastPath !== false;
       },
       lunsFor: (initiator) => this.lunsFor(initiator),
       secretFor: (initiator) => this.opts.secrets.get(initiator) ?? null,

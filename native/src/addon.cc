@@ -13,6 +13,9 @@
 #include "domain.h"
 #include "endpoint.h"
 #include "errors.h"
+#include "fast-capsule.h"
+#include "fast-cdb.h"
+#include "fast-path.h"
 #include "file-ops.h"
 #include "listener.h"
 #include "memory-region.h"
@@ -52,6 +55,41 @@ Napi::Value ErrorMessage(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), FabricErrorMessage(info[0].ToNumber().Int32Value()));
 }
 
+// decodeFastCommand(capsule, maxCapsule, maxTransfer, maxImmediate): what the
+// fast path's decoders make of a capsule, or null when it is not theirs. For
+// tests only (test/native/fast-decode.test.ts compares it with protocol/wire).
+Napi::Value DecodeFastCommand(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsBuffer()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "decodeFastCommand", "capsule must be a Buffer");
+  auto buf = info[0].As<Napi::Buffer<uint8_t>>();
+  FastLimits limits;
+  limits.max_capsule = info[1].ToNumber().Uint32Value();
+  limits.max_transfer = info[2].ToNumber().Uint32Value();
+  limits.max_immediate = info[3].ToNumber().Uint32Value();
+  FastCapsule c;
+  if (!DecodeFastCapsule(buf.Data(), buf.Length(), limits, &c)) return env.Null();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("tag", Napi::BigInt::New(env, c.tag));
+  o.Set("lun", Napi::Number::New(env, c.lun));
+  o.Set("write", Napi::Boolean::New(env, c.write));
+  o.Set("immediate", Napi::Boolean::New(env, c.immediate));
+  o.Set("address", Napi::BigInt::New(env, c.address));
+  o.Set("key", Napi::BigInt::New(env, c.key));
+  o.Set("dataLength", Napi::Number::New(env, c.data_length));
+  FastCdb d;
+  if (DecodeFastCdb(c.cdb, &d)) {
+    Napi::Object r = Napi::Object::New(env);
+    r.Set("write", Napi::Boolean::New(env, d.write));
+    r.Set("fua", Napi::Boolean::New(env, d.fua));
+    r.Set("lba", Napi::BigInt::New(env, d.lba));
+    r.Set("blocks", Napi::Number::New(env, d.blocks));
+    o.Set("cdb", r);
+  } else {
+    o.Set("cdb", env.Null());
+  }
+  return o;
+}
+
 Napi::Object Constants(Napi::Env env) {
   Napi::Object c = Napi::Object::New(env);
   c.Set("FI_MR_LOCAL", Napi::Number::New(env, FI_MR_LOCAL));
@@ -84,6 +122,8 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("MemoryRegion", mr);
   exports.Set("Listener", listener);
   exports.Set("Endpoint", endpoint);
+  exports.Set("FastPath", FastPath::Init(env));
+  exports.Set("decodeFastCommand", Napi::Function::New(env, DecodeFastCommand, "decodeFastCommand"));
   exports.Set("constants", Constants(env));
   exports.Set("providers", Napi::Function::New(env, Providers, "providers"));
   exports.Set("libfabricVersion", Napi::Function::New(env, LibfabricVersion, "libfabricVersion"));

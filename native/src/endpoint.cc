@@ -11,6 +11,7 @@
 #include "args.h"
 #include "domain.h"
 #include "errors.h"
+#include "fast-path.h"
 #include "listener.h"
 #include "memory-region.h"
 
@@ -181,6 +182,8 @@ OpRecord* Endpoint::NewOp(uint32_t context) {
   }
   op->context = context;
   op->in_use = true;
+  op->recv_buf = nullptr;
+  op->fast = false;
   ++in_flight_;
   // Whatever is posted now, fi_trywait must run before the loop sleeps.
   before_block_.Arm();
@@ -201,6 +204,11 @@ void Endpoint::FreeOp(OpRecord* op) {
 // refuses to close a bound CQ or EQ (fi_close returns -FI_EBUSY, fi_eq(3),
 // fi_cq(3)), and on tcp each EQ left behind kept an epoll fd and a socketpair.
 std::vector<uint32_t> Endpoint::Teardown() {
+  if (fast_ != nullptr) {
+    FastPath* fast = fast_;
+    fast_ = nullptr;
+    fast->EndpointClosed();
+  }
   cq_poller_.Stop();
   before_block_.Close();
   eq_.StopPolling();
@@ -220,7 +228,7 @@ std::vector<uint32_t> Endpoint::Teardown() {
   std::vector<uint32_t> canceled;
   for (OpRecord* op : ops_) {
     if (!op->in_use) continue;
-    canceled.push_back(op->context);
+    if (!op->fast) canceled.push_back(op->context);
     FreeOp(op);
   }
   return canceled;
@@ -246,6 +254,12 @@ size_t Endpoint::DrainCq() {
         if (fi_cq_readerr(cq_, &err, 0) < 0) break;
         auto* op = static_cast<OpRecord*>(err.op_context);
         if (op == nullptr || !op->in_use) continue;
+        if (op->fast) {
+          int code = err.err != 0 ? err.err : FI_EIO;
+          if (fast_ != nullptr) fast_->OnOpDone(op, code);
+          else FreeOp(op);
+          continue;
+        }
         batch_[3 * count] = op->context;
         batch_[3 * count + 1] = err.err != 0 ? static_cast<uint32_t>(err.err) : FI_EIO;
         batch_[3 * count + 2] = 0;
@@ -256,6 +270,13 @@ size_t Endpoint::DrainCq() {
         for (ssize_t i = 0; i < n; ++i) {
           auto* op = static_cast<OpRecord*>(entries[i].op_context);
           if (op == nullptr || !op->in_use) continue;
+          if (op->fast) {
+            if (fast_ != nullptr) fast_->OnOpDone(op, 0);
+            else FreeOp(op);
+            continue;
+          }
+          // A command the fast path takes never reaches JS: its receive is reposted there.
+          if (fast_ != nullptr && op->recv_buf != nullptr && fast_->TryReceive(op, entries[i].len)) continue;
           batch_[3 * count] = op->context;
           batch_[3 * count + 1] = 0;
           batch_[3 * count + 2] = static_cast<uint32_t>(entries[i].len);
@@ -280,6 +301,7 @@ size_t Endpoint::DrainCq() {
         count = 0;
       }
     }
+    if (fast_ != nullptr) fast_->AfterDrain();
     if (count > 0) Flush(count);
   } catch (...) {
     draining_ = false;
@@ -437,6 +459,9 @@ Napi::Value Endpoint::Recv(const Napi::CallbackInfo& info) {
   OpRecord* op = NewOp(ToU32(env, info[3], "fi_recv", "context"));
   op->pages.push_back(mr->memory());
   mr->memory()->Retain();
+  op->recv_buf = mr->data() + static_cast<size_t>(off);
+  op->recv_len = static_cast<size_t>(len);
+  op->recv_desc = mr->desc();
   ssize_t rc = fi_recv(ep_, mr->data() + static_cast<size_t>(off), static_cast<size_t>(len), mr->desc(), 0, op);
   if (rc != 0) {
     FreeOp(op);

@@ -21,10 +21,20 @@ namespace rblk {
 class Domain;
 struct Memory;
 
+class FastPath;
+
 struct OpRecord {
   uint32_t context = 0;
   bool in_use = false;
   std::vector<Memory*> pages;  // retained for the life of the operation
+  // A receive's buffer, so the fast path can read the capsule and repost it.
+  uint8_t* recv_buf = nullptr;
+  size_t recv_len = 0;
+  void* recv_desc = nullptr;
+  // An operation of the fast path's (fast-path.h), which JS never sees.
+  bool fast = false;
+  uint8_t fast_kind = 0;
+  uint32_t fast_slot = 0;
 };
 
 class Endpoint : public Napi::ObjectWrap<Endpoint> {
@@ -34,6 +44,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   ~Endpoint() override;
 
   int BindMemory(fid_mr* mr);
+  void CheckOpen(Napi::Env env, const char* op) const;
 
  private:
   Napi::Value Completions(const Napi::CallbackInfo& info);
@@ -48,7 +59,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   Napi::Value SetBusyPoll(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 
-  void CheckOpen(Napi::Env env, const char* op) const;
+  friend class FastPath;
   OpRecord* NewOp(uint32_t context);
   void FreeOp(OpRecord* op);
   size_t DrainCq();
@@ -58,6 +69,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   void Flush(size_t count);
   std::vector<uint32_t> Teardown();
 
+  FastPath* fast_ = nullptr;  // set by FastPath while it is attached
   Domain* domain_ = nullptr;
   fi_info* info_ = nullptr;
   fid_ep* ep_ = nullptr;

@@ -22,6 +22,12 @@ export interface Backend {
   readonly readOnly: boolean;
   /** True when discard() really deallocates (thin provisioning: LBPME, VPD B2). */
   readonly canDiscard: boolean;
+  /**
+   * Where the native fast path may read and write this store itself
+   * (docs/target.md "Fast path"): a descriptor and its O_DIRECT alignment.
+   * Absent or null: every command goes through read() and write().
+   */
+  readonly fastPathTarget?: { fd: number; align: number } | null;
   /** Reads exactly buf.length bytes at offset into buf (no copy: buf may be registered memory). */
   read(buf: Buffer, offset: number): Promise<void>;
   write(buf: Buffer, offset: number, opts?: WriteOptions): Promise<void>;

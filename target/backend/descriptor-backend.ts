@@ -59,6 +59,16 @@ export abstract class DescriptorBackend implements Backend {
     return this.currentSize;
   }
 
+  /**
+   * What the native fast path needs to read and write this store itself
+   * (docs/target.md "Fast path"): the descriptor, and the O_DIRECT alignment
+   * (1 when buffered). Null once close() has begun.
+   */
+  get fastPathTarget(): { fd: number; align: number } | null {
+    if (this.gate.closed) return null;
+    return { fd: this.fh.fd, align: this.direct ? this.logicalBlockSize : 1 };
+  }
+
   /** Which engine moves this volume's bytes (io_uring, or the thread pool). */
   get ioEngine(): IoEngine {
     return this.#io.engine;

@@ -50,6 +50,7 @@ function serverOptions(config: Config, log: DaemonLogger): TargetServerOptions {
     authRequired: config.auth.required,
     secrets: new Map(config.auth.initiators.map((i) => [i.name, i.secret])),
     log,
+    fastPath: config.fastPath,
   };
 }
 

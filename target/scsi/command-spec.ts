@@ -50,6 +50,12 @@ interface SpecBase {
    * Required, so a command cannot enter the table without a decision.
    */
   readonly access: RequiredAccess;
+  /**
+   * Runs with the LU's native fast path held off (fast-path-gate.ts): the
+   * command changes what a READ or WRITE would answer (a reservation, the
+   * write cache), or needs blocks to itself (COMPARE AND WRITE).
+   */
+  readonly exclusive?: boolean;
 }
 
 /** A command that needs a logical unit. */

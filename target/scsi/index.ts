@@ -2,6 +2,7 @@
 export { LogicalUnit, naa6, parseIdentifier, type LogicalUnitOptions, type LuLimits } from './logical-unit.js';
 export { nexusKey, type Access, type Nexus } from './nexus.js';
 export {
+  backendFailure,
   parseCommand,
   ScsiCommand,
   type Completion,
@@ -9,6 +10,7 @@ export {
   type ParseResult,
 } from './scsi-command.js';
 export { ScsiTarget } from './scsi-target.js';
+export { FastPathGate, type FastPathBinding } from './fast-path-gate.js';
 export type { Direction } from './command-spec.js';
 export { COMMANDS } from './command-table.js';
 export type { ScsiLogger } from './logger.js';

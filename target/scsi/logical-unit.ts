@@ -13,6 +13,7 @@ import type { SenseFormat } from '../../protocol/scsi/sense.js';
 import { silentLogger, type ScsiLogger } from './logger.js';
 import type { ModeSettings } from './mode-pages.js';
 import { nexusKey, type Nexus } from './nexus.js';
+import { FastPathGate } from './fast-path-gate.js';
 import { RangeLock } from './range-lock.js';
 import { Reservations } from './reservations.js';
 import { UnitAttentions } from './unit-attention.js';
@@ -128,6 +129,8 @@ export class LogicalUnit {
   readonly attentions = new UnitAttentions();
   readonly reservations: Reservations;
   readonly rangeLock = new RangeLock();
+  /** Who may run READ and WRITE on the native fast path, and how it is taken away (fast-path-gate.ts). */
+  readonly fastPath: FastPathGate = new FastPathGate(this);
   readonly defaultModes: ModeSettings;
   #modes: ModeSettings;
   #lastBlocks: number;
@@ -154,6 +157,8 @@ export class LogicalUnit {
     this.#modes = this.defaultModes;
     this.reservations = new Reservations((key, code) => this.attentions.establish(key, code));
     this.#lastBlocks = this.blocks;
+    // A unit attention raised or consumed changes which nexus may take the fast path.
+    this.attentions.onChange = () => this.fastPath.refresh();
   }
 
   /** Capacity in logical blocks; a partial trailing block is not addressable. */
@@ -186,6 +191,7 @@ export class LogicalUnit {
     const key = nexusKey(n);
     this.attentions.forget(key);
     this.reservations.dropLegacy(key);
+    this.fastPath.refresh();
   }
 
   /** LOGICAL UNIT RESET (SAM-5 6.5): 29/00 for every nexus but the issuer; RESERVE(6) ends. */
@@ -193,6 +199,7 @@ export class LogicalUnit {
     const except = issuer && nexusKey(issuer);
     this.attentions.establishAll(POWER_ON_RESET, except);
     this.reservations.dropLegacy();
+    this.fastPath.refresh();
   }
 
   raiseCapacityChanged(): void {
@@ -210,9 +217,12 @@ export class LogicalUnit {
    * every command reads capacity from it.
    */
   async refreshCapacity(): Promise<boolean> {
-    const size = await this.backend.refreshSize();
-    if (Math.floor(size / this.blockSize) === this.#lastBlocks) return false;
-    this.raiseCapacityChanged();
-    return true;
+    // Held: no fast-path command may run against a capacity about to change.
+    return this.fastPath.hold(async () => {
+      const size = await this.backend.refreshSize();
+      if (Math.floor(size / this.blockSize) === this.#lastBlocks) return false;
+      this.raiseCapacityChanged();
+      return true;
+    });
   }
 }

@@ -51,6 +51,7 @@ export const modeSelect6 = defineCommand<ModeSelectParams>({
   usage: [Opcode.MODE_SELECT_6, 0x11, 0, 0, 0xff, 0x00],
   pr: 'write',
   access: 'shared-state',
+  exclusive: true,
   parse: (cdb) => parseCdb(cdb, cdb[4], false),
   execute,
 });
@@ -62,6 +63,7 @@ export const modeSelect10 = defineCommand<ModeSelectParams>({
   usage: [Opcode.MODE_SELECT_10, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0x00],
   pr: 'write',
   access: 'shared-state',
+  exclusive: true,
   parse: (cdb) => parseCdb(cdb, cdb.readUInt16BE(7), true),
   execute,
 });

@@ -36,6 +36,7 @@ function prOut(sa: number): CommandEntry {
     usage: [Opcode.PERSISTENT_RESERVE_OUT, sa, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x00],
     pr: 'exempt',
     access: 'shared-state',
+    exclusive: true,
     parse(cdb) {
       const scope = cdb[2] >> 4;
       const type = cdb[2] & 0x0f;

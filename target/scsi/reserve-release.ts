@@ -12,6 +12,7 @@ export const reserve6 = defineCommand<null>({
   usage: [Opcode.RESERVE_6, 0, 0, 0, 0, 0x00],
   pr: 'exempt',
   access: 'shared-state',
+  exclusive: true,
   parse(cdb) {
     if (cdb[1] & 0x10) return invalidCdb(1, 4);
     if (cdb[1] & 0x01) return invalidCdb(1, 0);
@@ -27,6 +28,7 @@ export const release6 = defineCommand<null>({
   usage: [Opcode.RELEASE_6, 0, 0, 0, 0, 0x00],
   pr: 'exempt',
   access: 'shared-state',
+  exclusive: true,
   legacyExempt: true,
   parse(cdb) {
     if (cdb[1] & 0x10) return invalidCdb(1, 4);

@@ -126,6 +126,7 @@ export class ScsiCommand {
       visibleLuns: ctx.visibleLuns,
     };
     try {
+      if (lu && entry.exclusive === true) return await lu.fastPath.hold(() => this.#prepared.run(io));
       return await this.#prepared.run(io);
     } catch (e) {
       const meta = {
@@ -139,6 +140,18 @@ export class ScsiCommand {
       return outcomeForError(e);
     }
   }
+}
+
+/**
+ * The answer to a READ or WRITE that the native fast path started and the
+ * backend failed with `errno` (docs/target.md "Fast path"): the same table
+ * (sense-map.ts) and the same log line as a command that failed here.
+ */
+export function backendFailure(lu: LogicalUnit, kind: 'read' | 'write', code: string, session: string): Completion {
+  const cause = Object.assign(new Error(`${kind} failed: ${code}`), { code });
+  const e = new BackendIoError(kind, cause);
+  lu.log.warn('command failed', { command: kind === 'read' ? 'READ' : 'WRITE', lu: lu.name, session, op: kind, code, error: e.message, fastPath: true });
+  return complete(outcomeForError(e), lu.senseFormat);
 }
 
 /**

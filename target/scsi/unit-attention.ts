@@ -8,19 +8,26 @@ const MAX_PENDING = 8;
 
 export class UnitAttentions {
   readonly #queues = new Map<string, SenseCode[]>();
+  /** Called after any change to any queue (the LU's fast-path gate re-decides). */
+  onChange: (() => void) | null = null;
 
   /** Makes sure the nexus is known; a first contact queues 29/00. */
   touch(key: string): void {
-    if (!this.#queues.has(key)) this.#queues.set(key, [POWER_ON_RESET]);
+    if (!this.#queues.has(key)) {
+      this.#queues.set(key, [POWER_ON_RESET]);
+      this.onChange?.();
+    }
   }
 
   /** A login or reset: 29/00 replaces whatever was pending (SAM-5 5.14). */
   reset(key: string): void {
     this.#queues.set(key, [POWER_ON_RESET]);
+    this.onChange?.();
   }
 
   forget(key: string): void {
     this.#queues.delete(key);
+    this.onChange?.();
   }
 
   establish(key: string, code: SenseCode): void {
@@ -33,6 +40,7 @@ export class UnitAttentions {
     if (q === undefined || q.includes(code) || q.includes(POWER_ON_RESET)) return;
     q.push(code);
     if (q.length > MAX_PENDING) q.shift();
+    this.onChange?.();
   }
 
   /** Raises a condition for every known nexus, except perhaps the one that caused it. */
@@ -45,7 +53,9 @@ export class UnitAttentions {
   /** Takes the oldest pending condition (the command that reports it consumes it). */
   take(key: string): SenseCode | undefined {
     this.touch(key);
-    return this.#queues.get(key)?.shift();
+    const code = this.#queues.get(key)?.shift();
+    if (code !== undefined) this.onChange?.();
+    return code;
   }
 
   pending(key: string): readonly SenseCode[] {

@@ -49,6 +49,8 @@ export interface SessionEnvironment {
   admitSession(): 'ok' | 'full' | 'draining';
   /** The target port's name for the I_T nexus ("tcp:127.0.0.1:7471"). */
   readonly portName: string;
+  /** Whether new sessions run READ and WRITE on the native fast path where they can (fast_path, docs/operations.md). */
+  readonly fastPath?: boolean;
 }
 
 /** Why the target ends a session: it is stopping, or an administrator (or a reload) asked. */

@@ -4,6 +4,7 @@
 // strictly; any violation ends this session alone, with a logged reason
 // (§15), and nothing else notices.
 import { randomBytes } from 'node:crypto';
+import { getSystemErrorName } from 'node:util';
 import {
   capsuleBuffer,
   DataFormat,
@@ -32,8 +33,8 @@ import {
 } from '../../protocol/wire/index.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
-import { NO_RESIDUALS, ScsiRequest, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
-import type { DataBuffer, TargetConnection } from '../transport/transport.js';
+import { backendFailure, NO_RESIDUALS, ScsiRequest, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
+import type { ConnectionFastPath, DataBuffer, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
 import type { LogoutKind, MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionLogger } from './environment.js';
 
@@ -90,6 +91,10 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   private closedPromise: Promise<void>;
   private resolveClosed!: () => void;
   private ending: Promise<void> | null = null;
+  /** The connection's native fast path, when it has one and fast_path is on (docs/target.md "Fast path"). */
+  private fast: ConnectionFastPath | null = null;
+  /** Per mapped LUN: leaves the LU's fast-path gate. */
+  private readonly fastBindings = new Map<number, () => void>();
   /** Called once when the session has ended and released everything. */
   onEnd: ((session: ServedSession) => void) | null = null;
 
@@ -122,6 +127,10 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   get isActive(): boolean {
     return this.state === 'active';
   }
+  /** What the native fast path has done on this session, or null without one (docs/target.md "Fast path"). */
+  get fastPathStats(): { taken: number; handedOff: number; inFlight: number } | null {
+    return this.fast?.stats ?? null;
+  }
   /** Whether LOGIN_RSP was granted (it stays true while the session ends). */
   get loggedIn(): boolean {
     return this.nexus !== null;
@@ -136,6 +145,10 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
    */
   settled(lun: number): Promise<void> {
     const running = [...this.outstanding.values()].filter((s) => s.lun === lun).map((s) => s.done);
+    if (this.fast) {
+      this.fast.revoke(lun);
+      running.push(this.fast.idle(lun));
+    }
     return Promise.race([Promise.allSettled(running).then(() => undefined), this.closedPromise]);
   }
 
@@ -292,6 +305,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     this.limits = sessionLimits(rsp, 'target');
     this.nexus = { sessionId: String(this.sessionId), initiator: req.initiatorName, targetPort: this.env.portName };
     this.log = withMeta(this.env.log, this.meta());
+    this.startFastPath(rsp);
     this.mapLuns(this.env.lunsFor(req.initiatorName));
     this.env.scsi.login(this.nexus);
     this.state = 'active';
@@ -299,6 +313,89 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     this.startKeepAlive();
     this.log.info(`logged in${proof ? ' (authenticated)' : ''}: ${credits} credits, ${this.luns.size} LUN(s)`, { provider: this.conn.provider });
     this.detach(this.sendCapsule(rsp), 'LOGIN_RSP');
+  }
+
+  private startFastPath(rsp: LoginResponse): void {
+    if (this.env.fastPath === false || this.conn.startFastPath === undefined) return;
+    try {
+      this.fast = this.conn.startFastPath({
+        credits: rsp.credits,
+        maxCapsule: this.limits.maxCapsule,
+        maxTransfer: this.limits.maxTransfer,
+        maxImmediate: this.limits.maxImmediate,
+      });
+    } catch (e) {
+      // Everything still works without it, through JavaScript.
+      this.log.warn(`no native fast path for this session: ${errorText(e)}`);
+      this.fast = null;
+    }
+    if (this.fast === null) return;
+    this.fast.onFailed = (tag, lun, kind, errno, length) => this.onFastFailed(tag, lun, kind, errno, length);
+    this.syncFast();
+  }
+
+  /** The fast path's view of the session's share of the credits: it takes nothing while JS holds a command. */
+  private syncFast(): void {
+    this.fast?.setCounters(this.outstanding.size + this.outstandingTasks, this.credits);
+  }
+
+  /** Binds each mapped LUN whose backend the fast path can reach to its LU's gate (target/scsi/fast-path-gate.ts). */
+  private bindFastPath(): void {
+    for (const unbind of this.fastBindings.values()) unbind();
+    this.fastBindings.clear();
+    const fast = this.fast;
+    if (fast === null || this.nexus === null) return;
+    const key = nexusKey(this.nexus);
+    for (const [lun, { lu, access }] of this.luns) {
+      if (lu.backend.fastPathTarget === undefined) continue;
+      const allow = (): void => {
+        const target = lu.backend.fastPathTarget ?? null;
+        if (target === null || this.draining || this.state === 'closing' || this.state === 'closed') return fast.revoke(lun);
+        fast.setLun(lun, {
+          fd: target.fd,
+          align: target.align,
+          blockSize: lu.blockSize,
+          blocks: lu.blocks,
+          maxBlocks: Math.min(lu.limits.maxTransferBlocks, Math.floor(this.env.limits.maxIo / lu.blockSize)),
+          readable: true,
+          writable: access === 'rw' && !lu.readOnly,
+          writeThrough: !lu.modes.wce,
+        });
+      };
+      this.fastBindings.set(lun, lu.fastPath.bind({ nexusKey: key, allow, revoke: () => fast.revoke(lun), idle: () => fast.idle(lun) }));
+    }
+  }
+
+  private unbindFastPath(): void {
+    for (const unbind of this.fastBindings.values()) unbind();
+    this.fastBindings.clear();
+  }
+
+  /** Waits for every fast-path command of this session (each LUN revoked first). */
+  private fastIdle(): Promise<void> {
+    const fast = this.fast;
+    if (fast === null) return Promise.resolve();
+    return Promise.all([...this.luns.keys()].map((lun) => (fast.revoke(lun), fast.idle(lun)))).then(() => undefined);
+  }
+
+  /**
+   * A command the fast path gave back. A backend error is answered here, from
+   * the one errno-to-sense table (target/scsi/sense-map.ts); a failed RDMA or
+   * send breaks the connection, as it does for any command (§12).
+   */
+  private onFastFailed(tag: bigint, lun: number, kind: 'read' | 'write' | 'transfer', errno: number, length: number): void {
+    const mapped = this.luns.get(lun);
+    if (kind === 'transfer' || mapped === undefined) {
+      this.host.fail(`an RDMA transfer or send for tag ${tag} failed on the fast path: ${errnoName(errno)}`);
+      return;
+    }
+    if (this.state !== 'active' && this.state !== 'closing') return;
+    const c = backendFailure(mapped.lu, kind, errnoName(errno), String(this.sessionId));
+    const entry: Outstanding<B> = { lun, request: null, done: Promise.resolve() };
+    this.outstanding.set(tag, entry);
+    this.syncFast();
+    // As the request core answers a failed READ: nothing moved, the whole offer is the residual.
+    entry.done = this.respond(tag, c.status, c.sense, kind === 'read' ? { dataOut: 0, dataIn: length } : NO_RESIDUALS);
   }
 
   private reject(reason: LoginRejectReason): void {
@@ -328,6 +425,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     });
     this.scopes = new Map([...luns].map(([lun, m]) => [lun, scope(m.lu, m.access)]));
     this.unmapped = scope(undefined, 'ro');
+    this.bindFastPath();
   }
 
   private startKeepAlive(): void {
@@ -343,13 +441,23 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     this.timer.unref();
   }
 
+  /** Commands running on the fast path count against the credits and own their tags too. */
+  private tagInUse(tag: bigint): boolean {
+    return this.outstanding.has(tag) || (this.fast?.hasTag(tag) ?? false);
+  }
+
+  private inUse(): number {
+    return this.outstanding.size + this.outstandingTasks + (this.fast?.inFlight() ?? 0);
+  }
+
   private onCommand(c: CommandCapsule): void {
-    if (this.outstanding.has(c.tag)) throw new ProtocolViolation(`tag ${c.tag} is already outstanding`);
-    if (this.outstanding.size + this.outstandingTasks >= this.credits) throw new ProtocolViolation('credit overrun', LogoutReason.CREDIT_OVERRUN);
+    if (this.tagInUse(c.tag)) throw new ProtocolViolation(`tag ${c.tag} is already outstanding`);
+    if (this.inUse() >= this.credits) throw new ProtocolViolation('credit overrun', LogoutReason.CREDIT_OVERRUN);
     if (this.draining) {
       // Draining: finish what is running, refuse new work with BUSY (SAM-5 5.3.1).
       const busy: Outstanding<B> = { lun: c.lun, request: null, done: Promise.resolve() };
       this.outstanding.set(c.tag, busy);
+      this.syncFast();
       busy.done = this.respond(c.tag, ScsiStatus.BUSY, undefined, NO_RESIDUALS);
       return;
     }
@@ -360,12 +468,14 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     const request = new ScsiRequest(new CapsuleCommand(this.host, c.tag, data), this.scopes.get(c.lun) ?? this.unmapped!, cdb, offerOf(c.direction, data));
     const command: Outstanding<B> = { lun: c.lun, request, done: Promise.resolve() };
     this.outstanding.set(c.tag, command);
+    this.syncFast();
     command.done = request.run();
   }
 
   private async respond(tag: bigint, status: number, sense: Buffer | undefined, residuals: Residuals): Promise<void> {
     if (!this.outstanding.has(tag) || this.state === 'closed') return;
     this.outstanding.delete(tag);
+    this.syncFast();
     const residual = (n: number): Residual | null => (n === 0 ? null : { kind: n > 0 ? 'under' : 'over', count: Math.abs(n) });
     const rsp: ResponseCapsule = {
       op: Opcode.RSP,
@@ -382,11 +492,19 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
 
   // §14.1: abort what was asked, send each aborted command's RSP, then TSK_RSP.
   private onTaskManagement(t: TaskManagement): void {
-    if (this.outstanding.has(t.tag)) throw new ProtocolViolation(`tag ${t.tag} is already outstanding`);
-    if (this.outstanding.size + this.outstandingTasks >= this.credits) throw new ProtocolViolation('credit overrun', LogoutReason.CREDIT_OVERRUN);
+    if (this.tagInUse(t.tag)) throw new ProtocolViolation(`tag ${t.tag} is already outstanding`);
+    if (this.inUse() >= this.credits) throw new ProtocolViolation('credit overrun', LogoutReason.CREDIT_OVERRUN);
     this.outstandingTasks++;
+    this.syncFast();
+    // While a task management function runs, the LU's fast path is held off:
+    // what it aborts or resets must not start there meanwhile (docs/target.md "Fast path").
+    const lu = this.luns.get(t.lun)?.lu;
+    const run = lu && this.fast ? lu.fastPath.hold(() => this.runTask(t)) : this.runTask(t);
     this.detach(
-      this.runTask(t).finally(() => this.outstandingTasks--),
+      run.finally(() => {
+        this.outstandingTasks--;
+        this.syncFast();
+      }),
       'task management',
     );
   }
@@ -491,9 +609,11 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     if (this.state === 'closed') return;
     if (this.state !== 'active') return this.end('shutting down');
     this.draining = true;
+    const fastIdle = this.fastIdle();
     if (this.outstanding.size > 0) {
       await Promise.race([new Promise<void>((r) => this.idle.push(r)), new Promise((r) => setTimeout(r, timeoutMs).unref())]);
     }
+    await Promise.race([fastIdle, new Promise((r) => setTimeout(r, timeoutMs).unref())]);
     await this.logoutAndEnd(LogoutReason.SHUTDOWN, 'target shutting down');
   }
 
@@ -518,6 +638,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
 
   private async endOnce(why: string): Promise<void> {
     this.state = 'closing';
+    this.unbindFastPath();
     for (const s of this.outstanding.values()) s.request?.abort();
     // Commands settle (their RMA fails once the connection is down); wait so
     // nothing touches target memory after the pool may be released.
@@ -541,6 +662,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
       await Promise.allSettled([...this.outstanding.values()].map((s) => s.done));
     }
     this.state = 'closed';
+    this.unbindFastPath();
     if (this.timer) {
       clearTimeout(this.timer);
       clearInterval(this.timer);
@@ -553,6 +675,14 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   }
 }
 
+
+function errnoName(errno: number): string {
+  try {
+    return getSystemErrorName(-errno);
+  } catch {
+    return `errno ${errno}`;
+  }
+}
 
 function opName(op: number): string {
   for (const [k, v] of Object.entries(Opcode)) if (v === op) return k;

@@ -12,16 +12,20 @@ import {
   type DataDescriptor,
 } from '../../protocol/wire/index.js';
 import { Domain, FabricError, Pool, type Endpoint, type Listener, type MemoryRegion, type Slice } from '../../native/fabric.js';
+import { FastPath } from '../../native/fast-path.js';
 import { errorText } from '../error-text.js';
 import { DataPool, type PooledBuffer } from './data-pool.js';
 import { fdHeadroom, FD_RESERVE } from './fd-budget.js';
-import type { PortHandlers, PortOptions, TargetConnection, TargetPort, TargetTransport } from './transport.js';
+import type { ConnectionFastPath, FastPathStart, PortHandlers, PortOptions, TargetConnection, TargetPort, TargetTransport } from './transport.js';
 
 let nextConnectionId = 1;
 
 /** Capsules the target sends are small (RSP ≤ 284 bytes); larger ones go through a send slot of this size. */
 const SEND_SLOT = 1024;
 const SEND_SLOTS = 64;
+/** The fast path's commands at once on one connection, and the largest it takes (docs/target.md "Fast path"). */
+const FAST_SLOTS = 64;
+const FAST_SLOT_SIZE = 128 * 1024;
 
 class FabricConnection implements TargetConnection<PooledBuffer> {
   readonly id = nextConnectionId++;
@@ -29,6 +33,7 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
   private closed = false;
   /** The rest of the receive ring, registered by openReceiveRing. */
   private ringRegion: MemoryRegion | null = null;
+  private fast: FastPath | null = null;
   #onCapsule: ((capsule: Buffer) => void) | null = null;
 
   /**
@@ -97,6 +102,13 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
     return this.ep.sendCopy(capsule, this.sendSlots);
   }
 
+  startFastPath(opts: FastPathStart): ConnectionFastPath | null {
+    if (this.fast !== null || this.closed || this.ep.isClosed || !FastPath.available()) return this.fast;
+    const slotSize = Math.max(4096, Math.min(FAST_SLOT_SIZE, Math.floor(opts.maxTransfer / 4096) * 4096));
+    this.fast = new FastPath(this.ep, { ...opts, slots: Math.min(FAST_SLOTS, Math.max(1, opts.credits)), slotSize });
+    return this.fast;
+  }
+
   allocate(length: number): Promise<PooledBuffer> {
     return this.pool.allocate(length);
   }
@@ -143,6 +155,8 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
     this.closed = true;
     let why = reason;
     try {
+      // The fast path first: it waits for its ring, whose I/O uses its slots.
+      await this.fast?.close();
       await this.ep.close();
       await this.recvRegion.close();
       await this.ringRegion?.close();

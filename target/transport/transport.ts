@@ -12,6 +12,49 @@ export interface DataBuffer {
   release(): void;
 }
 
+/** A LUN's eligibility record for a connection's fast path (docs/target.md "Fast path"). */
+export interface FastPathLun {
+  /** The backing store's descriptor, which the fast path reads and writes itself. */
+  fd: number;
+  blockSize: number;
+  /** Capacity in blocks. */
+  blocks: number;
+  /** Largest transfer in blocks. */
+  maxBlocks: number;
+  /** O_DIRECT alignment in bytes, 1 when buffered. */
+  align: number;
+  readable: boolean;
+  writable: boolean;
+  /** Write cache off (WCE 0): every write durable before GOOD. */
+  writeThrough: boolean;
+}
+
+/**
+ * A connection's native fast path: READ and WRITE taken from the receive to
+ * the response below JavaScript, for LUNs with a published record. The
+ * session publishes and revokes records and accounts for what runs there.
+ */
+export interface ConnectionFastPath {
+  setLun(lun: number, record: FastPathLun): void;
+  revoke(lun: number): void;
+  inFlight(lun?: number): number;
+  idle(lun: number): Promise<void>;
+  hasTag(tag: bigint): boolean;
+  setCounters(sessionOutstanding: number, credits: number): void;
+  readonly stats: { taken: number; handedOff: number; inFlight: number };
+  /** A command given back: an I/O error ('read', 'write') the session answers, or a failed transfer that ends it. */
+  onFailed: ((tag: bigint, lun: number, kind: 'read' | 'write' | 'transfer', errno: number, length: number) => void) | null;
+  close(): Promise<void>;
+}
+
+export interface FastPathStart {
+  credits: number;
+  /** The negotiated largest initiator capsule, data length and immediate data. */
+  maxCapsule: number;
+  maxTransfer: number;
+  maxImmediate: number;
+}
+
 /**
  * One connection. B is the transport's own buffer type, so that what
  * allocate() handed out comes back to read() and write() as itself.
@@ -58,6 +101,12 @@ export interface TargetConnection<B extends DataBuffer = DataBuffer> {
    */
   write(from: B, offset: number, remote: readonly DataDescriptor[]): Promise<void>;
   close(reason: string): Promise<void>;
+  /**
+   * Starts the native fast path on this connection, after login; absent or
+   * null where the transport has none (the loop transport, a host without
+   * io_uring). It closes with the connection.
+   */
+  startFastPath?(opts: FastPathStart): ConnectionFastPath | null;
 }
 
 export type AdmitDecision =

@@ -18,6 +18,7 @@ function config(volumes: VolumeConfig[], ports: number[] = [7471]): Config {
     limits: { queueDepth: 128, maxIo: MiB, inCapsuleData: 8192, maxSessions: 64, keepaliveMs: 5000, drainTimeoutMs: 10000, loginTimeoutMs: 10000, preLoginConnections: 64, connectionMemory: 4 * MiB },
     logging: { level: 'info', format: 'text' },
     stateDir: '/var/lib/rblk',
+    fastPath: true,
     warnings: [],
   };
 }

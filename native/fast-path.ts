@@ -1,0 +1,110 @@
+// The target's native fast path on one connection (native/src/fast-path.h;
+// docs/target.md "Fast path"): READ and WRITE to file and block-device volumes
+// handled in C++ from the receive to the response. This wrapper owns its
+// memory (data slots and response slots, registered once), turns the native
+// onIdle callback into promises, and is what the target transport hands the
+// session. It knows nothing of SCSI beyond the eligibility record's fields.
+import { addon, nativeFeatures, uringAddon, type NativeFastLun, type NativeFastPath } from './binding.js';
+import { FabricError } from './fabric-error.js';
+import type { Endpoint, MemoryRegion } from './fabric.js';
+
+export type FastPathLun = NativeFastLun;
+export type FastPathFailure = 'read' | 'write' | 'transfer';
+
+export interface FastPathOptions {
+  /** Commands at once (each holds one slot). */
+  slots: number;
+  /** Largest transfer the fast path takes, bytes (a multiple of 4096). */
+  slotSize: number;
+  maxCapsule: number;
+  maxTransfer: number;
+  maxImmediate: number;
+  credits: number;
+}
+
+/** Bytes of RSP slot per command (native/src/fast-path.cc kRspSlot). */
+const RSP_SLOT = 64;
+
+export class FastPath {
+  readonly #native: NativeFastPath;
+  readonly #region: MemoryRegion;
+  readonly #idle = new Map<number, (() => void)[]>();
+  #closed = false;
+  /** A command the fast path gave back: an I/O error for the session to answer, or a failed transfer. */
+  onFailed: ((tag: bigint, lun: number, kind: FastPathFailure, errno: number, length: number) => void) | null = null;
+
+  /** Whether this host can run one: the io_uring part must load (docs/architecture.md "Loading the addon"). */
+  static available(): boolean {
+    return nativeFeatures().io_uring;
+  }
+
+  constructor(ep: Endpoint, opts: FastPathOptions) {
+    this.#region = ep.domain.register(opts.slots * (opts.slotSize + RSP_SLOT));
+    try {
+      this.#native = new (addon().FastPath)(
+        ep.native,
+        this.#region.native,
+        uringAddon().fastRingApi(),
+        { ...opts, ordered: ep.domain.ordersSendAfterWrite },
+        (tag, lun, kind, errno, length) => this.onFailed?.(tag, lun, kind, errno, length),
+        (lun) => this.#wake(lun),
+      );
+    } catch (e) {
+      void this.#region.close().catch(() => undefined);
+      throw FabricError.from(e);
+    }
+  }
+
+  /** Publishes (or updates) the LUN's eligibility record and allows it. */
+  setLun(lun: number, record: FastPathLun): void {
+    if (!this.#closed) this.#native.setLun(lun, record);
+  }
+
+  /** From this call on, no new command on the LUN runs natively. */
+  revoke(lun: number): void {
+    if (!this.#closed) this.#native.revoke(lun);
+  }
+
+  inFlight(lun?: number): number {
+    return this.#closed ? 0 : this.#native.inFlight(lun);
+  }
+
+  hasTag(tag: bigint): boolean {
+    return !this.#closed && this.#native.hasTag(tag);
+  }
+
+  /** The session's own outstanding commands and its credits (the fast path takes nothing while JS holds any). */
+  setCounters(jsOutstanding: number, credits: number): void {
+    if (!this.#closed) this.#native.setCounters(jsOutstanding, credits);
+  }
+
+  get stats(): { taken: number; handedOff: number; inFlight: number } {
+    return this.#closed ? { taken: 0, handedOff: 0, inFlight: 0 } : this.#native.stats;
+  }
+
+  /** Resolves when no fast-path command is running on the LUN (revoke first, or more may start). */
+  idle(lun: number): Promise<void> {
+    if (this.#closed || this.#native.inFlight(lun, true) === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const list = this.#idle.get(lun) ?? [];
+      list.push(resolve);
+      this.#idle.set(lun, list);
+    });
+  }
+
+  #wake(lun: number): void {
+    const list = this.#idle.get(lun);
+    this.#idle.delete(lun);
+    // Resolved, not called: the native side is mid-completion.
+    for (const w of list ?? []) w();
+  }
+
+  /** Waits for the ring's I/O (the kernel may be using the slots), then frees everything. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#native.close();
+    for (const lun of [...this.#idle.keys()]) this.#wake(lun);
+    await this.#region.close();
+  }
+}

@@ -1,0 +1,464 @@
+#include "fast-path.h"
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "addon-data.h"
+#include "args.h"
+#include "endpoint.h"
+#include "errors.h"
+#include "memory-region.h"
+
+namespace rblk {
+
+namespace {
+constexpr int kDataOut = 0;  // RDMA READ of the initiator's buffer (a WRITE's data)
+constexpr int kDataIn = 1;   // RDMA WRITE into it (a READ's data)
+constexpr int kRsp = 2;      // the RSP capsule
+constexpr uint32_t kRspSlot = 64;
+constexpr unsigned kReap = 64;
+
+uint32_t Prop(Napi::Env env, Napi::Object o, const char* name) { return ToU32(env, o.Get(name), "FastPath", name); }
+bool Flag(Napi::Object o, const char* name) { return o.Get(name).ToBoolean().Value(); }
+}  // namespace
+
+Napi::Function FastPath::Init(Napi::Env env) {
+  return DefineClass(env, "FastPath",
+                     {InstanceMethod<&FastPath::SetLun>("setLun"), InstanceMethod<&FastPath::Revoke>("revoke"),
+                      InstanceMethod<&FastPath::InFlight>("inFlight"), InstanceMethod<&FastPath::HasTag>("hasTag"),
+                      InstanceMethod<&FastPath::SetCounters>("setCounters"), InstanceAccessor<&FastPath::Stats>("stats"),
+                      InstanceMethod<&FastPath::Close>("close")});
+}
+
+// new FastPath(endpoint, region, uringApi, options, onFailed(tag, lun, kind, errno, length), onIdle(lun))
+// options: { slots, slotSize, maxCapsule, maxTransfer, maxImmediate, ordered, credits }
+FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(info) {
+  Napi::Env env = info.Env();
+  endpoint_ = UnwrapAs<Endpoint>(env, info[0], &AddonData::endpoint, "Endpoint", "FastPath");
+  endpoint_->CheckOpen(env, "FastPath");
+  region_ = MemoryRegion::FromValue(env, info[1], "FastPath");
+  if (!info[2].IsExternal()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath", "uringApi must come from rblk_uring's fastRingApi()");
+  uring_ = info[2].As<Napi::External<UringApi>>().Data();
+  if (uring_ == nullptr || uring_->magic != kUringApiMagic || uring_->version != kUringApiVersion)
+    throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, "FastPath", "rblk_uring's ring table is of another version");
+  if (!info[3].IsObject() || !info[4].IsFunction() || !info[5].IsFunction())
+    throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath", "options, onFailed and onIdle are required");
+  if (endpoint_->fast_ != nullptr) throw MakeUsageError(env, "ERR_INVALID_STATE", EBUSY, "FastPath", "the endpoint already has a fast path");
+  Napi::Object o = info[3].As<Napi::Object>();
+  uint32_t slots = Prop(env, o, "slots");
+  slot_size_ = Prop(env, o, "slotSize");
+  limits_.max_capsule = Prop(env, o, "maxCapsule");
+  limits_.max_transfer = Prop(env, o, "maxTransfer");
+  limits_.max_immediate = Prop(env, o, "maxImmediate");
+  credits_ = Prop(env, o, "credits");
+  ordered_ = Flag(o, "ordered");
+  if (slots == 0 || slots > 1024 || slot_size_ == 0 || slot_size_ % 4096 != 0)
+    throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "FastPath", "slots must be 1..1024 and slotSize a multiple of 4096");
+  region_->CheckRange(env, 0, static_cast<double>(slots) * (slot_size_ + kRspSlot), "FastPath");
+
+  int err = 0, event_fd = -1;
+  ring_ = uring_->open(slots, &event_fd, &err);
+  if (ring_ == nullptr) throw MakeError(env, err, "io_uring_queue_init", false);
+  uv_loop_t* loop = nullptr;
+  napi_get_uv_event_loop(env, &loop);
+  if (ring_poller_.Start(loop, event_fd, [this]() { OnRing(); }) != 0) {
+    uring_->close(ring_);
+    ring_ = nullptr;
+    throw MakeError(env, EIO, "uv_poll_start", false);
+  }
+  ring_poller_.SetRef(false);  // the endpoint keeps the loop alive; an idle ring must not
+
+  cmds_.resize(slots);
+  free_.reserve(slots);
+  for (uint32_t i = slots; i > 0; --i) free_.push_back(i - 1);
+  memory_ = region_->memory();
+  memory_->Retain();
+  base_ = region_->data();
+  desc_ = region_->desc();
+  endpoint_ref_ = Napi::Persistent(info[0].As<Napi::Object>());
+  region_ref_ = Napi::Persistent(info[1].As<Napi::Object>());
+  on_failed_ = Napi::Persistent(info[4].As<Napi::Function>());
+  on_idle_ = Napi::Persistent(info[5].As<Napi::Function>());
+  async_ = new Napi::AsyncContext(env, "rblk:FastPath");
+  endpoint_->fast_ = this;
+}
+
+FastPath::~FastPath() {
+  Shutdown();
+  delete async_;
+}
+
+uint8_t* FastPath::SlotData(uint32_t slot) const { return base_ + static_cast<size_t>(slot) * slot_size_; }
+uint8_t* FastPath::SlotRsp(uint32_t slot) const {
+  return base_ + cmds_.size() * static_cast<size_t>(slot_size_) + static_cast<size_t>(slot) * kRspSlot;
+}
+
+// Stops taking commands and waits for the ring (the kernel may be writing
+// into the slots); the endpoint's own close releases the op records.
+void FastPath::Shutdown() {
+  if (closed_) return;
+  closed_ = true;
+  ring_poller_.Stop();
+  if (ring_ != nullptr) uring_->close(ring_);
+  ring_ = nullptr;
+  if (endpoint_ != nullptr && endpoint_->fast_ == this) endpoint_->fast_ = nullptr;
+  endpoint_ = nullptr;
+  if (memory_ != nullptr) memory_->Release();
+  memory_ = nullptr;
+  backlog_.clear();
+  io_backlog_.clear();
+  on_failed_.Reset();
+  on_idle_.Reset();
+  endpoint_ref_.Reset();
+  region_ref_.Reset();
+}
+
+void FastPath::EndpointClosed() {
+  // Nothing more will complete on the CQ: commands waiting on it are over.
+  // Those in the ring finish when it reports them (OnRing), or at Shutdown.
+  Endpoint* ep = endpoint_;
+  endpoint_ = nullptr;
+  backlog_.clear();
+  for (uint32_t i = 0; i < cmds_.size(); ++i) {
+    Cmd& c = cmds_[i];
+    if (c.stage == Stage::kFree || c.stage == Stage::kIo) continue;
+    c.pending = 0;
+    Finish(i);
+  }
+  (void)ep;
+}
+
+bool FastPath::TryReceive(OpRecord* op, size_t length) {
+  if (closed_ || endpoint_ == nullptr || op->recv_buf == nullptr) return false;
+  FastCapsule c;
+  if (!DecodeFastCapsule(op->recv_buf, length, limits_, &c)) return false;
+  FastCdb d;
+  if (!DecodeFastCdb(c.cdb, &d) || d.write != c.write) return false;
+  // Tags and credits are the session's (target/session/session.ts): while JS
+  // holds any command, every command goes to JS, so a tag can only repeat
+  // among the fast path's own; the overrun itself is for JS to refuse.
+  if (js_outstanding_ != 0 || in_flight_ >= credits_ || free_.empty()) return false;
+  auto it = luns_.find(c.lun);
+  if (it == luns_.end()) return false;
+  Lun& lun = it->second;
+  if (!lun.allowed || !(d.write ? lun.writable : lun.readable)) return false;
+  if (d.blocks == 0 || d.blocks > lun.max_blocks) return false;
+  if (d.lba > lun.blocks || d.blocks > lun.blocks - d.lba) return false;
+  uint64_t bytes = static_cast<uint64_t>(d.blocks) * lun.block_size;
+  if (bytes != c.data_length || bytes > slot_size_) return false;
+  uint64_t offset = d.lba * lun.block_size;
+  if (offset % lun.align != 0 || bytes % lun.align != 0) return false;
+  for (const Cmd& x : cmds_)
+    if (x.stage != Stage::kFree && x.tag == c.tag) return false;
+
+  uint32_t slot = free_.back();
+  free_.pop_back();
+  Cmd& cmd = cmds_[slot];
+  cmd.stage = Stage::kIo;
+  cmd.tag = c.tag;
+  cmd.lun = c.lun;
+  cmd.write = d.write;
+  cmd.dsync = d.write && (d.fua || lun.write_through);
+  cmd.offset = offset;
+  cmd.length = static_cast<uint32_t>(bytes);
+  cmd.address = c.address;
+  cmd.key = c.key;
+  cmd.pending = 0;
+  cmd.rsp_sent = false;
+  cmd.failed = false;
+  if (c.immediate) std::memcpy(SlotData(slot), op->recv_buf + 48, bytes);
+  in_flight_++;
+  lun.in_flight++;
+  taken_++;
+
+  // Everything needed is copied out: the receive goes back at once.
+  ssize_t rc = fi_recv(endpoint_->ep_, op->recv_buf, op->recv_len, op->recv_desc, 0, op);
+  endpoint_->before_block_.Arm();
+  // A failure means the connection is failing (a full receive queue cannot
+  // happen: this buffer was just taken off it); its close cancels the record.
+  (void)rc;
+  if (d.write && !c.immediate) {
+    cmd.stage = Stage::kDataOut;
+    if (!Post(slot, kDataOut)) HandOff(slot, "transfer", EIO);
+  } else {
+    StartIo(slot);
+  }
+  return true;
+}
+
+// False when the post failed outright (the connection is broken).
+bool FastPath::Post(uint32_t slot, int kind) {
+  if (endpoint_ == nullptr) return false;
+  Cmd& cmd = cmds_[slot];
+  OpRecord* op = endpoint_->NewOp(0);
+  op->fast = true;
+  op->fast_slot = slot;
+  op->fast_kind = static_cast<uint8_t>(kind);
+  op->pages.push_back(memory_);
+  memory_->Retain();
+  ssize_t rc;
+  void* desc = desc_;
+  if (kind == kRsp) {
+    rc = fi_send(endpoint_->ep_, SlotRsp(slot), kGoodResponseSize, desc, 0, op);
+  } else {
+    iovec iov{SlotData(slot), cmd.length};
+    fi_rma_iov rma{cmd.address, cmd.length, cmd.key};
+    fi_msg_rma msg{};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.context = op;
+    uint64_t flags = FI_COMPLETION;
+    // Without FI_ORDER_SAW, the RSP waits for the data's delivery (docs/protocol.md §12).
+    if (kind == kDataIn && !ordered_) flags |= FI_DELIVERY_COMPLETE;
+    rc = kind == kDataIn ? fi_writemsg(endpoint_->ep_, &msg, flags) : fi_readmsg(endpoint_->ep_, &msg, flags);
+  }
+  if (rc == -FI_EAGAIN) {
+    endpoint_->FreeOp(op);
+    backlog_.emplace_back(slot, kind);
+    cmd.pending++;  // counted as if posted: Retry posts it
+    return true;
+  }
+  if (rc != 0) {
+    endpoint_->FreeOp(op);
+    return false;
+  }
+  cmd.pending++;
+  return true;
+}
+
+void FastPath::Retry() {
+  if (backlog_.empty() || endpoint_ == nullptr) return;
+  std::vector<std::pair<uint32_t, int>> again;
+  again.swap(backlog_);
+  for (size_t i = 0; i < again.size(); ++i) {
+    uint32_t slot = again[i].first;
+    cmds_[slot].pending--;
+    if (!Post(slot, again[i].second)) {
+      HandOff(slot, "transfer", EIO);
+    } else if (!backlog_.empty()) {
+      // Still full: keep the rest in order behind it.
+      for (size_t j = i + 1; j < again.size(); ++j) {
+        backlog_.push_back(again[j]);
+      }
+      return;
+    }
+  }
+}
+
+void FastPath::StartIo(uint32_t slot) {
+  Cmd& cmd = cmds_[slot];
+  cmd.stage = Stage::kIo;
+  Lun& lun = luns_[cmd.lun];
+  int rc = uring_->queue(ring_, cmd.write ? kUringWrite : kUringRead, lun.fd, SlotData(slot), cmd.length, cmd.offset, cmd.dsync, slot);
+  if (rc == -EBUSY) io_backlog_.push_back(slot);
+  else if (rc < 0) HandOff(slot, cmd.write ? "write" : "read", -rc);
+  ring_poller_.SetRef(true);
+}
+
+void FastPath::AfterDrain() {
+  if (closed_) return;
+  Retry();
+  while (!io_backlog_.empty()) {
+    uint32_t slot = io_backlog_.front();
+    Cmd& cmd = cmds_[slot];
+    Lun& lun = luns_[cmd.lun];
+    if (uring_->queue(ring_, cmd.write ? kUringWrite : kUringRead, lun.fd, SlotData(slot), cmd.length, cmd.offset, cmd.dsync, slot) != 0) break;
+    io_backlog_.erase(io_backlog_.begin());
+  }
+  int rc = uring_->submit(ring_);
+  (void)rc;  // EAGAIN/EBUSY: submitted at the next drain or ring completion
+}
+
+void FastPath::OnRing() {
+  if (closed_) return;
+  Napi::Env env = Env();
+  Napi::HandleScope scope(env);
+  UringCompletion done[kReap];
+  for (;;) {
+    unsigned n = uring_->reap(ring_, done, kReap);
+    if (n == 0) break;
+    for (unsigned i = 0; i < n; ++i) {
+      uint32_t slot = static_cast<uint32_t>(done[i].user_data);
+      if (slot >= cmds_.size() || cmds_[slot].stage != Stage::kIo) continue;
+      Cmd& cmd = cmds_[slot];
+      if (endpoint_ == nullptr) {
+        Finish(slot);
+      } else if (done[i].res < 0 || static_cast<uint32_t>(done[i].res) != cmd.length) {
+        // A short transfer is EIO to the SCSI core, as a failed one (sense-map.ts).
+        HandOff(slot, cmd.write ? "write" : "read", done[i].res < 0 ? -done[i].res : EIO);
+      } else if (cmd.write) {
+        SendRsp(slot);
+      } else {
+        cmd.stage = Stage::kDataIn;
+        if (!Post(slot, kDataIn)) HandOff(slot, "transfer", EIO);
+        else if (ordered_) SendRsp(slot);
+      }
+      if (closed_) return;
+    }
+  }
+  bool busy = false;
+  for (const Cmd& c : cmds_) busy = busy || c.stage == Stage::kIo;
+  if (!busy) ring_poller_.SetRef(false);
+  AfterDrain();
+}
+
+void FastPath::SendRsp(uint32_t slot) {
+  Cmd& cmd = cmds_[slot];
+  cmd.stage = Stage::kRsp;
+  cmd.rsp_sent = true;
+  EncodeGoodResponse(SlotRsp(slot), cmd.tag);
+  if (!Post(slot, kRsp)) HandOff(slot, "transfer", EIO);
+}
+
+void FastPath::OnOpDone(OpRecord* op, int err) {
+  uint32_t slot = op->fast_slot;
+  int kind = op->fast_kind;
+  endpoint_->FreeOp(op);
+  if (closed_ || slot >= cmds_.size() || cmds_[slot].stage == Stage::kFree) return;
+  Cmd& cmd = cmds_[slot];
+  cmd.pending--;
+  if (cmd.failed) {
+    if (cmd.pending == 0) Finish(slot);
+    return;
+  }
+  if (err != 0) {
+    HandOff(slot, "transfer", err);
+    return;
+  }
+  if (kind == kDataOut) {
+    StartIo(slot);
+  } else if (kind == kDataIn && !ordered_) {
+    SendRsp(slot);
+  } else if (cmd.rsp_sent && cmd.pending == 0) {
+    Finish(slot);
+  }
+}
+
+void FastPath::Finish(uint32_t slot) {
+  Cmd& cmd = cmds_[slot];
+  if (cmd.stage == Stage::kFree) return;
+  cmd.stage = Stage::kFree;
+  free_.push_back(slot);
+  in_flight_--;
+  auto it = luns_.find(cmd.lun);
+  if (it == luns_.end()) return;
+  Lun& lun = it->second;
+  lun.in_flight--;
+  if (lun.in_flight == 0 && lun.watch && !on_idle_.IsEmpty()) {
+    lun.watch = false;
+    Napi::Env env = Env();
+    Napi::HandleScope scope(env);
+    on_idle_.MakeCallback(Value(), {Napi::Number::New(env, cmd.lun)}, *async_);
+  }
+}
+
+// The command leaves the fast path. An I/O error (kind "read"/"write") is
+// for JS to answer with the sense its table gives; a failed RDMA or send
+// ("transfer") ends the session there. The slot is free once nothing of
+// this command is left in the CQ.
+void FastPath::HandOff(uint32_t slot, const char* kind, int err) {
+  Cmd& cmd = cmds_[slot];
+  if (cmd.stage == Stage::kFree) return;
+  uint64_t tag = cmd.tag;
+  uint32_t lun = cmd.lun;
+  uint32_t length = cmd.length;
+  handed_off_++;
+  if (cmd.failed) return;
+  bool transfer = std::strcmp(kind, "transfer") == 0;
+  if (!transfer || cmd.pending == 0) {
+    cmd.pending = 0;
+    Finish(slot);
+  } else {
+    cmd.failed = true;  // the last completion frees it
+  }
+  if (on_failed_.IsEmpty()) return;
+  Napi::Env env = Env();
+  Napi::HandleScope scope(env);
+  try {
+    on_failed_.MakeCallback(Value(),
+                            {Napi::BigInt::New(env, tag), Napi::Number::New(env, lun), Napi::String::New(env, kind),
+                             Napi::Number::New(env, err), Napi::Number::New(env, length)},
+                            *async_);
+  } catch (const Napi::Error& e) {
+    napi_fatal_exception(env, e.Value());
+  }
+}
+
+// setLun(lun, { fd, blockSize, blocks, maxBlocks, align, readable, writable, writeThrough }):
+// publishes the LUN's eligibility record and allows it.
+Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  uint32_t n = ToU32(env, info[0], "FastPath.setLun", "lun");
+  if (!info[1].IsObject()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath.setLun", "record must be an object");
+  Napi::Object o = info[1].As<Napi::Object>();
+  Lun& lun = luns_[n];
+  lun.fd = static_cast<int>(Prop(env, o, "fd"));
+  lun.block_size = Prop(env, o, "blockSize");
+  lun.blocks = static_cast<uint64_t>(ToSafeInteger(env, o.Get("blocks"), "FastPath.setLun", "blocks"));
+  lun.max_blocks = Prop(env, o, "maxBlocks");
+  lun.align = std::max<uint32_t>(1, Prop(env, o, "align"));
+  lun.readable = Flag(o, "readable");
+  lun.writable = Flag(o, "writable");
+  lun.write_through = Flag(o, "writeThrough");
+  if (lun.block_size == 0) throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "FastPath.setLun", "blockSize must be positive");
+  lun.allowed = !closed_;
+  return env.Undefined();
+}
+
+// revoke(lun): from this call on, no command on the LUN starts here.
+Napi::Value FastPath::Revoke(const Napi::CallbackInfo& info) {
+  uint32_t n = ToU32(info.Env(), info[0], "FastPath.revoke", "lun");
+  auto it = luns_.find(n);
+  if (it != luns_.end()) it->second.allowed = false;
+  return info.Env().Undefined();
+}
+
+// inFlight(lun?, watch?): commands running here (on one LUN, or all); with
+// watch, onIdle(lun) fires when a LUN that has some reaches none.
+Napi::Value FastPath::InFlight(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info[0].IsUndefined()) return Napi::Number::New(env, in_flight_);
+  uint32_t n = ToU32(env, info[0], "FastPath.inFlight", "lun");
+  auto it = luns_.find(n);
+  if (it == luns_.end()) return Napi::Number::New(env, 0);
+  if (info[1].ToBoolean().Value() && it->second.in_flight > 0) it->second.watch = true;
+  return Napi::Number::New(env, it->second.in_flight);
+}
+
+Napi::Value FastPath::HasTag(const Napi::CallbackInfo& info) {
+  uint64_t tag = ToU64(info.Env(), info[0], "FastPath.hasTag", "tag");
+  for (const Cmd& c : cmds_)
+    if (c.stage != Stage::kFree && c.tag == tag) return Napi::Boolean::New(info.Env(), true);
+  return Napi::Boolean::New(info.Env(), false);
+}
+
+// setCounters(jsOutstanding, credits): the session's share of the credits.
+Napi::Value FastPath::SetCounters(const Napi::CallbackInfo& info) {
+  js_outstanding_ = ToU32(info.Env(), info[0], "FastPath.setCounters", "jsOutstanding");
+  credits_ = ToU32(info.Env(), info[1], "FastPath.setCounters", "credits");
+  return info.Env().Undefined();
+}
+
+Napi::Value FastPath::Stats(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("taken", Napi::Number::New(env, static_cast<double>(taken_)));
+  o.Set("handedOff", Napi::Number::New(env, static_cast<double>(handed_off_)));
+  o.Set("inFlight", Napi::Number::New(env, in_flight_));
+  return o;
+}
+
+Napi::Value FastPath::Close(const Napi::CallbackInfo& info) {
+  Shutdown();
+  return info.Env().Undefined();
+}
+
+}  // namespace rblk

@@ -1,0 +1,132 @@
+// The target's native fast path (docs/target.md "Fast path"): READ and WRITE
+// (10) and (16), FUA included, to file and block-device volumes, handled from
+// the receive completion to the response without entering JavaScript. One per
+// connection, attached to its Endpoint after login. For each receive the
+// endpoint's CQ drain completes, the fast path decides "mine" or "not mine":
+// mine when the capsule has the fast shape (fast-capsule.h), the CDB is a
+// READ or WRITE (fast-cdb.h), and the eligibility record JS published for the
+// LUN allows it and the command fits it; anything else goes up to JS in the
+// completion batch exactly as before. A command it takes it also finishes:
+// it reposts the receive, reads or writes the backend through io_uring (a ring
+// of its own, reached through rblk_uring's C table, uring-c-api.h), moves the
+// data by RDMA, sends a GOOD RSP and counts the credit back. An I/O or RDMA
+// error is not answered here: the command is handed to JS (onFailed), which
+// owns the errno-to-sense table (target/scsi/sense-map.ts).
+//
+// JS revokes a LUN's record (revoke) before anything that needs the LUN to
+// itself; the loop thread is the only one that runs either side, so once that
+// call returns no new fast-path command starts, and inFlight(lun) says how
+// many are still running (onIdle fires when a watched LUN reaches zero).
+#pragma once
+#include <napi.h>
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "fast-capsule.h"
+#include "fast-cdb.h"
+#include "poller.h"
+#include "uring-c-api.h"
+
+namespace rblk {
+
+class Endpoint;
+class MemoryRegion;
+struct Memory;
+struct OpRecord;
+
+class FastPath : public Napi::ObjectWrap<FastPath> {
+ public:
+  static Napi::Function Init(Napi::Env env);
+  explicit FastPath(const Napi::CallbackInfo& info);
+  ~FastPath() override;
+
+  // From Endpoint::DrainCq. TryReceive: true when the fast path took the
+  // capsule (and reposted its receive). OnOpDone: a fast-path op completed.
+  bool TryReceive(OpRecord* op, size_t length);
+  void OnOpDone(OpRecord* op, int err);
+  // End of a CQ drain: submits the I/O queued during it in one io_uring_enter.
+  void AfterDrain();
+  // The endpoint is closing: its op records are about to be released.
+  void EndpointClosed();
+
+ private:
+  enum class Stage : uint8_t { kFree, kDataOut, kIo, kDataIn, kRsp };
+  struct Lun {
+    int fd = -1;
+    uint32_t block_size = 512;
+    uint64_t blocks = 0;
+    uint32_t max_blocks = 0;
+    uint32_t align = 1;  // O_DIRECT: offsets and lengths in these units
+    bool readable = false;
+    bool writable = false;
+    bool write_through = false;  // WCE 0: every write durable
+    bool allowed = false;
+    bool watch = false;  // onIdle wanted when in_flight reaches 0
+    uint32_t in_flight = 0;
+  };
+  struct Cmd {
+    Stage stage = Stage::kFree;
+    uint64_t tag = 0;
+    uint32_t lun = 0;
+    bool write = false;
+    bool dsync = false;
+    uint64_t offset = 0;  // backend byte offset
+    uint32_t length = 0;
+    uint64_t address = 0;
+    uint64_t key = 0;
+    int pending = 0;  // RMA/send ops of this command still in the CQ
+    bool rsp_sent = false;
+    bool failed = false;  // a transfer failed: freed when its last op completes
+  };
+
+  Napi::Value SetLun(const Napi::CallbackInfo& info);
+  Napi::Value Revoke(const Napi::CallbackInfo& info);
+  Napi::Value InFlight(const Napi::CallbackInfo& info);
+  Napi::Value HasTag(const Napi::CallbackInfo& info);
+  Napi::Value SetCounters(const Napi::CallbackInfo& info);
+  Napi::Value Stats(const Napi::CallbackInfo& info);
+  Napi::Value Close(const Napi::CallbackInfo& info);
+
+  void Shutdown();
+  uint8_t* SlotData(uint32_t slot) const;
+  uint8_t* SlotRsp(uint32_t slot) const;
+  bool Post(uint32_t slot, int kind);
+  void StartIo(uint32_t slot);
+  void OnRing();
+  void SendRsp(uint32_t slot);
+  void Finish(uint32_t slot);
+  void HandOff(uint32_t slot, const char* kind, int err);
+  void Retry();
+
+  Endpoint* endpoint_ = nullptr;
+  Napi::ObjectReference endpoint_ref_;
+  Napi::ObjectReference region_ref_;
+  MemoryRegion* region_ = nullptr;
+  Memory* memory_ = nullptr;
+  uint8_t* base_ = nullptr;
+  void* desc_ = nullptr;
+  const UringApi* uring_ = nullptr;
+  void* ring_ = nullptr;
+  FdPoller ring_poller_;
+  FastLimits limits_;
+  uint32_t slot_size_ = 0;
+  bool ordered_ = false;  // FI_ORDER_SAW: the RSP may follow the RDMA WRITE at once
+  bool closed_ = false;
+  uint32_t credits_ = 0;
+  uint32_t js_outstanding_ = 0;
+  uint32_t in_flight_ = 0;
+  uint64_t taken_ = 0, handed_off_ = 0;
+  std::vector<Cmd> cmds_;
+  std::vector<uint32_t> free_;
+  std::vector<std::pair<uint32_t, int>> backlog_;  // posts refused with FI_EAGAIN: (slot, kind)
+  std::vector<uint32_t> io_backlog_;               // I/O the ring had no room for
+  std::unordered_map<uint32_t, Lun> luns_;
+  Napi::FunctionReference on_failed_;
+  Napi::FunctionReference on_idle_;
+  Napi::AsyncContext* async_ = nullptr;
+};
+
+}  // namespace rblk

@@ -1,0 +1,256 @@
+// The native fast path against the JavaScript path (docs/target.md "Fast
+// path"): one seeded, randomised command mix, run once with fast_path on and
+// once with it off, over real tcp endpoints to real files, must give the
+// same RSP capsules byte for byte (status, sense, residuals, credits), the
+// same data read back, and the same bytes on disk. The mix: READ and WRITE
+// (10) and (16), FUA, immediate data, misaligned lengths, LBAs past the end,
+// zero-block transfers, an unknown LUN, a read-only volume, persistent
+// reservations held by another initiator, the unit attentions a LUN RESET and
+// a reconnect raise, ABORT TASK, SYNCHRONIZE CACHE, COMPARE AND WRITE, and
+// bursts of concurrent commands.
+import test from 'ava';
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as cdb from '../../protocol/scsi/cdb.js';
+import { PrOutAction, PrType } from '../../protocol/scsi/opcodes.js';
+import { capsuleBuffer, DataDirection, DataFormat, decodeCapsule, Opcode, TaskAttribute, TaskFunction, type CommandData } from '../../protocol/wire/index.js';
+import { FileBackend } from '../../target/backend/file.js';
+import { LogicalUnit } from '../../target/scsi/index.js';
+import { TargetServer } from '../../target/server.js';
+import { rblkSessions, type TargetSession } from '../../target/session/session.js';
+import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
+import { FastPath } from '../../native/fast-path.js';
+import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
+import type { InitiatorConnection, IoBuffer } from '../../initiator/transport/transport.js';
+import { prng } from '../protocol/fuzz-corpus.js';
+import { memoryLog, TARGET_NAME } from '../helpers/target-fixture.js';
+import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+
+checkSuiteResources(test, { warmUp: () => warmUpFabric() });
+
+const BLOCK = 512;
+const BLOCKS = 2048; // 1 MiB volumes
+const pad16 = (b: Buffer): Buffer => Buffer.concat([b, Buffer.alloc(16 - b.length)]);
+
+/** One initiator speaking raw capsules, so every field of every RSP can be compared. */
+class RawClient {
+  private tag = 100n;
+  private readonly waiters = new Map<bigint, (b: Buffer) => void>();
+  private constructor(
+    private readonly conn: InitiatorConnection,
+    readonly io: IoBuffer,
+  ) {
+    conn.onCapsule = (b) => {
+      const c = decodeCapsule(b, { from: 'target' });
+      const w = this.waiters.get(c.tag);
+      this.waiters.delete(c.tag);
+      w?.(Buffer.from(b));
+    };
+  }
+
+  static async open(port: number, name: string): Promise<RawClient> {
+    const conn = await new FabricInitiatorTransport().connect({
+      address: '127.0.0.1',
+      port,
+      provider: 'tcp',
+      maxCapsule: 8192,
+      queueDepth: 16,
+      receiveSize: 1024,
+      ioPoolSize: 2 << 20,
+      ioChunkSize: 2 << 20,
+    });
+    const io = await conn.allocate(2 << 20);
+    const c = new RawClient(conn, io);
+    const rsp = c.wait(1n);
+    await conn.send(
+      capsuleBuffer({
+        op: Opcode.LOGIN_REQ,
+        tag: 1n,
+        authRequired: false,
+        maxItCapsule: 8192,
+        maxTiCapsule: 1024,
+        immediateDataSize: 4096,
+        credits: 16,
+        initiatorName: name,
+        targetName: TARGET_NAME,
+      }),
+    );
+    const login = decodeCapsule(await rsp, { from: 'target' });
+    if (login.op !== Opcode.LOGIN_RSP) throw new Error(`login failed: ${login.op}`);
+    return c;
+  }
+
+  private wait(tag: bigint): Promise<Buffer> {
+    return new Promise((resolve) => this.waiters.set(tag, resolve));
+  }
+
+  /** One command; resolves with its RSP bytes and, for a read, the data-in bytes. */
+  async command(lun: number, c: Buffer, o: { dir: 'in' | 'out' | 'none'; length?: number; at?: number; data?: Buffer; immediate?: boolean }): Promise<string> {
+    const tag = this.tag++;
+    const at = o.at ?? 0;
+    const length = o.length ?? 0;
+    if (o.dir === 'out' && o.data) o.data.copy(this.io.buffer, at);
+    if (o.dir === 'in') this.io.buffer.fill(0xee, at, at + length);
+    const rsp = this.wait(tag);
+    const direction = o.dir === 'in' ? DataDirection.READ : o.dir === 'out' ? DataDirection.WRITE : DataDirection.NONE;
+    const data: CommandData =
+      o.dir === 'none' || length === 0
+        ? { format: DataFormat.NONE }
+        : o.immediate
+          ? { format: DataFormat.IMMEDIATE, data: this.io.buffer.subarray(at, at + length) }
+          : { format: DataFormat.DIRECT, descriptor: this.io.segments(at, length)[0] };
+    await this.conn.send(
+      capsuleBuffer({ op: Opcode.CMD, tag, lun, taskAttribute: TaskAttribute.SIMPLE, direction: data.format === DataFormat.NONE ? DataDirection.NONE : direction, cdb: pad16(c), data }),
+    );
+    const got = await rsp;
+    // The tag differs by nothing between runs, but say only what matters: the RSP after its tag.
+    const body = got.subarray(16).toString('hex');
+    return o.dir === 'in' && length > 0 ? `${body} ${this.io.buffer.subarray(at, at + length).toString('hex')}` : body;
+  }
+
+  async task(lun: number, fn: number, taskTag: bigint): Promise<string> {
+    const tag = this.tag++;
+    const rsp = this.wait(tag);
+    await this.conn.send(capsuleBuffer({ op: Opcode.TSK_MGMT, tag, lun, function: fn as never, taskTag }));
+    return (await rsp).subarray(16).toString('hex');
+  }
+
+  get lastTag(): bigint {
+    return this.tag - 1n;
+  }
+
+  async close(): Promise<void> {
+    await this.conn.close();
+  }
+}
+
+interface Run {
+  transcript: string[];
+  disk: Buffer;
+  taken: number;
+}
+
+async function run(fastPath: boolean, seed: number): Promise<Run> {
+  const dir = await mkdtemp(join(tmpdir(), 'rblk-fastpath-'));
+  const log = memoryLog();
+  const server = new TargetServer(
+    {
+      targetName: TARGET_NAME,
+      limits: { queueDepth: 16, maxIo: 1 << 20, inCapsuleData: 4096, maxDescriptors: 16, keepAliveMs: 0, loginTimeoutMs: 10_000, maxSessions: 8, dataBuffers: 16 },
+      authRequired: false,
+      secrets: new Map(),
+      log,
+      fastPath,
+    },
+    rblkSessions,
+  );
+  const transcript: string[] = [];
+  let taken = 0;
+  let a: RawClient | null = null;
+  let b: RawClient | null = null;
+  const volumes: FileBackend[] = [];
+  try {
+    const rw = await FileBackend.open({ path: join(dir, 'rw'), size: BLOCKS * BLOCK });
+    volumes.push(rw);
+    const ro = await FileBackend.open({ path: join(dir, 'ro'), size: BLOCKS * BLOCK });
+    volumes.push(ro);
+    server.addVolume({ name: 'rw', lun: 0, lu: new LogicalUnit({ name: 'rw', backend: rw, identifier: randomUUID() }), access: () => 'rw' });
+    server.addVolume({ name: 'ro', lun: 1, lu: new LogicalUnit({ name: 'ro', backend: ro, identifier: randomUUID(), readOnly: true }), access: () => 'rw' });
+    const port = (await server.listen({ transport: new FabricTargetTransport(), provider: 'tcp', address: '127.0.0.1', port: 0 })).port;
+    a = await RawClient.open(port, 'iqn.2026-12.io.rblk:a');
+    b = await RawClient.open(port, 'iqn.2026-12.io.rblk:b');
+    const rand = prng(seed);
+    const int = (n: number): number => Math.floor(rand() * n);
+    const countTaken = (): void => {
+      for (const s of server.sessions) taken += (s as TargetSession).fastPathStats?.taken ?? 0;
+    };
+    let reserved = false;
+    const rwOp = (c: RawClient, at: number): Promise<string> => {
+      const lun = int(10) === 0 ? 1 : int(30) === 0 ? 7 : 0;
+      const write = rand() < 0.5;
+      const blocks = int(12) === 0 ? 0 : 1 + int(16);
+      const lba = int(10) === 0 ? BLOCKS - int(8) : int(BLOCKS - 16);
+      const fua = rand() < 0.3;
+      const misaligned = int(12) === 0;
+      const length = misaligned ? blocks * BLOCK + [-BLOCK, BLOCK, 100][int(3)] : blocks * BLOCK;
+      const sixteen = rand() < 0.5;
+      const c16 = write ? cdb.write16(lba, blocks, { fua }) : cdb.read16(lba, blocks, { fua });
+      const c10 = write ? cdb.write10(lba, blocks, { fua }) : cdb.read10(lba, blocks, { fua });
+      const data = Buffer.alloc(Math.max(0, length), (seed + at + lba) & 0xff);
+      for (let i = 0; i < data.length; i += 64) data[i] = int(256);
+      const immediate = write && length > 0 && length <= 4096 && rand() < 0.3;
+      return c.command(lun, sixteen ? c16 : c10, { dir: write ? 'out' : 'in', length: Math.max(0, length), at, data, immediate });
+    };
+    for (let step = 0; step < 400; step++) {
+      const r = int(100);
+      if (r < 70) {
+        transcript.push(`rw ${await rwOp(a, 0)}`);
+      } else if (r < 80) {
+        // A burst of concurrent commands on disjoint buffers.
+        const n = 2 + int(7);
+        transcript.push(...(await Promise.all(Array.from({ length: n }, (_, i) => rwOp(a!, i * 16 * BLOCK + BLOCK * 64)))).map((x) => `burst ${x}`));
+      } else if (r < 83) {
+        // Another initiator takes (or gives up) a persistent reservation.
+        const key = 0xb0b0n;
+        const param = cdb.prOutParameterList(reserved ? { key, serviceActionKey: 0n } : { key, serviceActionKey: key });
+        const params = { dir: 'out', length: param.length, data: param, at: 0 } as const;
+        if (!reserved) {
+          transcript.push(`pr-register ${await b.command(0, cdb.persistentReserveOut(PrOutAction.REGISTER), params)}`);
+          const rp = cdb.prOutParameterList({ key });
+          transcript.push(`pr-reserve ${await b.command(0, cdb.persistentReserveOut(PrOutAction.RESERVE, PrType.WRITE_EXCLUSIVE), { ...params, data: rp })}`);
+        } else {
+          const rp = cdb.prOutParameterList({ key });
+          transcript.push(`pr-release ${await b.command(0, cdb.persistentReserveOut(PrOutAction.RELEASE, PrType.WRITE_EXCLUSIVE), { ...params, data: rp })}`);
+          transcript.push(`pr-unregister ${await b.command(0, cdb.persistentReserveOut(PrOutAction.REGISTER), params)}`);
+        }
+        reserved = !reserved;
+      } else if (r < 86) {
+        // LUN RESET from the other initiator: this one sees 29/00 next.
+        transcript.push(`lun-reset ${await b.task(0, TaskFunction.LUN_RESET, 0n)}`);
+        transcript.push(`b-tur ${await b.command(0, cdb.testUnitReady(), { dir: 'none' })}`);
+      } else if (r < 89) {
+        transcript.push(`abort ${await a.task(0, TaskFunction.ABORT_TASK, a.lastTag)}`);
+      } else if (r < 92) {
+        transcript.push(`sync ${await a.command(0, cdb.synchronizeCache10(), { dir: 'none' })}`);
+      } else if (r < 95) {
+        const lba = int(BLOCKS);
+        const data = Buffer.alloc(2 * BLOCK, int(3));
+        transcript.push(`caw ${await a.command(0, cdb.compareAndWrite(lba, 1), { dir: 'out', length: data.length, data })}`);
+      } else if (r < 97) {
+        // A reconnect: a new nexus, which sees POWER ON, RESET first.
+        countTaken();
+        await a.close();
+        a = await RawClient.open(port, 'iqn.2026-12.io.rblk:a');
+        transcript.push('reconnect');
+      } else {
+        transcript.push(`tur ${await a.command(0, cdb.testUnitReady(), { dir: 'none' })}`);
+      }
+    }
+    transcript.push(`final ${await a.command(0, cdb.read16(0, BLOCKS), { dir: 'in', length: BLOCKS * BLOCK })}`);
+    countTaken();
+  } finally {
+    await a?.close();
+    await b?.close();
+    await server.close();
+    for (const v of volumes) await v.close();
+  }
+  const disk = await readFile(join(dir, 'rw'));
+  await rm(dir, { recursive: true, force: true });
+  return { transcript, disk, taken };
+}
+
+const enabled = FastPath.available();
+
+(enabled ? test.serial : test.serial.skip)('the same command mix gives the same answers, data and disk with fast_path on and off', async (t) => {
+  const on = await run(true, 0x5eed_fa57);
+  const off = await run(false, 0x5eed_fa57);
+  t.is(off.taken, 0);
+  t.true(on.taken > 100, `the fast path took only ${on.taken} commands`);
+  t.is(on.transcript.length, off.transcript.length);
+  const firstDiff = on.transcript.findIndex((x, i) => x !== off.transcript[i]);
+  t.is(firstDiff, -1, firstDiff >= 0 ? `step ${firstDiff}: on ${on.transcript[firstDiff].slice(0, 200)} / off ${off.transcript[firstDiff].slice(0, 200)}` : '');
+  t.true(on.disk.equals(off.disk), 'the files differ');
+  t.log(`${on.transcript.length} answers compared; the fast path took ${on.taken} commands`);
+});
