@@ -11,6 +11,10 @@ export const DEFAULT_STATE_DIR = '/var/lib/rblk';
 /** Loopback by default: serving the network is a decision the administrator writes down. */
 export const DEFAULT_ADDRESS = '127.0.0.1';
 export const DEFAULT_PORT = 7471;
+/** The control socket `rblkd ctl` talks to (docs/operations.md "The control socket"); systemd's RuntimeDirectory=rblk makes its directory. */
+export const DEFAULT_CONTROL_SOCKET = '/run/rblk/rblkd.ctl';
+/** The Prometheus endpoint's port when `metrics` names none (docs/operations.md "Metrics"). */
+export const DEFAULT_METRICS_PORT = 9471;
 /** sysexits.h EX_CONFIG: what `rblkd --check-config` and a refused start exit with. */
 export const EX_CONFIG = 78;
 
@@ -194,6 +198,25 @@ export const configSchema: SchemaObject = {
         format: { enum: [...LOG_FORMATS] },
       },
     },
+    control: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        enabled: { type: 'boolean' },
+        socket: { type: 'string', minLength: 1 },
+      },
+    },
+    // Present: the Prometheus endpoint is served (off without it).
+    metrics: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        enabled: { type: 'boolean' },
+        address: { type: 'string', minLength: 1 },
+        // 0 asks for any free port; only tests want that.
+        port: { type: 'integer', minimum: 0, maximum: 65535 },
+      },
+    },
     state_dir: { type: 'string', minLength: 1 },
   },
 };
@@ -273,6 +296,18 @@ export interface LoggingConfig {
   format: LogFormat;
 }
 
+export interface ControlConfig {
+  /** Absolute path of the Unix socket, or null when `control.enabled` is false. */
+  socket: string | null;
+  /** Whether the file named the path (a taken socket then refuses the start) or the default was used. */
+  explicit: boolean;
+}
+
+export interface MetricsConfig {
+  address: string;
+  port: number;
+}
+
 export interface Config {
   /** The file (or name) the configuration was read from. */
   source: string;
@@ -283,6 +318,9 @@ export interface Config {
   auth: AuthConfig;
   limits: LimitsConfig;
   logging: LoggingConfig;
+  control: ControlConfig;
+  /** The Prometheus endpoint, or null when it is off (the default). */
+  metrics: MetricsConfig | null;
   stateDir: string;
   /** Legal but probably unintended settings, for the daemon to log and --check-config to print. */
   warnings: readonly ConfigIssue[];

@@ -87,6 +87,8 @@ export interface NativeCmEvent {
   type: 'connreq' | 'connected' | 'shutdown' | 'error';
   /** For connreq: an id to hand to accept() or reject(). */
   requestId?: number;
+  /** For connreq: where it came from ("10.0.0.5:41234"), when the provider says (fi_info dest_addr). */
+  peer?: string;
   privateData?: Buffer;
   errno?: number;
   code?: string;

@@ -2,6 +2,7 @@
 // and SPC attach to a logical unit (mode pages, reservations, unit attention
 // queues, the COMPARE AND WRITE range lock) and reaches storage only through
 // the Backend seam.
+import { IoStats } from './request/io-stats.js';
 import type { Backend } from '../backend/backend.js';
 import {
   CAPACITY_DATA_HAS_CHANGED,
@@ -125,6 +126,8 @@ export class LogicalUnit {
   readonly attentions = new UnitAttentions();
   readonly reservations: Reservations;
   readonly rangeLock = new RangeLock();
+  /** Commands, bytes, errors and latency by class, counted by the request core (request/io-stats.ts). */
+  readonly stats = new IoStats();
   readonly defaultModes: ModeSettings;
   #modes: ModeSettings;
   #lastBlocks: number;

@@ -32,10 +32,10 @@ import {
 } from '../../protocol/wire/index.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
-import { NO_RESIDUALS, ScsiRequest, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
+import { NO_RESIDUALS, ScsiRequest, SessionIo, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { DataBuffer, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
-import type { MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionLogger } from './environment.js';
+import type { MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionInfo, SessionLogger } from './environment.js';
 
 let nextSessionId = 1n;
 /** Stands in for the secret of a name that has none (§10): random, known to nobody. */
@@ -92,6 +92,10 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   private ending: Promise<void> | null = null;
   /** Called once when the session has ended and released everything. */
   onEnd: ((session: ServedSession) => void) | null = null;
+  /** Commands and bytes of this session, counted by the request core. */
+  readonly io = new SessionIo();
+  private readonly since = new Date();
+  private loggedInAt: Date | null = null;
 
   constructor(
     readonly conn: TargetConnection<B>,
@@ -114,6 +118,30 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     }, env.limits.loginTimeoutMs);
     conn.onClose = (reason) => this.detach(this.ended(reason), 'connection close');
     conn.onCapsule = (buf) => this.onCapsule(buf);
+  }
+
+  get id(): string {
+    return this.nexus ? String(this.sessionId) : `c${this.conn.id}`;
+  }
+
+  info(): SessionInfo {
+    return {
+      id: this.id,
+      initiator: this.initiator,
+      peer: this.conn.peer,
+      provider: this.conn.provider,
+      port: this.env.portName,
+      connection: this.conn.id,
+      state: this.state,
+      credits: this.credits,
+      inFlight: this.outstanding.size,
+      ops: this.io.ops,
+      readBytes: this.io.readBytes,
+      writeBytes: this.io.writeBytes,
+      errors: this.io.errors,
+      since: this.since.toISOString(),
+      loggedInAt: this.loggedInAt?.toISOString() ?? null,
+    };
   }
 
   get initiator(): string | null {
@@ -204,7 +232,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   private onLoginRequest(req: LoginRequest): void {
     this.login = req;
     this.log = this.env.log;
-    const m = { initiator: req.initiatorName, connection: this.conn.id };
+    const m = { initiator: req.initiatorName, connection: this.conn.id, peer: this.conn.peer };
     if (req.targetName !== this.env.targetName) {
       this.log.warn(`login refused: unknown target name ${JSON.stringify(req.targetName)}`, m);
       return this.reject(LoginRejectReason.UNABLE_TO_ASSOCIATE);
@@ -251,7 +279,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     // A name with no secret is checked against a random one, so that its
     // refusal costs what a wrong secret's does.
     const matches = verifyInitiatorProof(secret ?? UNKNOWN_NAME_SECRET, transcript, proof);
-    const m = { initiator: req.initiatorName, connection: this.conn.id };
+    const m = { initiator: req.initiatorName, connection: this.conn.id, peer: this.conn.peer };
     if (secret === null) {
       this.log.warn('login refused: authentication required and no secret is configured for this initiator (answered as authentication failed)', m);
       return this.reject(LoginRejectReason.AUTH_FAILED);
@@ -272,7 +300,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
       // §11: the credits' receive buffers are posted before LOGIN_RSP grants them.
       this.conn.openReceiveRing();
     } catch (e) {
-      this.log.warn(`login refused: no memory for the receive ring (${e instanceof Error ? e.message : String(e)})`, { initiator: req.initiatorName });
+      this.log.warn(`login refused: no memory for the receive ring (${e instanceof Error ? e.message : String(e)})`, this.meta());
       return this.reject(LoginRejectReason.NO_RESOURCES);
     }
     const rsp: LoginResponse = {
@@ -295,6 +323,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     this.mapLuns(this.env.lunsFor(req.initiatorName));
     this.env.scsi.login(this.nexus);
     this.state = 'active';
+    this.loggedInAt = new Date();
     if (this.timer) clearTimeout(this.timer);
     this.startKeepAlive();
     this.log.info(`logged in${proof ? ' (authenticated)' : ''}: ${credits} credits, ${this.luns.size} LUN(s)`, { provider: this.conn.provider });
@@ -321,6 +350,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
       access,
       visibleLuns,
       log,
+      io: this.io,
       // limits.max_io as it is now: a reload changes it for running sessions too.
       get maxTransfer() {
         return env.limits.maxIo;
@@ -460,7 +490,8 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   }
 
   private meta(): Record<string, unknown> {
-    return { session: String(this.sessionId), initiator: this.login?.initiatorName, connection: this.conn.id };
+    // Every session line carries the peer, so a journal search by address finds them all.
+    return { session: Number(this.sessionId), initiator: this.login?.initiatorName, connection: this.conn.id, peer: this.conn.peer };
   }
 
   /** A protocol violation: log it, tell the initiator (best effort), disconnect (§15). */

@@ -15,7 +15,7 @@ import { Domain, FabricError, Pool, type Endpoint, type Listener, type MemoryReg
 import { errorText } from '../error-text.js';
 import { DataPool, type PooledBuffer } from './data-pool.js';
 import { fdHeadroom, FD_RESERVE } from './fd-budget.js';
-import type { PortHandlers, PortOptions, TargetConnection, TargetPort, TargetTransport } from './transport.js';
+import type { PoolUse, PortHandlers, PortOptions, TargetConnection, TargetPort, TargetTransport } from './transport.js';
 
 let nextConnectionId = 1;
 
@@ -187,6 +187,10 @@ class FabricPort implements TargetPort {
     this.reaper.unref();
   }
 
+  poolUse(): PoolUse[] {
+    return this.pool.use();
+  }
+
   async stopAccepting(): Promise<void> {
     if (this.reaper) clearInterval(this.reaper);
     this.reaper = null;
@@ -222,7 +226,7 @@ export class FabricTargetTransport implements TargetTransport {
         reject(req, why);
         return;
       }
-      const peer = 'fabric';
+      const peer = req.peer;
       const decision = handlers.admit(request, peer);
       if ('reject' in decision) {
         reject(req, decision.reject);
