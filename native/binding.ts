@@ -246,6 +246,8 @@ export interface NativeFuseAddon {
 /** rblk_systemd.node: libsystemd's sd_notify(0, state): >0 sent, 0 no NOTIFY_SOCKET, <0 -errno. */
 export interface NativeSystemdAddon {
   sdNotify(state: string): number;
+  /** sd_journal_sendv(3) of KEY=value fields (MESSAGE=, PRIORITY=, ...); 0 or -errno. */
+  sdJournalSend(fields: readonly string[]): number;
 }
 
 /** Every error the addon throws or rejects with carries these. */

@@ -47,6 +47,10 @@ export class ServedVolume implements ExportedVolume {
   static async open(config: VolumeConfig, ctx: VolumeContext): Promise<ServedVolume> {
     const identity = await volumeIdentity(ctx.stateDir, config);
     const size = configuredSize(config);
+    ctx.log.debug(
+      `volume ${config.name}: opening ${backendPath(config)} (${size !== undefined ? formatSize(size) : 'device size'}, io_engine ${config.ioEngine}${config.direct ? ', O_DIRECT' : ''}${config.readOnly ? ', read-only' : ''}), identity ${identity.uuid}`,
+      { volume: config.name },
+    );
     const backend = await openBackend({
       path: backendPath(config),
       ...(size !== undefined ? { size } : {}),
@@ -67,6 +71,10 @@ export class ServedVolume implements ExportedVolume {
         // COMPARE AND WRITE moves two blocks, so two is the floor whatever max_io says.
         limits: { maxTransferBlocks: Math.max(2, Math.floor(ctx.maxIo / config.blockSize)) },
         log: ctx.log,
+      });
+      const b = backend as Backend & { ioEngine?: string; ioEngineFallback?: string | null };
+      ctx.log.debug(`volume ${config.name}: backend open, ${formatSize(backend.size)}${b.ioEngine !== undefined ? `, engine ${b.ioEngine}` : ''}${b.ioEngineFallback ? ` (io_uring unavailable: ${b.ioEngineFallback})` : ''}`, {
+        volume: config.name,
       });
       return new ServedVolume(config, lu);
     } catch (e) {

@@ -116,7 +116,10 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     this.timer = setTimeout(() => {
       if (this.state === 'login' || this.state === 'challenged') this.detach(this.fail(new ProtocolViolation('login did not complete in time')), 'login timeout');
     }, env.limits.loginTimeoutMs);
-    conn.onClose = (reason) => this.detach(this.ended(reason), 'connection close');
+    conn.onClose = (reason) => {
+      this.log.debug(`transport closed the connection: ${reason}`, this.meta());
+      this.detach(this.ended(reason), 'connection close');
+    };
     conn.onCapsule = (buf) => this.onCapsule(buf);
   }
 
@@ -233,6 +236,10 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     this.login = req;
     this.log = this.env.log;
     const m = { initiator: req.initiatorName, connection: this.conn.id, peer: this.conn.peer };
+    this.log.debug(
+      `LOGIN_REQ: target ${JSON.stringify(req.targetName)}, ${req.credits} credits, capsules ${req.maxItCapsule}/${req.maxTiCapsule}, immediate data ${req.immediateDataSize}${req.authRequired ? ', initiator requires authentication' : ''}`,
+      m,
+    );
     if (req.targetName !== this.env.targetName) {
       this.log.warn(`login refused: unknown target name ${JSON.stringify(req.targetName)}`, m);
       return this.reject(LoginRejectReason.UNABLE_TO_ASSOCIATE);
@@ -251,6 +258,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     if (this.env.secretFor(req.initiatorName) !== null || this.env.authRequired || req.authRequired) {
       this.targetNonce = newNonce();
       this.state = 'challenged';
+      this.log.debug('sending LOGIN_CHALLENGE', m);
       this.detach(this.sendCapsule({ op: Opcode.LOGIN_CHALLENGE, tag: req.tag, targetNonce: this.targetNonce }), 'LOGIN_CHALLENGE');
       return;
     }
@@ -288,6 +296,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
       this.log.warn('login refused: authentication failed (wrong secret or tampered exchange)', m);
       return this.reject(LoginRejectReason.AUTH_FAILED);
     }
+    this.log.debug('LOGIN_AUTH: the initiator proved its secret', m);
     if (!this.admitsSomeVolume(m)) return;
     this.grant(targetProof(secret, transcript));
   }
@@ -422,6 +431,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   }
 
   private async runTask(t: TaskManagement): Promise<void> {
+    this.log.debug(`TSK_MGMT ${taskName(t.function)} on LUN ${t.lun}${t.function === TaskFunction.ABORT_TASK ? ` for tag ${t.taskTag}` : ''} (tag ${t.tag})`);
     const mapped = this.luns.get(t.lun);
     let response: number = TaskResponse.COMPLETE;
     if (!mapped) response = TaskResponse.INCORRECT_LUN;
@@ -446,6 +456,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
       response = TaskResponse.NOT_SUPPORTED;
     }
     if (this.state !== 'active' && this.state !== 'closing') return;
+    this.log.debug(`TSK_RSP ${taskResponseName(response)} (tag ${t.tag})`);
     await this.sendCapsule({ op: Opcode.TSK_RSP, tag: t.tag, creditDelta: 1, response: response as TaskResponse });
   }
 
@@ -583,6 +594,16 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   }
 }
 
+
+function taskName(f: number): string {
+  for (const [k, v] of Object.entries(TaskFunction)) if (v === f) return k;
+  return `function 0x${f.toString(16)}`;
+}
+
+function taskResponseName(r: number): string {
+  for (const [k, v] of Object.entries(TaskResponse)) if (v === r) return k;
+  return `0x${r.toString(16)}`;
+}
 
 function opName(op: number): string {
   for (const [k, v] of Object.entries(Opcode)) if (v === op) return k;
