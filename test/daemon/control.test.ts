@@ -11,6 +11,7 @@ import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { controlRequest } from '../../target/daemon/control-client.js';
 import { rblkGid } from '../../target/daemon/control-server.js';
 import type { SessionInfo } from '../../target/session/environment.js';
+import { assertReturned, baseline } from '../helpers/resources.js';
 import { baseConfig, ROOT, spawnDaemon, workdir } from './helpers/daemon-process.js';
 import { command, login, pattern, read, write } from './helpers/initiator.js';
 
@@ -81,6 +82,10 @@ test('control socket: sessions with their peer, volume counters, kick, reload, m
   const status = (await controlRequest(socket, 'status')) as { metrics: { port: number }; volumes: number };
   t.is(status.metrics.port, metricsPort);
   t.is(status.volumes, 1);
+  // Warmed up (a control connection, a scrape, the fabric provider through a first session): the fds every later one must give back.
+  await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  await (await login(port, { initiatorName: 'iqn.2026-11.io.rblk:warm-up' })).close();
+  const base = await baseline(d.child.pid!);
 
   const c = await login(port, { initiatorName: 'iqn.2026-11.io.rblk:ops' });
   t.teardown(() => c.close());
@@ -153,6 +158,9 @@ test('control socket: sessions with their peer, volume counters, kick, reload, m
   const refused = await ctl(['reload', '--socket', socket]);
   t.is(refused.code, 1);
   t.regex(refused.stdout, /reload refused/);
+
+  for (let i = 0; i < 20; i++) await controlRequest(socket, i % 2 === 0 ? 'sessions' : 'volumes');
+  await assertReturned(t, base, { what: 'rblkd after control requests, a scrape, a session and its kick', settleMs: 10_000 });
 
   d.kill('SIGTERM');
   t.is((await d.exited).code, 0);
