@@ -158,6 +158,16 @@ test('control socket: sessions with their peer, volume counters, kick, reload, m
   const refused = await ctl(['reload', '--socket', socket]);
   t.is(refused.code, 1);
   t.regex(refused.stdout, /reload refused/);
+  // A reload may close the metrics endpoint, and open it again elsewhere.
+  const two = [{ name: 'a', memory: true, size: '4MiB' }, { name: 'b', memory: true, size: '1MiB' }];
+  w.writeConfig(baseConfig(w, two, { control: { socket } }));
+  t.true(((await controlRequest(socket, 'reload')) as { applied: boolean }).applied);
+  t.is(((await controlRequest(socket, 'status')) as { metrics: unknown }).metrics, null);
+  await t.throwsAsync(fetch(`http://127.0.0.1:${metricsPort}/metrics`));
+  w.writeConfig(config(two));
+  t.true(((await controlRequest(socket, 'reload')) as { applied: boolean }).applied);
+  const moved = ((await controlRequest(socket, 'status')) as { metrics: { port: number } }).metrics.port;
+  t.is((await fetch(`http://127.0.0.1:${moved}/metrics`)).status, 200);
 
   for (let i = 0; i < 20; i++) await controlRequest(socket, i % 2 === 0 ? 'sessions' : 'volumes');
   await assertReturned(t, base, { what: 'rblkd after control requests, a scrape, a session and its kick', settleMs: 10_000 });
