@@ -32,7 +32,7 @@ function fail(message: string, code: number): never {
 function parseArgs(argv: string[]): Args {
   const parsed = yargs(argv)
     .scriptName('rblkd')
-    .usage('$0 [--config FILE] [--state-dir DIR]\n$0 --check-config [FILE]\n\nThe rblk target daemon: serves block volumes to rblk initiators over libfabric.')
+    .usage('$0 [--config FILE] [--state-dir DIR]\n$0 --check-config [FILE]\n$0 ctl <status|sessions|volumes|kick SESSION|reload> [--json]\n\nThe rblk target daemon: serves block volumes to rblk initiators over libfabric.')
     .option('config', { type: 'string', default: DEFAULT_CONFIG_PATH, describe: 'configuration file', requiresArg: true })
     .option('check-config', {
       type: 'string',
@@ -90,7 +90,13 @@ async function serve(args: Args, config: Config, log: DaemonLogger): Promise<num
 }
 
 async function main(): Promise<number> {
-  const args = parseArgs(hideBin(process.argv));
+  const argv = hideBin(process.argv);
+  if (argv[0] === 'ctl') {
+    // Loaded only for `rblkd ctl`: the daemon's start needs none of it.
+    const { runCtl } = await import('./rblkd-ctl.js');
+    return runCtl(argv.slice(1));
+  }
+  const args = parseArgs(argv);
   const loadOptions: LoadOptions = args.stateDir !== undefined ? { stateDir: args.stateDir } : {};
   if (args.checkConfig !== undefined) {
     return runCheckConfig(args.checkConfig === '' ? args.config : args.checkConfig, process.stdout, process.stderr, loadOptions);

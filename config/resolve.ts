@@ -14,6 +14,8 @@ import type { PathIssue } from './schema-errors.js';
 import {
   DEFAULT_ADDRESS,
   DEFAULT_ISCSI_PORT,
+  DEFAULT_CONTROL_SOCKET,
+  DEFAULT_METRICS_PORT,
   DEFAULT_PORT,
   DEFAULT_STATE_DIR,
   LIMIT_DEFAULTS,
@@ -23,6 +25,7 @@ import {
   type AuthConfig,
   type BlockSize,
   type Config,
+  type ControlConfig,
   type InitiatorCredential,
   type IoEngineSetting,
   type LimitsConfig,
@@ -30,6 +33,7 @@ import {
   type LogFormat,
   type LogLevel,
   type ListenerProtocol,
+  type MetricsConfig,
   type Provider,
   type Access,
   type VolumeBacking,
@@ -113,6 +117,9 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
     format: (str(get(logsec, ['logging', 'format'])) ?? 'text') as LogFormat,
   };
 
+  const control = resolveControl();
+  const metrics = resolveMetrics();
+
   if (!auth.required) {
     for (const [i, l] of listeners.entries()) {
       if (!isLoopback(l.address)) {
@@ -129,7 +136,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   return {
     errors,
     warnings,
-    config: { source: ctx.source, targetName, listeners, volumes, auth, limits, logging, stateDir, fastPath, warnings: [] },
+    config: { source: ctx.source, targetName, listeners, volumes, auth, limits, logging, control, metrics, stateDir, fastPath, warnings: [] },
   };
 
   function resolveListeners(): ListenerConfig[] {
@@ -364,6 +371,22 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       err(['auth', 'required'], 'is true but auth.initiators is empty: no initiator could log in');
     }
     return { required, initiators };
+  }
+
+  function resolveControl(): ControlConfig {
+    const c = rec(get(root, ['control']));
+    if (bool(get(c, ['control', 'enabled'])) === false) return { socket: null, explicit: true };
+    const raw = str(get(c, ['control', 'socket']));
+    return raw === undefined ? { socket: DEFAULT_CONTROL_SOCKET, explicit: false } : { socket: resolvePath(ctx.configDir, raw), explicit: true };
+  }
+
+  function resolveMetrics(): MetricsConfig | null {
+    const m = rec(get(root, ['metrics']));
+    if (!m || bool(get(m, ['metrics', 'enabled'])) === false) return null;
+    const address = str(get(m, ['metrics', 'address'])) ?? DEFAULT_ADDRESS;
+    if (!isIP(address) && !HOSTNAME_RE.test(address)) err(['metrics', 'address'], `'${address}' is not an IP address or a host name`);
+    else if (!isLoopback(address)) warn(['metrics', 'address'], `serves the metrics to ${address}: anyone who reaches it sees volume names and initiator addresses`);
+    return { address, port: int(get(m, ['metrics', 'port'])) ?? DEFAULT_METRICS_PORT };
   }
 
   function resolveLimits(): LimitsConfig {

@@ -14,6 +14,10 @@ export const DEFAULT_ADDRESS = '127.0.0.1';
 export const DEFAULT_PORT = 7471;
 /** IANA's iscsi-target port (RFC 7143 §4.1): an iSCSI listener's default. */
 export const DEFAULT_ISCSI_PORT = 3260;
+/** The control socket `rblkd ctl` talks to (docs/operations.md "The control socket"); systemd's RuntimeDirectory=rblk makes its directory. */
+export const DEFAULT_CONTROL_SOCKET = '/run/rblk/rblkd.ctl';
+/** The Prometheus endpoint's port when `metrics` names none (docs/operations.md "Metrics"). */
+export const DEFAULT_METRICS_PORT = 9471;
 /** sysexits.h EX_CONFIG: what `rblkd --check-config` and a refused start exit with. */
 export const EX_CONFIG = 78;
 
@@ -199,6 +203,25 @@ export const configSchema: SchemaObject = {
         format: { enum: [...LOG_FORMATS] },
       },
     },
+    control: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        enabled: { type: 'boolean' },
+        socket: { type: 'string', minLength: 1 },
+      },
+    },
+    // Present: the Prometheus endpoint is served (off without it).
+    metrics: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        enabled: { type: 'boolean' },
+        address: { type: 'string', minLength: 1 },
+        // 0 asks for any free port; only tests want that.
+        port: { type: 'integer', minimum: 0, maximum: 65535 },
+      },
+    },
     state_dir: { type: 'string', minLength: 1 },
     // READ and WRITE on the native fast path (docs/operations.md "fast_path"); on unless off.
     fast_path: { enum: ['on', 'off', true, false] },
@@ -279,6 +302,18 @@ export interface LoggingConfig {
   format: LogFormat;
 }
 
+export interface ControlConfig {
+  /** Absolute path of the Unix socket, or null when `control.enabled` is false. */
+  socket: string | null;
+  /** Whether the file named the path (a taken socket then refuses the start) or the default was used. */
+  explicit: boolean;
+}
+
+export interface MetricsConfig {
+  address: string;
+  port: number;
+}
+
 export interface Config {
   /** The file (or name) the configuration was read from. */
   source: string;
@@ -289,6 +324,9 @@ export interface Config {
   auth: AuthConfig;
   limits: LimitsConfig;
   logging: LoggingConfig;
+  control: ControlConfig;
+  /** The Prometheus endpoint, or null when it is off (the default). */
+  metrics: MetricsConfig | null;
   stateDir: string;
   /** fast_path: READ and WRITE to file and block-device volumes handled natively (docs/target.md "Fast path"). */
   fastPath: boolean;

@@ -87,6 +87,8 @@ export interface NativeCmEvent {
   type: 'connreq' | 'connected' | 'shutdown' | 'error';
   /** For connreq: an id to hand to accept() or reject(). */
   requestId?: number;
+  /** For connreq: where it came from ("10.0.0.5:41234"), when the provider says (fi_info dest_addr). */
+  peer?: string;
   privateData?: Buffer;
   errno?: number;
   code?: string;
@@ -360,6 +362,8 @@ export interface NativeRbdAddon {
 /** rblk_systemd.node: libsystemd's sd_notify(0, state): >0 sent, 0 no NOTIFY_SOCKET, <0 -errno. */
 export interface NativeSystemdAddon {
   sdNotify(state: string): number;
+  /** sd_journal_sendv(3) of KEY=value fields (MESSAGE=, PRIORITY=, ...); 0 or -errno. */
+  sdJournalSend(fields: readonly string[]): number;
 }
 
 /** Every error the addon throws or rejects with carries these. */

@@ -324,6 +324,8 @@ export class Pool {
 
 export interface ConnectionRequest {
   readonly privateData: Buffer;
+  /** The initiator's address ("10.0.0.5:41234"), or "unknown" when the provider gives none. */
+  readonly peer: string;
   /** prepare runs before fi_accept: post receives there. */
   accept(opts?: { privateData?: Buffer; prepare?: (ep: Endpoint) => void; timeoutMs?: number }): Promise<Endpoint>;
   reject(privateData?: Buffer): void;
@@ -362,6 +364,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
       };
       const req: ConnectionRequest = {
         privateData: ev.privateData ?? Buffer.alloc(0),
+        peer: ev.peer ?? 'unknown',
         accept: async (opts = {}) => {
           once('fi_accept');
           let ep: Endpoint;

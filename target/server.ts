@@ -113,6 +113,12 @@ export class TargetServer {
     this.opts = opts;
   }
 
+  /** The session with this id (SessionInfo.id), if it is still there. */
+  session(id: string): ServedSession | undefined {
+    for (const s of this.sessions) if (s.id === id) return s;
+    return undefined;
+  }
+
   get exported(): readonly ExportedVolume[] {
     return [...this.volumes.values()];
   }
@@ -200,8 +206,9 @@ export class TargetServer {
         connectTimeoutMs: limits.loginTimeoutMs,
       },
       {
-        admit: (request) => {
+        admit: (request, peer) => {
           if (this.draining) return { reject: ConnectRejectReason.SHUTTING_DOWN };
+          this.opts.log.debug(`connection request on ${env?.portName ?? o.provider}: queue depth ${request.queueDepth}, capsule ${request.maxCapsule}`, { peer });
           const l = this.opts.limits;
           if (l.preLoginConnections !== undefined && this.preLoginConnections >= l.preLoginConnections) {
             this.refusals.note(`connection refused: ${l.preLoginConnections} connections are already waiting to log in (limits.pre_login_connections)`);
@@ -218,6 +225,7 @@ export class TargetServer {
         },
         connected: <B extends DataBuffer>(conn: TargetConnection<B>) => {
           this.accepting--;
+          this.opts.log.debug(`accepted a connection on ${env?.portName ?? o.provider}`, { connection: conn.id, peer: conn.peer, provider: conn.provider });
           const s = this.newSession(conn, env!);
           this.sessions.add(s);
           s.onEnd = () => this.sessions.delete(s);

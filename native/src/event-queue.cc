@@ -2,7 +2,11 @@
 
 #include <rdma/fi_errno.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "errors.h"
@@ -12,6 +16,27 @@ namespace rblk {
 namespace {
 // fi_cm(3): MSG endpoints carry at least 56 bytes of private data; leave room for more.
 constexpr size_t kMaxCmData = 256;
+
+// "address:port" ("[address]:port" for IPv6) of a connection request's
+// source, from the fi_info the provider filled in (fi_cm(3): dest_addr of an
+// FI_CONNREQ's info is the peer). Empty when the provider gives no socket
+// address (verbs may give FI_SOCKADDR_IB): the target logs what it knows.
+std::string PeerText(const fi_info* info) {
+  if (info == nullptr || info->dest_addr == nullptr) return "";
+  const auto* sa = static_cast<const sockaddr*>(info->dest_addr);
+  char host[INET6_ADDRSTRLEN] = {0};
+  if (sa->sa_family == AF_INET && info->dest_addrlen >= sizeof(sockaddr_in)) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    if (inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host)) == nullptr) return "";
+    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
+  }
+  if (sa->sa_family == AF_INET6 && info->dest_addrlen >= sizeof(sockaddr_in6)) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    if (inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host)) == nullptr) return "";
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
+  }
+  return "";
+}
 }  // namespace
 
 int EventQueue::Open(fid_fabric* fabric, uv_loop_t* loop, std::function<void()> on_readable, const char** op) {
@@ -75,6 +100,7 @@ int EventQueue::Read(Napi::Env env, Napi::Object* out, fi_info** connreq) {
   switch (event) {
     case FI_CONNREQ:
       o.Set("type", "connreq");
+      if (std::string peer = PeerText(entry->info); !peer.empty()) o.Set("peer", peer);
       *connreq = entry->info;
       break;
     case FI_CONNECTED:

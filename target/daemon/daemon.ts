@@ -4,18 +4,21 @@
 // only decides what is served, and tells systemd how it is going.
 import { ConfigError, formatIssue } from '../../config/config-error.js';
 import { loadConfig } from '../../config/loader.js';
-import type { Config, ListenerConfig } from '../../config/schema.js';
+import type { Config, ListenerConfig, MetricsConfig } from '../../config/schema.js';
 import { IscsiPortal } from '../iscsi/portal.js';
 import { TargetServer, type TargetServerOptions } from '../server.js';
 import { rblkSessions } from '../session/session.js';
 import { FabricTargetTransport } from '../transport/fabric-transport.js';
 import type { TargetPort, TargetTransport } from '../transport/transport.js';
+import { ControlServer, ControlSocketTaken } from './control-server.js';
 import { ListenError } from './listen-error.js';
+import { MetricsServer, type MetricsSource } from './metrics.js';
 import { errorMessage, reconfigureLogger, type DaemonLogger } from './logger.js';
 import { monotonicUsec, startWatchdog, systemdNotifier, type Notifier } from './notify.js';
 import { quiesce } from './quiesce.js';
 import { listenerKey, planReload, type ReloadPlan } from './reload-plan.js';
 import { ServedVolume, type VolumeContext } from './volumes.js';
+import { packageVersion } from '../../bin-src/package-version.js';
 
 export interface DaemonOptions {
   /** The file SIGHUP re-reads. */
@@ -54,6 +57,28 @@ function serverOptions(config: Config, log: DaemonLogger): TargetServerOptions {
   };
 }
 
+/** What a reload did, for `rblkd ctl reload` (docs/operations.md "Reloading"). */
+export interface ReloadResult {
+  applied: boolean;
+  added: string[];
+  removed: string[];
+  /** Kept volumes whose ACL or size changed. */
+  changed: string[];
+  resized: string[];
+  listenersAdded: string[];
+  listenersRemoved: string[];
+  /** Why it was refused, or what failed while applying it (a listener that did not bind). */
+  errors: string[];
+}
+
+function emptyResult(applied: boolean, errors: string[] = []): ReloadResult {
+  return { applied, added: [], removed: [], changed: [], resized: [], listenersAdded: [], listenersRemoved: [], errors };
+}
+
+function sameMetrics(a: MetricsConfig | null, b: MetricsConfig | null): boolean {
+  return a === b || (a !== null && b !== null && a.address === b.address && a.port === b.port);
+}
+
 function plural(n: number, what: string): string {
   return `${n} ${what}${n === 1 ? '' : 's'}`;
 }
@@ -70,9 +95,13 @@ export class Daemon {
   private readonly log: DaemonLogger;
   private stopWatchdog: () => void = () => undefined;
   private reloadChain: Promise<unknown> = Promise.resolve();
-  private reloadQueued = false;
+  /** The reload waiting behind the running one, which later requests join. */
+  private queuedReload: Promise<ReloadResult> | null = null;
   private stopping: Promise<number> | null = null;
   private skipDrain: (() => void) | null = null;
+  private control: ControlServer | null = null;
+  private metrics: MetricsServer | null = null;
+  private readonly startedAt = new Date();
 
   private constructor(
     config: Config,
@@ -100,7 +129,10 @@ export class Daemon {
         d.log.info(`serving volume ${sv.describe()}`, { volume: sv.name, lun: sv.lun });
       }
       for (const l of config.listeners) await d.listen(l, config.source);
+      await d.openControl(config);
+      if (config.metrics) d.metrics = await MetricsServer.open(config.metrics, d.metricsSource(), d.log);
     } catch (e) {
+      await d.control?.close().catch(() => undefined);
       await d.server.close().catch(() => undefined);
       for (const v of d.volumes.values()) await v.close().catch(() => null);
       throw e;
@@ -109,6 +141,115 @@ export class Daemon {
     d.notifier.send({ READY: 1, STATUS: d.status() });
     d.log.info(`rblkd ready: ${d.status()}`);
     return d;
+  }
+
+  /**
+   * The control socket. A socket another rblkd answers on refuses the start
+   * when the file names the path; at the default path (another daemon's, a
+   * test's) this one serves without it and says so, as it does when it may
+   * not create /run/rblk (run by hand, not as root).
+   */
+  private async openControl(config: Config): Promise<void> {
+    const path = config.control.socket;
+    if (path === null) return;
+    try {
+      this.control = await ControlServer.open(path, this.controlHandlers(), this.log);
+    } catch (e) {
+      if (config.control.explicit) throw new Error(`control socket ${path}: ${errorMessage(e)}`);
+      const why = e instanceof ControlSocketTaken ? e.message : errorMessage(e);
+      this.log.warn(`no control socket, rblkd ctl will not reach this daemon: ${why} (set control.socket to choose a path)`);
+    }
+  }
+
+  private controlHandlers(): Parameters<typeof ControlServer.open>[1] {
+    return {
+      status: () => this.statusInfo(),
+      sessions: () => [...this.server.sessions].map((s) => s.info()),
+      volumes: () => this.volumesInfo(),
+      kick: (id) => this.kick(id),
+      reload: () => this.reload(),
+    };
+  }
+
+  private metricsSource(): MetricsSource {
+    return {
+      volumes: () => [...this.volumes.values()].map((v) => ({ name: v.name, size: v.backend.size, stats: v.lu.stats })),
+      listeners: () => this.listenersInfo().map((l) => ({ name: l.name, sessions: l.sessions, connections: l.connections, pool: l.pool })),
+    };
+  }
+
+  private listenersInfo(): { name: string; provider: string; address: string; port: number; sessions: number; connections: number; pool: ReturnType<NonNullable<TargetPort['poolUse']>> }[] {
+    const infos = [...this.server.sessions].map((s) => s.info());
+    return [...this.ports.values()].map((p) => {
+      const name = `${p.provider}:${p.address}:${p.port}`;
+      const mine = infos.filter((i) => i.port === name);
+      return {
+        name,
+        provider: p.provider,
+        address: p.address,
+        port: p.port,
+        sessions: mine.filter((i) => i.loggedInAt !== null && i.state === 'active').length,
+        connections: mine.length,
+        pool: p.poolUse?.() ?? [],
+      };
+    });
+  }
+
+  /** `rblkd ctl status`. */
+  statusInfo(): Record<string, unknown> {
+    return {
+      version: packageVersion(),
+      pid: process.pid,
+      since: this.startedAt.toISOString(),
+      uptimeSeconds: Math.floor((Date.now() - this.startedAt.getTime()) / 1000),
+      config: this.opts.configPath,
+      targetName: this.config.targetName,
+      state: this.stopping ? 'stopping' : 'serving',
+      status: this.status(),
+      listeners: this.listenersInfo(),
+      volumes: this.volumes.size,
+      sessions: [...this.server.sessions].filter((s) => s.isActive).length,
+      control: this.control?.path ?? null,
+      metrics: this.metrics ? { address: this.metrics.address, port: this.metrics.port } : null,
+      logging: this.config.logging,
+    };
+  }
+
+  /** `rblkd ctl volumes`. */
+  volumesInfo(): Record<string, unknown>[] {
+    return [...this.volumes.values()].map((v) => {
+      const b = v.backend as { ioEngine?: string; ioEngineFallback?: string | null };
+      const c = v.config;
+      return {
+        name: v.name,
+        lun: v.lun,
+        size: v.backend.size,
+        blockSize: c.blockSize,
+        backend: c.backing.kind,
+        path: 'path' in c.backing ? c.backing.path : c.backing.kind === 'rbd' ? `${c.backing.pool}/${c.backing.image}` : null,
+        engine: b.ioEngine ?? null,
+        readOnly: v.lu.readOnly,
+        thin: v.lu.thin,
+        counters: v.lu.stats.byClass(),
+      };
+    });
+  }
+
+  /**
+   * `rblkd ctl kick`: logs the session out (T_LOGOUT, administrative) and
+   * disconnects it. The initiator sees a lost connection: rblk's reconnects.
+   */
+  async kick(id: string): Promise<Record<string, unknown>> {
+    const s = this.server.session(id);
+    if (!s) throw new Error(`no session ${id} (rblkd ctl sessions lists them)`);
+    const info = s.info();
+    this.log.warn(`session ${id} kicked by the administrator (rblkd ctl kick)`, {
+      session: Number.isSafeInteger(Number(id)) ? Number(id) : id,
+      initiator: info.initiator ?? undefined,
+      peer: info.peer,
+    });
+    await s.logout('admin', 'kicked by the administrator (rblkd ctl kick)');
+    return { kicked: id, initiator: info.initiator, peer: info.peer };
   }
 
   private volumeContext(config: Config): VolumeContext {
@@ -141,22 +282,22 @@ export class Daemon {
   }
 
   /**
-   * SIGHUP. Reloads run one at a time; signals during one coalesce into one
-   * more. Resolves true when the new file was applied.
+   * SIGHUP and `rblkd ctl reload`. Reloads run one at a time; requests
+   * during one coalesce into one more, whose result they all get.
    */
-  reload(): Promise<boolean> {
-    if (this.stopping) return Promise.resolve(false);
-    if (this.reloadQueued) return this.reloadChain.then(() => false);
-    this.reloadQueued = true;
+  reload(): Promise<ReloadResult> {
+    if (this.stopping) return Promise.resolve(emptyResult(false, ['rblkd is stopping']));
+    if (this.queuedReload) return this.queuedReload;
     const run = this.reloadChain.then(() => {
-      this.reloadQueued = false;
-      return this.stopping ? false : this.doReload();
+      this.queuedReload = null;
+      return this.stopping ? emptyResult(false, ['rblkd is stopping']) : this.doReload();
     });
+    this.queuedReload = run;
     this.reloadChain = run.catch(() => undefined);
     return run;
   }
 
-  private async doReload(): Promise<boolean> {
+  private async doReload(): Promise<ReloadResult> {
     // Type=notify-reload protocol (systemd ≥ 253): RELOADING=1 with the monotonic time, then READY=1.
     this.notifier.send({ RELOADING: 1, MONOTONIC_USEC: monotonicUsec().toString(), STATUS: 'reloading the configuration' });
     this.log.info(`reloading ${this.opts.configPath}`);
@@ -168,10 +309,17 @@ export class Daemon {
       return this.refuse(`the file has ${plural(lines.length, 'error')}`, lines);
     }
     const plan = planReload(this.config, next);
+    this.log.debug(
+      `reload plan: add [${plan.added.map((v) => v.name).join(', ')}], remove [${plan.removed.map((v) => v.name).join(', ')}], keep [${plan.kept.map((k) => k.to.name).join(', ')}], ` +
+        `listeners +[${plan.listenersAdded.map(listenerKey).join(', ')}] -[${plan.listenersRemoved.map(listenerKey).join(', ')}], ${plural(plan.refusals.length, 'refusal')}`,
+    );
     if (plan.refusals.length > 0) return this.refuse(`${plural(plan.refusals.length, 'change')} cannot apply`, plan.refusals);
     for (const w of next.warnings) this.log.warn(formatIssue(next.source, w, 'warning'));
+    if (next.control.socket !== this.config.control.socket) {
+      this.log.warn(`control.socket changed: the control socket stays at ${this.control?.path ?? '(none)'} until rblkd restarts`);
+    }
 
-    // Everything that can fail comes before anything is changed.
+    // Everything that can fail comes before anything is changed: new volumes, a moved metrics endpoint.
     const opened: ServedVolume[] = [];
     try {
       for (const v of plan.added) opened.push(await ServedVolume.open(v, this.volumeContext(next)));
@@ -179,19 +327,39 @@ export class Daemon {
       for (const v of opened) await v.close().catch(() => null);
       return this.refuse('a new volume could not be opened', [errorMessage(e)]);
     }
-    await this.apply(next, plan, opened);
+    let metrics: MetricsServer | null | undefined;
+    if (!sameMetrics(this.config.metrics, next.metrics) && next.metrics) {
+      try {
+        metrics = await MetricsServer.open(next.metrics, this.metricsSource(), this.log);
+      } catch (e) {
+        for (const v of opened) await v.close().catch(() => null);
+        return this.refuse('the metrics endpoint could not move', [`metrics ${next.metrics.address}:${next.metrics.port}: ${errorMessage(e)}`]);
+      }
+    } else if (!next.metrics) metrics = null;
+    const result = await this.apply(next, plan, opened);
+    if (metrics !== undefined && metrics !== this.metrics) {
+      await this.metrics?.close();
+      if (this.metrics && !metrics) this.log.info('metrics endpoint closed');
+      this.metrics = metrics;
+    }
     this.notifier.send({ READY: 1, STATUS: this.status() });
-    return true;
+    return result;
   }
 
-  private refuse(summary: string, reasons: readonly string[]): false {
+  private refuse(summary: string, reasons: readonly string[]): ReloadResult {
     this.log.error(`reload refused, still serving the previous configuration: ${summary}`);
     for (const r of reasons) this.log.error(r);
     this.notifier.send({ READY: 1, STATUS: `reload failed (${summary}); ${this.status()}` });
-    return false;
+    return emptyResult(false, [summary, ...reasons]);
   }
 
-  private async apply(next: Config, plan: ReloadPlan, opened: ServedVolume[]): Promise<void> {
+  private async apply(next: Config, plan: ReloadPlan, opened: ServedVolume[]): Promise<ReloadResult> {
+    const result = emptyResult(true);
+    result.added = plan.added.map((v) => v.name);
+    result.removed = plan.removed.map((v) => v.name);
+    result.changed = plan.kept.filter((k) => JSON.stringify(k.from) !== JSON.stringify(k.to)).map((k) => k.to.name);
+    result.listenersAdded = plan.listenersAdded.map(listenerKey);
+    result.listenersRemoved = plan.listenersRemoved.map(listenerKey);
     // Limits, secrets, auth and the target name apply to the next login.
     this.server.reconfigure(serverOptions(next, this.log));
     reconfigureLogger(this.log, next.logging);
@@ -211,9 +379,11 @@ export class Daemon {
       if (!sv) continue;
       try {
         const grown = await sv.grow();
+        if (grown) result.resized.push(sv.name);
         if (grown) this.log.info(`volume ${sv.name} resized from ${grown.from} to ${grown.to} bytes`, { volume: sv.name, lun: sv.lun });
       } catch (e) {
         this.log.error(`volume ${sv.name} could not be resized: ${errorMessage(e)}`, { volume: sv.name });
+        result.errors.push(`volume ${sv.name} could not be resized: ${errorMessage(e)}`);
       }
     }
 
@@ -230,6 +400,7 @@ export class Daemon {
         await this.listen(l, next.source);
       } catch (e) {
         this.log.error(errorMessage(e), { listener: listenerKey(l) });
+        result.errors.push(errorMessage(e));
       }
     }
     this.config = next;
@@ -238,6 +409,7 @@ export class Daemon {
       plan.removed.length > 0 ? `removed ${plan.removed.map((v) => v.name).join(', ')}` : '',
     ].filter((s) => s !== '');
     this.log.info(`reloaded${changes.length > 0 ? ` (${changes.join('; ')})` : ''}: ${this.status()}`);
+    return result;
   }
 
   /**
@@ -301,6 +473,10 @@ export class Daemon {
       }
     }
     this.volumes.clear();
+    await this.metrics?.close();
+    this.metrics = null;
+    await this.control?.close();
+    this.control = null;
     this.stopWatchdog();
     this.log.info(status === 0 ? 'stopped: every volume flushed and closed' : 'stopped with errors');
     return status;

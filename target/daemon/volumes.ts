@@ -39,6 +39,11 @@ export class ServedVolume implements ExportedVolume {
 
   /** Opens the backing store and builds the logical unit; nothing is left open on failure. */
   static async open(config: VolumeConfig, ctx: VolumeContext): Promise<ServedVolume> {
+    const size = configuredSize(config);
+    ctx.log.debug(
+      `volume ${config.name}: opening its ${config.backing.kind} backing (${size !== undefined ? formatSize(size) : 'size of the store'}, io_engine ${config.ioEngine}${config.direct ? ', O_DIRECT' : ''}${config.readOnly ? ', read-only' : ''})`,
+      { volume: config.name },
+    );
     const backend = await openVolumeBackend(config.backing, {
       name: config.name,
       readOnly: config.readOnly,
@@ -60,6 +65,10 @@ export class ServedVolume implements ExportedVolume {
         // COMPARE AND WRITE moves two blocks, so two is the floor whatever max_io says.
         limits: { maxTransferBlocks: Math.max(2, Math.floor(ctx.maxIo / config.blockSize)) },
         log: ctx.log,
+      });
+      const b = backend as Backend & { ioEngine?: string; ioEngineFallback?: string | null };
+      ctx.log.debug(`volume ${config.name}: backend open, ${formatSize(backend.size)}${b.ioEngine !== undefined ? `, engine ${b.ioEngine}` : ''}${b.ioEngineFallback ? ` (io_uring unavailable: ${b.ioEngineFallback})` : ''}, identity ${identity.uuid}`, {
+        volume: config.name,
       });
       const served = new ServedVolume(config, lu);
       // A store resized outside rblkd (rbd resize on any host): CAPACITY DATA HAS CHANGED.

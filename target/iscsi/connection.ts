@@ -9,8 +9,8 @@ import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
-import { ScsiRequest, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
-import type { LogoutKind, MappedLun, ServedSession, SessionEnvironment, SessionLogger } from '../session/environment.js';
+import { ScsiRequest, SessionIo, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
+import type { LogoutKind, MappedLun, ServedSession, SessionEnvironment, SessionInfo, SessionLogger } from '../session/environment.js';
 import { ChapError, CHAP_MD5, chapResponse, decodeBinary, encodeBinary, newChallenge, verifyResponse, type ChapChallenge } from './chap.js';
 import { crc32c } from './crc32c.js';
 import { defaultParams, negotiate, NegotiationError, type SessionParams, type TargetOffer } from './negotiation.js';
@@ -165,6 +165,10 @@ export class IscsiConnection implements ServedSession, TaskHost {
   readonly closed: Promise<void>;
   private logoutRequested: (() => void) | null = null;
   onEnd: ((session: ServedSession) => void) | null = null;
+  /** Commands, bytes and errors, counted by the request core (`rblkd ctl sessions`). */
+  readonly io = new SessionIo();
+  private readonly since = new Date();
+  private loggedInAt: Date | null = null;
 
   constructor(
     private readonly socket: Socket,
@@ -195,6 +199,26 @@ export class IscsiConnection implements ServedSession, TaskHost {
   }
 
   // ServedSession.
+  info(): SessionInfo {
+    return {
+      id: this.tsih !== 0 ? `iscsi:${this.isid}:${this.tsih}` : this.id,
+      initiator: this.initiatorName === '' ? null : this.initiatorName,
+      peer: `${this.socket.remoteAddress ?? '?'}:${this.socket.remotePort ?? '?'}`,
+      provider: 'iscsi',
+      port: this.ctx.env.portName,
+      connection: this.cid,
+      state: this.phase,
+      credits: this.maxCmdSN - this.expCmdSN + 1,
+      inFlight: this.running.size,
+      ops: this.io.ops,
+      readBytes: this.io.readBytes,
+      writeBytes: this.io.writeBytes,
+      errors: this.io.errors,
+      since: this.since.toISOString(),
+      loggedInAt: this.loggedInAt?.toISOString() ?? null,
+    };
+  }
+
   get loggedIn(): boolean {
     return this.phase !== 'login' && this.nexus !== null;
   }
@@ -579,6 +603,7 @@ export class IscsiConnection implements ServedSession, TaskHost {
     this.loginResponse(req, true, this.stage, answer, 3);
     // Digests and the declared segment length apply from the first PDU after the last Login Response.
     this.phase = 'full';
+    this.loggedInAt = new Date();
     this.reader.headerDigest = this.params.headerDigest === 'CRC32C';
     this.reader.dataDigest = this.params.dataDigest === 'CRC32C';
     this.reader.maxDataSegment = this.params.targetMaxRecvDataSegment;
@@ -610,6 +635,7 @@ export class IscsiConnection implements ServedSession, TaskHost {
       access,
       visibleLuns,
       log,
+      io: this.io,
       get maxTransfer() {
         return env.limits.maxIo;
       },

@@ -2,6 +2,7 @@
 // and SPC attach to a logical unit (mode pages, reservations, unit attention
 // queues, the COMPARE AND WRITE range lock) and reaches storage only through
 // the Backend seam.
+import { IoStats } from './request/io-stats.js';
 import type { Backend } from '../backend/backend.js';
 import {
   CAPACITY_DATA_HAS_CHANGED,
@@ -131,6 +132,8 @@ export class LogicalUnit {
   readonly rangeLock = new RangeLock();
   /** Who may run READ and WRITE on the native fast path, and how it is taken away (fast-path-gate.ts). */
   readonly fastPath: FastPathGate = new FastPathGate(this);
+  /** Commands, bytes, errors and latency by class, counted by the request core (request/io-stats.ts). */
+  readonly stats = new IoStats();
   readonly defaultModes: ModeSettings;
   #modes: ModeSettings;
   #lastBlocks: number;

@@ -55,9 +55,38 @@ export interface SessionEnvironment {
 
 /** Why the target ends a session: it is stopping, or an administrator (or a reload) asked. */
 export type LogoutKind = 'shutdown' | 'admin';
+/** What `rblkd ctl sessions` shows of one session (docs/operations.md "The control socket"). */
+export interface SessionInfo {
+  /** The session id granted at login (LOGIN_RSP), or "c<connection>" before it. */
+  readonly id: string;
+  readonly initiator: string | null;
+  /** Where the initiator connected from ("127.0.0.1:41234"). */
+  readonly peer: string;
+  readonly provider: string;
+  /** The target port it came in on ("tcp:127.0.0.1:7471"). */
+  readonly port: string;
+  /** The transport connection's id, as logs name it. */
+  readonly connection: number;
+  readonly state: string;
+  /** Credits granted (the queue depth); 0 before login. */
+  readonly credits: number;
+  /** Commands between CMD and RSP now. */
+  readonly inFlight: number;
+  readonly ops: number;
+  readonly readBytes: number;
+  readonly writeBytes: number;
+  readonly errors: number;
+  /** When the connection was accepted, ISO 8601. */
+  readonly since: string;
+  readonly loggedInAt: string | null;
+}
 
 /** One session as the server and the daemon see it, whichever front end runs it. */
 export interface ServedSession {
+  /** As SessionInfo.id. */
+  readonly id: string;
+  /** For `rblkd ctl sessions`. */
+  info(): SessionInfo;
   /** Whether the login was granted (it stays true while the session ends). */
   readonly loggedIn: boolean;
   /** Logged in and not ending: counts against max_sessions. */

@@ -33,10 +33,10 @@ import {
 } from '../../protocol/wire/index.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
-import { backendFailure, NO_RESIDUALS, ScsiRequest, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
+import { backendFailure, NO_RESIDUALS, ScsiRequest, SessionIo, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { ConnectionFastPath, DataBuffer, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
-import type { LogoutKind, MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionLogger } from './environment.js';
+import type { LogoutKind, MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionInfo, SessionLogger } from './environment.js';
 
 let nextSessionId = 1n;
 /** Stands in for the secret of a name that has none (§10): random, known to nobody. */
@@ -97,6 +97,10 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   private readonly fastBindings = new Map<number, () => void>();
   /** Called once when the session has ended and released everything. */
   onEnd: ((session: ServedSession) => void) | null = null;
+  /** Commands and bytes of this session, counted by the request core. */
+  readonly io = new SessionIo();
+  private readonly since = new Date();
+  private loggedInAt: Date | null = null;
 
   constructor(
     readonly conn: TargetConnection<B>,
@@ -117,8 +121,35 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     this.timer = setTimeout(() => {
       if (this.state === 'login' || this.state === 'challenged') this.detach(this.fail(new ProtocolViolation('login did not complete in time')), 'login timeout');
     }, env.limits.loginTimeoutMs);
-    conn.onClose = (reason) => this.detach(this.ended(reason), 'connection close');
+    conn.onClose = (reason) => {
+      this.log.debug(`transport closed the connection: ${reason}`, this.meta());
+      this.detach(this.ended(reason), 'connection close');
+    };
     conn.onCapsule = (buf) => this.onCapsule(buf);
+  }
+
+  get id(): string {
+    return this.nexus ? String(this.sessionId) : `c${this.conn.id}`;
+  }
+
+  info(): SessionInfo {
+    return {
+      id: this.id,
+      initiator: this.initiator,
+      peer: this.conn.peer,
+      provider: this.conn.provider,
+      port: this.env.portName,
+      connection: this.conn.id,
+      state: this.state,
+      credits: this.credits,
+      inFlight: this.outstanding.size,
+      ops: this.io.ops,
+      readBytes: this.io.readBytes,
+      writeBytes: this.io.writeBytes,
+      errors: this.io.errors,
+      since: this.since.toISOString(),
+      loggedInAt: this.loggedInAt?.toISOString() ?? null,
+    };
   }
 
   get initiator(): string | null {
@@ -217,7 +248,11 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   private onLoginRequest(req: LoginRequest): void {
     this.login = req;
     this.log = this.env.log;
-    const m = { initiator: req.initiatorName, connection: this.conn.id };
+    const m = { initiator: req.initiatorName, connection: this.conn.id, peer: this.conn.peer };
+    this.log.debug(
+      `LOGIN_REQ: target ${JSON.stringify(req.targetName)}, ${req.credits} credits, capsules ${req.maxItCapsule}/${req.maxTiCapsule}, immediate data ${req.immediateDataSize}${req.authRequired ? ', initiator requires authentication' : ''}`,
+      m,
+    );
     if (req.targetName !== this.env.targetName) {
       this.log.warn(`login refused: unknown target name ${JSON.stringify(req.targetName)}`, m);
       return this.reject(LoginRejectReason.UNABLE_TO_ASSOCIATE);
@@ -236,6 +271,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     if (this.env.secretFor(req.initiatorName) !== null || this.env.authRequired || req.authRequired) {
       this.targetNonce = newNonce();
       this.state = 'challenged';
+      this.log.debug('sending LOGIN_CHALLENGE', m);
       this.detach(this.sendCapsule({ op: Opcode.LOGIN_CHALLENGE, tag: req.tag, targetNonce: this.targetNonce }), 'LOGIN_CHALLENGE');
       return;
     }
@@ -264,7 +300,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     // A name with no secret is checked against a random one, so that its
     // refusal costs what a wrong secret's does.
     const matches = verifyInitiatorProof(secret ?? UNKNOWN_NAME_SECRET, transcript, proof);
-    const m = { initiator: req.initiatorName, connection: this.conn.id };
+    const m = { initiator: req.initiatorName, connection: this.conn.id, peer: this.conn.peer };
     if (secret === null) {
       this.log.warn('login refused: authentication required and no secret is configured for this initiator (answered as authentication failed)', m);
       return this.reject(LoginRejectReason.AUTH_FAILED);
@@ -273,6 +309,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
       this.log.warn('login refused: authentication failed (wrong secret or tampered exchange)', m);
       return this.reject(LoginRejectReason.AUTH_FAILED);
     }
+    this.log.debug('LOGIN_AUTH: the initiator proved its secret', m);
     if (!this.admitsSomeVolume(m)) return;
     this.grant(targetProof(secret, transcript));
   }
@@ -285,7 +322,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
       // §11: the credits' receive buffers are posted before LOGIN_RSP grants them.
       this.conn.openReceiveRing();
     } catch (e) {
-      this.log.warn(`login refused: no memory for the receive ring (${e instanceof Error ? e.message : String(e)})`, { initiator: req.initiatorName });
+      this.log.warn(`login refused: no memory for the receive ring (${e instanceof Error ? e.message : String(e)})`, this.meta());
       return this.reject(LoginRejectReason.NO_RESOURCES);
     }
     const rsp: LoginResponse = {
@@ -309,6 +346,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     this.mapLuns(this.env.lunsFor(req.initiatorName));
     this.env.scsi.login(this.nexus);
     this.state = 'active';
+    this.loggedInAt = new Date();
     if (this.timer) clearTimeout(this.timer);
     this.startKeepAlive();
     this.log.info(`logged in${proof ? ' (authenticated)' : ''}: ${credits} credits, ${this.luns.size} LUN(s)`, { provider: this.conn.provider });
@@ -418,6 +456,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
       access,
       visibleLuns,
       log,
+      io: this.io,
       // limits.max_io as it is now: a reload changes it for running sessions too.
       get maxTransfer() {
         return env.limits.maxIo;
@@ -510,6 +549,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   }
 
   private async runTask(t: TaskManagement): Promise<void> {
+    this.log.debug(`TSK_MGMT ${taskName(t.function)} on LUN ${t.lun}${t.function === TaskFunction.ABORT_TASK ? ` for tag ${t.taskTag}` : ''} (tag ${t.tag})`);
     const mapped = this.luns.get(t.lun);
     let response: number = TaskResponse.COMPLETE;
     if (!mapped) response = TaskResponse.INCORRECT_LUN;
@@ -534,6 +574,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
       response = TaskResponse.NOT_SUPPORTED;
     }
     if (this.state !== 'active' && this.state !== 'closing') return;
+    this.log.debug(`TSK_RSP ${taskResponseName(response)} (tag ${t.tag})`);
     await this.sendCapsule({ op: Opcode.TSK_RSP, tag: t.tag, creditDelta: 1, response: response as TaskResponse });
   }
 
@@ -578,7 +619,8 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   }
 
   private meta(): Record<string, unknown> {
-    return { session: String(this.sessionId), initiator: this.login?.initiatorName, connection: this.conn.id };
+    // Every session line carries the peer, so a journal search by address finds them all.
+    return { session: Number(this.sessionId), initiator: this.login?.initiatorName, connection: this.conn.id, peer: this.conn.peer };
   }
 
   /** A protocol violation: log it, tell the initiator (best effort), disconnect (§15). */
@@ -682,6 +724,16 @@ function errnoName(errno: number): string {
   } catch {
     return `errno ${errno}`;
   }
+}
+
+function taskName(f: number): string {
+  for (const [k, v] of Object.entries(TaskFunction)) if (v === f) return k;
+  return `function 0x${f.toString(16)}`;
+}
+
+function taskResponseName(r: number): string {
+  for (const [k, v] of Object.entries(TaskResponse)) if (v === r) return k;
+  return `0x${r.toString(16)}`;
 }
 
 function opName(op: number): string {

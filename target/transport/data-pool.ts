@@ -4,7 +4,7 @@
 // never an allocation per I/O, never a spurious failure (docs/architecture.md "Memory").
 import type { Domain, Pool, Slice } from '../../native/fabric.js';
 import { Pool as FabricPool } from '../../native/fabric.js';
-import type { DataBuffer } from './transport.js';
+import type { DataBuffer, PoolUse } from './transport.js';
 
 const SMALL_CHUNK = 64 * 1024;
 
@@ -49,6 +49,12 @@ export class DataPool {
         else void Promise.allSettled(busy).then(() => pool.release(chunk));
       },
     };
+  }
+
+  /** Chunks in use per size class, for `rblkd ctl status` and the pool metrics. */
+  use(): PoolUse[] {
+    const of = (p: Pool): PoolUse => ({ chunkSize: p.chunkSize, chunks: p.count, inUse: p.count - p.available });
+    return this.large ? [of(this.small), of(this.large)] : [of(this.small)];
   }
 
   async close(): Promise<void> {

@@ -16,7 +16,7 @@ import { FastPath } from '../../native/fast-path.js';
 import { errorText } from '../error-text.js';
 import { DataPool, type PooledBuffer } from './data-pool.js';
 import { fdHeadroom, FD_RESERVE } from './fd-budget.js';
-import type { ConnectionFastPath, FastPathStart, PortHandlers, PortOptions, TargetConnection, TargetPort, TargetTransport } from './transport.js';
+import type { ConnectionFastPath, FastPathStart, PoolUse, PortHandlers, PortOptions, TargetConnection, TargetPort, TargetTransport } from './transport.js';
 
 let nextConnectionId = 1;
 
@@ -201,6 +201,10 @@ class FabricPort implements TargetPort {
     this.reaper.unref();
   }
 
+  poolUse(): PoolUse[] {
+    return this.pool.use();
+  }
+
   async stopAccepting(): Promise<void> {
     if (this.reaper) clearInterval(this.reaper);
     this.reaper = null;
@@ -236,7 +240,7 @@ export class FabricTargetTransport implements TargetTransport {
         reject(req, why);
         return;
       }
-      const peer = 'fabric';
+      const peer = req.peer;
       const decision = handlers.admit(request, peer);
       if ('reject' in decision) {
         reject(req, decision.reject);

@@ -136,10 +136,19 @@ export interface PortHandlers {
   staleClosed?(count: number): void;
 }
 
+/** One size class of a port's data pool. */
+export interface PoolUse {
+  readonly chunkSize: number;
+  readonly chunks: number;
+  readonly inUse: number;
+}
+
 export interface TargetPort {
   readonly provider: string;
   readonly address: string;
   readonly port: number;
+  /** The data pool's use, when the transport has one (the loop transport has none). */
+  poolUse?(): PoolUse[];
   /** Stops accepting; established connections stay (the start of a drain). */
   stopAccepting(): Promise<void>;
   /** Stops accepting, closes every connection, releases the port's memory. */

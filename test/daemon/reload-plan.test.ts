@@ -17,6 +17,8 @@ function config(volumes: VolumeConfig[], ports: number[] = [7471]): Config {
     auth: { required: false, initiators: [] },
     limits: { queueDepth: 128, maxIo: MiB, inCapsuleData: 8192, maxSessions: 64, keepaliveMs: 5000, drainTimeoutMs: 10000, loginTimeoutMs: 10000, preLoginConnections: 64, connectionMemory: 4 * MiB },
     logging: { level: 'info', format: 'text' },
+    control: { socket: null, explicit: true },
+    metrics: null,
     stateDir: '/var/lib/rblk',
     fastPath: true,
     warnings: [],

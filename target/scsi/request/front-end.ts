@@ -7,6 +7,7 @@
 import type { Direction } from '../command-spec.js';
 import type { LogicalUnit } from '../logical-unit.js';
 import type { Access, Nexus } from '../nexus.js';
+import type { SessionIo } from './io-stats.js';
 
 /** Memory one command executes against: data-out lands in it, data-in is produced into it. */
 export interface RequestBuffer {
@@ -49,6 +50,8 @@ export interface RequestScope {
   /** The largest transfer a command may have (limits.max_io); above it, 05 24/00. */
   readonly maxTransfer: number;
   readonly log: RequestLogger;
+  /** The session's counters, when the front end keeps them (io-stats.ts). */
+  readonly io?: SessionIo;
 }
 
 export interface RequestLogger {

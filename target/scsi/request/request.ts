@@ -10,6 +10,7 @@ import { INTERNAL_TARGET_FAILURE, INVALID_FIELD_IN_CDB, type SenseCode } from '.
 import { ScsiStatus } from '../../../protocol/scsi/status.js';
 import { parseCommand, type ScsiCommand } from '../scsi-command.js';
 import type { DataOffer, RequestBuffer, RequestFrontEnd, RequestScope, Residuals } from './front-end.js';
+import { classOfOpcode } from './io-stats.js';
 import { dataInToSend, NO_RESIDUALS, nothingMoved, residualsOf } from './residuals.js';
 
 /** The core's own refusals are fixed-format sense (SPC-5 4.4.3), built per answer: the front end owns what it is given. */
@@ -23,6 +24,10 @@ function directionsAgree(command: ScsiCommand, offer: DataOffer): boolean {
 export class ScsiRequest<B extends RequestBuffer> {
   #aborted = false;
   #ended = false;
+  /** When run() began (performance.now(), ms), for the latency histogram. */
+  #started = 0;
+  /** Bytes moved to or from the initiator so far, for the byte counters. */
+  #moved = 0;
 
   constructor(
     private readonly frontEnd: RequestFrontEnd<B>,
@@ -44,6 +49,7 @@ export class ScsiRequest<B extends RequestBuffer> {
   async run(): Promise<void> {
     const { frontEnd, scope, offer } = this;
     let data: B | null = null;
+    this.#started = performance.now();
     try {
       const parsed = parseCommand(this.cdb, scope.lu, scope.access);
       if (!parsed.ok) return await this.respond(parsed.completion.status, parsed.completion.sense, nothingMoved(offer));
@@ -60,6 +66,7 @@ export class ScsiRequest<B extends RequestBuffer> {
       if (command.direction === 'out' && want > 0) {
         try {
           await frontEnd.fetchDataOut(data, 0, want);
+          this.#moved = want;
         } catch (e) {
           return this.transferFailed('data-out', e);
         }
@@ -74,6 +81,7 @@ export class ScsiRequest<B extends RequestBuffer> {
         if (n > 0) {
           try {
             await frontEnd.pushDataIn(data, 0, n);
+            this.#moved = n;
           } catch (e) {
             return this.transferFailed('data-in', e);
           }
@@ -102,6 +110,7 @@ export class ScsiRequest<B extends RequestBuffer> {
   private respond(status: number, sense: Buffer | undefined, residuals: Residuals): Promise<void> {
     if (this.#ended) return Promise.resolve();
     this.#ended = true;
+    this.count(status !== ScsiStatus.GOOD && status !== ScsiStatus.CONDITION_MET);
     if (this.#aborted) return this.frontEnd.complete(ScsiStatus.TASK_ABORTED, undefined, residuals);
     return this.frontEnd.complete(status, sense, residuals);
   }
@@ -109,6 +118,20 @@ export class ScsiRequest<B extends RequestBuffer> {
   private transferFailed(step: 'data-out' | 'data-in', error: unknown): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.count(true);
     this.frontEnd.transferFailed(step, error);
+  }
+
+  /**
+   * The one place a command is counted (io-stats.ts): its volume's counters
+   * and its session's, once, as it ends. Plain increments, nothing allocated.
+   */
+  private count(error: boolean): void {
+    const cls = classOfOpcode(this.cdb.length > 0 ? this.cdb[0]! : 0);
+    const ms = performance.now() - this.#started;
+    // Bytes count only for a command that ended GOOD: a write refused after its data came (a unit attention) wrote nothing.
+    const bytes = error ? 0 : this.#moved;
+    this.scope.lu?.stats.record(cls, bytes, error, ms);
+    this.scope.io?.record(cls, bytes, error);
   }
 }

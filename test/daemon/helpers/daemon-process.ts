@@ -43,6 +43,8 @@ export function baseConfig(w: Workdir, volumes: Record<string, unknown>[], extra
     volumes,
     limits: { max_io: '128KiB', queue_depth: 16, drain_timeout_ms: 5000, ...((extra.limits as object | undefined) ?? {}) },
     state_dir: w.state,
+    // Its own control socket: parallel daemons never contend for /run/rblk/rblkd.ctl.
+    control: { socket: join(w.dir, 'rblkd.ctl') },
     ...Object.fromEntries(Object.entries(extra).filter(([k]) => k !== 'limits')),
   };
 }

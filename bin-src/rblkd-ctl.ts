@@ -1,0 +1,181 @@
+// `rblkd ctl`: the administrator's view of a running rblkd over its control
+// socket (docs/operations.md "rblkd ctl"). Each verb prints a table, or the
+// daemon's answer as JSON with --json. Exit 0; 1 when rblkd could not be
+// reached, refused the request, or refused the reload; 64 for a bad command line.
+import { readFileSync } from 'node:fs';
+import { dirname, resolve as resolvePath } from 'node:path';
+import { load } from 'js-yaml';
+import yargs from 'yargs';
+import { formatSize } from '../config/size.js';
+import { DEFAULT_CONFIG_PATH, DEFAULT_CONTROL_SOCKET } from '../config/schema.js';
+import { ControlError, controlRequest } from '../target/daemon/control-client.js';
+import type { ControlCommand } from '../target/daemon/control-server.js';
+import type { ReloadResult } from '../target/daemon/daemon.js';
+import type { SessionInfo } from '../target/session/environment.js';
+
+const EX_USAGE = 64;
+
+interface CtlArgs {
+  verb: ControlCommand;
+  session?: string;
+  socket?: string;
+  config: string;
+  json: boolean;
+}
+
+/** --socket, else control.socket from the config file (if it can be read), else the default path. */
+function socketPath(a: CtlArgs): string {
+  if (a.socket !== undefined) return a.socket;
+  try {
+    const doc = load(readFileSync(a.config, 'utf8')) as { control?: { socket?: unknown } } | null;
+    const p = doc?.control?.socket;
+    if (typeof p === 'string' && p !== '') return resolvePath(dirname(a.config), p);
+  } catch {
+    // No readable config: the default path.
+  }
+  return DEFAULT_CONTROL_SOCKET;
+}
+
+function table(rows: string[][]): string {
+  if (rows.length === 0) return '';
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  return `${rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n')}\n`;
+}
+
+function bytes(n: number): string {
+  return n === 0 ? '0' : formatSize(n);
+}
+
+type Counters = Record<string, { ops: number; bytes: number; errors: number; seconds: number }>;
+
+function text(verb: ControlCommand, result: unknown): string {
+  switch (verb) {
+    case 'status': {
+      const r = result as Record<string, unknown> & { listeners: { name: string; sessions: number; connections: number }[]; metrics: { address: string; port: number } | null };
+      const lines = [
+        `rblkd ${String(r.version)}, pid ${String(r.pid)}, ${String(r.state)} since ${String(r.since)} (${String(r.uptimeSeconds)} s)`,
+        `config:    ${String(r.config)}`,
+        `target:    ${String(r.targetName)}`,
+        `volumes:   ${String(r.volumes)}`,
+        `sessions:  ${String(r.sessions)}`,
+        ...r.listeners.map((l) => `listener:  ${l.name} (${l.sessions} sessions, ${l.connections} connections)`),
+        `metrics:   ${r.metrics ? `http://${r.metrics.address}:${r.metrics.port}/metrics` : 'off'}`,
+      ];
+      return `${lines.join('\n')}\n`;
+    }
+    case 'sessions': {
+      const rows = (result as SessionInfo[]).map((s) => [
+        s.id,
+        s.initiator ?? '-',
+        s.peer,
+        s.provider,
+        String(s.credits),
+        String(s.inFlight),
+        String(s.ops),
+        bytes(s.readBytes),
+        bytes(s.writeBytes),
+        s.loggedInAt ?? s.since,
+      ]);
+      if (rows.length === 0) return 'no sessions\n';
+      return table([['ID', 'INITIATOR', 'PEER', 'PROVIDER', 'CREDITS', 'IN-FLIGHT', 'COMMANDS', 'READ', 'WRITTEN', 'SINCE'], ...rows]);
+    }
+    case 'volumes': {
+      const vols = result as { name: string; lun: number; size: number; backend: string; path: string | null; engine: string | null; readOnly: boolean; counters: Counters }[];
+      if (vols.length === 0) return 'no volumes\n';
+      const rows = vols.map((v) => {
+        const c = v.counters;
+        const errors = Object.values(c).reduce((n, x) => n + x.errors, 0);
+        return [
+          v.name,
+          String(v.lun),
+          bytes(v.size),
+          `${v.backend}${v.path ? ` ${v.path}` : ''}${v.readOnly ? ' (ro)' : ''}`,
+          v.engine ?? '-',
+          String(c.read?.ops ?? 0),
+          bytes(c.read?.bytes ?? 0),
+          String(c.write?.ops ?? 0),
+          bytes(c.write?.bytes ?? 0),
+          String(c.flush?.ops ?? 0),
+          String(errors),
+        ];
+      });
+      return table([['NAME', 'LUN', 'SIZE', 'BACKEND', 'ENGINE', 'READS', 'READ', 'WRITES', 'WRITTEN', 'FLUSHES', 'ERRORS'], ...rows]);
+    }
+    case 'kick': {
+      const r = result as { kicked: string; initiator: string | null; peer: string };
+      return `session ${r.kicked} (${r.initiator ?? 'not logged in'}, ${r.peer}) logged out\n`;
+    }
+    case 'reload': {
+      const r = result as ReloadResult;
+      if (!r.applied) return `reload refused, still serving the previous configuration:\n${r.errors.map((e) => `  ${e}`).join('\n')}\n`;
+      const parts = [
+        ['added', r.added],
+        ['removed', r.removed],
+        ['changed', r.changed],
+        ['resized', r.resized],
+        ['listeners added', r.listenersAdded],
+        ['listeners removed', r.listenersRemoved],
+      ] as const;
+      const said = parts.filter(([, v]) => v.length > 0).map(([k, v]) => `${k}: ${v.join(', ')}`);
+      const errors = r.errors.map((e) => `error: ${e}`);
+      return `${['reloaded', ...said, ...errors].join('\n')}\n`;
+    }
+  }
+}
+
+function parse(argv: string[]): CtlArgs {
+  let verb: ControlCommand | undefined;
+  const p = yargs(argv)
+    .scriptName('rblkd ctl')
+    .usage('$0 <status|sessions|volumes|kick SESSION|reload> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket.')
+    .command('status', 'the daemon: version, uptime, listeners, counts', {}, () => {
+      verb = 'status';
+    })
+    .command('sessions', 'every session: initiator, peer address, provider, credits, in-flight, bytes, since when', {}, () => {
+      verb = 'sessions';
+    })
+    .command('volumes', 'every volume: size, backend, engine, counters', {}, () => {
+      verb = 'volumes';
+    })
+    .command('kick <session>', 'log a session out (the initiator sees a lost connection)', (y) => y.positional('session', { type: 'string', describe: 'the ID that sessions lists', demandOption: true }), () => {
+      verb = 'kick';
+    })
+    .command('reload', 'what SIGHUP does; prints what changed, or why it was refused', {}, () => {
+      verb = 'reload';
+    })
+    .option('json', { type: 'boolean', default: false, describe: "print the daemon's answer as JSON" })
+    .option('socket', { type: 'string', requiresArg: true, describe: `the control socket (default: control.socket from --config, else ${DEFAULT_CONTROL_SOCKET})` })
+    .option('config', { type: 'string', default: DEFAULT_CONFIG_PATH, requiresArg: true, describe: 'where to read control.socket from' })
+    .demandCommand(1, 1, 'name one of status, sessions, volumes, kick, reload')
+    .strict()
+    .help()
+    .alias('help', 'h')
+    .version(false)
+    .fail((msg, err) => {
+      process.stderr.write(`rblkd ctl: ${msg ?? err?.message ?? 'invalid command line'} (see rblkd ctl --help)\n`);
+      process.exit(EX_USAGE);
+    });
+  const parsed = p.parseSync();
+  return {
+    verb: verb!,
+    ...(typeof parsed.session === 'string' ? { session: parsed.session } : {}),
+    ...(parsed.socket !== undefined ? { socket: parsed.socket } : {}),
+    config: parsed.config,
+    json: parsed.json,
+  };
+}
+
+export async function runCtl(argv: string[]): Promise<number> {
+  const a = parse(argv);
+  const path = socketPath(a);
+  let result: unknown;
+  try {
+    result = await controlRequest(path, a.verb, a.session !== undefined ? [a.session] : []);
+  } catch (e) {
+    process.stderr.write(`rblkd ctl: ${e instanceof ControlError ? e.message : String(e)}\n`);
+    return 1;
+  }
+  process.stdout.write(a.json ? `${JSON.stringify(result, null, 2)}\n` : text(a.verb, result));
+  if (a.verb === 'reload' && !(result as ReloadResult).applied) return 1;
+  return 0;
+}
