@@ -28,7 +28,8 @@ export async function connect(target: string | ConnectOptions, options: Partial<
 }
 
 export { Session, type ConnectionInfo, type SessionEvents, type SessionState } from './session.js';
-export { Volume, type VolumeEvents, type WriteOptions, type WriteZeroesOptions } from './volume.js';
+export { Volume, type AllocationExtent, type IoOptions, type VolumeEvents, type WriteOptions, type WriteZeroesOptions } from './volume.js';
+export { AbortError } from './abort.js';
 export { Reservations, ReservationType, type ReadKeys, type ReadReservation, type ReservationTypeCode } from './reservations.js';
 export { RegisteredBuffer } from './registered-buffer.js';
 export { MiscompareError, RblkError, hasCode, type RblkErrorCode } from './errors.js';
