@@ -10,7 +10,7 @@ import { ProvisioningStatus } from '../protocol/scsi/opcodes.js';
 import { CAPACITY_DATA_HAS_CHANGED } from '../protocol/scsi/sense-codes.js';
 import { senseIs, type Sense } from '../protocol/scsi/sense.js';
 import { abortable } from './abort.js';
-import type { BlockDevice } from './block-device.js';
+import type { AllocationExtent, BlockDevice } from './block-device.js';
 import { asBuffer } from './bytes.js';
 import { readCapacity, type Probe, type RunCommand, type VolumeInfo, type VolumeLimits } from './discovery.js';
 import { RblkError } from './errors.js';
@@ -45,15 +45,6 @@ export interface WriteOptions extends IoOptions {
 export interface WriteZeroesOptions extends IoOptions {
   /** Deallocate as well, where the volume is thin (WRITE SAME(16) with UNMAP, SBC-4 5.49). */
   unmap?: boolean;
-}
-
-/** One run of blocks with the same provisioning status (GET LBA STATUS, SBC-4 5.8.2). */
-export interface AllocationExtent {
-  /** Bytes. */
-  offset: number;
-  length: number;
-  /** Deallocated blocks read as zeroes; anchored ones have no data either but keep their resources. */
-  status: 'mapped' | 'deallocated' | 'anchored';
 }
 
 interface Piece {
