@@ -15,6 +15,14 @@ export interface BlockDeviceInfo {
   readonly maxTransfer: number;
 }
 
+/** One run of blocks with the same allocation status, in bytes. */
+export interface AllocationExtent {
+  offset: number;
+  length: number;
+  /** Deallocated blocks read as zeroes; anchored ones hold no data either but keep their resources. */
+  status: 'mapped' | 'deallocated' | 'anchored';
+}
+
 export interface BlockDevice extends BlockDeviceInfo {
   /** Reads length bytes at offset into a new buffer. */
   read(offset: number, length: number): Promise<Buffer>;
@@ -33,6 +41,12 @@ export interface BlockDevice extends BlockDeviceInfo {
   /** Deallocates; the range then reads as zeroes. */
   discard(offset: number, length: number): Promise<void>;
   writeZeroes(offset: number, length: number, opts?: { unmap?: boolean }): Promise<void>;
+  /**
+   * Optional: the allocation status from offset, as consecutive runs that
+   * start at offset and may end before offset + length (never after it).
+   * Exporters offer holes (NBD base:allocation) only when it is there.
+   */
+  lbaStatus?(offset: number, length: number): Promise<AllocationExtent[]>;
 }
 
 /**

@@ -28,7 +28,8 @@ export async function connect(target: string | ConnectOptions, options: Partial<
 }
 
 export { Session, type ConnectionInfo, type SessionEvents, type SessionState } from './session.js';
-export { Volume, type VolumeEvents, type WriteOptions, type WriteZeroesOptions } from './volume.js';
+export { Volume, type IoOptions, type VolumeEvents, type WriteOptions, type WriteZeroesOptions } from './volume.js';
+export { AbortError } from './abort.js';
 export { Reservations, ReservationType, type ReadKeys, type ReadReservation, type ReservationTypeCode } from './reservations.js';
 export { RegisteredBuffer } from './registered-buffer.js';
 export { MiscompareError, RblkError, hasCode, type RblkErrorCode } from './errors.js';
@@ -37,7 +38,7 @@ export { DEFAULT_PORT, parseRblkUrl, type RblkUrl } from './url.js';
 export type { RecoveryEvent } from './channel.js';
 export type { VolumeInfo } from './discovery.js';
 export type { ScsiRequest, ScsiResponse, DataIn, DataOut } from './scsi-request.js';
-export type { BlockDevice, BlockDeviceInfo, BlockErrorCode } from './block-device.js';
+export type { AllocationExtent, BlockDevice, BlockDeviceInfo, BlockErrorCode } from './block-device.js';
 export type { Sense } from '../protocol/scsi/sense.js';
 export { DEFAULT_TARGET_NAME } from '../protocol/wire/index.js';
 export { LoopInitiatorTransport } from './transport/loop-transport.js';

@@ -439,4 +439,9 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost 
   logout(): Promise<void> {
     return this.close();
   }
+
+  /** `await using session = await connect(url)`: close() when the scope ends. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
 }

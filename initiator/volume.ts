@@ -5,9 +5,13 @@
 // buffers from session.allocate() go to the target as descriptors.
 import { EventEmitter } from 'node:events';
 import * as cdb from '../protocol/scsi/cdb.js';
+import { parseLbaStatus } from '../protocol/scsi/lba-status.js';
+import { ProvisioningStatus } from '../protocol/scsi/opcodes.js';
 import { CAPACITY_DATA_HAS_CHANGED } from '../protocol/scsi/sense-codes.js';
 import { senseIs, type Sense } from '../protocol/scsi/sense.js';
-import type { BlockDevice } from './block-device.js';
+import { abortable } from './abort.js';
+import type { AllocationExtent, BlockDevice } from './block-device.js';
+import { asBuffer } from './bytes.js';
 import { readCapacity, type Probe, type RunCommand, type VolumeInfo, type VolumeLimits } from './discovery.js';
 import { RblkError } from './errors.js';
 import { RegisteredBuffer } from './registered-buffer.js';
@@ -22,12 +26,23 @@ export interface VolumeEvents {
   unitAttention: [sense: Sense];
 }
 
-export interface WriteOptions {
+export interface IoOptions {
+  /**
+   * Aborting rejects the operation at once with an AbortError (`.code`
+   * 'ABORT_ERR'); aborted before the call, nothing is sent. A command
+   * already handed to the session is not withdrawn: it runs at the target
+   * and its completion is discarded, so an aborted write may still land
+   * (docs/initiator.md "Cancelling I/O").
+   */
+  signal?: AbortSignal;
+}
+
+export interface WriteOptions extends IoOptions {
   /** Force Unit Access (SBC-4 5.40): durable on the target's medium before it resolves. */
   fua?: boolean;
 }
 
-export interface WriteZeroesOptions {
+export interface WriteZeroesOptions extends IoOptions {
   /** Deallocate as well, where the volume is thin (WRITE SAME(16) with UNMAP, SBC-4 5.49). */
   unmap?: boolean;
 }
@@ -39,6 +54,8 @@ interface Piece {
 }
 
 const MAX_U32 = 0xffffffff;
+/** Descriptors asked for per GET LBA STATUS: an 8-byte header and 16 bytes each (SBC-4 5.8.2). */
+const LBA_STATUS_DESCRIPTORS = 64;
 /** UNMAP's parameter list length is 16 bits: an 8-byte header and 16 bytes per range (SBC-4 5.32.2). */
 const MAX_UNMAP_RANGES_PER_LIST = Math.floor((0xffff - 8) / 16);
 
@@ -152,10 +169,28 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
 
   /**
    * Reads `length` bytes at `offset` into a new Buffer, or fills the given
-   * Buffer (or registered buffer) from `offset`. A Buffer that lies in memory
-   * from session.allocate() is filled by the target directly (zero-copy).
+   * Buffer or Uint8Array (or registered buffer) from `offset` and resolves
+   * with a Buffer view of it. Memory from session.allocate() is filled by the
+   * target directly (zero-copy). With a signal, an ordinary buffer is filled
+   * only when the read succeeds, so a completion after an abort never
+   * writes into it; registered memory the target writes directly, even then.
    */
-  async read(offset: number, target: number | Buffer | RegisteredBuffer): Promise<Buffer> {
+  async read(offset: number, target: number | Uint8Array | RegisteredBuffer, opts: IoOptions = {}): Promise<Buffer> {
+    const t = typeof target === 'number' || target instanceof RegisteredBuffer ? target : asBuffer(target);
+    const signal = opts.signal;
+    if (signal === undefined) return this.readNow(offset, t);
+    const what = this.what('read', offset, typeof t === 'number' ? t : t.length);
+    if (typeof t !== 'number' && !(t instanceof RegisteredBuffer) && RegisteredBuffer.find(t) === undefined) {
+      return abortable(signal, what, async () => {
+        const data = await this.readNow(offset, t.length);
+        if (!signal.aborted) data.copy(t);
+        return t;
+      });
+    }
+    return abortable(signal, what, () => this.readNow(offset, t));
+  }
+
+  private async readNow(offset: number, target: number | Buffer | RegisteredBuffer): Promise<Buffer> {
     const into = typeof target === 'number' ? null : target instanceof RegisteredBuffer ? target.buffer : target;
     const reg = into === null ? undefined : RegisteredBuffer.find(into);
     if (into !== null) this.live('read', offset, into, reg);
@@ -178,9 +213,9 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
     return out;
   }
 
-  /** BlockDevice.readInto: read() into the given Buffer (zero-copy when it lies in allocate()d memory). */
-  async readInto(offset: number, into: Buffer): Promise<void> {
-    await this.read(offset, into);
+  /** BlockDevice.readInto: read() into the given buffer (zero-copy when it lies in allocate()d memory). */
+  async readInto(offset: number, into: Uint8Array, opts: IoOptions = {}): Promise<void> {
+    await this.read(offset, into, opts);
   }
 
   /**
@@ -192,11 +227,17 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
   }
 
   /**
-   * Writes `data` at `offset`. With fua, each piece is durable before it
-   * completes. A Buffer in memory from session.allocate() is read by the
-   * target directly (zero-copy); others are copied, or sent in the capsule.
+   * Writes `data` (a Buffer, Uint8Array or registered buffer) at `offset`.
+   * With fua, each piece is durable before it completes. Memory from
+   * session.allocate() is read by the target directly (zero-copy); other
+   * bytes are copied, or sent in the capsule.
    */
-  async write(offset: number, data: Buffer | RegisteredBuffer, opts: WriteOptions = {}): Promise<void> {
+  async write(offset: number, data: Uint8Array | RegisteredBuffer, opts: WriteOptions = {}): Promise<void> {
+    const d = data instanceof RegisteredBuffer ? data : asBuffer(data);
+    return abortable(opts.signal, this.what('write', offset, d.length), () => this.writeNow(offset, d, opts));
+  }
+
+  private async writeNow(offset: number, data: Buffer | RegisteredBuffer, opts: WriteOptions): Promise<void> {
     const buf = data instanceof RegisteredBuffer ? data.buffer : data;
     const reg = RegisteredBuffer.find(buf);
     this.live('write', offset, buf, reg);
@@ -219,7 +260,11 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
   }
 
   /** Makes every completed write durable (SYNCHRONIZE CACHE(16), SBC-4 5.26). */
-  async flush(): Promise<void> {
+  async flush(opts: IoOptions = {}): Promise<void> {
+    return abortable(opts.signal, `flush of volume ${this.name}`, () => this.flushNow());
+  }
+
+  private async flushNow(): Promise<void> {
     await this.#run({ lun: this.lun, cdb: cdb.synchronizeCache16(), idempotent: true, what: `flush of volume ${this.name}` });
   }
 
@@ -227,7 +272,11 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
    * Deallocates the range (UNMAP, SBC-4 5.32); it then reads as zeroes. A
    * volume that is not thin answers NOT_SUPPORTED.
    */
-  async discard(offset: number, length: number): Promise<void> {
+  async discard(offset: number, length: number, opts: IoOptions = {}): Promise<void> {
+    return abortable(opts.signal, this.what('discard', offset, length), () => this.discardNow(offset, length));
+  }
+
+  private async discardNow(offset: number, length: number): Promise<void> {
     this.check('discard', offset, length);
     const bs = this.blockSize;
     const perRange = Math.min(MAX_U32, this.#limits.maxUnmapBlocks || MAX_U32) * bs;
@@ -253,6 +302,10 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
    * buffer, SBC-4 5.49); with unmap, a thin volume deallocates instead.
    */
   async writeZeroes(offset: number, length: number, opts: WriteZeroesOptions = {}): Promise<void> {
+    return abortable(opts.signal, this.what('writeZeroes', offset, length), () => this.writeZeroesNow(offset, length, opts));
+  }
+
+  private async writeZeroesNow(offset: number, length: number, opts: WriteZeroesOptions): Promise<void> {
     this.check('writeZeroes', offset, length);
     const bs = this.blockSize;
     const max = Math.min(MAX_U32, this.#limits.maxWriteSameBlocks || MAX_U32) * bs;
@@ -268,13 +321,54 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
   }
 
   /**
+   * The provisioning status of the blocks from `offset`, as runs in order:
+   * one GET LBA STATUS (SBC-4 5.8), so the runs may end before `length`
+   * (ask again from where they end), and never past it. A thick volume is
+   * one mapped run. Resolves at least one run when length > 0.
+   */
+  async lbaStatus(offset: number, length: number, opts: IoOptions = {}): Promise<AllocationExtent[]> {
+    return abortable(opts.signal, this.what('lbaStatus', offset, length), () => this.lbaStatusNow(offset, length));
+  }
+
+  private async lbaStatusNow(offset: number, length: number): Promise<AllocationExtent[]> {
+    this.check('lbaStatus', offset, length);
+    if (length === 0) return [];
+    const bs = this.blockSize;
+    const size = 8 + 16 * LBA_STATUS_DESCRIPTORS;
+    const into = Buffer.alloc(size);
+    const what = this.what('lbaStatus', offset, length);
+    const r = await this.#run({ lun: this.lun, cdb: cdb.getLbaStatus(offset / bs, size), dataIn: { kind: 'bytes', into }, idempotent: true, what });
+    const end = offset + length;
+    const out: AllocationExtent[] = [];
+    let at = offset;
+    for (const d of parseLbaStatus(into.subarray(0, r.dataIn))) {
+      const start = Number(d.lba) * bs;
+      const stop = Math.min(end, start + d.blocks * bs);
+      // Descriptors are in LBA order from the first one asked for; anything else ends the answer.
+      if (start !== at || stop <= at) break;
+      const status = d.status === ProvisioningStatus.DEALLOCATED ? 'deallocated' : d.status === ProvisioningStatus.ANCHORED ? 'anchored' : 'mapped';
+      const last = out[out.length - 1];
+      if (last !== undefined && last.status === status) last.length += stop - at;
+      else out.push({ offset: at, length: stop - at, status });
+      at = stop;
+      if (at >= end) break;
+    }
+    if (out.length === 0) throw new RblkError('IO_ERROR', `${what}: the target's GET LBA STATUS data did not describe LBA ${offset / bs}`);
+    return out;
+  }
+
+  /**
    * Atomically compares the range with `expected` and, only if every byte
    * matches, writes `data` (COMPARE AND WRITE, SBC-4 5.3). On a mismatch it
    * rejects with a MiscompareError whose `offset` is the first differing
    * byte's offset within `expected`, and nothing is written. The range must
    * fit the volume's COMPARE AND WRITE limit (VPD B0h); it is never split.
    */
-  async compareAndWrite(offset: number, expected: Buffer, data: Buffer, opts: WriteOptions = {}): Promise<void> {
+  async compareAndWrite(offset: number, expected: Uint8Array, data: Uint8Array, opts: WriteOptions = {}): Promise<void> {
+    return abortable(opts.signal, this.what('compareAndWrite', offset, data.length), () => this.compareAndWriteNow(offset, asBuffer(expected), asBuffer(data), opts));
+  }
+
+  private async compareAndWriteNow(offset: number, expected: Buffer, data: Buffer, opts: WriteOptions): Promise<void> {
     if (expected.length !== data.length) throw new RangeError(`compareAndWrite: expected is ${expected.length} bytes and data ${data.length}; they must be equal`);
     this.check('compareAndWrite', offset, data.length);
     const blocks = data.length / this.blockSize;
@@ -313,5 +407,10 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
   close(): void {
     this.#unwatch?.();
     this.#unwatch = null;
+  }
+
+  /** `await using vol = await session.open()`: close() when the scope ends. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close();
   }
 }

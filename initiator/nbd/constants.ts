@@ -92,6 +92,16 @@ export const CommandFlag = {
   FAST_ZERO: 1 << 4,
 } as const;
 
+/** NBD_STATE_* bits of a base:allocation descriptor (proto.md "base:allocation metadata context"). */
+export const AllocationState = {
+  HOLE: 1 << 0,
+  ZERO: 1 << 1,
+} as const;
+
+/** The one metadata context offered, and the id its descriptors carry. */
+export const BASE_ALLOCATION = 'base:allocation';
+export const BASE_ALLOCATION_ID = 1;
+
 export const ReplyFlag = {
   DONE: 1 << 0,
 } as const;

@@ -4,6 +4,8 @@
 import type { Socket } from 'node:net';
 import type { ByteReader } from './byte-reader.js';
 import {
+  BASE_ALLOCATION,
+  BASE_ALLOCATION_ID,
   ClientFlag,
   HandshakeFlag,
   IHAVEOPT,
@@ -30,6 +32,8 @@ export interface Negotiated {
   readonly structured: boolean;
   /** The transmission flags the client was given. */
   readonly flags: number;
+  /** base:allocation was selected with NBD_OPT_SET_META_CONTEXT for this export: NBD_CMD_BLOCK_STATUS answers. */
+  readonly allocation: boolean;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -65,6 +69,44 @@ function parseInfoRequest(data: Buffer): { name: string; requests: number[] } {
   const requests: number[] = [];
   for (let i = 0; i < count; i++) requests.push(data.readUInt16BE(6 + nameLength + 2 * i));
   return { name, requests };
+}
+
+/** NBD_OPT_LIST/SET_META_CONTEXT data: u32 name length, name, u32 n, n × (u32 length, query). */
+function parseMetaContextRequest(data: Buffer): { name: string; queries: string[] } {
+  if (data.length < 8) throw new InvalidOption(`option data of ${data.length} bytes is too short`);
+  const nameLength = data.readUInt32BE(0);
+  if (nameLength > data.length - 8) throw new InvalidOption(`name length ${nameLength} overruns option data of ${data.length} bytes`);
+  const name = decodeString(data.subarray(4, 4 + nameLength), 'export name');
+  const count = data.readUInt32BE(4 + nameLength);
+  const queries: string[] = [];
+  let at = 8 + nameLength;
+  for (let i = 0; i < count; i++) {
+    if (at + 4 > data.length) throw new InvalidOption(`${count} queries overrun option data of ${data.length} bytes`);
+    const len = data.readUInt32BE(at);
+    if (at + 4 + len > data.length) throw new InvalidOption(`query ${i} of ${len} bytes overruns option data of ${data.length} bytes`);
+    queries.push(decodeString(data.subarray(at + 4, at + 4 + len), 'metadata context query'));
+    at += 4 + len;
+  }
+  if (at !== data.length) throw new InvalidOption(`${data.length - at} bytes after the last query`);
+  return { name, queries };
+}
+
+/**
+ * Whether a query names base:allocation. LIST also takes a namespace alone
+ * ("base:") and no queries at all (everything offered); SET selects only
+ * full names (proto.md "Metadata querying").
+ */
+function wantsAllocation(queries: readonly string[], listing: boolean): boolean {
+  if (listing && queries.length === 0) return true;
+  return queries.some((q) => q === BASE_ALLOCATION || (listing && q === 'base:'));
+}
+
+function metaContextEntry(id: number, name: string): Buffer {
+  const text = Buffer.from(name, 'utf8');
+  const buf = Buffer.alloc(4 + text.length);
+  buf.writeUInt32BE(id, 0);
+  text.copy(buf, 4);
+  return buf;
 }
 
 function infoExport(exp: NbdExport, flags: number): Buffer {
@@ -146,6 +188,9 @@ export async function negotiate(
   }
   const noZeroes = (clientFlags & ClientFlag.NO_ZEROES) !== 0;
   let structured = false;
+  /** The export whose base:allocation the last NBD_OPT_SET_META_CONTEXT selected, if any. */
+  let allocationFor: NbdExport | null = null;
+  const allocation = (exp: NbdExport): boolean => allocationFor === exp;
 
   for (;;) {
     // A client that keeps sending options without reading the replies (it
@@ -182,7 +227,7 @@ export async function negotiate(
           out.writeBigUInt64BE(BigInt(exp.device.size), 0);
           out.writeUInt16BE(flags, 8);
           send(out);
-          return { export: exp, structured, flags };
+          return { export: exp, structured, flags, allocation: allocation(exp) };
         }
         case Option.ABORT:
           // proto.md: any data is ignored, and the reply is NBD_REP_ACK.
@@ -209,7 +254,7 @@ export async function negotiate(
           reply(option, OptionReply.INFO, infoBlockSize(exp));
           if (requests.includes(Info.NAME)) reply(option, OptionReply.INFO, infoName(exp));
           reply(option, OptionReply.ACK);
-          if (option === Option.GO) return { export: exp, structured, flags };
+          if (option === Option.GO) return { export: exp, structured, flags, allocation: allocation(exp) };
           break;
         }
         case Option.STRUCTURED_REPLY:
@@ -218,9 +263,24 @@ export async function negotiate(
           reply(option, OptionReply.ACK);
           break;
         case Option.LIST_META_CONTEXT:
-        case Option.SET_META_CONTEXT:
-          refuse(option, OptionReply.ERR_UNSUP, 'metadata contexts (NBD_CMD_BLOCK_STATUS) are not supported');
+        case Option.SET_META_CONTEXT: {
+          const listing = option === Option.LIST_META_CONTEXT;
+          // proto.md NBD_OPT_SET_META_CONTEXT: only after structured replies were negotiated.
+          if (!listing && !structured) throw new InvalidOption('NBD_OPT_SET_META_CONTEXT needs NBD_OPT_STRUCTURED_REPLY first');
+          const { name, queries } = parseMetaContextRequest(data);
+          const exp = exports.find(name);
+          if (exp === undefined) {
+            refuse(option, OptionReply.ERR_UNKNOWN, `no export named "${name}"`);
+            break;
+          }
+          // Holes can be told only by a device that reports allocation (GET LBA STATUS on a volume).
+          const offered = exp.device.lbaStatus !== undefined && wantsAllocation(queries, listing);
+          // Each SET replaces the selection before it, an empty one included.
+          if (!listing) allocationFor = offered ? exp : null;
+          if (offered) reply(option, OptionReply.META_CONTEXT, metaContextEntry(listing ? 0 : BASE_ALLOCATION_ID, BASE_ALLOCATION));
+          reply(option, OptionReply.ACK);
           break;
+        }
         default:
           // Includes NBD_OPT_STARTTLS: this server runs in NOTLS mode.
           log('debug', `unsupported option ${option}`);

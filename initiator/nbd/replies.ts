@@ -85,3 +85,18 @@ export function errorChunk(cookie: bigint, errno: number, message: string): Buff
   text.copy(buf, STRUCTURED_HEADER_SIZE + 6);
   return buf;
 }
+
+/**
+ * A final NBD_REPLY_TYPE_BLOCK_STATUS chunk (proto.md "Structured reply
+ * types"): u32 context id, then (u32 length, u32 status flags) per extent.
+ */
+export function blockStatusChunk(cookie: bigint, contextId: number, extents: ReadonlyArray<{ length: number; flags: number }>): Buffer {
+  const buf = Buffer.allocUnsafe(STRUCTURED_HEADER_SIZE + 4 + 8 * extents.length);
+  chunkHeader(buf, ReplyFlag.DONE, ReplyType.BLOCK_STATUS, cookie, 4 + 8 * extents.length);
+  buf.writeUInt32BE(contextId, STRUCTURED_HEADER_SIZE);
+  extents.forEach((e, i) => {
+    buf.writeUInt32BE(e.length, STRUCTURED_HEADER_SIZE + 4 + 8 * i);
+    buf.writeUInt32BE(e.flags, STRUCTURED_HEADER_SIZE + 8 + 8 * i);
+  });
+  return buf;
+}

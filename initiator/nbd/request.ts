@@ -52,13 +52,14 @@ function fail(errno: NbdErrno, message: string): NbdRequestError {
 
 /**
  * Returns the error a request must be answered with, or null when it may run.
- * BLOCK_STATUS is always refused: no metadata context can be negotiated.
+ * BLOCK_STATUS runs only when base:allocation was negotiated (`allocation`).
  */
 export function checkRequest(
   req: NbdRequest,
   exp: NbdExport,
   flags: number,
   structured: boolean,
+  allocation = false,
 ): NbdRequestError | null {
   const name = commandName(req.type);
   const device = exp.device;
@@ -71,7 +72,10 @@ export function checkRequest(
     case Command.WRITE_ZEROES:
       break;
     case Command.BLOCK_STATUS:
-      return fail(Errno.EINVAL, `${name} needs a metadata context, and none can be negotiated`);
+      if (!allocation) return fail(Errno.EINVAL, `${name} needs a metadata context, and none was negotiated (NBD_OPT_SET_META_CONTEXT base:allocation)`);
+      // proto.md NBD_CMD_BLOCK_STATUS: a zero length is invalid.
+      if (req.length === 0) return fail(Errno.EINVAL, `${name} of length 0`);
+      break;
     default:
       // proto.md "Error values": unknown commands get EINVAL. Only WRITE
       // carries a payload, so the stream stays in step.
@@ -85,6 +89,7 @@ export function checkRequest(
   // belong to one command each (proto.md "Command flags").
   let allowed = (flags & TransmissionFlag.SEND_FUA) !== 0 ? CommandFlag.FUA : 0;
   if (req.type === Command.READ && (flags & TransmissionFlag.SEND_DF) !== 0) allowed |= CommandFlag.DF;
+  if (req.type === Command.BLOCK_STATUS) allowed |= CommandFlag.REQ_ONE;
   if (req.type === Command.WRITE_ZEROES) {
     allowed |= CommandFlag.NO_HOLE;
     if ((flags & TransmissionFlag.SEND_FAST_ZERO) !== 0) allowed |= CommandFlag.FAST_ZERO;

@@ -4,6 +4,8 @@
 import type { Socket } from 'node:net';
 import type { ByteReader } from './byte-reader.js';
 import {
+  AllocationState,
+  BASE_ALLOCATION_ID,
   Command,
   CommandFlag,
   Errno,
@@ -14,13 +16,21 @@ import { NbdRequestError, StreamClosed, describe, isExpectedFailure, nbdErrno } 
 import type { NbdExport } from './export-info.js';
 import type { Negotiated } from './handshake.js';
 import { IoBuffers, type IoLease } from './io-buffers.js';
-import { errorChunk, noneChunk, offsetDataHeader, simpleReply } from './replies.js';
+import { blockStatusChunk, errorChunk, noneChunk, offsetDataHeader, simpleReply } from './replies.js';
 import { checkRequest, commandName, parseRequest, storesData, type NbdRequest } from './request.js';
 
 /** What a request produced: data for a read's reply, and how to give its memory back once written. */
 interface Reply {
   data: Buffer | null;
   done?: () => void;
+  /** A BLOCK_STATUS answer: the whole reply chunk. */
+  chunk?: Buffer;
+}
+
+/** base:allocation flags for a device's allocation status: a deallocated block reads as zeroes (docs/nbd.md). */
+function allocationFlags(status: 'mapped' | 'deallocated' | 'anchored'): number {
+  if (status === 'deallocated') return AllocationState.HOLE | AllocationState.ZERO;
+  return status === 'anchored' ? AllocationState.HOLE : 0;
 }
 const NO_DATA: Reply = { data: null };
 
@@ -54,6 +64,7 @@ export class Transmission {
   readonly #export: NbdExport;
   readonly #flags: number;
   readonly #structured: boolean;
+  readonly #allocation: boolean;
   readonly #opts: TransmissionOptions;
   /** Requests admitted whose reply has not yet reached the kernel. */
   #slots = 0;
@@ -71,6 +82,7 @@ export class Transmission {
     this.#export = negotiated.export;
     this.#flags = negotiated.flags;
     this.#structured = negotiated.structured;
+    this.#allocation = negotiated.allocation;
     this.#opts = opts;
     this.#buffers = new IoBuffers(MAX_IN_FLIGHT_BYTES);
   }
@@ -112,7 +124,7 @@ export class Transmission {
         this.#opts.log('debug', `${this.#opts.peer}: client sent NBD_CMD_DISC`);
         return;
       }
-      const rejection = checkRequest(req, this.#export, this.#flags, this.#structured);
+      const rejection = checkRequest(req, this.#export, this.#flags, this.#structured, this.#allocation);
       const payload = req.type === Command.WRITE ? req.length : 0;
       const cost = req.type === Command.READ || req.type === Command.WRITE ? req.length : 0;
       if (rejection !== null) {
@@ -194,7 +206,7 @@ export class Transmission {
     }
     payload?.done();
     this.#running--;
-    this.#reply(req, errno, message, result.data, cost, result.done);
+    this.#reply(req, errno, message, result.data, cost, result.done, result.chunk);
     if (this.#running === 0) {
       const waiters = this.#idleWaiters;
       this.#idleWaiters = [];
@@ -248,6 +260,17 @@ export class Transmission {
         if (fua && req.length > 0) await device.flush();
         return NO_DATA;
       }
+      case Command.BLOCK_STATUS: {
+        const lbaStatus = device.lbaStatus?.bind(device);
+        if (lbaStatus === undefined) throw new NbdRequestError(Errno.EINVAL, 'the device reports no allocation');
+        // One device call: its runs start at the offset and may end early, which
+        // proto.md allows (the client asks again from where they end).
+        let runs = await lbaStatus(offset, req.length);
+        if ((req.flags & CommandFlag.REQ_ONE) !== 0) runs = runs.slice(0, 1);
+        if (runs.length === 0 || runs[0].offset !== offset) throw new Error(`the device's allocation runs do not start at ${offset}`);
+        const extents = runs.map((r) => ({ length: r.length, flags: allocationFlags(r.status) }));
+        return { data: null, chunk: blockStatusChunk(req.cookie, BASE_ALLOCATION_ID, extents) };
+      }
       case Command.CACHE:
         // A hint only (proto.md NBD_CMD_CACHE); the device has no cache to warm.
         return NO_DATA;
@@ -276,11 +299,13 @@ export class Transmission {
    * carries its message; other successes use the simple reply, which the
    * spec allows for replies without payload.
    */
-  #reply(req: NbdRequest, errno: number, message: string, data: Buffer | null, cost: number, written?: () => void): void {
+  #reply(req: NbdRequest, errno: number, message: string, data: Buffer | null, cost: number, written?: () => void, chunk?: Buffer): void {
     const isRead = req.type === Command.READ;
     let parts: Buffer[];
     if (errno !== 0) {
       parts = [this.#structured ? errorChunk(req.cookie, errno, message) : simpleReply(errno, req.cookie)];
+    } else if (chunk !== undefined) {
+      parts = [chunk];
     } else if (isRead && this.#structured) {
       parts =
         data !== null && data.length > 0

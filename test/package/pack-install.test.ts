@@ -95,7 +95,7 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
   writeFileSync(
     join(app, 'consumer.ts'),
     [
-      "import { connect, parseRblkUrl, RblkError, type Session, type Volume } from 'rblk';",
+      "import { AbortError, connect, parseRblkUrl, RblkError, type Session, type Volume } from 'rblk';",
       'export async function roundTrip(url: string, data: Buffer): Promise<boolean> {',
       '  const session: Session = await connect(url);',
       "  const vol: Volume = await session.open(parseRblkUrl(url).volume ?? 'a');",
@@ -104,7 +104,15 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
       '  await session.close();',
       '  return back.equals(data);',
       '}',
+      // Uint8Array, AbortSignal and `await using` type-check for a consumer on ES2022 with @types/node.
+      'export async function scoped(url: string, data: Uint8Array, signal: AbortSignal): Promise<Buffer> {',
+      '  await using session = await connect(url);',
+      '  await using vol = await session.open();',
+      '  await vol.write(0, data, { signal });',
+      '  return vol.read(0, new Uint8Array(data.length), { signal });',
+      '}',
       'export const isRblkError = (e: unknown): boolean => e instanceof RblkError;',
+      "export const isAbort = (e: unknown): boolean => e instanceof AbortError && e.code === 'ABORT_ERR';",
       '',
     ].join('\n'),
   );
