@@ -30,7 +30,8 @@ export interface CephCluster {
   createImage(name: string, bytes: number): Promise<void>;
   /** Freezes the monitor and the OSD (SIGSTOP): the cluster is away, its data kept. */
   pause(): void;
-  resume(): void;
+  /** Thaws them (SIGCONT) and waits until the OSD serves a fresh client again. */
+  resume(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -136,7 +137,19 @@ export async function startCephCluster(): Promise<CephCluster> {
     // rbd create waits until the pool's placement groups are active: the cluster is ready then.
     createImage: async (name, bytes) => void (await exec('rbd', ['-c', conf, 'create', '--size', `${bytes}B`, `rbd/${name}`])),
     pause: () => children.forEach((c) => c.kill('SIGSTOP')),
-    resume: () => children.forEach((c) => c.kill('SIGCONT')),
+    async resume() {
+      children.forEach((c) => c.kill('SIGCONT'));
+      // A busy machine may take many seconds to get the OSD's sessions back up.
+      const until = Date.now() + STEP_MS;
+      for (;;) {
+        try {
+          await exec('rados', ['-c', conf, '--rados-osd-op-timeout', '5', '-p', 'rbd', 'stat', 'rbd_directory']);
+          return;
+        } catch (e) {
+          if (Date.now() > until) throw e;
+        }
+      }
+    },
     stop,
   };
 }
