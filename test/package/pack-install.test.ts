@@ -89,7 +89,7 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
     'require',
   );
   // Every optional part of the prebuilt loads here.
-  t.is(cjs.trim(), 'function {"io_uring":true,"fuse":true,"sd_notify":true}');
+  t.is(cjs.trim(), 'function {"io_uring":true,"fuse":true,"sd_notify":true,"rbd":true}');
 
   // --- TypeScript: the installed .d.ts files, checked without skipLibCheck
   writeFileSync(

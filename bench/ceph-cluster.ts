@@ -1,0 +1,155 @@
+// A throw-away Ceph cluster for the rbd tests and bench/rbd.ts: one monitor and one memstore
+// OSD in a temporary directory, on 127.0.0.1, with authentication off and no
+// manager (docs/backends.md "Testing the rbd kind"). It comes up in a few
+// seconds on an idle machine; a test file starts one and shares it. The
+// daemons run in the foreground as our children, so stop() kills exactly them.
+import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const TOOLS = ['ceph-mon', 'ceph-osd', 'ceph', 'rbd', 'monmaptool'];
+/** A guard against a hang, never an assertion about speed. */
+const STEP_MS = 60_000;
+
+/** Why the rbd tests cannot run here, or null when they can. */
+export function cephMissing(): string | null {
+  const missing = TOOLS.filter((t) => spawnSync('sh', ['-c', `command -v ${t}`]).status !== 0);
+  return missing.length > 0 ? `Ceph is not installed (${missing.join(', ')} missing: apt-get install ceph-mon ceph-osd ceph-common)` : null;
+}
+
+export interface CephCluster {
+  readonly dir: string;
+  /** The ceph.conf clients use. */
+  readonly conf: string;
+  readonly pool: string;
+  /** Runs a Ceph CLI (rbd, ceph, rados) against this cluster; resolves its stdout. */
+  run(tool: 'rbd' | 'ceph' | 'rados', args: string[], input?: Buffer): Promise<Buffer>;
+  createImage(name: string, bytes: number): Promise<void>;
+  /** Freezes the monitor and the OSD (SIGSTOP): the cluster is away, its data kept. */
+  pause(): void;
+  /** Thaws them (SIGCONT) and waits until the OSD serves a fresh client again. */
+  resume(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function exec(file: string, args: string[], input?: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(file, args, { encoding: 'buffer', timeout: STEP_MS, maxBuffer: 256 * 1024 * 1024 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${file} ${args.join(' ')}: ${err.message}\n${stderr.toString()}`));
+      else resolve(stdout);
+    });
+    if (input !== undefined) child.stdin!.end(input);
+  });
+}
+
+export async function startCephCluster(): Promise<CephCluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'rblk-ceph-'));
+  for (const d of ['mon', 'osd', 'run']) mkdirSync(join(dir, d));
+  // The monitor's address is in the monmap, so it needs a port fixed before it starts.
+  const port = await freePort();
+  const fsid = randomUUID();
+  const osdUuid = randomUUID();
+  const conf = join(dir, 'ceph.conf');
+  writeFileSync(
+    conf,
+    [
+      '[global]',
+      `fsid = ${fsid}`,
+      `mon host = v2:127.0.0.1:${port}`,
+      'mon initial members = a',
+      'auth cluster required = none',
+      'auth service required = none',
+      'auth client required = none',
+      'osd objectstore = memstore',
+      'memstore device bytes = 1073741824',
+      'osd pool default size = 1',
+      'osd pool default min size = 1',
+      'osd crush chooseleaf type = 0',
+      // Every map change otherwise waits about a second.
+      'paxos propose interval = 0.1',
+      'mon warn on insecure global id reclaim allowed = false',
+      'mon allow pool size one = true',
+      'ms bind ipv6 = false',
+      'public addr = 127.0.0.1',
+      `run dir = ${join(dir, 'run')}`,
+      `admin socket = ${join(dir, 'run', '$name.asok')}`,
+      `log file = ${join(dir, '$name.log')}`,
+      `mon data = ${join(dir, 'mon')}`,
+      `osd data = ${join(dir, 'osd')}`,
+      'osd op num shards = 1',
+      'osd op num threads per shard = 2',
+      '',
+    ].join('\n'),
+  );
+  const children: ChildProcess[] = [];
+  const daemon = (file: string, args: string[]): ChildProcess => {
+    const child = spawn(file, ['-f', '-c', conf, ...args], { stdio: 'ignore' });
+    child.on('error', () => undefined);
+    children.push(child);
+    return child;
+  };
+  const stop = async (): Promise<void> => {
+    for (const c of children) {
+      if (c.exitCode !== null || c.signalCode !== null) continue;
+      const gone = new Promise<void>((resolve) => c.once('exit', () => resolve()));
+      c.kill('SIGCONT');
+      // memstore writes everything out on a clean stop: nothing here is worth keeping.
+      c.kill('SIGKILL');
+      await gone;
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const ceph = (args: string[]): Promise<Buffer> => exec('ceph', ['-c', conf, ...args]);
+  try {
+    await exec('monmaptool', ['--create', '--addv', 'a', `[v2:127.0.0.1:${port}]`, '--fsid', fsid, join(dir, 'monmap')]);
+    await exec('ceph-mon', ['-c', conf, '--mkfs', '-i', 'a', '--monmap', join(dir, 'monmap')]);
+    daemon('ceph-mon', ['-i', 'a']);
+    // Independent of each other once the monitor answers.
+    await Promise.all([
+      ceph(['osd', 'new', osdUuid]),
+      exec('ceph-osd', ['-c', conf, '-i', '0', '--mkfs', '--osd-uuid', osdUuid]),
+      ceph(['osd', 'pool', 'create', 'rbd', '8']),
+    ]);
+    daemon('ceph-osd', ['-i', '0']);
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return {
+    dir,
+    conf,
+    pool: 'rbd',
+    run: (tool, args, input) => exec(tool, ['-c', conf, ...args], input),
+    // rbd create waits until the pool's placement groups are active: the cluster is ready then.
+    createImage: async (name, bytes) => void (await exec('rbd', ['-c', conf, 'create', '--size', `${bytes}B`, `rbd/${name}`])),
+    pause: () => children.forEach((c) => c.kill('SIGSTOP')),
+    async resume() {
+      children.forEach((c) => c.kill('SIGCONT'));
+      // A busy machine may take many seconds to get the OSD's sessions back up.
+      const until = Date.now() + STEP_MS;
+      for (;;) {
+        try {
+          await exec('rados', ['-c', conf, '--rados-osd-op-timeout', '5', '-p', 'rbd', 'stat', 'rbd_directory']);
+          return;
+        } catch (e) {
+          if (Date.now() > until) throw e;
+        }
+      }
+    },
+    stop,
+  };
+}

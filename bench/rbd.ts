@@ -1,0 +1,113 @@
+// rblk over an RBD volume against `rbd bench` on the same image (issue 13's
+// goals: 4 KiB random at QD32 >= 0.8x, 128 KiB sequential >= 0.9x). Starts a
+// throw-away cluster (bench/ceph-cluster.ts: one memstore OSD, so the OSD's
+// own cost dominates and both sides share it), fills the image so that reads
+// hit written objects, then runs each workload with `rbd bench` and with
+// `rblk bench` through a real rblkd over the tcp provider.
+//   node dist/bench/rbd.js [--seconds N]
+// Prints a Markdown table. Figures on a shared machine are indicative only.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startCephCluster, type CephCluster } from './ceph-cluster.js';
+
+const ROOT = fileURLToPath(new URL(process.argv[1].endsWith('.ts') ? '../' : '../../', import.meta.url));
+const IMAGE_BYTES = 256 * 1024 * 1024;
+const seconds = Number(process.argv[process.argv.indexOf('--seconds') + 1] ?? 5) || 5;
+
+interface Workload {
+  name: string;
+  rw: 'read' | 'write';
+  bs: number;
+  pattern: 'rand' | 'seq';
+}
+const WORKLOADS: Workload[] = [
+  { name: '4 KiB random read', rw: 'read', bs: 4096, pattern: 'rand' },
+  { name: '4 KiB random write', rw: 'write', bs: 4096, pattern: 'rand' },
+  { name: '128 KiB sequential read', rw: 'read', bs: 128 * 1024, pattern: 'seq' },
+  { name: '128 KiB sequential write', rw: 'write', bs: 128 * 1024, pattern: 'seq' },
+];
+
+async function rbdBench(c: CephCluster, w: Workload): Promise<number> {
+  // rbd bench runs a fixed total: about `seconds` worth at a rough rate, then its own ops/sec.
+  const total = w.bs === 4096 ? 64 * 1024 * 1024 : IMAGE_BYTES;
+  const out = (
+    // --rbd-cache=false: rblkd runs librbd without its client cache (docs/backends.md
+    // "Caching and durability"), so the reference must too, or its writes are acknowledged from RAM.
+    await c.run('rbd', ['--rbd-cache=false', 'bench', '--io-type', w.rw, '--io-size', String(w.bs), '--io-threads', '32', '--io-pattern', w.pattern, '--io-total', String(total), `${c.pool}/bench`])
+  ).toString();
+  const m = /elapsed:\s*([\d.]+)\s+ops:\s*(\d+)\s+ops\/sec:\s*([\d.]+)/.exec(out);
+  if (m === null) throw new Error(`rbd bench printed no summary:\n${out}`);
+  return Number(m[3]);
+}
+
+function run(args: string[], stdin = 'ignore' as const): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { cwd: ROOT, stdio: [stdin, 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (err += b.toString()));
+    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${args.join(' ')} exited ${code}: ${err}`))));
+  });
+}
+
+async function main(): Promise<void> {
+  const c = await startCephCluster();
+  const dir = mkdtempSync(join(tmpdir(), 'rblk-rbd-bench-'));
+  let daemon: ReturnType<typeof spawn> | undefined;
+  try {
+    await c.createImage('bench', IMAGE_BYTES);
+    await c.run('rbd', ['bench', '--io-type', 'write', '--io-size', '4M', '--io-threads', '16', '--io-pattern', 'seq', '--io-total', String(IMAGE_BYTES), `${c.pool}/bench`]);
+    const config = join(dir, 'rblkd.yaml');
+    writeFileSync(
+      config,
+      JSON.stringify({
+        listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }],
+        state_dir: join(dir, 'state'),
+        logging: { level: 'info' },
+        volumes: [
+          { name: 'bench', rbd: { pool: c.pool, image: 'bench', conf: c.conf } },
+          // The same rblk path without Ceph: what this machine's CPUs leave for rblk itself.
+          { name: 'ram', memory: true, size: IMAGE_BYTES },
+        ],
+      }),
+    );
+    const rblkd = join(ROOT, 'dist', 'bin-src', 'rblkd.js');
+    const rblk = join(ROOT, 'dist', 'bin-src', 'rblk.js');
+    daemon = spawn(process.execPath, [rblkd, '--config', config], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+    const port = await new Promise<number>((resolve, reject) => {
+      let buf = '';
+      daemon!.stderr!.on('data', (b: Buffer) => {
+        buf += b.toString();
+        const m = /listening tcp 127\.0\.0\.1:(\d+)/.exec(buf);
+        if (m !== null && /rblkd ready/.test(buf)) resolve(Number(m[1]));
+      });
+      daemon!.on('exit', (code) => reject(new Error(`rblkd exited ${code}: ${buf}`)));
+    });
+    const rows: string[] = ['| workload (QD32) | rbd bench IOPS | rblk on rbd IOPS | ratio | rblk on a memory volume IOPS |', '|---|---|---|---|---|'];
+    const rblkBench = async (volume: string, w: Workload): Promise<number> => {
+      const json = await run([rblk, 'bench', `rblk://127.0.0.1:${port}/${volume}`, '--provider', 'tcp', '--rw', w.rw, '--bs', String(w.bs), '--qd', '32', '--pattern', w.pattern, '--runtime', `${seconds}s`, '--json', '--yes']);
+      return (JSON.parse(json) as { iops: number }).iops;
+    };
+    for (const w of WORKLOADS) {
+      const ref = await rbdBench(c, w);
+      const ours = await rblkBench('bench', w);
+      const ram = await rblkBench('ram', w);
+      rows.push(`| ${w.name} | ${Math.round(ref)} | ${Math.round(ours)} | ${(ours / ref).toFixed(2)} | ${Math.round(ram)} |`);
+      process.stderr.write(`${rows[rows.length - 1]}\n`);
+    }
+    process.stdout.write(`${rows.join('\n')}\n`);
+  } finally {
+    daemon?.kill('SIGTERM');
+    await c.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`bench/rbd: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.exit(1);
+});
