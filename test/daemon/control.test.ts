@@ -3,7 +3,7 @@
 // this test moved (docs/operations.md "The control socket", "Metrics").
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { LogoutReason } from '../../protocol/wire/index.js';
@@ -80,8 +80,10 @@ test('control socket: sessions with their peer, volume counters, kick, reload, m
 
   t.true(statSync(socket).isSocket());
   t.is(statSync(socket).mode & 0o777, rblkGid() === null ? 0o600 : 0o660);
-  const status = (await controlRequest(socket, 'status')) as { metrics: { port: number }; volumes: number };
+  const status = (await controlRequest(socket, 'status')) as { metrics: { port: number }; volumes: number; version: string; pid: number };
   t.is(status.metrics.port, metricsPort);
+  t.is(status.version, (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version);
+  t.is(status.pid, d.child.pid!);
   t.is(status.volumes, 1);
   // Warmed up (a control connection, a scrape, the fabric provider through a first session): the fds every later one must give back.
   await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
