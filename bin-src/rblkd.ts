@@ -58,7 +58,7 @@ async function serve(args: Args, config: Config, log: DaemonLogger): Promise<num
   try {
     // Loaded here, not at the top: it loads the native addon, which --check-config and --help do without.
     const { Daemon } = await import('../target/daemon/daemon.js');
-    daemon = await Daemon.start(config, { configPath: args.config, ...(args.stateDir !== undefined ? { stateDir: args.stateDir } : {}), log });
+    daemon = await Daemon.start(config, { configPath: args.config, ...(args.stateDir !== undefined ? { stateDir: args.stateDir } : {}), log, version: packageVersion() });
   } catch (e) {
     log.error(`cannot start: ${errorMessage(e)}`);
     log.debug(describeError(e));

@@ -18,7 +18,6 @@ import { monotonicUsec, startWatchdog, systemdNotifier, type Notifier } from './
 import { quiesce } from './quiesce.js';
 import { listenerKey, planReload, type ReloadPlan } from './reload-plan.js';
 import { ServedVolume, type VolumeContext } from './volumes.js';
-import { packageVersion } from '../../bin-src/package-version.js';
 
 export interface DaemonOptions {
   /** The file SIGHUP re-reads. */
@@ -28,6 +27,8 @@ export interface DaemonOptions {
   log: DaemonLogger;
   notifier?: Notifier;
   transport?: TargetTransport;
+  /** The package version, for `rblkd ctl status`. */
+  version?: string;
 }
 
 /** Descriptors per command: one RMA per rma_iov_limit of them, so a few more than any provider's limit is enough. */
@@ -198,7 +199,7 @@ export class Daemon {
   /** `rblkd ctl status`. */
   statusInfo(): Record<string, unknown> {
     return {
-      version: packageVersion(),
+      version: this.opts.version ?? 'unknown',
       pid: process.pid,
       since: this.startedAt.toISOString(),
       uptimeSeconds: Math.floor((Date.now() - this.startedAt.getTime()) / 1000),

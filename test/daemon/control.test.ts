@@ -3,7 +3,8 @@
 // this test moved (docs/operations.md "The control socket", "Metrics").
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { LogoutReason } from '../../protocol/wire/index.js';
 import * as cdb from '../../protocol/scsi/cdb.js';
@@ -79,8 +80,10 @@ test('control socket: sessions with their peer, volume counters, kick, reload, m
 
   t.true(statSync(socket).isSocket());
   t.is(statSync(socket).mode & 0o777, rblkGid() === null ? 0o600 : 0o660);
-  const status = (await controlRequest(socket, 'status')) as { metrics: { port: number }; volumes: number };
+  const status = (await controlRequest(socket, 'status')) as { metrics: { port: number }; volumes: number; version: string; pid: number };
   t.is(status.metrics.port, metricsPort);
+  t.is(status.version, (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version);
+  t.is(status.pid, d.child.pid!);
   t.is(status.volumes, 1);
   // Warmed up (a control connection, a scrape, the fabric provider through a first session): the fds every later one must give back.
   await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
@@ -168,6 +171,20 @@ test('control socket: sessions with their peer, volume counters, kick, reload, m
   t.true(((await controlRequest(socket, 'reload')) as { applied: boolean }).applied);
   const moved = ((await controlRequest(socket, 'status')) as { metrics: { port: number } }).metrics.port;
   t.is((await fetch(`http://127.0.0.1:${moved}/metrics`)).status, 200);
+
+  // Bad requests get an answer saying why, on the same connection, in order; the daemon carries on.
+  const raw = connect(socket);
+  raw.setEncoding('utf8');
+  let answers = '';
+  raw.on('data', (s: string) => (answers += s));
+  raw.write('not json\n{"command":"nope"}\n{"command":"kick"}\n{"command":"status"}\n');
+  await until(() => answers.split('\n').length > 4, 'four answers');
+  raw.destroy();
+  const [a1, a2, a3, a4] = answers.split('\n').map((l) => (l === '' ? null : (JSON.parse(l) as { ok: boolean; error?: string })));
+  t.deepEqual(a1, { ok: false, error: 'the request is not JSON' });
+  t.regex(a2!.error ?? '', /unknown command "nope"; one of status, sessions, volumes, kick, reload/);
+  t.regex(a3!.error ?? '', /kick takes one session id/);
+  t.true(a4!.ok);
 
   for (let i = 0; i < 20; i++) await controlRequest(socket, i % 2 === 0 ? 'sessions' : 'volumes');
   await assertReturned(t, base, { what: 'rblkd after control requests, a scrape, a session and its kick', settleMs: 10_000 });

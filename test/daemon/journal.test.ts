@@ -5,7 +5,7 @@
 // and debug lines from every layer.
 import test, { type ExecutionContext } from 'ava';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { LoginError } from '../../initiator/connection.js';
 import { nativeFeatures } from '../../native/binding.js';
@@ -128,8 +128,8 @@ if (!python || haveJournald || !haveSystemd) {
 
 nativeTest('under journald with libsystemd: one journal entry per line, with PRIORITY and the fields', async (t) => {
   // journald's socket, played by journal-socket.py, since the test cannot read a real journal back.
-  const created = !existsSync('/run/systemd/journal');
-  mkdirSync('/run/systemd/journal', { recursive: true });
+  // The first directory it had to make, if any: teardown removes what it made and nothing more.
+  const created = mkdirSync('/run/systemd/journal', { recursive: true });
   const receiver = spawn('python3', [join(ROOT, 'test', 'daemon', 'helpers', 'journal-socket.py'), JOURNAL_SOCKET], { stdio: ['ignore', 'pipe', 'inherit'] });
   const entries: Record<string, string>[] = [];
   let partial = '';
@@ -143,7 +143,7 @@ nativeTest('under journald with libsystemd: one journal entry per line, with PRI
     receiver.kill('SIGKILL');
     try {
       unlinkSync(JOURNAL_SOCKET);
-      if (created) rmdirSync('/run/systemd/journal');
+      if (created !== undefined) rmSync(created, { recursive: true, force: true });
     } catch {
       // Already gone.
     }
