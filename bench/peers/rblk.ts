@@ -49,6 +49,7 @@ function configYaml(ctx: BenchContext, providers: readonly string[], stateDir: s
     'limits: { queue_depth: 128, max_io: 1MiB, keepalive_ms: 60000 }',
     'logging: { level: info, format: text }',
     `state_dir: ${JSON.stringify(stateDir)}`,
+    `fast_path: ${ctx.fastPath === false ? 'off' : 'on'}`,
     '',
   ].join('\n');
 }
