@@ -13,7 +13,7 @@
 // at random only partly cached, by an amount that changed from run to run.
 // Before each system the file's pages are dropped from the cache, so nbdkit
 // (whose cache=none evicts only after a read) starts cold like the others.
-//   node dist/bench/peers.js [--quick] [--only tgt,nbdkit,rblk,...] [--seconds S] [--size 1GiB] [--dir /var/tmp] [--more-depths]
+//   node dist/bench/peers.js [--quick] [--only tgt,nbdkit,rblk,...] [--seconds S] [--size 1GiB] [--dir /var/tmp] [--more-depths] [--fast-path on|off]
 // Prints Markdown on stdout, progress on stderr, and writes
 // bench/out/peers.{md,json,svg}.
 import { execFileSync } from 'node:child_process';
@@ -77,6 +77,8 @@ export interface Args {
   size: number;
   dir: string;
   moreDepths: boolean;
+  /** rblkd's fast_path (docs/operations.md), so one run can measure both. */
+  fastPath: boolean;
 }
 
 function parseSize(s: string): number {
@@ -87,7 +89,7 @@ function parseSize(s: string): number {
 }
 
 export function parseArgs(argv: string[]): Args {
-  const a: Args = { quick: false, only: null, seconds: 3, size: 1 << 30, dir: '/var/tmp', moreDepths: false };
+  const a: Args = { quick: false, only: null, seconds: 3, size: 1 << 30, dir: '/var/tmp', moreDepths: false, fastPath: true };
   let seconds: number | null = null;
   let size: number | null = null;
   for (let i = 0; i < argv.length; i++) {
@@ -103,7 +105,11 @@ export function parseArgs(argv: string[]): Args {
     else if (v === '--size') size = parseSize(next());
     else if (v === '--dir') a.dir = next();
     else if (v === '--more-depths') a.moreDepths = true;
-    else throw new Error(`unknown argument ${v} (try --quick, --only ${Object.keys(GROUPS).join('|')}|<id>, --seconds, --size, --dir, --more-depths)`);
+    else if (v === '--fast-path') {
+      const f = next();
+      if (f !== 'on' && f !== 'off') throw new Error(`--fast-path ${f}: expected on or off`);
+      a.fastPath = f === 'on';
+    } else throw new Error(`unknown argument ${v} (try --quick, --only ${Object.keys(GROUPS).join('|')}|<id>, --seconds, --size, --dir, --more-depths, --fast-path on|off)`);
   }
   a.seconds = seconds ?? (a.quick ? 1 : 3);
   a.size = size ?? (a.quick ? 256 << 20 : 1 << 30);
@@ -195,7 +201,7 @@ export async function runPeersBench(a: Args, progress: (m: string) => void): Pro
   const workloads: Workload[] = a.moreDepths ? [WORKLOADS[0], ...CHART_WORKLOADS, ...WORKLOADS.slice(1)] : [...WORKLOADS];
   progress(`writing a ${a.size >> 20} MiB backing file in ${a.dir}`);
   const file = createBackingFile(a.dir, a.size);
-  const ctx: BenchContext = { file, fileSize: a.size, lbaSize: 512, seconds: a.seconds, workloads, progress };
+  const ctx: BenchContext = { file, fileSize: a.size, lbaSize: 512, seconds: a.seconds, workloads, progress, fastPath: a.fastPath };
   const systems: SystemResult[] = [];
   for (const p of ['tcp', 'sockets']) {
     if (ids.has(`ceiling-${p}`)) systems.push(await guarded(ctx, ceilingSystem(p), () => runCeiling(ctx, p)));

@@ -67,6 +67,7 @@ function configYaml(s: RblkdSetup, stateDir: string): string {
     'limits: { queue_depth: 128, max_io: 1MiB, keepalive_ms: 60000 }',
     'logging: { level: info, format: text }',
     `state_dir: ${JSON.stringify(stateDir)}`,
+    `fast_path: ${ctx.fastPath === false ? 'off' : 'on'}`,
     '',
   ].join('\n');
 }

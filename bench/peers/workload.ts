@@ -95,6 +95,8 @@ export interface BenchContext {
   readonly lbaSize: number;
   readonly seconds: number;
   readonly workloads: readonly Workload[];
+  /** rblkd's fast_path; on unless false. */
+  readonly fastPath?: boolean;
   progress(message: string): void;
 }
 

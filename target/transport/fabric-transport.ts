@@ -24,7 +24,7 @@ let nextConnectionId = 1;
 const SEND_SLOT = 1024;
 const SEND_SLOTS = 64;
 /** The fast path's commands at once on one connection, and the largest it takes (docs/target.md "Fast path"). */
-const FAST_SLOTS = 64;
+const FAST_SLOTS = 32;
 const FAST_SLOT_SIZE = 128 * 1024;
 
 class FabricConnection implements TargetConnection<PooledBuffer> {
