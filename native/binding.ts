@@ -234,6 +234,8 @@ export interface NativeFastPathOptions {
   /** FI_ORDER_SAW: the RSP may follow the RDMA WRITE without waiting for its delivery. */
   ordered: boolean;
   credits: number;
+  /** Upper bounds of the latency histogram's buckets, seconds, ascending (takeCounts). */
+  latencyBuckets?: readonly number[];
 }
 
 /** The target's native fast path, one per connection (native/src/fast-path.h); target/transport/fast-path.ts is its only user. */
@@ -243,6 +245,8 @@ export interface NativeFastPath {
   inFlight(lun?: number, watch?: boolean): number;
   hasTag(tag: bigint): boolean;
   setCounters(jsOutstanding: number, credits: number): void;
+  /** GOOD answers on the LUN since the last call, then zeroed (native/src/fast-path.cc TakeCounts for the layout); returns the ops. */
+  takeCounts(lun: number, out: Float64Array): number;
   readonly stats: { taken: number; handedOff: number; inFlight: number };
   close(): void;
 }

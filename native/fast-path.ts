@@ -20,6 +20,8 @@ export interface FastPathOptions {
   maxTransfer: number;
   maxImmediate: number;
   credits: number;
+  /** Upper bounds of the latency histogram's buckets, seconds (takeCounts). */
+  latencyBuckets?: readonly number[];
 }
 
 /** Bytes of RSP slot per command (native/src/fast-path.cc kRspSlot). */
@@ -76,6 +78,16 @@ export class FastPath {
   /** The session's own outstanding commands and its credits (the fast path takes nothing while JS holds any). */
   setCounters(jsOutstanding: number, credits: number): void {
     if (!this.#closed) this.#native.setCounters(jsOutstanding, credits);
+  }
+
+  /**
+   * What the fast path answered GOOD on the LUN since the last call, then
+   * zeroed: out gets [readOps, readBytes, readSeconds, writeOps, writeBytes,
+   * writeSeconds, read buckets..., write buckets...] (latencyBuckets.length + 1
+   * each). Returns the ops.
+   */
+  takeCounts(lun: number, out: Float64Array): number {
+    return this.#closed ? 0 : this.#native.takeCounts(lun, out);
   }
 
   get stats(): { taken: number; handedOff: number; inFlight: number } {

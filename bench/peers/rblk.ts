@@ -50,6 +50,8 @@ export interface RblkdSetup {
   readonly targetName?: string;
   /** Serve the volume thin-provisioned (UNMAP, WRITE SAME with UNMAP, GET LBA STATUS). */
   readonly thin?: boolean;
+  /** rblkd's fast_path (peers --fast-path); on when absent. */
+  readonly fastPath?: boolean;
 }
 
 /** The volume rblkd serves; over iSCSI it is LUN 0. */
@@ -67,14 +69,14 @@ function configYaml(s: RblkdSetup, stateDir: string): string {
     'limits: { queue_depth: 128, max_io: 1MiB, keepalive_ms: 60000 }',
     'logging: { level: info, format: text }',
     `state_dir: ${JSON.stringify(stateDir)}`,
-    `fast_path: ${ctx.fastPath === false ? 'off' : 'on'}`,
+    `fast_path: ${s.fastPath === false ? 'off' : 'on'}`,
     '',
   ].join('\n');
 }
 
 /** Starts rblkd with one listener per provider on 127.0.0.1, port 0, and learns the ports from its log. */
 export function startRblkd(ctx: BenchContext, providers: readonly string[], iscsiPort?: number): Promise<Rblkd> {
-  return launchRblkd({ file: ctx.file, lbaSize: ctx.lbaSize, direct: true, providers, iscsiPort });
+  return launchRblkd({ file: ctx.file, lbaSize: ctx.lbaSize, direct: true, providers, iscsiPort, fastPath: ctx.fastPath });
 }
 
 /**

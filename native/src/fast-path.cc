@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "addon-data.h"
 #include "args.h"
@@ -23,6 +24,12 @@ constexpr int kRsp = 2;      // the RSP capsule
 constexpr uint32_t kRspSlot = 64;
 constexpr unsigned kReap = 64;
 
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 uint32_t Prop(Napi::Env env, Napi::Object o, const char* name) { return ToU32(env, o.Get(name), "FastPath", name); }
 bool Flag(Napi::Object o, const char* name) { return o.Get(name).ToBoolean().Value(); }
 }  // namespace
@@ -32,6 +39,7 @@ Napi::Function FastPath::Init(Napi::Env env) {
                      {InstanceMethod<&FastPath::SetLun>("setLun"), InstanceMethod<&FastPath::Revoke>("revoke"),
                       InstanceMethod<&FastPath::InFlight>("inFlight"), InstanceMethod<&FastPath::HasTag>("hasTag"),
                       InstanceMethod<&FastPath::SetCounters>("setCounters"), InstanceAccessor<&FastPath::Stats>("stats"),
+                      InstanceMethod<&FastPath::TakeCounts>("takeCounts"),
                       InstanceMethod<&FastPath::Close>("close")});
 }
 
@@ -57,6 +65,11 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
   limits_.max_immediate = Prop(env, o, "maxImmediate");
   credits_ = Prop(env, o, "credits");
   ordered_ = Flag(o, "ordered");
+  Napi::Value bounds = o.Get("latencyBuckets");
+  if (bounds.IsArray()) {
+    Napi::Array a = bounds.As<Napi::Array>();
+    for (uint32_t i = 0; i < a.Length() && i < 64; i++) latency_bounds_.push_back(a.Get(i).ToNumber().DoubleValue());
+  }
   if (slots == 0 || slots > 1024 || slot_size_ == 0 || slot_size_ % 4096 != 0)
     throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "FastPath", "slots must be 1..1024 and slotSize a multiple of 4096");
   region_->CheckRange(env, 0, static_cast<double>(slots) * (slot_size_ + kRspSlot), "FastPath");
@@ -171,6 +184,7 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   cmd.pending = 0;
   cmd.rsp_sent = false;
   cmd.failed = false;
+  cmd.started_ns = NowNs();
   if (c.immediate) std::memcpy(SlotData(slot), op->recv_buf + 48, bytes);
   in_flight_++;
   lun.in_flight++;
@@ -348,6 +362,18 @@ void FastPath::Finish(uint32_t slot) {
   cmd.stage = Stage::kFree;
   free_.push_back(slot);
   in_flight_--;
+  if (cmd.rsp_sent && !cmd.failed) {
+    Counts& k = counts_[cmd.lun];
+    int d = cmd.write ? 1 : 0;
+    double s = static_cast<double>(NowNs() - cmd.started_ns) / 1e9;
+    k.ops[d]++;
+    k.bytes[d] += cmd.length;
+    k.seconds[d] += s;
+    if (k.buckets[d].empty()) k.buckets[d].assign(latency_bounds_.size() + 1, 0);
+    size_t b = 0;
+    while (b < latency_bounds_.size() && s > latency_bounds_[b]) b++;
+    k.buckets[d][b]++;
+  }
   auto it = luns_.find(cmd.lun);
   if (it == luns_.end()) return;
   Lun& lun = it->second;
@@ -454,6 +480,34 @@ Napi::Value FastPath::Stats(const Napi::CallbackInfo& info) {
   o.Set("handedOff", Napi::Number::New(env, static_cast<double>(handed_off_)));
   o.Set("inFlight", Napi::Number::New(env, in_flight_));
   return o;
+}
+
+// takeCounts(lun, out: Float64Array): what was answered GOOD on the LUN since
+// the last call, then zeroed. out holds [readOps, readBytes, readSeconds,
+// writeOps, writeBytes, writeSeconds, read buckets..., write buckets...], each
+// bucket list latencyBuckets.length + 1 long. Returns the ops taken.
+Napi::Value FastPath::TakeCounts(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  uint32_t n = ToU32(env, info[0], "FastPath.takeCounts", "lun");
+  if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
+    throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath.takeCounts", "out must be a Float64Array");
+  Napi::Float64Array out = info[1].As<Napi::Float64Array>();
+  size_t nb = latency_bounds_.size() + 1;
+  if (out.ElementLength() < 6 + 2 * nb)
+    throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "FastPath.takeCounts", "out is too short for the buckets");
+  for (size_t i = 0; i < 6 + 2 * nb; i++) out[i] = 0;
+  auto it = counts_.find(n);
+  if (it == counts_.end()) return Napi::Number::New(env, 0);
+  Counts& k = it->second;
+  for (int d = 0; d < 2; d++) {
+    out[3 * d] = static_cast<double>(k.ops[d]);
+    out[3 * d + 1] = static_cast<double>(k.bytes[d]);
+    out[3 * d + 2] = k.seconds[d];
+    for (size_t b = 0; b < k.buckets[d].size() && b < nb; b++) out[6 + d * nb + b] = static_cast<double>(k.buckets[d][b]);
+  }
+  double ops = static_cast<double>(k.ops[0] + k.ops[1]);
+  counts_.erase(it);
+  return Napi::Number::New(env, ops);
 }
 
 Napi::Value FastPath::Close(const Napi::CallbackInfo& info) {

@@ -80,6 +80,16 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
     int pending = 0;  // RMA/send ops of this command still in the CQ
     bool rsp_sent = false;
     bool failed = false;  // a transfer failed: freed when its last op completes
+    uint64_t started_ns = 0;  // CLOCK_MONOTONIC at the receive, for the latency histogram
+  };
+  // What the fast path answered GOOD on one LUN since JS last took the counts
+  // (takeCounts): JS adds them to the LU's counters (target/scsi/request/io-stats.ts),
+  // so that the counters have one home whichever path answered.
+  struct Counts {
+    uint64_t ops[2] = {0, 0};  // [read, write]
+    uint64_t bytes[2] = {0, 0};
+    double seconds[2] = {0, 0};
+    std::vector<uint64_t> buckets[2];  // per bound of latency_bounds_, and +Inf last
   };
 
   Napi::Value SetLun(const Napi::CallbackInfo& info);
@@ -88,6 +98,7 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   Napi::Value HasTag(const Napi::CallbackInfo& info);
   Napi::Value SetCounters(const Napi::CallbackInfo& info);
   Napi::Value Stats(const Napi::CallbackInfo& info);
+  Napi::Value TakeCounts(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 
   void Shutdown();
@@ -124,6 +135,8 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   std::vector<std::pair<uint32_t, int>> backlog_;  // posts refused with FI_EAGAIN: (slot, kind)
   std::vector<uint32_t> io_backlog_;               // I/O the ring had no room for
   std::unordered_map<uint32_t, Lun> luns_;
+  std::unordered_map<uint32_t, Counts> counts_;
+  std::vector<double> latency_bounds_;  // seconds, ascending (LATENCY_BUCKETS_S)
   Napi::FunctionReference on_failed_;
   Napi::FunctionReference on_idle_;
   Napi::AsyncContext* async_ = nullptr;

@@ -33,7 +33,7 @@ import {
 } from '../../protocol/wire/index.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
-import { backendFailure, NO_RESIDUALS, ScsiRequest, SessionIo, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
+import { backendFailure, IO_CLASSES, LATENCY_BUCKETS_S, NO_RESIDUALS, ScsiRequest, SessionIo, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { ConnectionFastPath, DataBuffer, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
 import type { LogoutKind, MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionInfo, SessionLogger } from './environment.js';
@@ -42,6 +42,8 @@ let nextSessionId = 1n;
 /** Stands in for the secret of a name that has none (§10): random, known to nobody. */
 const UNKNOWN_NAME_SECRET = randomBytes(32);
 const EMPTY = Buffer.alloc(0);
+const IO_CLASS_READ = IO_CLASSES.indexOf('read');
+const IO_CLASS_WRITE = IO_CLASSES.indexOf('write');
 
 /** Largest target-to-initiator capsule rblk sends: RSP with 252 bytes of sense is 284. */
 const TARGET_CAPSULE_NEED = 512;
@@ -95,6 +97,8 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   private fast: ConnectionFastPath | null = null;
   /** Per mapped LUN: leaves the LU's fast-path gate. */
   private readonly fastBindings = new Map<number, () => void>();
+  /** takeCounts' scratch: six totals and two histograms. */
+  private readonly fastCounts = new Float64Array(6 + 2 * (LATENCY_BUCKETS_S.length + 1));
   /** Called once when the session has ended and released everything. */
   onEnd: ((session: ServedSession) => void) | null = null;
   /** Commands and bytes of this session, counted by the request core. */
@@ -133,6 +137,10 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   }
 
   info(): SessionInfo {
+    for (const lun of this.fastBindings.keys()) {
+      const m = this.luns.get(lun);
+      if (this.fast !== null && m !== undefined) this.collectFast(this.fast, lun, m.lu);
+    }
     return {
       id: this.id,
       initiator: this.initiator,
@@ -361,6 +369,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
         maxCapsule: this.limits.maxCapsule,
         maxTransfer: this.limits.maxTransfer,
         maxImmediate: this.limits.maxImmediate,
+        latencyBuckets: LATENCY_BUCKETS_S,
       });
     } catch (e) {
       // Everything still works without it, through JavaScript.
@@ -400,8 +409,29 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
           writeThrough: !lu.modes.wce,
         });
       };
-      this.fastBindings.set(lun, lu.fastPath.bind({ nexusKey: key, allow, revoke: () => fast.revoke(lun), idle: () => fast.idle(lun) }));
+      const unbindGate = lu.fastPath.bind({ nexusKey: key, allow, revoke: () => fast.revoke(lun), idle: () => fast.idle(lun) });
+      // The fast path's GOOD answers count where the request core counts (target/scsi/request/io-stats.ts).
+      const collect = (): void => this.collectFast(fast, lun, lu);
+      const removeCollector = lu.stats.addCollector(collect);
+      this.fastBindings.set(lun, () => {
+        unbindGate();
+        collect();
+        removeCollector();
+      });
     }
+  }
+
+  /** Moves what the fast path counted on one LUN into the LU's and the session's counters. */
+  private collectFast(fast: ConnectionFastPath, lun: number, lu: LogicalUnit): void {
+    const out = this.fastCounts;
+    if (fast.takeCounts(lun, out) === 0) return;
+    const nb = LATENCY_BUCKETS_S.length + 1;
+    for (const d of [0, 1]) {
+      const ops = out[3 * d]!;
+      if (ops === 0) continue;
+      lu.stats.recordBatch(d === 0 ? IO_CLASS_READ : IO_CLASS_WRITE, ops, out[3 * d + 1]!, 0, out[3 * d + 2]!, out.subarray(6 + d * nb, 6 + (d + 1) * nb));
+    }
+    this.io.recordBatch(out[0]! + out[3]!, out[1]!, out[4]!);
   }
 
   private unbindFastPath(): void {

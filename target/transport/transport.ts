@@ -41,6 +41,8 @@ export interface ConnectionFastPath {
   idle(lun: number): Promise<void>;
   hasTag(tag: bigint): boolean;
   setCounters(sessionOutstanding: number, credits: number): void;
+  /** GOOD answers on the LUN since the last call (native/fast-path.ts takeCounts), so the session can count them where the request core counts. */
+  takeCounts(lun: number, out: Float64Array): number;
   readonly stats: { taken: number; handedOff: number; inFlight: number };
   /** A command given back: an I/O error ('read', 'write') the session answers, or a failed transfer that ends it. */
   onFailed: ((tag: bigint, lun: number, kind: 'read' | 'write' | 'transfer', errno: number, length: number) => void) | null;
@@ -53,6 +55,8 @@ export interface FastPathStart {
   maxCapsule: number;
   maxTransfer: number;
   maxImmediate: number;
+  /** Upper bounds of the latency histogram's buckets, seconds (target/scsi/request/io-stats.ts). */
+  latencyBuckets?: readonly number[];
 }
 
 /**

@@ -66,11 +66,30 @@ export class ClassCounters {
 
 /** A volume's counters, one set per class. */
 export class IoStats {
-  readonly classes: readonly ClassCounters[] = IO_CLASSES.map(() => new ClassCounters());
+  readonly #classes: readonly ClassCounters[] = IO_CLASSES.map(() => new ClassCounters());
+  /** Fast paths that count for themselves, asked for their counts before anyone reads these (recordBatch). */
+  readonly #collectors = new Set<() => void>();
+
+  /** The counters by class index, with every fast path's counts added first. */
+  get classes(): readonly ClassCounters[] {
+    this.collect();
+    return this.#classes;
+  }
+
+  /** A source of batched counts (a session's native fast path): asked by collect(); the returned call removes it. */
+  addCollector(collect: () => void): () => void {
+    this.#collectors.add(collect);
+    return () => this.#collectors.delete(collect);
+  }
+
+  /** Adds what every fast path has counted since it was last asked. */
+  collect(): void {
+    for (const c of this.#collectors) c();
+  }
 
   /** One command: its class index (classOfOpcode), bytes moved over the wire, whether it failed, its latency in ms. */
   record(cls: number, bytes: number, error: boolean, ms: number): void {
-    const c = this.classes[cls]!;
+    const c = this.#classes[cls]!;
     c.ops++;
     c.bytes += bytes;
     if (error) c.errors++;
@@ -83,7 +102,7 @@ export class IoStats {
 
   /** Many commands at once, from a fast path that counts for itself (see the top of this file). */
   recordBatch(cls: number, ops: number, bytes: number, errors: number, seconds: number, buckets: ArrayLike<number>): void {
-    const c = this.classes[cls]!;
+    const c = this.#classes[cls]!;
     c.ops += ops;
     c.bytes += bytes;
     c.errors += errors;
@@ -92,7 +111,8 @@ export class IoStats {
   }
 
   byClass(): Record<IoClass, { ops: number; bytes: number; errors: number; seconds: number }> {
-    return Object.fromEntries(IO_CLASSES.map((k, i) => [k, this.classes[i]!.toJSON()])) as Record<IoClass, ReturnType<ClassCounters['toJSON']>>;
+    const classes = this.classes;
+    return Object.fromEntries(IO_CLASSES.map((k, i) => [k, classes[i]!.toJSON()])) as Record<IoClass, ReturnType<ClassCounters['toJSON']>>;
   }
 }
 
@@ -102,6 +122,13 @@ export class SessionIo {
   readBytes = 0;
   writeBytes = 0;
   errors = 0;
+
+  /** Commands a fast path answered GOOD, counted by batch. */
+  recordBatch(ops: number, readBytes: number, writeBytes: number): void {
+    this.ops += ops;
+    this.readBytes += readBytes;
+    this.writeBytes += writeBytes;
+  }
 
   record(cls: number, bytes: number, error: boolean): void {
     this.ops++;
