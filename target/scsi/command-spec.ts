@@ -45,6 +45,13 @@ interface SpecBase {
   /** Allowed to a nexus that does not hold a RESERVE(6) reservation (SPC-2 5.5.1). */
   readonly legacyExempt?: boolean;
   /**
+   * The data-out is a structure the CDB sizes exactly (WRITE SAME's one block,
+   * COMPARE AND WRITE's verify and write halves): an offer of any other length
+   * means the initiator built a different command, and it is refused rather
+   * than split at the wrong place (request/request.ts).
+   */
+  readonly exactDataOut?: boolean;
+  /**
    * What the command needs from the nexus's access (access.ts): 'write' and
    * 'shared-state' are refused on a read-only LU and under 'ro' access.
    * Required, so a command cannot enter the table without a decision.

@@ -31,6 +31,7 @@ export const compareAndWrite = defineCommand<CawParams>({
   usage: [Opcode.COMPARE_AND_WRITE, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0x1f, 0x00],
   pr: 'write',
   access: 'write',
+  exactDataOut: true,
   parse(cdb, lu) {
     if (protectField(cdb) !== 0) return invalidCdb(1, 7);
     const blocks = cdb[13];

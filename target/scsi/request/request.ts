@@ -6,7 +6,7 @@
 // ABORTED and never moves data again (SAM-5 7.2); a bug answers HARDWARE
 // ERROR rather than leave the command hanging (docs/target.md "One command").
 import { buildSense } from '../../../protocol/scsi/sense.js';
-import { INTERNAL_TARGET_FAILURE, INVALID_FIELD_IN_CDB, type SenseCode } from '../../../protocol/scsi/sense-codes.js';
+import { INTERNAL_TARGET_FAILURE, INVALID_FIELD_IN_CDB, INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT, type SenseCode } from '../../../protocol/scsi/sense-codes.js';
 import { ScsiStatus } from '../../../protocol/scsi/status.js';
 import { parseCommand, type ScsiCommand } from '../scsi-command.js';
 import type { DataOffer, RequestBuffer, RequestFrontEnd, RequestScope, Residuals } from './front-end.js';
@@ -49,9 +49,16 @@ export class ScsiRequest<B extends RequestBuffer> {
       if (!parsed.ok) return await this.respond(parsed.completion.status, parsed.completion.sense, nothingMoved(offer));
       const command = parsed.command;
       const want = command.transferLength;
+      const offeredOut = offer.direction === 'out' ? offer.length : 0;
+      // The residual of a refused data-out: the offer against the CDB (negative: an overflow), as iSCSI reports it (RFC 7143 11.4.5).
+      const outMismatch = { dataOut: offeredOut - want, dataIn: 0 };
+      // A data-out the CDB sizes exactly, offered at another length (a COMPARE AND WRITE whose NLB wrapped to 0, a WRITE SAME of two blocks).
+      if (command.exactDataOut && offeredOut !== want && (offer.direction !== 'in' || want > 0))
+        return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_CDB), outMismatch);
+      // Fewer bytes offered than the CDB transfers (none at all included): refused rather than written partially, 0E/03 as libiscsi's Write*Residuals accept.
+      if (command.direction === 'out' && offer.direction !== 'in' && offeredOut < want)
+        return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT), outMismatch);
       if (!directionsAgree(command, offer) || want > scope.maxTransfer) return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_CDB), nothingMoved(offer));
-      // Fewer bytes offered than the CDB transfers: refused rather than written partially.
-      if (command.direction === 'out' && offer.length < want) return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_CDB), nothingMoved(offer));
 
       if (this.#aborted) return await this.respondAborted();
       data = await frontEnd.allocate(want);
