@@ -72,6 +72,8 @@ export class ScsiCommand {
   readonly transferLength: number;
   /** The offer must equal transferLength (command-spec.ts, exactDataOut). */
   readonly exactDataOut: boolean;
+  /** Set for block writes (command-spec.ts): where TRANSFER LENGTH is, to serve a shorter offer. */
+  readonly transferLengthField: { readonly at: number; readonly bytes: 2 | 4 } | undefined;
   readonly #entry: CommandEntry;
   readonly #prepared: Prepared;
   #executed = false;
@@ -85,6 +87,7 @@ export class ScsiCommand {
     this.direction = prepared.direction;
     this.transferLength = prepared.transferLength;
     this.exactDataOut = entry.exactDataOut === true && !refused;
+    this.transferLengthField = refused ? undefined : entry.transferLengthField;
     this.#entry = entry;
     this.#prepared = prepared;
   }
