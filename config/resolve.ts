@@ -13,6 +13,7 @@ import { formatPath } from './config-error.js';
 import type { PathIssue } from './schema-errors.js';
 import {
   DEFAULT_ADDRESS,
+  DEFAULT_ISCSI_PORT,
   DEFAULT_PORT,
   DEFAULT_STATE_DIR,
   LIMIT_DEFAULTS,
@@ -28,6 +29,7 @@ import {
   type ListenerConfig,
   type LogFormat,
   type LogLevel,
+  type ListenerProtocol,
   type Provider,
   type Access,
   type VolumeBacking,
@@ -129,7 +131,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
 
   function resolveListeners(): ListenerConfig[] {
     const raw = list(get(root, ['listeners']));
-    if (!raw) return [{ provider: 'auto', address: DEFAULT_ADDRESS, port: DEFAULT_PORT }];
+    if (!raw) return [{ protocol: 'rblk', provider: 'auto', address: DEFAULT_ADDRESS, port: DEFAULT_PORT }];
     const out: ListenerConfig[] = [];
     for (const [i, item] of raw.entries()) {
       const r = rec(item);
@@ -141,11 +143,16 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
         const problem = listenAddressProblem(address);
         if (problem !== undefined) err(at('address'), problem);
       }
-      const provider = (str(get(r, at('provider'))) ?? 'auto') as Provider;
+      const protocol = (str(get(r, at('protocol'))) ?? 'rblk') as ListenerProtocol;
+      const givenProvider = str(get(r, at('provider')));
+      if (protocol === 'iscsi' && givenProvider !== undefined) {
+        err(at('provider'), 'an iSCSI listener is plain TCP and takes no provider (provider is for rblk listeners)');
+      }
+      const provider = (protocol === 'iscsi' ? 'tcp' : (givenProvider ?? 'auto')) as Provider;
       if (provider === 'verbs' && isLoopback(address)) {
         warn(at('address'), 'the verbs provider cannot listen on loopback: use the RDMA interface address');
       }
-      const l: ListenerConfig = { provider, address, port: int(get(r, at('port'))) ?? DEFAULT_PORT };
+      const l: ListenerConfig = { protocol, provider, address, port: int(get(r, at('port'))) ?? (protocol === 'iscsi' ? DEFAULT_ISCSI_PORT : DEFAULT_PORT) };
       const clash = out.findIndex(
         (o) =>
           o.port === l.port &&

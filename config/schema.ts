@@ -11,6 +11,8 @@ export const DEFAULT_STATE_DIR = '/var/lib/rblk';
 /** Loopback by default: serving the network is a decision the administrator writes down. */
 export const DEFAULT_ADDRESS = '127.0.0.1';
 export const DEFAULT_PORT = 7471;
+/** IANA's iscsi-target port (RFC 7143 §4.1): an iSCSI listener's default. */
+export const DEFAULT_ISCSI_PORT = 3260;
 /** sysexits.h EX_CONFIG: what `rblkd --check-config` and a refused start exit with. */
 export const EX_CONFIG = 78;
 
@@ -45,6 +47,8 @@ export const LIMIT_RANGES = {
 export const MIN_SECRET_LENGTH = 16;
 
 export const PROVIDERS = ['tcp', 'sockets', 'verbs', 'auto'] as const;
+/** What a listener speaks: rblk capsules over a libfabric provider, or iSCSI over plain TCP (docs/iscsi.md). */
+export const PROTOCOLS = ['rblk', 'iscsi'] as const;
 export const BLOCK_SIZES = [512, 4096] as const;
 export const ACCESS_MODES = ['rw', 'ro'] as const;
 export const LOG_LEVELS = ['error', 'warn', 'info', 'debug'] as const;
@@ -53,6 +57,7 @@ export const LOG_FORMATS = ['text', 'json'] as const;
 export const IO_ENGINES = ['auto', 'io_uring', 'threads'] as const;
 
 export type Provider = (typeof PROVIDERS)[number];
+export type ListenerProtocol = (typeof PROTOCOLS)[number];
 export type BlockSize = (typeof BLOCK_SIZES)[number];
 export type IoEngineSetting = (typeof IO_ENGINES)[number];
 export type Access = (typeof ACCESS_MODES)[number];
@@ -84,6 +89,7 @@ export const configSchema: SchemaObject = {
         type: 'object',
         additionalProperties: false,
         properties: {
+          protocol: { enum: [...PROTOCOLS] },
           provider: { enum: [...PROVIDERS] },
           address: { type: 'string', minLength: 1 },
           // 0 asks for any free port; only tests want that.
@@ -199,6 +205,8 @@ export const configSchema: SchemaObject = {
 };
 
 export interface ListenerConfig {
+  /** rblk (the default) or iscsi; an iSCSI listener has no provider (it is plain TCP). */
+  protocol: ListenerProtocol;
   provider: Provider;
   address: string;
   port: number;

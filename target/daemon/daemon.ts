@@ -5,6 +5,7 @@
 import { ConfigError, formatIssue } from '../../config/config-error.js';
 import { loadConfig } from '../../config/loader.js';
 import type { Config, ListenerConfig } from '../../config/schema.js';
+import { IscsiPortal } from '../iscsi/portal.js';
 import { TargetServer, type TargetServerOptions } from '../server.js';
 import { rblkSessions } from '../session/session.js';
 import { FabricTargetTransport } from '../transport/fabric-transport.js';
@@ -116,7 +117,10 @@ export class Daemon {
   private async listen(l: ListenerConfig, source: string): Promise<void> {
     let port: TargetPort;
     try {
-      port = await this.server.listen({ transport: this.transport, provider: l.provider, address: l.address, port: l.port });
+      port =
+        l.protocol === 'iscsi'
+          ? await this.server.listenWith((host) => IscsiPortal.listen(host, { address: l.address, port: l.port }))
+          : await this.server.listen({ transport: this.transport, provider: l.provider, address: l.address, port: l.port });
     } catch (e) {
       throw new ListenError(l, source, e);
     }

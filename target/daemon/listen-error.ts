@@ -11,7 +11,7 @@ export class ListenError extends Error {
   constructor(l: ListenerConfig, source: string, cause: unknown) {
     const where = l.line !== undefined ? `${source}:${l.line}` : `${source}, default listener`;
     const why = cause instanceof Error ? cause.message : String(cause);
-    super(`cannot listen on ${l.provider} ${l.address}:${l.port} (${where}): ${why}`, { cause });
+    super(`cannot listen on ${l.protocol === 'iscsi' ? 'iscsi' : l.provider} ${l.address}:${l.port} (${where}): ${why}`, { cause });
     this.name = 'ListenError';
     const c = (typeof cause === 'object' && cause !== null ? cause : {}) as { code?: unknown; errno?: unknown; op?: unknown };
     this.code = typeof c.code === 'string' ? c.code : undefined;

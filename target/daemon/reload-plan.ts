@@ -22,9 +22,9 @@ export interface ReloadPlan {
   refusals: string[];
 }
 
-/** A listener is what it was configured as: provider, address, port (0 stays "any free port"). */
+/** A listener is what it was configured as: provider (or iscsi), address, port (0 stays "any free port"). */
 export function listenerKey(l: ListenerConfig): string {
-  return `${l.provider} ${l.address}:${l.port}`;
+  return `${l.protocol === 'iscsi' ? 'iscsi' : l.provider} ${l.address}:${l.port}`;
 }
 
 function backingText(v: VolumeConfig): string {

@@ -242,8 +242,11 @@ export class IscsiConnection implements ServedSession, TaskHost {
   /**
    * Queues one PDU: header (with its digest), data, padding, data digest.
    * Writes made in one turn of the event loop go out as one writev (the
-   * socket is corked until the next tick), so a Data-In and its status, or
-   * the responses of many commands, share a system call.
+   * socket is corked until setImmediate, after this turn's I/O callbacks and
+   * the promise chains they started), so a Data-In and its status, and the
+   * responses of every command that finished in the turn, share one system
+   * call: on loopback each writev also runs the receiver's TCP input, so
+   * fewer of them is most of the cost (docs/iscsi.md "Performance").
    */
   private send(h: Buffer, data: Buffer = EMPTY): void {
     if (this.phase === 'closed' || this.socket.destroyed) return;
@@ -251,7 +254,7 @@ export class IscsiConnection implements ServedSession, TaskHost {
     if (!this.corked) {
       this.corked = true;
       s.cork();
-      process.nextTick(() => {
+      setImmediate(() => {
         this.corked = false;
         s.uncork();
       });

@@ -30,7 +30,7 @@ test('the example config loads, with every key as written', (t) => {
   const config = loadConfig(join(configDir, 'rblkd.example.yaml'), { baseDir: dir, stateDir: join(dir, 'state') });
 
   t.deepEqual(config.warnings, []);
-  t.deepEqual(config.listeners, [{ provider: 'auto', address: '127.0.0.1', port: 7471, line: 29 }]);
+  t.deepEqual(config.listeners, [{ protocol: 'rblk', provider: 'auto', address: '127.0.0.1', port: 7471, line: 29 }]);
   t.is(config.volumes.length, 2);
   const [db0, scratch] = config.volumes;
   t.deepEqual(db0, {
@@ -88,7 +88,7 @@ test('the example config loads, with every key as written', (t) => {
 test('the default config serves one 256 MiB thin file on 127.0.0.1 over tcp', (t) => {
   const dir = tempDir(t);
   const config = loadConfig(join(configDir, 'rblkd.default.yaml'), { stateDir: dir });
-  t.deepEqual(config.listeners, [{ provider: 'tcp', address: '127.0.0.1', port: 7471, line: 7 }]);
+  t.deepEqual(config.listeners, [{ protocol: 'rblk', provider: 'tcp', address: '127.0.0.1', port: 7471, line: 7 }]);
   t.deepEqual(config.volumes, [
     {
       name: 'demo',
@@ -107,7 +107,7 @@ test('the default config serves one 256 MiB thin file on 127.0.0.1 over tcp', (t
 
 test('an empty file gets every default and a warning', (t) => {
   const config: Config = parseConfig('', 'rblkd.yaml');
-  t.deepEqual(config.listeners, [{ provider: 'auto', address: '127.0.0.1', port: 7471 }]);
+  t.deepEqual(config.listeners, [{ protocol: 'rblk', provider: 'auto', address: '127.0.0.1', port: 7471 }]);
   t.deepEqual(config.volumes, []);
   t.is(config.stateDir, DEFAULT_STATE_DIR);
   t.deepEqual(config.auth, { required: false, initiators: [] });

@@ -12,7 +12,7 @@ function config(volumes: VolumeConfig[], ports: number[] = [7471]): Config {
   return {
     source: 'rblkd.yaml',
     targetName: 'iqn.2026-11.io.rblk:target',
-    listeners: ports.map((port) => ({ provider: 'tcp', address: '127.0.0.1', port })),
+    listeners: ports.map((port) => ({ protocol: 'rblk', provider: 'tcp', address: '127.0.0.1', port })),
     volumes,
     auth: { required: false, initiators: [] },
     limits: { queueDepth: 128, maxIo: MiB, inCapsuleData: 8192, maxSessions: 64, keepaliveMs: 5000, drainTimeoutMs: 10000, loginTimeoutMs: 10000, preLoginConnections: 64, connectionMemory: 4 * MiB },

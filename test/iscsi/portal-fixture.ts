@@ -22,7 +22,7 @@ export interface IscsiFixture {
 
 export async function startIscsi(
   volumes: VolumeDef[] = [{ name: 'vol0', lun: 0, size: 16 << 20 }],
-  opts: { secrets?: Record<string, string>; authRequired?: boolean; maxSessions?: number; queueDepth?: number; keepAliveMs?: number } = {},
+  opts: { secrets?: Record<string, string>; authRequired?: boolean; maxSessions?: number; queueDepth?: number; keepAliveMs?: number; loginTimeoutMs?: number; preLoginConnections?: number } = {},
 ): Promise<IscsiFixture> {
   const log = memoryLog();
   const server = new TargetServer(
@@ -34,9 +34,9 @@ export async function startIscsi(
         inCapsuleData: 8192,
         maxDescriptors: 16,
         keepAliveMs: opts.keepAliveMs ?? 5000,
-        loginTimeoutMs: 5000,
+        loginTimeoutMs: opts.loginTimeoutMs ?? 5000,
         maxSessions: opts.maxSessions ?? 16,
-        preLoginConnections: 16,
+        preLoginConnections: opts.preLoginConnections ?? 16,
       },
       authRequired: opts.authRequired ?? false,
       secrets: new Map(Object.entries(opts.secrets ?? {})),

@@ -28,6 +28,17 @@ export class RawInitiator {
   private constructor(readonly socket: Socket) {
     this.reader = new PduReader(
       (p: ReceivedPdu) => {
+        if ((p.bhs[0] & 0x3f) === 0x20 && p.bhs.readUInt32BE(20) !== 0xffffffff) {
+          // The target's ping: answered as real initiators do (RFC 7143 §11.18), and kept for tests that look.
+          const h = Buffer.alloc(48);
+          h[0] = 0x40;
+          h[1] = 0x80;
+          p.bhs.copy(h, 8, 8, 16);
+          h.writeUInt32BE(0xffffffff, 16);
+          h.writeUInt32BE(p.bhs.readUInt32BE(20), 20);
+          h.writeUInt32BE(this.cmdSN, 24);
+          this.send(h);
+        }
         this.received.push({ bhs: Buffer.from(p.bhs), data: Buffer.from(p.data), op: p.bhs[0] & 0x3f });
         for (const w of this.waiters.splice(0)) w();
       },

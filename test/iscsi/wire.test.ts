@@ -14,7 +14,7 @@ const open: RawInitiator[] = [];
 let fdsBefore = 0;
 
 test.before(async () => {
-  f = await startIscsi([{ name: 'vol0', lun: 0, size: 4 << 20 }], { queueDepth: 8, keepAliveMs: 300 });
+  f = await startIscsi([{ name: 'vol0', lun: 0, size: 4 << 20 }], { queueDepth: 8, keepAliveMs: 300, loginTimeoutMs: 1500 });
   fdsBefore = resources().fds;
 });
 test.after.always(async () => {
@@ -306,6 +306,38 @@ test('CRC32C header and data digests: negotiated, checked, and a bad header dige
   const bad = Buffer.alloc(4);
   bad.writeUInt32LE(crc32c(h) ^ 1);
   c.socket.write(Buffer.concat([h, bad]));
+  await c.whenClosed;
+  t.true(c.closed);
+});
+
+test('a connection that does not log in within login_timeout_ms is closed', async (t) => {
+  const c = await RawInitiator.open(f.port);
+  open.push(c);
+  await c.whenClosed;
+  t.true(c.closed);
+  t.true(f.log.some((l) => /login did not complete in time/.test(l.message)));
+});
+
+test('a Data-Out with a bad data digest gets a Reject (data digest error) and the connection ends', async (t) => {
+  const c = await session([['HeaderDigest', 'CRC32C'], ['DataDigest', 'CRC32C'], ['InitialR2T', 'Yes'], ['ImmediateData', 'No']], undefined, true);
+  c.command({ itt: 70, cdb: write10(0, 1), write: true, edtl: 512 });
+  const r2t = await c.next(0x31);
+  t.truthy(r2t);
+  const d = Buffer.alloc(48);
+  d[0] = 0x05;
+  d[1] = 0x80;
+  d[7] = 0; // the length is set below by hand: this PDU is written raw
+  d.writeUInt32BE(70, 16);
+  d.writeUInt32BE(r2t!.bhs.readUInt32BE(20), 20);
+  d[6] = 2; // 512 bytes
+  const hd = Buffer.alloc(4);
+  hd.writeUInt32LE(crc32c(d));
+  const data = Buffer.alloc(512, 7);
+  const dd = Buffer.alloc(4);
+  dd.writeUInt32LE(crc32c(data) ^ 0xffff);
+  c.socket.write(Buffer.concat([d, hd, data, dd]));
+  const rej = await c.next(0x3f);
+  t.is(rej?.bhs[2], 0x02, 'data digest error');
   await c.whenClosed;
   t.true(c.closed);
 });

@@ -62,6 +62,8 @@ export interface DaemonProcess {
   waitForLine(re: RegExp, from?: number): Promise<RegExpMatchArray>;
   /** The port of the first `listening` line. */
   port(): Promise<number>;
+  /** The port of the first iSCSI `listening` line. */
+  iscsiPort(): Promise<number>;
   kill(signal: NodeJS.Signals): void;
 }
 
@@ -140,6 +142,10 @@ export function spawnDaemon(t: ExecutionContext, args: string[], env: Record<str
     waitForLine,
     async port() {
       const m = await waitForLine(/listening tcp 127\.0\.0\.1:(\d+)/);
+      return Number(m[1]);
+    },
+    async iscsiPort() {
+      const m = await waitForLine(/listening iscsi 127\.0\.0\.1:(\d+)/);
       return Number(m[1]);
     },
     kill(signal) {
