@@ -45,6 +45,19 @@ interface SpecBase {
   /** Allowed to a nexus that does not hold a RESERVE(6) reservation (SPC-2 5.5.1). */
   readonly legacyExempt?: boolean;
   /**
+   * The data-out is a structure the CDB sizes exactly (WRITE SAME's one block,
+   * COMPARE AND WRITE's verify and write halves): an offer of any other length
+   * means the initiator built a different command, and it is refused rather
+   * than split at the wrong place (request/request.ts).
+   */
+  readonly exactDataOut?: boolean;
+  /**
+   * Where a block write's TRANSFER LENGTH lives (byte offset and width), so a
+   * data-out offer of fewer whole blocks can be served as the shorter write it
+   * covers (SAM-5 5.5: the smaller of the two moves; request/request.ts).
+   */
+  readonly transferLengthField?: { readonly at: number; readonly bytes: 2 | 4 };
+  /**
    * What the command needs from the nexus's access (access.ts): 'write' and
    * 'shared-state' are refused on a read-only LU and under 'ro' access.
    * Required, so a command cannot enter the table without a decision.
@@ -106,6 +119,14 @@ export function defineCommand<P>(spec: LuCommandSpec<P> | AnyLunCommandSpec<P>):
     };
   };
   return { ...spec, anyLun: spec.anyLun === true, prepare };
+}
+
+/** TRANSFER LENGTH of the 10-, 12- and 16-byte READ/WRITE layouts (SBC-4 5.x). */
+export function blockLengthField(cdbLength: number): { at: number; bytes: 2 | 4 } | undefined {
+  if (cdbLength === 10) return { at: 7, bytes: 2 };
+  if (cdbLength === 12) return { at: 6, bytes: 4 };
+  if (cdbLength === 16) return { at: 10, bytes: 4 };
+  return undefined;
 }
 
 export function noData<P>(params: P): Parsed<P> {

@@ -36,6 +36,7 @@ export const compareAndWrite = defineCommand<CawParams>({
   pr: 'write',
   access: 'write',
   exclusive: true,
+  exactDataOut: true,
   parse(cdb, lu) {
     if (protectField(cdb) !== 0) return invalidCdb(1, 7);
     const blocks = cdb[13];

@@ -3,7 +3,7 @@
 // itself, so the data is never copied. FUA, or a disabled write cache (WCE 0),
 // makes the backend write durable before GOOD; DPO is a hint and ignored.
 import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { dataIn, dataOut, defineCommand, type CommandEntry } from './command-spec.js';
+import { blockLengthField, dataIn, dataOut, defineCommand, type CommandEntry } from './command-spec.js';
 import { checkRange, protectField } from './cdb-fields.js';
 import { good, invalidCdb, isFailure } from './outcome.js';
 import { io as backendIo } from './sense-map.js';
@@ -58,6 +58,7 @@ function rw(op: number, name: string, write: boolean, size: Size): CommandEntry 
     usage: layout.usage(op),
     pr: write ? 'write' : 'read',
     access: write ? 'write' : 'read',
+    ...(write ? { transferLengthField: blockLengthField(layout.cdbLength) } : {}),
     parse(cdb, lu) {
       // RDPROTECT/WRPROTECT need protection information, which rblk does not keep.
       if (size !== 6 && protectField(cdb) !== 0) return invalidCdb(1, 7);

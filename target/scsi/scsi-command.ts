@@ -70,17 +70,24 @@ export class ScsiCommand {
   readonly direction: Direction;
   /** Data-out bytes to fetch, or the data-in allocation length. */
   readonly transferLength: number;
+  /** The offer must equal transferLength (command-spec.ts, exactDataOut). */
+  readonly exactDataOut: boolean;
+  /** Set for block writes (command-spec.ts): where TRANSFER LENGTH is, to serve a shorter offer. */
+  readonly transferLengthField: { readonly at: number; readonly bytes: 2 | 4 } | undefined;
   readonly #entry: CommandEntry;
   readonly #prepared: Prepared;
   #executed = false;
 
-  constructor(entry: CommandEntry, prepared: Prepared, lu: LogicalUnit | undefined) {
+  /** `refused`: answered without data (access.ts), so no data-out length is checked either. */
+  constructor(entry: CommandEntry, prepared: Prepared, lu: LogicalUnit | undefined, refused = false) {
     this.name = entry.name;
     this.opcode = entry.opcode;
     this.serviceAction = entry.serviceAction;
     this.lu = lu;
     this.direction = prepared.direction;
     this.transferLength = prepared.transferLength;
+    this.exactDataOut = entry.exactDataOut === true && !refused;
+    this.transferLengthField = refused ? undefined : entry.transferLengthField;
     this.#entry = entry;
     this.#prepared = prepared;
   }
@@ -177,7 +184,7 @@ export function parseCommand(cdb: Buffer, lu: LogicalUnit | undefined, access: A
     // Refused, but answered at execute: a pending unit attention or a
     // reservation conflict comes first (SAM-5 5.14), as for any command. No
     // data moves: the data-out of a refused write is never fetched.
-    return { ok: true, command: new ScsiCommand(entry, { direction: 'none', transferLength: 0, run: () => refused }, lu) };
+    return { ok: true, command: new ScsiCommand(entry, { direction: 'none', transferLength: 0, run: () => refused }, lu, true) };
   }
   const prepared = entry.prepare(cdb, lu);
   if (isFailure(prepared)) return fail(prepared);

@@ -6,7 +6,7 @@
 import { Opcode } from '../../protocol/scsi/opcodes.js';
 import { MISCOMPARE_DURING_VERIFY } from '../../protocol/scsi/sense-codes.js';
 import { checkRange, protectField } from './cdb-fields.js';
-import { dataOut, defineCommand, noData, type CommandEntry } from './command-spec.js';
+import { blockLengthField, dataOut, defineCommand, noData, type CommandEntry } from './command-spec.js';
 import { firstDifference } from './compare-and-write.js';
 import type { LogicalUnit } from './logical-unit.js';
 import { check, good, invalidCdb, isFailure, type Outcome } from './outcome.js';
@@ -111,6 +111,7 @@ function writeAndVerify(op: number, name: string, size: Size): CommandEntry {
     usage: usage(op, size),
     pr: 'write',
     access: 'write',
+    transferLengthField: blockLengthField(size),
     parse(cdb, lu) {
       if (protectField(cdb) !== 0) return invalidCdb(1, 7);
       // WRITE AND VERIFY defines BYTCHK 00b and 01b only (SBC-4 table 113).

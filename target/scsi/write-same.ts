@@ -52,6 +52,7 @@ function writeSame(op: number, name: string, sixteen: boolean): CommandEntry {
     usage,
     pr: 'write',
     access: 'write',
+    exactDataOut: true,
     parse(cdb, lu) {
       if (protectField(cdb) !== 0) return invalidCdb(1, 7);
       // ANCHOR needs anchored-state tracking rblk does not have.

@@ -6,8 +6,10 @@ import * as cdb from '../../protocol/scsi/cdb.js';
 import {
   INTERNAL_TARGET_FAILURE,
   INVALID_FIELD_IN_CDB,
+  INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT,
   LOGICAL_UNIT_NOT_SUPPORTED,
   UNRECOVERED_READ_ERROR,
+  WRITE_PROTECTED,
   type SenseCode,
 } from '../../protocol/scsi/sense-codes.js';
 import { decodeSense } from '../../protocol/scsi/sense.js';
@@ -172,7 +174,7 @@ test('data-in residuals: an underflow when the offer is larger, an overflow when
   t.true(over.initiator.equals(backend.bytes.subarray(0, 512)));
 });
 
-test('data-out residuals: a longer offer is an overflow of what was not fetched; a shorter one is refused with 05 24/00', async (t) => {
+test('data-out residuals: a longer offer is an underflow of what was not fetched; a shorter one writes the whole blocks it covers, the rest an overflow', async (t) => {
   const { lu, backend } = makeLu();
   const n = await ready(t, lu, 'host-a');
   const longer = new TestFrontEnd(pattern(1024, 6));
@@ -182,13 +184,53 @@ test('data-out residuals: a longer offer is an overflow of what was not fetched;
   t.deepEqual(longer.answers[0].residuals, { dataOut: 512, dataIn: 0 });
   t.true(backend.bytes.subarray(3 * 512, 4 * 512).equals(longer.initiator.subarray(0, 512)));
 
+  // SAM-5 5.5: the smaller of the two moves. Two blocks asked, one offered: the first is written.
   const shorter = new TestFrontEnd(pattern(512, 7));
   await runOne(shorter, scope(n, lu), cdb.write10(20, 2), { direction: 'out', length: 512 });
-  t.deepEqual(shorter.calls, ['complete'], 'no buffer, no fetch');
-  t.is(shorter.answers[0].status, ScsiStatus.CHECK_CONDITION);
-  t.deepEqual(senseOf(shorter.answers[0]), code(INVALID_FIELD_IN_CDB));
-  t.deepEqual(shorter.answers[0].residuals, { dataOut: 512, dataIn: 0 });
-  t.true(backend.bytes.subarray(20 * 512, 22 * 512).equals(Buffer.alloc(1024)), 'nothing was written');
+  t.deepEqual(shorter.calls, ['allocate 512', 'fetch 0+512', 'complete']);
+  t.is(shorter.answers[0].status, ScsiStatus.GOOD);
+  t.deepEqual(shorter.answers[0].residuals, { dataOut: -512, dataIn: 0 }, 'an overflow of the bytes the offer lacks (RFC 7143 11.4.5)');
+  t.true(backend.bytes.subarray(20 * 512, 21 * 512).equals(shorter.initiator), 'the offered block is written');
+  t.true(backend.bytes.subarray(21 * 512, 22 * 512).equals(Buffer.alloc(512)), 'the second is not');
+
+  // No offer at all (iSCSI EDTL 0): a write of nothing, the whole block overflowing.
+  const none = new TestFrontEnd(Buffer.alloc(0));
+  await runOne(none, scope(n, lu), cdb.write10(30, 1), { direction: 'none', length: 0 });
+  t.deepEqual(none.calls, ['allocate 0', 'complete'], 'nothing fetched');
+  t.is(none.answers[0].status, ScsiStatus.GOOD);
+  t.deepEqual(none.answers[0].residuals, { dataOut: -512, dataIn: 0 });
+  t.true(backend.bytes.subarray(30 * 512, 31 * 512).equals(Buffer.alloc(512)));
+
+  // Part of a block cannot be written: refused with 0E/03, nothing written, the same overflow.
+  const partial = new TestFrontEnd(pattern(200, 8));
+  await runOne(partial, scope(n, lu), cdb.writeAndVerify16(40, 1), { direction: 'out', length: 200 });
+  t.deepEqual(partial.calls, ['complete']);
+  t.deepEqual(senseOf(partial.answers[0]), code(INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT));
+  t.deepEqual(partial.answers[0].residuals, { dataOut: -312, dataIn: 0 });
+  t.true(backend.bytes.subarray(40 * 512, 41 * 512).equals(Buffer.alloc(512)));
+});
+
+test('WRITE SAME and COMPARE AND WRITE take exactly the data-out their CDB sizes; anything else is 05 24/00, nothing written', async (t) => {
+  const { lu, backend } = makeLu();
+  const n = await ready(t, lu, 'host-a');
+  const ws = new TestFrontEnd(pattern(1024, 8));
+  await runOne(ws, scope(n, lu), cdb.writeSame10(0, 1), { direction: 'out', length: 1024 });
+  t.deepEqual(ws.calls, ['complete']);
+  t.deepEqual(senseOf(ws.answers[0]), code(INVALID_FIELD_IN_CDB));
+  t.deepEqual(ws.answers[0].residuals, { dataOut: 512, dataIn: 0 });
+  t.true(backend.bytes.subarray(0, 512).equals(Buffer.alloc(512)), 'nothing was written');
+  // NLB 0 (a count of 256 that wrapped in its one byte) with data offered: not a silent no-op.
+  const caw = new TestFrontEnd(pattern(4096, 9));
+  await runOne(caw, scope(n, lu), cdb.compareAndWrite(0, 0), { direction: 'out', length: 4096 });
+  t.deepEqual(senseOf(caw.answers[0]), code(INVALID_FIELD_IN_CDB));
+  t.deepEqual(caw.answers[0].residuals, { dataOut: 4096, dataIn: 0 });
+  const exact = new TestFrontEnd(pattern(512, 10));
+  await runOne(exact, scope(n, lu), cdb.writeSame10(0, 2), { direction: 'out', length: 512 });
+  t.is(exact.answers[0].status, ScsiStatus.GOOD);
+  // A refused write still answers its refusal, whatever was offered.
+  const ro = new TestFrontEnd(pattern(1024, 11));
+  await runOne(ro, { ...scope(n, lu), access: 'ro' }, cdb.writeSame10(0, 1), { direction: 'out', length: 1024 });
+  t.deepEqual(senseOf(ro.answers[0]), code(WRITE_PROTECTED));
 });
 
 test('a direction that disagrees with the CDB, or a transfer above max_io, is 05 24/00 with the offer as residual', async (t) => {

@@ -6,7 +6,7 @@
 // ABORTED and never moves data again (SAM-5 7.2); a bug answers HARDWARE
 // ERROR rather than leave the command hanging (docs/target.md "One command").
 import { buildSense } from '../../../protocol/scsi/sense.js';
-import { INTERNAL_TARGET_FAILURE, INVALID_FIELD_IN_CDB, type SenseCode } from '../../../protocol/scsi/sense-codes.js';
+import { INTERNAL_TARGET_FAILURE, INVALID_FIELD_IN_CDB, INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT, type SenseCode } from '../../../protocol/scsi/sense-codes.js';
 import { ScsiStatus } from '../../../protocol/scsi/status.js';
 import { parseCommand, type ScsiCommand } from '../scsi-command.js';
 import type { DataOffer, RequestBuffer, RequestFrontEnd, RequestScope, Residuals } from './front-end.js';
@@ -53,11 +53,27 @@ export class ScsiRequest<B extends RequestBuffer> {
     try {
       const parsed = parseCommand(this.cdb, scope.lu, scope.access);
       if (!parsed.ok) return await this.respond(parsed.completion.status, parsed.completion.sense, nothingMoved(offer));
-      const command = parsed.command;
-      const want = command.transferLength;
+      let command = parsed.command;
+      let want = command.transferLength;
+      const offeredOut = offer.direction === 'out' ? offer.length : 0;
+      // The residual of a data-out the offer does not match: the offer against the CDB (negative: an overflow), as iSCSI reports it (RFC 7143 11.4.5).
+      const outMismatch = { dataOut: offeredOut - want, dataIn: 0 };
+      let residualOverride: Residuals | undefined;
+      // A data-out the CDB sizes exactly, offered at another length (a COMPARE AND WRITE whose NLB wrapped to 0, a WRITE SAME of two blocks).
+      if (command.exactDataOut && offeredOut !== want && (offer.direction !== 'in' || want > 0))
+        return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_CDB), outMismatch);
+      // Fewer bytes offered than the CDB transfers (none at all included). The
+      // smaller of the two moves (SAM-5 5.5, docs/protocol.md §9.3): a block
+      // write offered whole blocks runs as the shorter write they cover, with
+      // the rest an overflow residual. Anything else is refused, nothing written.
+      if (command.direction === 'out' && offer.direction !== 'in' && offeredOut < want) {
+        const shorter = this.shortened(command, offeredOut);
+        if (shorter === undefined) return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT), outMismatch);
+        command = shorter;
+        want = command.transferLength;
+        residualOverride = outMismatch;
+      }
       if (!directionsAgree(command, offer) || want > scope.maxTransfer) return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_CDB), nothingMoved(offer));
-      // Fewer bytes offered than the CDB transfers: refused rather than written partially.
-      if (command.direction === 'out' && offer.length < want) return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_CDB), nothingMoved(offer));
 
       if (this.#aborted) return await this.respondAborted();
       data = await frontEnd.allocate(want);
@@ -87,7 +103,7 @@ export class ScsiRequest<B extends RequestBuffer> {
           }
         }
       }
-      await this.respond(done.status, done.sense, residualsOf(offer, command, done.dataLength));
+      await this.respond(done.status, done.sense, residualOverride ?? residualsOf(offer, command, done.dataLength));
     } catch (e) {
       // Nothing SCSI throws (the core maps errors to sense in sense-map.ts):
       // this is a bug, or a front end that failed to answer.
@@ -100,6 +116,17 @@ export class ScsiRequest<B extends RequestBuffer> {
     } finally {
       data?.release();
     }
+  }
+
+  /** The block write `command` cut to the whole blocks of `bytes`, parsed again from its CDB; undefined when it cannot be. */
+  private shortened(command: ScsiCommand, bytes: number): ScsiCommand | undefined {
+    const field = command.transferLengthField;
+    const lu = this.scope.lu;
+    if (field === undefined || lu === undefined || bytes % lu.blockSize !== 0) return undefined;
+    const cdb = Buffer.from(this.cdb);
+    cdb.writeUIntBE(bytes / lu.blockSize, field.at, field.bytes);
+    const again = parseCommand(cdb, lu, this.scope.access);
+    return again.ok ? again.command : undefined;
   }
 
   private respondAborted(): Promise<void> {
