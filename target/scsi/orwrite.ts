@@ -37,6 +37,8 @@ export const orWrite16 = defineCommand<OrWriteParams>({
   usage: [Opcode.ORWRITE_16, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x00],
   pr: 'write',
   access: 'write',
+  // A read-modify-write: the native fast path stays off the LU while it runs (fast-path-gate.ts).
+  exclusive: true,
   parse(cdb, lu) {
     if (protectField(cdb) !== 0) return invalidCdb(1, 7);
     const blocks = cdb.readUInt32BE(10);
