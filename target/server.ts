@@ -41,6 +41,11 @@ export interface TargetServerOptions {
   /** Per-initiator secrets (auth.initiators). */
   secrets: ReadonlyMap<string, string>;
   log: SessionLogger;
+  /**
+   * The highest protocol version to speak (docs/protocol.md §3); default the
+   * highest this code has. 1 behaves as a version-1 target does.
+   */
+  protocolVersion?: number;
 }
 
 export interface ListenOptions {
@@ -178,6 +183,7 @@ export class TargetServer {
         port: o.port,
         maxIo: limits.maxIo,
         dataBuffers: limits.dataBuffers ?? 64,
+        protocolVersion: this.opts.protocolVersion,
         // One clock from TCP accept to LOGIN_RSP: the fabric connection request must come within it too.
         connectTimeoutMs: limits.loginTimeoutMs,
       },
