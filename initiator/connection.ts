@@ -15,6 +15,8 @@ import {
   Opcode,
   PROTOCOL_LIMITS,
   ProtocolError,
+  REMOTE_DATA_VERSION,
+  remoteDataOf,
   sessionLimits,
   TaskAttribute,
   verifyTargetProof,
@@ -41,6 +43,8 @@ export interface LoginOptions {
   maxIo?: number;
   immediateDataSize?: number;
   connectTimeoutMs?: number;
+  /** The highest protocol version to ask for (docs/protocol.md §3); default the highest this code speaks. */
+  protocolVersion?: number;
 }
 
 /** Why a login failed, with the target's reason when it gave one. */
@@ -93,10 +97,17 @@ interface Pending {
   reject(e: Error): void;
 }
 
+const NO_SENSE = Buffer.alloc(0);
+
 export class Connection {
   private credits = 0;
   private nextTag = 1n;
   private readonly pending = new Map<bigint, Pending>();
+  /**
+   * Version 2: outstanding READ commands by the low 32 bits of their tag, the
+   * remote CQ data that answers them (docs/protocol.md §12.1). Kept distinct.
+   */
+  private readonly reads = new Map<number, bigint>();
   private readonly creditWaiters: (() => void)[] = [];
   private limits: WireLimits = PROTOCOL_LIMITS;
   private rsp!: LoginResponse;
@@ -130,6 +141,7 @@ export class Connection {
         ioPoolSize: maxIo * queueDepth,
         ioChunkSize: maxIo,
         timeoutMs: o.connectTimeoutMs,
+        protocolVersion: o.protocolVersion,
       });
     } catch (e) {
       throw new LoginError(`cannot connect to ${o.address}:${o.port}: ${(e as Error).message}`, 'CONNECT_FAILED');
@@ -137,6 +149,7 @@ export class Connection {
     const c = new Connection(conn, o);
     conn.onCapsule = (buf) => c.onCapsule(buf);
     conn.onClose = (reason) => c.lost(reason);
+    if (conn.version >= REMOTE_DATA_VERSION) conn.onRemoteData = (data) => c.onRemoteData(data);
     try {
       await c.login(queueDepth, Math.min(immediate, conn.accept.maxCapsule - 48));
     } catch (e) {
@@ -163,6 +176,10 @@ export class Connection {
   }
   get provider(): string {
     return this.conn.provider;
+  }
+  /** The protocol version this connection speaks (docs/protocol.md §3). */
+  get version(): number {
+    return this.conn.version;
   }
 
   private async login(queueDepth: number, immediate: number): Promise<void> {
@@ -275,11 +292,36 @@ export class Connection {
       return;
     }
     this.pending.delete(c.tag);
+    if (c.op === Opcode.RSP) this.forgetRead(c.tag);
     if (c.op === Opcode.RSP || c.op === Opcode.TSK_RSP) {
       this.credits += c.creditDelta;
       this.wakeCredits();
     }
     p.resolve(c);
+  }
+
+  /**
+   * §12.1: a read answered by its data. The data is in place when the CQ
+   * reports it; the answer is GOOD, no sense, no residual, credit delta 1.
+   */
+  private onRemoteData(data: number): void {
+    if (this.closed) return;
+    const tag = this.reads.get(data);
+    const p = tag === undefined ? undefined : this.pending.get(tag);
+    if (tag === undefined || p === undefined) {
+      void this.fail(`remote CQ data ${data} answers no outstanding read`);
+      return;
+    }
+    this.reads.delete(data);
+    this.pending.delete(tag);
+    this.credits += 1;
+    this.wakeCredits();
+    p.resolve({ op: Opcode.RSP, tag, creditDelta: 1, status: 0, sense: NO_SENSE, dataOutResidual: null, dataInResidual: null });
+  }
+
+  private forgetRead(tag: bigint): void {
+    const low = remoteDataOf(tag);
+    if (this.reads.get(low) === tag) this.reads.delete(low);
   }
 
   private wakeCredits(): void {
@@ -321,11 +363,22 @@ export class Connection {
     }
     if (offered > this.rsp.maxTransfer) throw new RangeError(`transfer of ${offered} bytes exceeds the target's maximum of ${this.rsp.maxTransfer}`);
     await this.takeCredit(1);
-    const tag = this.nextTag++;
+    let tag = this.nextTag++;
+    if (direction === DataDirection.READ && this.conn.version >= REMOTE_DATA_VERSION) {
+      // The answer may come as the low 32 bits of the tag: those stay unique among outstanding reads.
+      while (this.reads.has(remoteDataOf(tag))) tag = this.nextTag++;
+      this.reads.set(remoteDataOf(tag), tag);
+    }
     r.onTag?.(tag);
     const cdb = Buffer.alloc(16);
     r.cdb.copy(cdb);
-    const answer = await this.request(tag, { op: Opcode.CMD, tag, lun: r.lun, taskAttribute: TaskAttribute.SIMPLE, direction, cdb, data });
+    let answer: Capsule;
+    try {
+      answer = await this.request(tag, { op: Opcode.CMD, tag, lun: r.lun, taskAttribute: TaskAttribute.SIMPLE, direction, cdb, data });
+    } catch (e) {
+      this.forgetRead(tag);
+      throw e;
+    }
     if (answer.op !== Opcode.RSP) throw new TransportError(`unexpected answer to a command: op 0x${answer.op.toString(16)}`);
     const under = answer.dataInResidual?.kind === 'under' ? answer.dataInResidual.count : 0;
     return { status: answer.status, sense: Buffer.from(answer.sense), dataIn: direction === DataDirection.READ ? offered - under : 0, response: answer };
@@ -356,6 +409,7 @@ export class Connection {
   private failAll(e: Error): void {
     for (const p of this.pending.values()) p.reject(e);
     this.pending.clear();
+    this.reads.clear();
     for (const w of this.creditWaiters.splice(0)) w();
   }
 

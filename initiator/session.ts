@@ -16,6 +16,9 @@ import { registeredOf, type ScsiRequest, type ScsiResponse } from './scsi-reques
 import { FabricInitiatorTransport } from './transport/fabric-transport.js';
 import type { InitiatorTransport } from './transport/transport.js';
 import { Volume } from './volume.js';
+import type { AttentionListener, VolumeHost } from './volume-host.js';
+
+export type { AttentionListener } from './volume-host.js';
 import { delay } from './wait.js';
 
 /**
@@ -48,10 +51,6 @@ export interface ConnectionInfo {
   provider?: string;
 }
 
-/** Notified of unit attentions on a LUN (an open Volume). */
-export interface AttentionListener {
-  onUnitAttention(sense: Sense): void;
-}
 
 interface Exchange {
   readonly req: ScsiRequest;
@@ -78,7 +77,7 @@ function loginFailure(e: unknown, o: ResolvedOptions): RblkError {
  * Commands are spread over its connections; see docs/initiator.md for the
  * timeout and recovery rules.
  */
-export class Session extends EventEmitter<SessionEvents> implements ChannelHost {
+export class Session extends EventEmitter<SessionEvents> implements ChannelHost, VolumeHost {
   /** The options in effect, defaults applied (the secret shows as `[secret]`). */
   readonly options: ResolvedOptions;
   /** @internal */

@@ -17,7 +17,7 @@ import { RblkError } from './errors.js';
 import { RegisteredBuffer } from './registered-buffer.js';
 import { Reservations } from './reservations.js';
 import type { DataIn, DataOut, ScsiRequest, ScsiResponse } from './scsi-request.js';
-import type { AttentionListener, Session } from './session.js';
+import type { AttentionListener, VolumeHost } from './volume-host.js';
 
 export interface VolumeEvents {
   /** The capacity changed (a CAPACITY DATA HAS CHANGED unit attention, or capacity()). */
@@ -85,12 +85,12 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
   readonly #readOnly: boolean;
   readonly #limits: VolumeLimits;
   readonly #info: VolumeInfo;
-  readonly #session: Session;
+  readonly #session: VolumeHost;
   readonly #run: RunCommand;
   #unwatch: (() => void) | null;
 
   /** @internal Built by Session.open. */
-  constructor(session: Session, probe: Probe) {
+  constructor(session: VolumeHost, probe: Probe) {
     super();
     const i = probe.info;
     this.#session = session;

@@ -40,6 +40,10 @@ export interface ProviderInfo {
   cmDataSize: number;
   /** fi_domain_attr.mr_key_size, in bytes. */
   mrKeySize: number;
+  /** fi_domain_attr.cq_data_size: bytes of remote CQ data a write may carry (0: none). */
+  cqDataSize: number;
+  /** The provider's FI_RX_CQ_DATA mode: remote CQ data consumes a posted receive. */
+  rxCqData: boolean;
 }
 
 /** Constants re-exported from rdma/fabric.h so TS never hard-codes them. */
@@ -130,7 +134,8 @@ export interface NativeEndpoint {
   inject(data: Buffer): void;
   recv(mr: NativeMemoryRegion, offset: number, length: number, context: number): void;
   /** RMA read (isWrite false) or write; deliveryComplete asks for FI_DELIVERY_COMPLETE. */
-  rma(isWrite: boolean, local: NativeIov[], remote: NativeRmaIov[], context: number, deliveryComplete: boolean): void;
+  /** remoteData: fi_writedata's 32 bits of remote CQ data (writes only). */
+  rma(isWrite: boolean, local: NativeIov[], remote: NativeRmaIov[], context: number, deliveryComplete: boolean, remoteData?: number): void;
   /** 64-bit atomics: op 'add' (fetch-add) or 'cswap'; operand and compare live in scratch, result lands there. */
   atomic(op: 'add' | 'cswap', scratch: NativeMemoryRegion, offset: number, address: bigint, key: bigint, context: number): void;
   /** Drains the CQ now (used when the caller needs progress without waiting for the fd). */

@@ -23,6 +23,9 @@ import { FabricError, FI_EAGAIN, FI_ECANCELED, FI_ESHUTDOWN, FI_ETIMEDOUT } from
 export { FabricError } from './fabric-error.js';
 export type { MrModeRequest, ProviderInfo } from './binding.js';
 
+/** The context word of a batch entry that is a peer's remote CQ data (native/src/endpoint.cc kRemoteData). */
+const REMOTE_DATA = 0xffffffff;
+
 // Read when used, not at import: importing rblk must not load the addon (binding.ts).
 const C = (): NativeConstants => addon().constants;
 
@@ -111,6 +114,13 @@ export class Domain {
   /** Send-after-write ordering: an RMA write's data lands before a later send (FI_ORDER_SAW). */
   get ordersSendAfterWrite(): boolean {
     return (this.info.msgOrder & C().FI_ORDER_SAW) !== 0;
+  }
+  /**
+   * A write can carry 32 bits of remote CQ data (fi_writedata) that the peer's
+   * completion queue reports (docs/transport.md "Remote CQ data").
+   */
+  get hasRemoteData(): boolean {
+    return this.info.cqDataSize >= 4;
   }
   /** The provider needs memory bound to one endpoint (FI_MR_ENDPOINT). */
   get needsEndpointMemory(): boolean {
@@ -490,6 +500,15 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
   }
 
+  /**
+   * Called for every remote CQ data a peer's write delivered (write() with
+   * remoteData), with its 32 bits, after the write's data is in place. When the
+   * provider has FI_RX_CQ_DATA it consumed a posted receive: that slice comes
+   * too, the caller's to post again. Data that arrives with no handler set is
+   * dropped, as a message with no posted receive would be.
+   */
+  onRemoteData: ((data: number, consumed: Slice | null) => void) | null = null;
+
   private readonly ops: (Op | RecvOp | undefined)[] = [];
   private readonly freeIds: number[] = [];
   private readonly backlog: (() => void)[] = [];
@@ -624,6 +643,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       const id = c[3 * i];
       const status = c[3 * i + 1];
       const length = c[3 * i + 2];
+      if (id === REMOTE_DATA) {
+        // (REMOTE_DATA, data, the receive it consumed or REMOTE_DATA): native/src/endpoint.cc.
+        this.remoteData(status, length);
+        continue;
+      }
       const op = this.ops[id];
       this.ops[id] = undefined;
       this.freeIds.push(id);
@@ -642,6 +666,20 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       else o.reject(new FabricError(status, o.op));
     }
     this.runBacklog();
+  }
+
+  private remoteData(data: number, consumedId: number): void {
+    let consumed: Slice | null = null;
+    if (consumedId !== REMOTE_DATA) {
+      const op = this.ops[consumedId];
+      this.ops[consumedId] = undefined;
+      this.freeIds.push(consumedId);
+      if (op?.kind === 'recv') {
+        consumed = (op as RecvOp).slice;
+        consumed.mr.unhold(true);
+      }
+    }
+    this.onRemoteData?.(data, consumed);
   }
 
   private allocId(op: Op | RecvOp): number {
@@ -785,14 +823,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
   }
 
-  private rma(isWrite: boolean, local: Slice | Slice[], remote: RemoteRegion | RemoteRegion[], deliveryComplete: boolean): Promise<number> {
+  private rma(isWrite: boolean, local: Slice | Slice[], remote: RemoteRegion | RemoteRegion[], deliveryComplete: boolean, remoteData?: number): Promise<number> {
     const locals = Array.isArray(local) ? local : [local];
     const remotes = Array.isArray(remote) ? remote : [remote];
     const iov: NativeIov[] = locals.map((s) => [s.mr.native, s.offset, s.length]);
     const riov: NativeRmaIov[] = remotes.map((r) => [r.address, r.length, r.key]);
     const name = isWrite ? 'fi_writemsg' : 'fi_readmsg';
     return this.issue(isWrite ? 'write' : 'read', name, locals.map((s) => s.mr), (id) =>
-      this.native.rma(isWrite, iov, riov, id, deliveryComplete),
+      this.native.rma(isWrite, iov, riov, id, deliveryComplete, remoteData),
     );
   }
 
@@ -804,10 +842,14 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   /**
    * RDMA WRITE: pushes the local slice(s) into remote memory. deliveryComplete
    * waits until the data is placed at the target (for providers without
-   * FI_ORDER_SAW, before a response may be sent).
+   * FI_ORDER_SAW, before a response may be sent). remoteData (a u32) makes it
+   * fi_writedata: the peer's onRemoteData gets it once the data is placed
+   * (needs domain.hasRemoteData; FI_EOPNOTSUPP otherwise).
    */
-  write(local: Slice | Slice[], remote: RemoteRegion | RemoteRegion[], opts: { deliveryComplete?: boolean } = {}): Promise<number> {
-    return this.rma(true, local, remote, opts.deliveryComplete ?? false);
+  write(local: Slice | Slice[], remote: RemoteRegion | RemoteRegion[], opts: { deliveryComplete?: boolean; remoteData?: number } = {}): Promise<number> {
+    const d = opts.remoteData;
+    if (d !== undefined && (!Number.isInteger(d) || d < 0 || d > 0xffffffff)) return Promise.reject(new RangeError('remoteData must be an integer from 0 to 2^32 - 1'));
+    return this.rma(true, local, remote, opts.deliveryComplete ?? false, d);
   }
 
   private async atomic(kind: 'add' | 'cswap', remote: { address: bigint; key: bigint }, operand: bigint, compare: bigint): Promise<bigint> {

@@ -42,6 +42,11 @@ export interface TargetServerOptions {
   log: SessionLogger;
   /** READ and WRITE on the native fast path where a session can (fast_path; on unless false). */
   fastPath?: boolean;
+  /**
+   * The highest protocol version to speak (docs/protocol.md §3); default the
+   * highest this code has. 1 behaves as a version-1 target does.
+   */
+  protocolVersion?: number;
 }
 
 /**
@@ -202,6 +207,7 @@ export class TargetServer {
         port: o.port,
         maxIo: limits.maxIo,
         dataBuffers: limits.dataBuffers ?? 64,
+        protocolVersion: this.opts.protocolVersion,
         // One clock from TCP accept to LOGIN_RSP: the fabric connection request must come within it too.
         connectTimeoutMs: limits.loginTimeoutMs,
       },

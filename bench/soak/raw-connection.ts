@@ -17,6 +17,12 @@ export class RawConnection {
   #waiter: (() => void) | null = null;
 
   private constructor(readonly conn: InitiatorConnection) {
+    // Protocol version 2: a GOOD read is answered by its data's remote CQ data
+    // (docs/protocol.md §12.1); it reaches the inbox as the RSP it stands for.
+    conn.onRemoteData = (d) => {
+      this.#inbox.push({ op: Opcode.RSP, tag: BigInt(d), creditDelta: 1, status: 0, sense: Buffer.alloc(0), dataOutResidual: null, dataInResidual: null });
+      this.#waiter?.();
+    };
     conn.onCapsule = (buf) => {
       try {
         this.#inbox.push(decodeCapsule(Buffer.from(buf), { from: 'target' }));

@@ -5,6 +5,7 @@ import { connectDataBuffer, ConnectKind, decodeConnectData, type ConnectAcceptDa
 import { Domain, FabricError, Pool, type Endpoint, type MemoryRegion, type Slice } from '../../native/fabric.js';
 import { MemoryReleased } from '../registered-buffer.js';
 import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, RemoteSegment } from './transport.js';
+import { checkAcceptVersion, negotiateVersion } from './version.js';
 
 function ioBuffer(slice: Slice, release: () => void): IoBuffer {
   return {
@@ -20,9 +21,11 @@ function ioBuffer(slice: Slice, release: () => void): IoBuffer {
 class FabricInitiatorConnection implements InitiatorConnection {
   onCapsule: ((capsule: Buffer) => void) | null = null;
   onClose: ((reason: string) => void) | null = null;
+  onRemoteData: ((data: number) => void) | null = null;
   private closed = false;
 
   constructor(
+    readonly version: number,
     private readonly domain: Domain,
     private readonly ep: Endpoint,
     readonly accept: ConnectAcceptData,
@@ -35,6 +38,14 @@ class FabricInitiatorConnection implements InitiatorConnection {
         this.onCapsule?.(slice.buffer.subarray(0, length));
       } finally {
         if (!ep.isClosed) ep.postReceive(slice);
+      }
+    };
+    ep.onRemoteData = (data, consumed) => {
+      try {
+        this.onRemoteData?.(data);
+      } finally {
+        // FI_RX_CQ_DATA providers took a receive for it: it goes back, as after a capsule.
+        if (consumed !== null && !ep.isClosed) ep.postReceive(consumed);
       }
     };
     ep.on('close', () => void this.finish('the connection was shut down'));
@@ -101,7 +112,11 @@ class FabricInitiatorConnection implements InitiatorConnection {
 export class FabricInitiatorTransport implements InitiatorTransport {
   readonly name = 'fabric' as const;
 
-  async connect(opts: ConnectOptions): Promise<InitiatorConnection> {
+  connect(opts: ConnectOptions): Promise<InitiatorConnection> {
+    return negotiateVersion(opts.protocolVersion, (version) => this.attempt(opts, version));
+  }
+
+  private async attempt(opts: ConnectOptions, version: number): Promise<InitiatorConnection> {
     const domain = Domain.open({ provider: opts.provider, address: opts.address });
     try {
       const recvCount = opts.queueDepth + 3;
@@ -111,7 +126,7 @@ export class FabricInitiatorTransport implements InitiatorTransport {
         address: opts.address,
         port: opts.port,
         timeoutMs: opts.timeoutMs,
-        privateData: connectDataBuffer({ kind: ConnectKind.CONNECT, maxCapsule: opts.maxCapsule, queueDepth: opts.queueDepth }),
+        privateData: connectDataBuffer({ kind: ConnectKind.CONNECT, version, maxCapsule: opts.maxCapsule, queueDepth: opts.queueDepth }),
         prepare: (e) => {
           for (let i = 0; i < recvCount; i++) e.postReceive(recvRegion.slice(i * opts.receiveSize, opts.receiveSize));
         },
@@ -122,10 +137,11 @@ export class FabricInitiatorTransport implements InitiatorTransport {
       } catch (e) {
         throw new FabricError(71, 'fi_connect', `the target's accept data is invalid: ${(e as Error).message}`, 'EPROTO');
       }
+      checkAcceptVersion(version, accept.version);
       // The I/O pool is registered once connected: an attempt that hangs in a
       // partition (reconnects overlap, docs/initiator.md) then holds no I/O memory.
       const pool = new Pool(domain, { chunkSize: opts.ioChunkSize, count: Math.max(1, Math.floor(opts.ioPoolSize / opts.ioChunkSize)), remote: true });
-      return new FabricInitiatorConnection(domain, ep, accept, pool, recvRegion, sendSlots);
+      return new FabricInitiatorConnection(version, domain, ep, accept, pool, recvRegion, sendSlots);
     } catch (e) {
       await domain.close();
       throw e;

@@ -4,6 +4,7 @@ import { connectDataBuffer, ConnectKind, decodeConnectData, type ConnectAcceptDa
 import { FabricError } from '../../native/fabric-error.js';
 import { LoopChunkPool, loopConnect, LoopMemory, type LoopEnd } from '../../native/loop-fabric.js';
 import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, RemoteSegment } from './transport.js';
+import { checkAcceptVersion, negotiateVersion } from './version.js';
 
 function ioBuffer(memory: LoopMemory, offset: number, length: number, release: () => void): IoBuffer {
   return {
@@ -20,9 +21,12 @@ class LoopInitiatorConnection implements InitiatorConnection {
   readonly provider = 'loop';
   onCapsule: ((capsule: Buffer) => void) | null = null;
   onClose: ((reason: string) => void) | null = null;
+  /** The loop target never sends remote CQ data. */
+  onRemoteData: ((data: number) => void) | null = null;
   private closed = false;
 
   constructor(
+    readonly version: number,
     private readonly end: LoopEnd,
     readonly accept: ConnectAcceptData,
     private readonly pool: LoopChunkPool,
@@ -67,8 +71,12 @@ class LoopInitiatorConnection implements InitiatorConnection {
 export class LoopInitiatorTransport implements InitiatorTransport {
   readonly name = 'loop' as const;
 
-  async connect(opts: ConnectOptions): Promise<InitiatorConnection> {
-    const pd = connectDataBuffer({ kind: ConnectKind.CONNECT, maxCapsule: opts.maxCapsule, queueDepth: opts.queueDepth });
+  connect(opts: ConnectOptions): Promise<InitiatorConnection> {
+    return negotiateVersion(opts.protocolVersion, (version) => this.attempt(opts, version));
+  }
+
+  private async attempt(opts: ConnectOptions, version: number): Promise<InitiatorConnection> {
+    const pd = connectDataBuffer({ kind: ConnectKind.CONNECT, version, maxCapsule: opts.maxCapsule, queueDepth: opts.queueDepth });
     const { end, privateData } = await loopConnect(`${opts.address}:${opts.port}`, pd);
     let accept: ConnectAcceptData;
     try {
@@ -77,7 +85,13 @@ export class LoopInitiatorTransport implements InitiatorTransport {
       end.close('bad accept');
       throw new FabricError(71, 'fi_connect', `the target's accept data is invalid: ${(e as Error).message}`, 'EPROTO');
     }
+    try {
+      checkAcceptVersion(version, accept.version);
+    } catch (e) {
+      end.close('bad accept');
+      throw e;
+    }
     const pool = new LoopChunkPool(opts.ioChunkSize, Math.max(1, Math.floor(opts.ioPoolSize / opts.ioChunkSize)), { remote: true });
-    return new LoopInitiatorConnection(end, accept, pool);
+    return new LoopInitiatorConnection(version, end, accept, pool);
   }
 }

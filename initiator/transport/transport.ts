@@ -22,6 +22,13 @@ export interface InitiatorConnection {
   readonly provider: string;
   /** The target's ACCEPT: its receive buffer size and count. */
   readonly accept: ConnectAcceptData;
+  /** The connection's protocol version, as the ACCEPT echoed it (docs/protocol.md §3). */
+  readonly version: number;
+  /**
+   * Called with the 32 bits of remote CQ data of each of the target's writes
+   * that carried some (version 2: a read answered by its data, §12.1).
+   */
+  onRemoteData: ((data: number) => void) | null;
   /** Called once per received capsule with exactly its bytes; valid until the handler returns. */
   onCapsule: ((capsule: Buffer) => void) | null;
   onClose: ((reason: string) => void) | null;
@@ -49,6 +56,8 @@ export interface ConnectOptions {
   ioPoolSize: number;
   ioChunkSize: number;
   timeoutMs?: number;
+  /** The highest protocol version to ask for (default: PROTOCOL_VERSION); lower when the target refuses it (§3). */
+  protocolVersion?: number;
 }
 
 export interface InitiatorTransport {

@@ -22,6 +22,9 @@ constexpr size_t kBatch = 256;      // completions per call into JS
 constexpr size_t kCqRead = 32;      // entries per fi_cq_read
 constexpr size_t kMaxIov = 16;      // iov entries rblk will pass in one RMA
 constexpr size_t kAtomicSlot = 24;  // operand, compare, result: 3 x u64
+// A batch entry whose context word is this is remote CQ data, not one of
+// this side's operations (JS contexts are small array indices).
+constexpr uint32_t kRemoteData = 0xFFFFFFFFu;
 
 }  // namespace
 
@@ -79,7 +82,7 @@ Endpoint::Endpoint(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Endpoint>(
   if (rc == 0) {
     fi_cq_attr attr{};
     attr.size = open_info->tx_attr->size + open_info->rx_attr->size;
-    attr.format = FI_CQ_FORMAT_MSG;
+    attr.format = FI_CQ_FORMAT_DATA;  // .data carries a peer's remote CQ data
     attr.wait_obj = FI_WAIT_FD;
     op = "fi_cq_open";
     rc = fi_cq_open(domain_->domain(), &attr, &cq_, nullptr);
@@ -90,6 +93,10 @@ Endpoint::Endpoint(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Endpoint>(
     rc = fi_endpoint(domain_->domain(), open_info, &ep_, nullptr);
     if (rc != 0) ep_ = nullptr;
     else if (listener != nullptr) info_ = listener->TakeRequest(request_id);
+    // fi_getinfo(3) FI_RX_CQ_DATA: remote CQ data then lands in a posted
+    // receive (verbs). Without it (tcp, sockets) the provider reports it on an
+    // entry of its own whose op_context is not ours (docs/transport.md).
+    if (rc == 0) rx_cq_data_ = (open_info->rx_attr->mode & FI_RX_CQ_DATA) != 0;
   }
   int fd = -1;
   if (rc == 0) {
@@ -245,7 +252,7 @@ size_t Endpoint::DrainCq() {
   size_t total = 0;
   draining_ = true;
   size_t count = 0;
-  fi_cq_msg_entry entries[kCqRead];
+  fi_cq_data_entry entries[kCqRead];
   try {
     while (cq_ != nullptr) {
       ssize_t n = fi_cq_read(cq_, entries, kCqRead);
@@ -268,6 +275,26 @@ size_t Endpoint::DrainCq() {
         ++total;
       } else if (n > 0) {
         for (ssize_t i = 0; i < n; ++i) {
+          // A write this side posted with data also carries the flag on
+          // sockets; its completion has FI_WRITE, a peer's never does.
+          if ((entries[i].flags & FI_REMOTE_CQ_DATA) != 0 && (entries[i].flags & FI_WRITE) == 0) {
+            // A peer's fi_writedata: (kRemoteData, the data's low 32 bits, the
+            // receive it consumed or kRemoteData). Only under FI_RX_CQ_DATA is
+            // op_context one of ours.
+            auto* op = rx_cq_data_ ? static_cast<OpRecord*>(entries[i].op_context) : nullptr;
+            if (op != nullptr && !op->in_use) op = nullptr;
+            batch_[3 * count] = kRemoteData;
+            batch_[3 * count + 1] = static_cast<uint32_t>(entries[i].data);
+            batch_[3 * count + 2] = op != nullptr ? op->context : kRemoteData;
+            if (op != nullptr) FreeOp(op);
+            ++count;
+            ++total;
+            if (count == batch_capacity_) {
+              Flush(count);
+              count = 0;
+            }
+            continue;
+          }
           auto* op = static_cast<OpRecord*>(entries[i].op_context);
           if (op == nullptr || !op->in_use) continue;
           if (op->fast) {
@@ -470,7 +497,9 @@ Napi::Value Endpoint::Recv(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// rma(isWrite, [[mr, offset, length], ...], [[address, length, key], ...], context, deliveryComplete)
+// rma(isWrite, [[mr, offset, length], ...], [[address, length, key], ...], context, deliveryComplete, remoteData?)
+// remoteData (a u32) makes a write fi_writedata's: FI_REMOTE_CQ_DATA, so the
+// peer's CQ reports it once the data is placed (fi_rma(3)).
 Napi::Value Endpoint::Rma(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   bool is_write = info[0].ToBoolean().Value();
@@ -518,6 +547,15 @@ Napi::Value Endpoint::Rma(const Napi::CallbackInfo& info) {
     throw MakeUsageError(env, "FI_EINVAL", FI_EINVAL, name,
                          "local length " + std::to_string(local_total) + " differs from remote length " +
                              std::to_string(remote_total));
+  bool with_data = is_write && info.Length() > 5 && !info[5].IsUndefined() && !info[5].IsNull();
+  uint32_t remote_data = 0;
+  if (with_data) {
+    if (info_->domain_attr->cq_data_size < 4)
+      throw MakeUsageError(env, "FI_EOPNOTSUPP", FI_EOPNOTSUPP, name,
+                           std::string("remote CQ data is not supported by the ") + info_->fabric_attr->prov_name +
+                               " provider");
+    remote_data = ToU32(env, info[5], name, "remote data");
+  }
   OpRecord* op = NewOp(ToU32(env, info[3], name, "context"));
   for (uint32_t i = 0; i < local.Length(); ++i) {
     op->pages.push_back(mrs[i]->memory());
@@ -532,6 +570,10 @@ Napi::Value Endpoint::Rma(const Napi::CallbackInfo& info) {
   msg.rma_iov_count = remote.Length();
   msg.context = op;
   uint64_t flags = FI_COMPLETION;
+  if (with_data) {
+    msg.data = remote_data;
+    flags |= FI_REMOTE_CQ_DATA;
+  }
   // Without FI_ORDER_SAW, a read's data must be delivered before the response SEND.
   if (is_write && info[4].ToBoolean().Value()) flags |= FI_DELIVERY_COMPLETE;
   ssize_t rc = is_write ? fi_writemsg(ep_, &msg, flags) : fi_readmsg(ep_, &msg, flags);

@@ -78,7 +78,8 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   FdPoller cq_poller_;
   BeforeBlock before_block_;
   bool draining_ = false;
-  uint64_t busy_poll_ns_ = 0;  // 0: wait on the fd only (the default)
+  uint64_t busy_poll_ns_ = 0;
+  bool rx_cq_data_ = false;  // remote CQ data consumes a posted receive (FI_RX_CQ_DATA)  // 0: wait on the fd only (the default)
 
   std::vector<OpRecord*> ops_;       // every record ever made (owned)
   std::vector<OpRecord*> free_ops_;  // reusable records

@@ -1,10 +1,23 @@
-// Numbers of the rblk wire protocol, version 1 (docs/protocol.md is normative).
+// Numbers of the rblk wire protocol, versions 1 and 2 (docs/protocol.md is normative).
 // Opcodes and code points reuse SRP's where SRP has the same thing (T10 SRP r16a 5,
 // Linux include/scsi/srp.h), so a trace reads like an SRP trace.
 
 type ValueOf<T> = T[keyof T];
 
-export const PROTOCOL_VERSION = 1;
+/**
+ * The highest protocol version this code speaks; it speaks every version from
+ * MIN_PROTOCOL_VERSION up. A connection's version is chosen by its CONNECT
+ * and echoed by the ACCEPT (docs/protocol.md §3).
+ */
+export const PROTOCOL_VERSION = 2;
+export const MIN_PROTOCOL_VERSION = 1;
+/**
+ * From this protocol version on, the target may complete a GOOD read with an
+ * RDMA WRITE carrying remote CQ data instead of an RSP (docs/protocol.md §12.1).
+ */
+export const REMOTE_DATA_VERSION = 2;
+/** The version byte of every capsule header: the capsule format, which version 2 did not change (§5). */
+export const CAPSULE_VERSION = 1;
 
 /** The name rblkd answers to when its config names none; initiators use it by default. */
 export const DEFAULT_TARGET_NAME = 'iqn.2026-11.io.rblk:target';

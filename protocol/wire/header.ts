@@ -6,7 +6,7 @@ import {
   MAX_CAPSULE_SIZE,
   MAX_DESCRIPTORS,
   MAX_TRANSFER_LENGTH,
-  PROTOCOL_VERSION,
+  CAPSULE_VERSION,
   CapsuleSize,
   isOpcode,
   opcodeName,
@@ -48,7 +48,7 @@ export function writeHeader(buf: Buffer, op: Opcode, flags: number, length: numb
   checkRange(flags, 0, U16_MAX, `${opcodeName(op)}: flags`);
   checkU64(tag, `${opcodeName(op)}: tag`);
   buf[0] = op;
-  buf[1] = PROTOCOL_VERSION;
+  buf[1] = CAPSULE_VERSION;
   buf.writeUInt16BE(flags, 2);
   buf.writeUInt32BE(length, 4);
   buf.writeBigUInt64BE(tag, 8);
@@ -64,7 +64,7 @@ export function readHeader(buf: Buffer, limits: WireLimits, from?: Sender): Caps
   if (buf.length < HEADER_SIZE) fail('TRUNCATED', `capsule is ${buf.length} bytes, shorter than the ${HEADER_SIZE}-byte header`);
   if (buf.length > limits.maxCapsule) fail('OVERSIZE', `capsule is ${buf.length} bytes, the limit is ${limits.maxCapsule}`);
   const version = buf[1];
-  if (version !== PROTOCOL_VERSION) fail('BAD_VERSION', `capsule version is ${version}, expected ${PROTOCOL_VERSION}`);
+  if (version !== CAPSULE_VERSION) fail('BAD_VERSION', `capsule version is ${version}, expected ${CAPSULE_VERSION}`);
   const op = buf[0];
   if (!isOpcode(op)) fail('BAD_OPCODE', `unknown opcode ${hex(op)}`);
   if (from !== undefined && senderOf(op) !== from) fail('BAD_OPCODE', `${opcodeName(op)} is not sent by the ${from}`);

@@ -1,10 +1,11 @@
-// The rblk wire protocol, version 1: capsule codecs shared by target and initiator.
+// The rblk wire protocol, versions 1 and 2: capsule codecs shared by target and initiator.
 // docs/protocol.md is the normative description of every byte.
 
 export * from './constants.js';
 export { ProtocolError, type ProtocolErrorReason } from './errors.js';
 export type { DataDescriptor } from './fields.js';
 export { PROTOCOL_LIMITS, type CapsuleHeader, type WireLimits } from './header.js';
+export { remoteDataOf } from './remote-data.js';
 export {
   connectDataBuffer,
   decodeConnectData,

@@ -3,7 +3,8 @@
 // §9.1), how it moves (RDMA READ and WRITE through the transport, §12), and
 // how it is answered (RSP, §9.3). The life of the command itself is the
 // request core's (target/scsi/request/request.ts).
-import { DataDirection, DataFormat, transferLength, type CommandData, type DataDescriptor } from '../../protocol/wire/index.js';
+import { DataDirection, DataFormat, remoteDataOf, transferLength, type CommandData, type DataDescriptor } from '../../protocol/wire/index.js';
+import { ScsiStatus } from '../../protocol/scsi/status.js';
 import type { DataOffer, RequestFrontEnd, Residuals } from '../scsi/index.js';
 import { errorText } from '../error-text.js';
 import type { DataBuffer, TargetConnection } from '../transport/transport.js';
@@ -15,6 +16,17 @@ export interface CommandHost<B extends DataBuffer> {
   readonly conn: Pick<TargetConnection<B>, 'allocate' | 'read' | 'write'>;
   /** Sends the command's RSP. */
   respond(tag: bigint, status: number, sense: Buffer | undefined, residuals: Residuals): Promise<void>;
+  /**
+   * Whether this connection may end a GOOD read with remote CQ data instead
+   * of an RSP (protocol version 2 on a transport that carries it, §12.1).
+   */
+  readonly remoteData: boolean;
+  /**
+   * Answers the command by its data write (§12.1): its credit comes back as
+   * an RSP's would. Returns false when it can no longer be answered (the
+   * session ended, or the command was already answered): nothing is then sent.
+   */
+  answeredByWrite(tag: bigint): boolean;
   /** A failed RMA ends the session (§12). */
   fail(why: string): void;
 }
@@ -46,7 +58,16 @@ export function offerOf(direction: DataDirection, data: CommandData): DataOffer 
 }
 
 
+/** A data-in write held back until the status is known (§12.1). */
+interface HeldWrite<B> {
+  readonly from: B;
+  readonly offset: number;
+  readonly remote: readonly DataDescriptor[];
+}
+
 export class CapsuleCommand<B extends DataBuffer> implements RequestFrontEnd<B> {
+  #held: HeldWrite<B> | null = null;
+
   constructor(
     private readonly host: CommandHost<B>,
     readonly tag: bigint,
@@ -71,11 +92,35 @@ export class CapsuleCommand<B extends DataBuffer> implements RequestFrontEnd<B> 
     await this.host.conn.read(into, offset, descriptorRange(descriptorsOf(this.data), offset, length));
   }
 
-  pushDataIn(from: B, offset: number, length: number): Promise<void> {
-    return this.host.conn.write(from, offset, descriptorRange(descriptorsOf(this.data), offset, length));
+  async pushDataIn(from: B, offset: number, length: number): Promise<void> {
+    const remote = descriptorRange(descriptorsOf(this.data), offset, length);
+    if (!this.host.remoteData) return this.host.conn.write(from, offset, remote);
+    // Version 2: the last piece waits for complete(), which knows whether it
+    // can carry the GOOD status itself. The request core keeps the buffer
+    // until complete() has settled.
+    const earlier = this.#held;
+    this.#held = { from, offset, remote };
+    if (earlier !== null) await this.host.conn.write(earlier.from, earlier.offset, earlier.remote);
   }
 
-  complete(status: number, sense: Buffer | undefined, residuals: Residuals): Promise<void> {
+  async complete(status: number, sense: Buffer | undefined, residuals: Residuals): Promise<void> {
+    const held = this.#held;
+    this.#held = null;
+    if (held !== null) {
+      // §12.1: GOOD, no sense, no residual: the write's remote data is the answer.
+      const good = status === ScsiStatus.GOOD && sense === undefined && residuals.dataIn === 0 && residuals.dataOut === 0;
+      try {
+        if (good && this.host.answeredByWrite(this.tag)) {
+          await this.host.conn.write(held.from, held.offset, held.remote, { remoteData: remoteDataOf(this.tag) });
+          return;
+        }
+        await this.host.conn.write(held.from, held.offset, held.remote);
+      } catch (e) {
+        // No RSP may follow data that did not go out (§12).
+        this.transferFailed('data-in', e);
+        return;
+      }
+    }
     return this.host.respond(this.tag, status, sense, residuals);
   }
 

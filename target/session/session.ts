@@ -14,6 +14,7 @@ import {
   MAX_TRANSFER_LENGTH,
   newNonce,
   Opcode,
+  REMOTE_DATA_VERSION,
   ProtocolError,
   PROTOCOL_LIMITS,
   sessionLimits,
@@ -114,6 +115,9 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     this.host = {
       conn,
       respond: (tag, status, sense, residuals) => this.respond(tag, status, sense, residuals),
+      // §12.1: only from version 2 on, and where the transport carries remote CQ data.
+      remoteData: conn.version >= REMOTE_DATA_VERSION && conn.remoteData,
+      answeredByWrite: (tag) => this.answeredByWrite(tag),
       fail: (why) => this.detach(this.fail(new ProtocolViolation(why)), 'protocol violation'),
     };
     this.limits = { ...PROTOCOL_LIMITS, maxCapsule: conn.maxCapsule };
@@ -539,6 +543,14 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     this.outstanding.set(c.tag, command);
     this.syncFast();
     command.done = request.run();
+  }
+
+  /** A command answered by its data write's remote CQ data (§12.1): its credit is back, as with an RSP's delta of 1. */
+  private answeredByWrite(tag: bigint): boolean {
+    if (!this.outstanding.has(tag) || this.state === 'closed') return false;
+    this.outstanding.delete(tag);
+    if (this.outstanding.size === 0) for (const w of this.idle.splice(0)) w();
+    return true;
   }
 
   private async respond(tag: bigint, status: number, sense: Buffer | undefined, residuals: Residuals): Promise<void> {

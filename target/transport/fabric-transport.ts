@@ -29,6 +29,8 @@ const FAST_SLOT_SIZE = 128 * 1024;
 
 class FabricConnection implements TargetConnection<PooledBuffer> {
   readonly id = nextConnectionId++;
+  readonly version: number;
+  readonly remoteData: boolean;
   onClose: ((reason: string) => void) | null = null;
   private closed = false;
   /** The rest of the receive ring, registered by openReceiveRing. */
@@ -65,7 +67,12 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
     private readonly pool: DataPool,
     private readonly rmaIovLimit: number,
     private readonly ordered: boolean,
+    hasRemoteData: boolean,
   ) {
+    this.version = request.version ?? 1;
+    // Remote data is used only where sends are ordered after writes, so that
+    // a later RSP or TSK_RSP cannot overtake it (docs/protocol.md §12.1).
+    this.remoteData = hasRemoteData && ordered;
     ep.on('close', () => void this.finish('the connection was shut down'));
   }
 
@@ -131,8 +138,21 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
     await Promise.all(this.groups(into.slice, offset, remote).map((g) => this.ep.read(g.local, g.remote)));
   }
 
-  async write(from: PooledBuffer, offset: number, remote: readonly DataDescriptor[]): Promise<void> {
-    const writes = Promise.all(this.groups(from.slice, offset, remote).map((g) => this.ep.write(g.local, g.remote, { deliveryComplete: !this.ordered })));
+  async write(from: PooledBuffer, offset: number, remote: readonly DataDescriptor[], opts: { remoteData?: number } = {}): Promise<void> {
+    const groups = this.groups(from.slice, offset, remote);
+    const data = opts.remoteData;
+    if (data !== undefined) {
+      if (!this.remoteData) throw new RangeError('this connection cannot carry remote CQ data');
+      // The data is reported when its own write is placed: the earlier
+      // groups (more descriptors than one RMA takes) must be placed first.
+      const last = groups.pop()!;
+      if (groups.length > 0) await Promise.all(groups.map((g) => this.ep.write(g.local, g.remote, { deliveryComplete: true })));
+      const w = this.ep.write(last.local, last.remote, { remoteData: data }).then(() => undefined);
+      from.busy.push(w);
+      w.catch((e: Error) => void this.close(`RDMA WRITE failed: ${e.message}`));
+      return;
+    }
+    const writes = Promise.all(groups.map((g) => this.ep.write(g.local, g.remote, { deliveryComplete: !this.ordered })));
     if (this.ordered) {
       // FI_ORDER_SAW: a send posted after these writes lands after their data
       // (docs/protocol.md §12), so the RSP need not wait for the completions;
@@ -228,8 +248,9 @@ export class FabricTargetTransport implements TargetTransport {
     const listener = domain.listen({ address: opts.address, port: opts.port });
     const rmaIovLimit = Math.max(1, Math.min(16, domain.info.rmaIovLimit, domain.info.iovLimit));
     const connections = new Set<FabricConnection>();
+    const highest = opts.protocolVersion ?? PROTOCOL_VERSION;
     const reject = (req: { reject(pd?: Buffer): void }, reason: ConnectRejectReason): void =>
-      req.reject(connectDataBuffer({ kind: ConnectKind.REJECT, version: PROTOCOL_VERSION, reason }));
+      req.reject(connectDataBuffer({ kind: ConnectKind.REJECT, version: highest, reason }));
 
     listener.on('connection', (req) => {
       let request;
@@ -238,6 +259,11 @@ export class FabricTargetTransport implements TargetTransport {
       } catch (e) {
         const why = e instanceof ProtocolError && e.reason === 'BAD_VERSION' ? ConnectRejectReason.UNSUPPORTED_VERSION : ConnectRejectReason.BAD_PRIVATE_DATA;
         reject(req, why);
+        return;
+      }
+      // §3: a version above the highest spoken is refused, naming that one.
+      if ((request.version ?? 1) > highest) {
+        reject(req, ConnectRejectReason.UNSUPPORTED_VERSION);
         return;
       }
       const peer = req.peer;
@@ -274,14 +300,14 @@ export class FabricTargetTransport implements TargetTransport {
       }
       req
         .accept({
-          privateData: connectDataBuffer({ kind: ConnectKind.ACCEPT, maxCapsule, recvBuffers }),
+          privateData: connectDataBuffer({ kind: ConnectKind.ACCEPT, version: request.version, maxCapsule, recvBuffers }),
           prepare: (ep) => {
             for (let i = 0; i < loginBuffers; i++) ep.postReceive(recvRegion.slice(i * maxCapsule, maxCapsule));
           },
         })
         .then(
           (ep) => {
-            const conn = new FabricConnection(ep, peer, request, recvBuffers, maxCapsule, loginBuffers, recvRegion, sendSlots, pool, rmaIovLimit, domain.ordersSendAfterWrite);
+            const conn = new FabricConnection(ep, peer, request, recvBuffers, maxCapsule, loginBuffers, recvRegion, sendSlots, pool, rmaIovLimit, domain.ordersSendAfterWrite, domain.hasRemoteData);
             connections.add(conn);
             ep.once('close', () => connections.delete(conn));
             try {

@@ -21,6 +21,8 @@ let nextPort = 1;
 class LoopConnection implements TargetConnection {
   readonly id = nextConnectionId++;
   readonly provider = 'loop';
+  /** The loop has no remote CQ data: reads always end with an RSP. */
+  readonly remoteData = false;
   onCapsule: ((capsule: Buffer) => void) | null = null;
   onClose: ((reason: string) => void) | null = null;
   private closed = false;
@@ -29,6 +31,7 @@ class LoopConnection implements TargetConnection {
     private readonly end: LoopEnd,
     readonly peer: string,
     readonly request: ConnectRequestData,
+    readonly version: number,
     readonly recvBuffers: number,
     private readonly pool: LoopChunkPool,
     readonly maxCapsule: number,
@@ -96,8 +99,9 @@ export class LoopTargetTransport implements TargetTransport {
     const name = `${opts.address}:${port}`;
     const pool = new LoopChunkPool(opts.maxIo, opts.dataBuffers);
     const connections = new Set<LoopConnection>();
+    const highest = opts.protocolVersion ?? PROTOCOL_VERSION;
     const reject = (reason: ConnectRejectReason): { reject: Buffer } => ({
-      reject: connectDataBuffer({ kind: ConnectKind.REJECT, version: PROTOCOL_VERSION, reason }),
+      reject: connectDataBuffer({ kind: ConnectKind.REJECT, version: highest, reason }),
     });
     const unlisten = loopListen(name, (pd) => {
       let request: ConnectRequestData;
@@ -106,15 +110,17 @@ export class LoopTargetTransport implements TargetTransport {
       } catch (e) {
         return reject(e instanceof ProtocolError && e.reason === 'BAD_VERSION' ? ConnectRejectReason.UNSUPPORTED_VERSION : ConnectRejectReason.BAD_PRIVATE_DATA);
       }
+      const version = request.version ?? 1;
+      if (version > highest) return reject(ConnectRejectReason.UNSUPPORTED_VERSION);
       const decision = handlers.admit(request, `loop:${name}`);
       if ('reject' in decision) return reject(decision.reject);
       const end = new LoopEnd();
       const { recvBuffers, maxCapsule } = decision.accept;
-      const conn = new LoopConnection(end, `loop:${name}`, request, recvBuffers, pool, maxCapsule, () => connections.delete(conn));
+      const conn = new LoopConnection(end, `loop:${name}`, request, version, recvBuffers, pool, maxCapsule, () => connections.delete(conn));
       connections.add(conn);
       // Connected once the initiator holds its end (next turn), as FI_CONNECTED would be.
       setImmediate(() => handlers.connected(conn));
-      return { end, privateData: connectDataBuffer({ kind: ConnectKind.ACCEPT, maxCapsule, recvBuffers }) };
+      return { end, privateData: connectDataBuffer({ kind: ConnectKind.ACCEPT, version, maxCapsule, recvBuffers }) };
     });
     let accepting = true;
     const stopAccepting = async (): Promise<void> => {

@@ -71,6 +71,14 @@ export interface TargetConnection<B extends DataBuffer = DataBuffer> {
   readonly provider: string;
   /** What the initiator asked for in its connect private data. */
   readonly request: ConnectRequestData;
+  /** The connection's protocol version: the CONNECT's, which the ACCEPT echoed (docs/protocol.md §3). */
+  readonly version: number;
+  /**
+   * write() can carry remote CQ data (fi_writedata), reported at the
+   * initiator once the data is placed and ordered before any later send
+   * (docs/protocol.md §12.1, docs/transport.md "Remote CQ data").
+   */
+  readonly remoteData: boolean;
   /** Receive buffers posted: what the initiator may have outstanding, plus control buffers. */
   readonly recvBuffers: number;
   /** Size of each posted receive buffer: the largest capsule this connection takes. */
@@ -101,9 +109,10 @@ export interface TargetConnection<B extends DataBuffer = DataBuffer> {
    * RDMA WRITE of into.buffer from `offset` on across the remote regions, as
    * many bytes as they hold. When it resolves, a later send() is guaranteed
    * to arrive after the data is placed (FI_ORDER_SAW, or delivery-complete
-   * where the provider lacks it).
+   * where the provider lacks it). With remoteData (only where this.remoteData),
+   * the last byte's write carries those 32 bits to the initiator's CQ.
    */
-  write(from: B, offset: number, remote: readonly DataDescriptor[]): Promise<void>;
+  write(from: B, offset: number, remote: readonly DataDescriptor[], opts?: { remoteData?: number }): Promise<void>;
   close(reason: string): Promise<void>;
   /**
    * Starts the native fast path on this connection, after login; absent or
@@ -167,6 +176,12 @@ export interface PortOptions {
   maxIo: number;
   /** Chunks in the data pool: how many commands can hold data at once. */
   dataBuffers: number;
+  /**
+   * The highest protocol version to speak (MIN_PROTOCOL_VERSION to
+   * PROTOCOL_VERSION; default PROTOCOL_VERSION). A CONNECT asking for more
+   * is refused with REJECT reason 1 naming this one (docs/protocol.md §3).
+   */
+  protocolVersion?: number;
   /**
    * How long an accepted TCP connection may wait before sending its fabric
    * connection request; longer and it is shut down. Absent: no limit.

@@ -23,7 +23,10 @@ const PROVIDERS = ['tcp', 'sockets'] as const;
 class LateAnswerConnection implements InitiatorConnection {
   onCapsule: ((capsule: Buffer) => void) | null = null;
   onClose: ((reason: string) => void) | null = null;
+  onRemoteData: ((data: number) => void) | null = null;
   #held: Buffer | null = null;
+  /** Version 2: a read's answer is its write's remote data (docs/protocol.md §12.1). */
+  #heldData: number | null = null;
 
   constructor(
     private readonly inner: InitiatorConnection,
@@ -39,10 +42,22 @@ class LateAnswerConnection implements InitiatorConnection {
       }
       this.onCapsule?.(c);
     };
+    inner.onRemoteData = (d) => {
+      if (this.owner.armed) {
+        this.owner.armed = false;
+        this.#heldData = d;
+        this.inner.close().catch(() => undefined);
+        return;
+      }
+      this.onRemoteData?.(d);
+    };
     inner.onClose = (reason) => {
       const held = this.#held;
       this.#held = null;
       if (held !== null) this.onCapsule?.(held);
+      const data = this.#heldData;
+      this.#heldData = null;
+      if (data !== null) this.onRemoteData?.(data);
       this.onClose?.(reason);
     };
   }
@@ -52,6 +67,9 @@ class LateAnswerConnection implements InitiatorConnection {
   }
   get accept(): InitiatorConnection['accept'] {
     return this.inner.accept;
+  }
+  get version(): number {
+    return this.inner.version;
   }
   send(capsule: Buffer): Promise<void> {
     return this.inner.send(capsule);

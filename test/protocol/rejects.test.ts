@@ -259,7 +259,8 @@ test('connect data: magic, kind, version, padding and ranges', (t) => {
   connectRejects(t, Buffer.alloc(257), 'OVERSIZE');
   connectRejects(t, edit(connect, (b) => void (b[0] = 0x72)), 'BAD_MAGIC', 'connect data magic is 72424c4b, expected "RBLK"');
   connectRejects(t, edit(connect, (b) => void (b[5] = 4)), 'BAD_FIELD', 'connect data kind is 0x04');
-  connectRejects(t, edit(connect, (b) => void (b[4] = 2)), 'BAD_VERSION', 'connect data version is 2, expected 1');
+  connectRejects(t, edit(connect, (b) => void (b[4] = 3)), 'BAD_VERSION', 'connect data version is 3, expected 1 to 2');
+  connectRejects(t, edit(connect, (b) => void (b[4] = 0)), 'BAD_VERSION');
   connectRejects(t, edit(accept, (b) => void (b[4] = 0)), 'BAD_VERSION');
   connectRejects(t, edit(connect, (b) => void (b[12] = 1)), 'RESERVED_NONZERO');
   connectRejects(t, Buffer.concat([connectDataBuffer(connect), Buffer.from([0, 0, 1])]), 'RESERVED_NONZERO');
@@ -269,7 +270,9 @@ test('connect data: magic, kind, version, padding and ranges', (t) => {
   connectRejects(t, edit(rej, (b) => void b.writeUInt16BE(99, 6)), 'BAD_FIELD');
   connectRejects(t, edit(rej, (b) => void (b[9] = 1)), 'RESERVED_NONZERO');
   // A newer target names its own version in a REJECT; that must stay readable.
-  t.deepEqual(decodeConnectData(edit(rej, (b) => void (b[4] = 2))), { ...rej, version: 2 });
+  t.deepEqual(decodeConnectData(edit(rej, (b) => void (b[4] = 7))), { ...rej, version: 7 });
+  // Encoders refuse a version this side does not speak.
+  t.throws(() => connectDataBuffer({ ...connect, kind: ConnectKind.CONNECT, version: 3, maxCapsule: 1024, queueDepth: 1 }), { message: /version 3 is not one this side speaks/ });
   const err = t.throws(() => decodeConnectData(connectDataBuffer(accept), ConnectKind.CONNECT), { instanceOf: ProtocolError });
   t.is(err?.message, 'connect data kind is 2, expected 1');
 });

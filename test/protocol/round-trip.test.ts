@@ -126,6 +126,9 @@ test('TSK_MGMT, LOGIN_RSP and CONNECT have the documented layouts', (t) => {
   );
   t.deepEqual(connectDataBuffer(sampleConnectData()[0]), hex('52424c4b 01 01 0080 00002000 00000000'));
   t.deepEqual(connectDataBuffer(sampleConnectData()[2]), hex('52424c4b 01 03 0003 00000000 00000000'));
+  t.deepEqual(connectDataBuffer(sampleConnectData()[3]), hex('52424c4b 02 01 0020 00000400 00000000'));
+  // An object without a version encodes as version 1, as version-1 code wrote it.
+  t.deepEqual(connectDataBuffer({ kind: ConnectKind.ACCEPT, maxCapsule: 4096, recvBuffers: 35 }), hex('52424c4b 01 02 0023 00001000 00000000'));
 });
 
 test('decoded buffers are views of the received capsule, not copies', (t) => {

@@ -140,8 +140,10 @@ export function sampleCapsules(): Capsule[] {
 
 export function sampleConnectData(): ConnectData[] {
   return [
-    { kind: ConnectKind.CONNECT, maxCapsule: 8192, queueDepth: 128 },
-    { kind: ConnectKind.ACCEPT, maxCapsule: 4096, recvBuffers: 35 },
+    { kind: ConnectKind.CONNECT, version: 1, maxCapsule: 8192, queueDepth: 128 },
+    { kind: ConnectKind.ACCEPT, version: 1, maxCapsule: 4096, recvBuffers: 35 },
     { kind: ConnectKind.REJECT, version: 1, reason: ConnectRejectReason.NO_RESOURCES },
+    { kind: ConnectKind.CONNECT, version: 2, maxCapsule: 1024, queueDepth: 32 },
+    { kind: ConnectKind.ACCEPT, version: 2, maxCapsule: 8240, recvBuffers: 35 },
   ];
 }

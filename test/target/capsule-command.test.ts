@@ -12,22 +12,31 @@ interface Rma {
   op: 'read' | 'write';
   offset: number;
   remote: readonly DataDescriptor[];
+  remoteData?: number;
 }
 
-function host(): { host: CommandHost<DataBuffer>; rma: Rma[]; answers: unknown[]; failures: string[] } {
+function host(remoteData = false, failWrites = false): { host: CommandHost<DataBuffer>; rma: Rma[]; answers: unknown[]; failures: string[] } {
   const rma: Rma[] = [];
   const answers: unknown[] = [];
   const failures: string[] = [];
   const conn: Pick<TargetConnection, 'allocate' | 'read' | 'write'> = {
     allocate: async (length) => ({ buffer: Buffer.alloc(length), release: () => undefined }),
     read: async (_into, offset, remote) => void rma.push({ op: 'read', offset, remote }),
-    write: async (_from, offset, remote) => void rma.push({ op: 'write', offset, remote }),
+    write: async (_from, offset, remote, opts) => {
+      if (failWrites) throw new Error('RDMA WRITE failed (test)');
+      rma.push(opts?.remoteData === undefined ? { op: 'write', offset, remote } : { op: 'write', offset, remote, remoteData: opts.remoteData });
+    },
   };
   return {
     host: {
       conn,
       respond: async (tag: bigint, status: number, sense: Buffer | undefined, residuals: Residuals) => void answers.push({ tag, status, sense, residuals }),
       fail: (why) => void failures.push(why),
+      remoteData,
+      answeredByWrite: (tag) => {
+        answers.push({ tag, byWrite: true });
+        return true;
+      },
     },
     rma,
     answers,
@@ -88,4 +97,56 @@ test('complete answers with the tag; a failed transfer ends the session with the
   c.transferFailed('data-out', new Error('FI_EIO'));
   c.transferFailed('data-in', new Error('FI_ECONNRESET'));
   t.deepEqual(h.failures, ['RDMA READ for tag 9 failed: FI_EIO', 'RDMA WRITE for tag 9 failed: FI_ECONNRESET']);
+});
+
+const GOOD = 0x00;
+const CHECK_CONDITION = 0x02;
+const NONE = { dataOut: 0, dataIn: 0 };
+const direct: CommandData = { format: DataFormat.DIRECT, descriptor: { address: 0x2000n, key: 3n, length: 4096 } };
+
+test('version 2: a GOOD read without residual is answered by its write, carrying the low 32 bits of the tag', async (t) => {
+  const h = host(true);
+  const tag = (7n << 32n) | 0x1234n;
+  const c = new CapsuleCommand(h.host, tag, direct);
+  const b = await c.allocate(4096);
+  await c.pushDataIn(b, 0, 4096);
+  t.deepEqual(h.rma, [], 'the write waits for the status');
+  await c.complete(GOOD, undefined, NONE);
+  t.deepEqual(h.rma, [{ op: 'write', offset: 0, remote: [direct.descriptor], remoteData: 0x1234 }]);
+  t.deepEqual(h.answers, [{ tag, byWrite: true }], 'no RSP');
+});
+
+test('version 2: a failed or short read still sends its data, then an RSP', async (t) => {
+  for (const [status, sense, residuals] of [
+    [CHECK_CONDITION, Buffer.from([0x70, 0, 3]), NONE],
+    [GOOD, undefined, { dataOut: 0, dataIn: 512 }],
+  ] as const) {
+    const h = host(true);
+    const c = new CapsuleCommand(h.host, 9n, direct);
+    const b = await c.allocate(4096);
+    await c.pushDataIn(b, 0, 3584);
+    await c.complete(status, sense, residuals);
+    t.deepEqual(h.rma, [{ op: 'write', offset: 0, remote: [{ address: 0x2000n, key: 3n, length: 3584 }] }]);
+    t.deepEqual(h.answers, [{ tag: 9n, status, sense, residuals }]);
+  }
+});
+
+test('version 2: a held write that fails ends the session, with no answer', async (t) => {
+  const h = host(true, true);
+  const c = new CapsuleCommand(h.host, 11n, direct);
+  const b = await c.allocate(4096);
+  await c.pushDataIn(b, 0, 4096);
+  await c.complete(GOOD, undefined, NONE);
+  t.is(h.failures.length, 1);
+  t.regex(h.failures[0], /RDMA WRITE for tag 11 failed/);
+});
+
+test('version 1: the write goes at once and the answer is an RSP', async (t) => {
+  const h = host(false);
+  const c = new CapsuleCommand(h.host, 12n, direct);
+  const b = await c.allocate(4096);
+  await c.pushDataIn(b, 0, 4096);
+  t.is(h.rma.length, 1);
+  await c.complete(GOOD, undefined, NONE);
+  t.deepEqual(h.answers, [{ tag: 12n, status: GOOD, sense: undefined, residuals: NONE }]);
 });

@@ -30,6 +30,8 @@ for (const kind of ['loop', 'tcp'] as const) {
     t.teardown(() => conn.close());
     const got: ReturnType<typeof decodeCapsule>[] = [];
     conn.onCapsule = (b) => got.push(decodeCapsule(b, { from: 'target' }));
+    // Protocol version 2 answers a GOOD read by its data's remote CQ data, the tag's low 32 bits (docs/protocol.md §12.1).
+    conn.onRemoteData = (d) => got.push({ op: Opcode.RSP, tag: BigInt(d), creditDelta: 1, status: ScsiStatus.GOOD, sense: Buffer.alloc(0), dataOutResidual: null, dataInResidual: null });
     const until = async (tag: bigint) => {
       for (let i = 0; i < 2000 && !got.some((c) => c.tag === tag); i++) await new Promise((r) => setTimeout(r, 5));
       return got.find((c) => c.tag === tag);

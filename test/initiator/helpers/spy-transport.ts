@@ -21,6 +21,15 @@ export class SpyConnection implements InitiatorConnection {
   get accept(): InitiatorConnection['accept'] {
     return this.inner.accept;
   }
+  get version(): number {
+    return this.inner.version;
+  }
+  get onRemoteData(): InitiatorConnection['onRemoteData'] {
+    return this.inner.onRemoteData;
+  }
+  set onRemoteData(f: InitiatorConnection['onRemoteData']) {
+    this.inner.onRemoteData = f;
+  }
   get onCapsule(): InitiatorConnection['onCapsule'] {
     return this.inner.onCapsule;
   }

@@ -42,6 +42,8 @@ export interface ServerOptions {
   keepAliveMs?: number;
   secrets?: Record<string, string>;
   authRequired?: boolean;
+  /** The highest protocol version the target speaks (1: as a version-1 target does). */
+  protocolVersion?: number;
 }
 
 export interface TestTarget {
@@ -73,6 +75,7 @@ export async function startServer(kind: TransportKind, volumes: VolumeSpec[], op
     authRequired: opts.authRequired ?? false,
     secrets: new Map(Object.entries(opts.secrets ?? {})),
     log,
+    protocolVersion: opts.protocolVersion,
   }, rblkSessions);
   const units = new Map<string, { lu: LogicalUnit; backend: Backend }>();
   for (const v of volumes) {
