@@ -87,7 +87,8 @@ export class FastPath {
    * each). Returns the ops.
    */
   takeCounts(lun: number, out: Float64Array): number {
-    return this.#closed ? 0 : this.#native.takeCounts(lun, out);
+    // Also after close: the last commands' counts stay until taken.
+    return this.#native.takeCounts(lun, out);
   }
 
   get stats(): { taken: number; handedOff: number; inFlight: number } {

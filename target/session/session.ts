@@ -98,6 +98,8 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   private fast: ConnectionFastPath | null = null;
   /** Per mapped LUN: leaves the LU's fast-path gate. */
   private readonly fastBindings = new Map<number, () => void>();
+  /** Per LUN the fast path has served: its last collect, and the collector's removal. */
+  private readonly fastCollectors = new Map<number, () => void>();
   /** takeCounts' scratch: six totals and two histograms. */
   private readonly fastCounts = new Float64Array(6 + 2 * (LATENCY_BUCKETS_S.length + 1));
   /** Called once when the session has ended and released everything. */
@@ -141,7 +143,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   }
 
   info(): SessionInfo {
-    for (const lun of this.fastBindings.keys()) {
+    for (const lun of this.fastCollectors.keys()) {
       const m = this.luns.get(lun);
       if (this.fast !== null && m !== undefined) this.collectFast(this.fast, lun, m.lu);
     }
@@ -413,16 +415,25 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
           writeThrough: !lu.modes.wce,
         });
       };
-      const unbindGate = lu.fastPath.bind({ nexusKey: key, allow, revoke: () => fast.revoke(lun), idle: () => fast.idle(lun) });
-      // The fast path's GOOD answers count where the request core counts (target/scsi/request/io-stats.ts).
-      const collect = (): void => this.collectFast(fast, lun, lu);
-      const removeCollector = lu.stats.addCollector(collect);
-      this.fastBindings.set(lun, () => {
-        unbindGate();
-        collect();
-        removeCollector();
-      });
+      this.fastBindings.set(lun, lu.fastPath.bind({ nexusKey: key, allow, revoke: () => fast.revoke(lun), idle: () => fast.idle(lun) }));
+      // The fast path's GOOD answers count where the request core counts
+      // (target/scsi/request/io-stats.ts). Kept until the session has ended,
+      // so that commands answered after the LUN was revoked are counted too.
+      if (!this.fastCollectors.has(lun)) {
+        const collect = (): void => this.collectFast(fast, lun, lu);
+        const remove = lu.stats.addCollector(collect);
+        this.fastCollectors.set(lun, () => {
+          collect();
+          remove();
+        });
+      }
     }
+  }
+
+  /** The session has ended and nothing of it runs natively any more: the last counts, then no collectors. */
+  private finishFastCounts(): void {
+    for (const done of this.fastCollectors.values()) done();
+    this.fastCollectors.clear();
   }
 
   /** Moves what the fast path counted on one LUN into the LU's and the session's counters. */
@@ -747,6 +758,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     }
     this.state = 'closed';
     this.unbindFastPath();
+    this.finishFastCounts();
     if (this.timer) {
       clearTimeout(this.timer);
       clearInterval(this.timer);

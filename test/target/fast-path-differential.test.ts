@@ -60,6 +60,8 @@ class RawClient {
       receiveSize: 1024,
       ioPoolSize: 2 << 20,
       ioChunkSize: 2 << 20,
+      // Version 1: every command gets an RSP this client can compare (version 2 answers GOOD reads by remote CQ data).
+      protocolVersion: 1,
     });
     const io = await conn.allocate(2 << 20);
     const c = new RawClient(conn, io);
