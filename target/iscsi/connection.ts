@@ -12,6 +12,7 @@ import { errorText } from '../error-text.js';
 import { ScsiRequest, SessionIo, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { LogoutKind, MappedLun, ServedSession, SessionEnvironment, SessionInfo, SessionLogger } from '../session/environment.js';
 import { ChapError, CHAP_MD5, chapResponse, decodeBinary, encodeBinary, newChallenge, verifyResponse, type ChapChallenge } from './chap.js';
+import { AlignedBuffers } from './aligned-buffers.js';
 import { crc32c } from './crc32c.js';
 import { defaultParams, negotiate, NegotiationError, type SessionParams, type TargetOffer } from './negotiation.js';
 import {
@@ -97,6 +98,9 @@ interface Running {
 }
 
 /** A byte budget that delays, never fails (the data pool's rule, docs/architecture.md "Memory"). */
+/** ITTs of ended tasks kept for ABORT TASK (rememberDone): more than any CmdSN window rblkd grants. */
+const RECENTLY_DONE = 1024;
+
 class Budget {
   private used = 0;
   private readonly waiters: { n: number; go: () => void }[] = [];
@@ -150,6 +154,9 @@ export class IscsiConnection implements ServedSession, TaskHost {
   private scopes: ReadonlyMap<number, RequestScope> = new Map();
   private unmapped: RequestScope | null = null;
   private readonly running = new Map<number, Running>();
+  private readonly recentlyDone = new Set<number>();
+  /** Page-aligned, for O_DIRECT volumes (aligned-buffers.ts). */
+  private readonly buffers = new AlignedBuffers();
   private windowed = 0;
   private immediateTasks = 0;
   private nextTtt = 1;
@@ -873,7 +880,7 @@ export class IscsiConnection implements ServedSession, TaskHost {
   // TaskHost.
   async allocate(length: number): Promise<TaskBuffer> {
     await this.budget.take(length);
-    const buffer = Buffer.allocUnsafe(length);
+    const buffer = this.buffers.take(length);
     let released = false;
     return {
       buffer,
@@ -881,6 +888,10 @@ export class IscsiConnection implements ServedSession, TaskHost {
         if (released) return;
         released = true;
         this.budget.give(length);
+        // A Data-In of this buffer may still wait in the socket's queue: reuse it only once what
+        // was queued before now has gone to the kernel (write callbacks run in order).
+        if (this.socket.writableLength === 0) this.buffers.give(buffer);
+        else if (!this.socket.destroyed) this.socket.write(EMPTY, () => this.buffers.give(buffer));
       },
     };
   }
@@ -944,9 +955,17 @@ export class IscsiConnection implements ServedSession, TaskHost {
     const r = this.running.get(task.itt);
     if (!r || r.task !== task) return;
     this.running.delete(task.itt);
+    this.rememberDone(task.itt);
     if (task.immediate) this.immediateTasks--;
     else this.windowed--;
     if (this.running.size === 0) for (const w of this.idle.splice(0)) w();
+  }
+
+  /** The last tasks that ended, by ITT, bounded: an ABORT TASK naming one finds it answered, not lost. */
+  private rememberDone(itt: number): void {
+    this.recentlyDone.delete(itt);
+    this.recentlyDone.add(itt);
+    if (this.recentlyDone.size > RECENTLY_DONE) this.recentlyDone.delete(this.recentlyDone.values().next().value!);
   }
 
   transferFailed(_task: IscsiTask, why: string): void {
@@ -968,9 +987,13 @@ export class IscsiConnection implements ServedSession, TaskHost {
       switch (fn) {
         case TmfFunction.ABORT_TASK: {
           const r = this.running.get(ref);
-          if (!r || r.task.lun !== lun) return snLess(refCmdSN, this.expCmdSN) ? TmfResponse.COMPLETE : TmfResponse.NO_TASK;
+          // RFC 7143 §11.5.1: a RefCmdSN in the window that never arrived counts as received and
+          // aborted (Function Complete); a task that ran and was answered does not exist any more.
+          if (!r || r.task.lun !== lun) return snLess(refCmdSN, this.expCmdSN) && !this.recentlyDone.has(ref) ? TmfResponse.COMPLETE : TmfResponse.NO_TASK;
           await this.abort([r]);
-          return TmfResponse.COMPLETE;
+          // Past its last abort point it ran to the end and answered: for the
+          // initiator that task completed, so there was none to abort (RFC 7143 §11.6.1).
+          return r.task.answered ? TmfResponse.NO_TASK : TmfResponse.COMPLETE;
         }
         case TmfFunction.ABORT_TASK_SET:
         case TmfFunction.CLEAR_TASK_SET:

@@ -62,6 +62,8 @@ export class IscsiTask implements RequestFrontEnd<TaskBuffer> {
   private held: HeldDataIn | null = null;
   /** Aborted by task management: iSCSI answers the TMF, never the task (RFC 7143 §4.2.3.3, §11.5.1). */
   silenced = false;
+  /** A SCSI status went to the initiator (a response, or the last Data-In with status): the task is no longer there to abort. */
+  answered = false;
   private gone = false;
 
   constructor(
@@ -207,6 +209,7 @@ export class IscsiTask implements RequestFrontEnd<TaskBuffer> {
     if (!this.unsolicitedDone && !this.gone) await new Promise<void>((r) => this.unsolicitedWaiters.push(r));
     this.host.finished(this);
     if (this.gone || (this.silenced && status === ScsiStatus.TASK_ABORTED)) return;
+    this.answered = true;
     if (this.held !== null && sense === undefined) {
       const h = this.held;
       this.held = null;
