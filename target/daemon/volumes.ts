@@ -2,6 +2,7 @@
 // with the identity that must survive restarts (config/identity.ts; SPC-5
 // 7.7.6, VPD 83h), and its ACL (config/acl.ts). The ACL and the size are the
 // only parts a reload may change on a live volume; the rest is fixed at open.
+import { mkdir } from 'node:fs/promises';
 import { accessFor } from '../../config/acl.js';
 import { volumeIdentity } from '../../config/identity.js';
 import { formatSize } from '../../config/size.js';
@@ -40,6 +41,8 @@ export class ServedVolume implements ExportedVolume {
   /** Opens the backing store and builds the logical unit; nothing is left open on failure. */
   static async open(config: VolumeConfig, ctx: VolumeContext): Promise<ServedVolume> {
     const size = configuredSize(config);
+    // Relative backing files are created in the state directory, before the identity is written there.
+    await mkdir(ctx.stateDir, { recursive: true, mode: 0o755 });
     ctx.log.debug(
       `volume ${config.name}: opening its ${config.backing.kind} backing (${size !== undefined ? formatSize(size) : 'size of the store'}, io_engine ${config.ioEngine}${config.direct ? ', O_DIRECT' : ''}${config.readOnly ? ', read-only' : ''})`,
       { volume: config.name },
