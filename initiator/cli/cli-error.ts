@@ -41,13 +41,15 @@ export function exitCodeFor(e: unknown): number {
 /** The one line printed for an error (without the `rblk: ` prefix). */
 export function describeError(e: unknown): string {
   if (e instanceof RblkError) return `${e.message} [${e.code}]`;
-  const errno = e as NodeJS.ErrnoException;
-  if ((errno.code === 'EACCES' || errno.code === 'EPERM') && typeof errno.path === 'string') {
+  const errno = e as NodeJS.ErrnoException & { address?: unknown };
+  // A file call names its path; listen() on a Unix socket names it as the address.
+  const path = typeof errno.path === 'string' ? errno.path : typeof errno.address === 'string' && errno.address.startsWith('/') ? errno.address : undefined;
+  if ((errno.code === 'EACCES' || errno.code === 'EPERM') && path !== undefined) {
     // The default state directory is root's: say what to do instead of only the errno.
-    const hint = errno.path === DEFAULT_STATE_DIR || errno.path.startsWith(`${DEFAULT_STATE_DIR}/`)
+    const hint = path === DEFAULT_STATE_DIR || path.startsWith(`${DEFAULT_STATE_DIR}/`)
       ? `${DEFAULT_STATE_DIR} belongs to root: run this as root, or pass --state-dir DIR (or set RBLK_STATE_DIR) to a directory you own`
       : 'check its owner and mode';
-    return `permission denied on ${errno.path} (${errno.code}): ${hint}`;
+    return `permission denied on ${path} (${errno.code}): ${hint}`;
   }
   if (e instanceof Error) return e.message;
   return String(e);
