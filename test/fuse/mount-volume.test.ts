@@ -10,6 +10,7 @@ import {
   attachFuse,
   cleanupStaleAttachment,
   mountVolume,
+  NoFilesystemError,
   readAttachmentRecords,
   unmountVolume,
   type MountedVolume,
@@ -154,8 +155,10 @@ test.serial('a failed mount undoes the loop device, the FUSE mount and the recor
   // All zeroes: there is no filesystem to mount.
   const dev = new MemoryDevice({ size: 16 * MiB });
   const err = await t.throwsAsync(mountVolume(dev, mnt, { stateDir }));
-  t.true(err instanceof CommandError, String(err));
-  t.regex(err?.message ?? '', /^mount .* failed/);
+  // mount(8) failed, and blkid found nothing there: the error says so (and suggests --mkfs in the CLI).
+  t.true(err instanceof NoFilesystemError, String(err));
+  t.true(err?.cause instanceof CommandError, String(err?.cause));
+  t.regex((err?.cause as Error | undefined)?.message ?? '', /^mount .* failed/);
   t.deepEqual((await readAttachmentRecords(stateDir)).records, []);
   t.deepEqual(await mountsUnder(join(stateDir, '..')), []);
   t.deepEqual(await loopsUnder(stateDir), []);
