@@ -84,7 +84,10 @@ function writeSame(op: number, name: string, sixteen: boolean): CommandEntry {
         const block = p.ndob ? undefined : io.data.subarray(0, lu.blockSize);
         const off = p.lba * lu.blockSize;
         const len = p.blocks * lu.blockSize;
-        if (block === undefined || isZero(block)) {
+        // With UNMAP on a thin LU the blocks are deallocated whatever the data block holds
+        // (SBC-4 5.50: UNMAP asks for an unmap; a read then returns zeroes, LBPRZ), as Linux's
+        // target does; a thick LU writes the block.
+        if (block === undefined || isZero(block) || (p.unmap && lu.thin)) {
           await backendIo(p.unmap && lu.thin ? 'discard' : 'write', lu.backend.writeZeroes(off, len, p.unmap && lu.thin));
           if (!lu.modes.wce) await backendIo('flush', lu.backend.flush());
         } else {
