@@ -3,6 +3,7 @@
 // registered memory and the initiator's memory (RDMA READ for a write, RDMA
 // WRITE for a read). It knows nothing of SCSI or of the capsules' contents
 // (docs/architecture.md "Seams").
+import type { FastPathLun } from '../../native/fast-path.js';
 import type { ConnectRejectReason, ConnectRequestData, DataDescriptor } from '../../protocol/wire/index.js';
 
 /** Target-local registered memory holding one command's data. */
@@ -12,22 +13,8 @@ export interface DataBuffer {
   release(): void;
 }
 
-/** A LUN's eligibility record for a connection's fast path (docs/target.md "Fast path"). */
-export interface FastPathLun {
-  /** The backing store's descriptor, which the fast path reads and writes itself. */
-  fd: number;
-  blockSize: number;
-  /** Capacity in blocks. */
-  blocks: number;
-  /** Largest transfer in blocks. */
-  maxBlocks: number;
-  /** O_DIRECT alignment in bytes, 1 when buffered. */
-  align: number;
-  readable: boolean;
-  writable: boolean;
-  /** Write cache off (WCE 0): every write durable before GOOD. */
-  writeThrough: boolean;
-}
+/** A LUN's eligibility record for a connection's fast path (docs/target.md "Fast path"); its fields are the addon's. */
+export type { FastPathLun } from '../../native/fast-path.js';
 
 /**
  * A connection's native fast path: READ and WRITE taken from the receive to
