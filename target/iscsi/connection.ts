@@ -10,7 +10,7 @@ import type { Socket } from 'node:net';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
 import { ScsiRequest, SessionIo, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
-import type { LogoutKind, MappedLun, ServedSession, SessionEnvironment, SessionInfo, SessionLogger } from '../session/environment.js';
+import { requestScopes, type LogoutKind, type MappedLun, type ServedSession, type SessionEnvironment, type SessionInfo, type SessionLogger } from '../session/environment.js';
 import { ChapError, CHAP_MD5, chapResponse, decodeBinary, encodeBinary, newChallenge, verifyResponse, type ChapChallenge } from './chap.js';
 import { AlignedBuffers } from './aligned-buffers.js';
 import { crc32c } from './crc32c.js';
@@ -635,23 +635,7 @@ export class IscsiConnection implements ServedSession, TaskHost {
 
   private mapLuns(luns: ReadonlyMap<number, MappedLun>): void {
     this.luns = luns;
-    const visibleLuns = [...luns.keys()].sort((a, b) => a - b);
-    const env = this.ctx.env;
-    const nexus = this.nexus!;
-    const log = this.log;
-    const scope = (lu: LogicalUnit | undefined, access: Access): RequestScope => ({
-      nexus,
-      lu,
-      access,
-      visibleLuns,
-      log,
-      io: this.io,
-      get maxTransfer() {
-        return env.limits.maxIo;
-      },
-    });
-    this.scopes = new Map([...luns].map(([lun, m]) => [lun, scope(m.lu, m.access)]));
-    this.unmapped = scope(undefined, 'ro');
+    ({ scopes: this.scopes, unmapped: this.unmapped } = requestScopes(this.nexus!, luns, this.ctx.env, this.log, this.io));
   }
 
   private startKeepAlive(): void {

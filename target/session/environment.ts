@@ -4,7 +4,7 @@
 // config themselves, so a reload changes what the next lookup returns and
 // nothing else. What the server needs from a session: ServedSession, made by
 // the front end's SessionFactory (docs/architecture.md "Seams").
-import type { Access, LogicalUnit, ScsiTarget } from '../scsi/index.js';
+import type { Access, LogicalUnit, Nexus, RequestScope, ScsiTarget, SessionIo } from '../scsi/index.js';
 import type { DataBuffer, TargetConnection } from '../transport/transport.js';
 
 export interface SessionLogger {
@@ -17,6 +17,34 @@ export interface SessionLogger {
 export interface MappedLun {
   readonly lu: LogicalUnit;
   readonly access: Access;
+}
+
+/**
+ * What every command of a session runs against, per mapped LUN, and for a LUN
+ * that is not mapped (read-only, no LU: the core answers it). Any front end
+ * builds its scopes here when it maps its LUNs.
+ */
+export function requestScopes(
+  nexus: Nexus,
+  luns: ReadonlyMap<number, MappedLun>,
+  env: SessionEnvironment,
+  log: SessionLogger,
+  io: SessionIo,
+): { scopes: ReadonlyMap<number, RequestScope>; unmapped: RequestScope } {
+  const visibleLuns = [...luns.keys()].sort((a, b) => a - b);
+  const scope = (lu: LogicalUnit | undefined, access: Access): RequestScope => ({
+    nexus,
+    lu,
+    access,
+    visibleLuns,
+    log,
+    io,
+    // limits.max_io as it is now: a reload changes it for running sessions too.
+    get maxTransfer() {
+      return env.limits.maxIo;
+    },
+  });
+  return { scopes: new Map([...luns].map(([lun, m]) => [lun, scope(m.lu, m.access)])), unmapped: scope(undefined, 'ro') };
 }
 
 export interface SessionLimits {

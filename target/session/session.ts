@@ -37,7 +37,7 @@ import { errorText } from '../error-text.js';
 import { backendFailure, IO_CLASSES, LATENCY_BUCKETS_S, NO_RESIDUALS, ScsiRequest, SessionIo, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { ConnectionFastPath, DataBuffer, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
-import type { LogoutKind, MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionInfo, SessionLogger } from './environment.js';
+import { requestScopes, type LogoutKind, type MappedLun, type ServedSession, type SessionEnvironment, type SessionFactory, type SessionInfo, type SessionLogger } from './environment.js';
 
 let nextSessionId = 1n;
 /** Stands in for the secret of a name that has none (§10): random, known to nobody. */
@@ -492,23 +492,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
 
   private mapLuns(luns: ReadonlyMap<number, MappedLun>): void {
     this.luns = luns;
-    const visibleLuns = [...luns.keys()].sort((a, b) => a - b);
-    const { env, log } = this;
-    const nexus = this.nexus!;
-    const scope = (lu: LogicalUnit | undefined, access: Access): RequestScope => ({
-      nexus,
-      lu,
-      access,
-      visibleLuns,
-      log,
-      io: this.io,
-      // limits.max_io as it is now: a reload changes it for running sessions too.
-      get maxTransfer() {
-        return env.limits.maxIo;
-      },
-    });
-    this.scopes = new Map([...luns].map(([lun, m]) => [lun, scope(m.lu, m.access)]));
-    this.unmapped = scope(undefined, 'ro');
+    ({ scopes: this.scopes, unmapped: this.unmapped } = requestScopes(this.nexus!, luns, this.env, this.log, this.io));
     this.bindFastPath();
   }
 
