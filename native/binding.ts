@@ -296,6 +296,8 @@ export interface NativeAddon {
   libfabricVersion(): string;
   errorName(errno: number): string;
   errorMessage(errno: number): string;
+  /** malloc_trim(0) where the C library has it (native/src/heap-trim.h): whether memory went back. */
+  trimHeap(): boolean;
 
   // File operations the Node fs module lacks; each runs on the libuv pool.
   fallocate(fd: number, mode: number, offset: number, length: number): Promise<void>;

@@ -8,6 +8,7 @@ import type { MappedLun, ServedSession, SessionEnvironment, SessionFactory, Sess
 import type { DataBuffer, TargetConnection, TargetPort, TargetTransport } from './transport/transport.js';
 import { ConnectRejectReason, MAX_CAPSULE_SIZE, MIN_CAPSULE_SIZE, CONTROL_RECV_BUFFERS } from '../protocol/wire/index.js';
 import { ThrottledLog } from './throttled-log.js';
+import { HeapTrimmer } from './heap-trimmer.js';
 
 export interface ExportedVolume {
   readonly name: string;
@@ -91,6 +92,7 @@ export class TargetServer {
   private accepting = 0;
   private readonly refusals: ThrottledLog;
   private readonly reaped: ThrottledLog;
+  private readonly heap = new HeapTrimmer();
 
   constructor(
     opts: TargetServerOptions,
@@ -233,14 +235,15 @@ export class TargetServer {
           this.accepting--;
           this.opts.log.debug(`accepted a connection on ${env?.portName ?? o.provider}`, { connection: conn.id, peer: conn.peer, provider: conn.provider });
           const s = this.newSession(conn, env!);
-          this.sessions.add(s);
-          s.onEnd = () => this.sessions.delete(s);
+          this.adoptSession(s);
         },
         acceptFailed: (e: Error) => this.acceptFailed(env?.portName ?? `${o.provider}:${o.address}:${o.port}`, e),
         acceptAbandoned: () => {
           this.accepting--;
+          this.heap.noteRelease();
         },
         staleClosed: (n) => {
+          this.heap.noteRelease();
           this.reaped.note(`closed ${n} connection(s) that sent no connection request within ${this.opts.limits.loginTimeoutMs} ms`);
         },
       },
@@ -263,13 +266,19 @@ export class TargetServer {
         }
         return true;
       },
-      adopt: (s) => {
-        this.sessions.add(s);
-        s.onEnd = () => this.sessions.delete(s);
-      },
+      adopt: (s) => this.adoptSession(s),
     });
     this.ports.add(port);
     return port;
+  }
+
+  /** A session on a new connection: counted while it lasts; its end lets the heap give memory back. */
+  private adoptSession(s: ServedSession): void {
+    this.sessions.add(s);
+    s.onEnd = () => {
+      this.sessions.delete(s);
+      this.heap.noteRelease();
+    };
   }
 
   /**
@@ -301,5 +310,6 @@ export class TargetServer {
       await p.close();
       this.ports.delete(p);
     }
+    this.heap.close();
   }
 }

@@ -4,6 +4,7 @@
 // half of its first message). After each, rblkd's open descriptors (/proc/PID/fd) must come
 // back to where they were, and its resident memory stay within 10%: the login timeout
 // (10 s, docs/protocol.md §7) is what frees a connection that never logs in.
+import { readFileSync } from 'node:fs';
 import { connect as netConnect, type Socket } from 'node:net';
 import { Connection } from '../../initiator/connection.js';
 import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
@@ -49,6 +50,28 @@ function loginOptions(port: number, provider: string): Parameters<typeof Connect
 async function settledBaseline(daemon: SoakDaemon): Promise<{ fds: number; rss: number }> {
   await sleep(1000);
   return { fds: daemon.fds(), rss: daemon.rss() };
+}
+
+/**
+ * For each bare socket rblkd has not closed: whether it half-sent a request, and
+ * the daemon side's TCP state from /proc/PID/net/tcp (proc(5)): inode 0 means it
+ * still sits in the listen backlog, never accepted; tx/rx queues and the state
+ * tell a socket the provider answered from one it still waits on.
+ */
+function openSocketStates(pid: number, port: number, sockets: Socket[]): string[] {
+  let table: string[] = [];
+  try {
+    table = readFileSync(`/proc/${pid}/net/tcp`, 'utf8').split('\n').slice(1);
+  } catch {
+    return ['(no /proc table)'];
+  }
+  const hex = (n: number): string => n.toString(16).toUpperCase().padStart(4, '0');
+  return sockets.flatMap((s, i) => {
+    if (s.closed || s.localPort === undefined) return [];
+    const row = table.map((l) => l.trim().split(/\s+/)).find((c) => c[1]?.endsWith(`:${hex(port)}`) && c[2]?.endsWith(`:${hex(s.localPort ?? 0)}`));
+    const kind = i % 2 === 1 ? 'half request' : 'silent';
+    return [row ? `#${i} ${kind}: state ${row[3]} queues ${row[4]} inode ${row[9]}` : `#${i} ${kind}: no daemon-side socket`];
+  });
 }
 
 export async function churn(o: ChurnOptions): Promise<SoakRow[]> {
@@ -131,6 +154,7 @@ export async function churn(o: ChurnOptions): Promise<SoakRow[]> {
         idle.operations = held.length + sockets.length;
         idle.healthyErrors = connectFailures;
         idle.notes.push(`fds peaked at ${peak}; after ${RELEASE_MS / 1000} s rblkd had dropped ${droppedByTarget}/${held.length} libfabric and ${rawClosed}/${sockets.length} bare TCP connections`);
+        if (rawClosed < sockets.length && daemon.alive) idle.notes.push(`still open: ${openSocketStates(daemon.pid, daemon.port(provider), sockets).join(', ')}`);
         if (connectFailures > 0) idle.notes.push(`${connectFailures} connects refused or failed`);
         idle.ok = released && rawClosed === sockets.length && droppedByTarget === held.length;
         if (!released) idle.notes.push(`fds not back to ${base2.fds} while the connections were held`);

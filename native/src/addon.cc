@@ -10,6 +10,7 @@
 
 #include "addon-data.h"
 #include "child-fds.h"
+#include "heap-trim.h"
 #include "domain.h"
 #include "endpoint.h"
 #include "errors.h"
@@ -129,6 +130,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("libfabricVersion", Napi::Function::New(env, LibfabricVersion, "libfabricVersion"));
   exports.Set("errorName", Napi::Function::New(env, ErrorName, "errorName"));
   exports.Set("errorMessage", Napi::Function::New(env, ErrorMessage, "errorMessage"));
+  exports.Set("trimHeap", Napi::Function::New(env, TrimHeap, "trimHeap"));
   InitFileOps(env, exports);
   return exports;
 }
