@@ -15,7 +15,7 @@ const rbdTest = reason === null ? test.serial : test.skip;
 if (reason !== null) test.skip(`rbd reservation tests: ${reason}`, () => undefined);
 
 let cluster: CephCluster | undefined;
-const IMAGES = ['bind', 'restart', 'race', 'stuck'];
+const IMAGES = ['bind', 'restart', 'race', 'stuck', 'dead'];
 test.before(async () => {
   if (reason !== null) return;
   cluster = await startCephCluster();
@@ -164,9 +164,18 @@ rbdTest('rbd reservations: an operator clears a stuck reservation by removing it
   const objects = (await ceph().run('rados', ['-p', ceph().pool, 'ls'])).toString().split('\n');
   const record = objects.find((o) => o.startsWith('rblk_pr.'));
   t.truthy(record, `one reservation record in the pool: ${objects.join(' ')}`);
+  const [fromA, fromB] = [ga.daemon.lines.length, gb.daemon.lines.length];
   await ceph().run('rados', ['-p', ceph().pool, 'rm', record!]);
-  // The gateways' watches break with the object; each reads again (an empty record)
-  // before it checks commands, answering ABORTED COMMAND meanwhile, which initiators retry.
+  // Both gateways' watches break with the object; each fences, then reads (or makes) the record again.
+  for (const [g, from] of [
+    [ga, fromA],
+    [gb, fromB],
+  ] as const) {
+    await g.daemon.waitForLine(/reservation state may be stale: fencing/, from);
+    await g.daemon.waitForLine(/reservation state read again/, from);
+  }
+  // An initiator may still meet ABORTED COMMAND (the fence) or a conflict from a
+  // copy not yet replaced when it is this quick; it retries, as initiators do.
   for (let tries = 1; ; tries++) {
     try {
       await b.vol.write(0, block(10));
@@ -182,4 +191,26 @@ rbdTest('rbd reservations: an operator clears a stuck reservation by removing it
   }
   t.true((await a.vol.read(0, 512)).equals(block(10)));
   t.deepEqual((await a.vol.reservations.readKeys()).keys, [], 'the record was made anew, empty');
+});
+
+rbdTest('rbd reservations: a gateway killed with SIGKILL does not hang PERSISTENT RESERVE OUT on the others; restarted, it reads the state', async (t) => {
+  const [ga, gb] = await Promise.all([gateway(t, 'dead'), gateway(t, 'dead')]);
+  const a = await initiator(t, ga, 'dead-holder');
+  const other = await initiator(t, ga, 'dead-other');
+  await a.vol.reservations.register(0x99n);
+  gb.daemon.kill('SIGKILL');
+  await gb.daemon.exited;
+  // B's watch outlives B on the OSD until its timeout: the notify waits for it, then gives up.
+  await a.vol.reservations.reserve(0x99n, ReservationType.WRITE_EXCLUSIVE);
+  await conflict(t, other.vol.write(0, block(11)), 'a write through A after the RESERVE that B never acknowledged');
+  const gb2 = await gateway(t, 'dead');
+  const late = await initiator(t, gb2, 'dead-late');
+  t.deepEqual((await late.vol.reservations.readReservation()).reservation, { key: 0x99n, scope: 0, type: ReservationType.WRITE_EXCLUSIVE });
+  await conflict(t, late.vol.write(0, block(12)), 'a write through the restarted B');
+  // And a change through the new B reaches A.
+  await late.vol.reservations.register(0x55n);
+  await late.vol.reservations.preempt(0x55n, 0x99n, ReservationType.WRITE_EXCLUSIVE);
+  await conflict(t, a.vol.write(0, block(13)), 'the preempted holder on A');
+  await late.vol.write(0, block(14));
+  t.true((await a.vol.read(0, 512)).equals(block(14)));
 });
