@@ -161,17 +161,20 @@ rbdTest('rbd reservations: an operator clears a stuck reservation by removing it
   await a.vol.reservations.reserve(0x77n, ReservationType.EXCLUSIVE_ACCESS);
   await conflict(t, b.vol.write(0, block(9)), 'a write under the stuck reservation');
 
+  // As docs/operations.md tells the operator: the record is rblk_pr.<the image's id>.
+  const info = JSON.parse((await ceph().run('rbd', ['info', '--format', 'json', `${ceph().pool}/stuck`])).toString()) as { id: string };
+  const record = `rblk_pr.${info.id}`;
   const objects = (await ceph().run('rados', ['-p', ceph().pool, 'ls'])).toString().split('\n');
-  const record = objects.find((o) => o.startsWith('rblk_pr.'));
-  t.truthy(record, `one reservation record in the pool: ${objects.join(' ')}`);
+  t.true(objects.includes(record), `${record} is in the pool: ${objects.join(' ')}`);
   const [fromA, fromB] = [ga.daemon.lines.length, gb.daemon.lines.length];
-  await ceph().run('rados', ['-p', ceph().pool, 'rm', record!]);
+  await ceph().run('rados', ['-p', ceph().pool, 'rm', record]);
   // Both gateways' watches break with the object; each fences, then reads (or makes) the record again.
   for (const [g, from] of [
     [ga, fromA],
     [gb, fromB],
   ] as const) {
     await g.daemon.waitForLine(/reservation state may be stale: fencing/, from);
+    await g.daemon.waitForLine(/the reservation record was made anew/, from);
     await g.daemon.waitForLine(/reservation state read again/, from);
   }
   // An initiator may still meet ABORTED COMMAND (the fence) or a conflict from a
@@ -181,7 +184,10 @@ rbdTest('rbd reservations: an operator clears a stuck reservation by removing it
       await b.vol.write(0, block(10));
       break;
     } catch (e) {
-      if (!(e instanceof RblkError) || tries >= 40) throw e;
+      if (!(e instanceof RblkError) || tries >= 40) {
+        t.log(`gateway A:\n${ga.daemon.lines.join('\n')}\ngateway B:\n${gb.daemon.lines.join('\n')}`);
+        throw e;
+      }
       if (e.code === 'RESERVATION_CONFLICT' || e.sense?.key === 0x0b) {
         await new Promise((resolve) => setTimeout(resolve, 250));
         continue;

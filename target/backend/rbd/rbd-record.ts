@@ -11,6 +11,7 @@ import type { IoGate } from '../io-gate.js';
 
 /** Records are small; this bounds a read of one that someone else made huge. */
 const MAX_RECORD = 16 * 1024 * 1024;
+const WATCH_TIMEOUT_FLOOR_S = 30;
 
 export class RbdRecord implements SharedRecord {
   readonly where: string;
@@ -56,16 +57,26 @@ export class RbdRecord implements SharedRecord {
         if (e.kind === 'notify') events.changed(() => this.#ack(e.seq));
         else events.broken(e.error);
       });
-      // The watch lapses on the OSD after the same timeout as every other operation.
-      await this.#image.recordWatch(this.#oid, this.#timeoutSeconds);
+      await this.#image.recordWatch(this.#oid, this.#watchTimeout());
     });
   }
 
   rewatch(): Promise<void> {
     return this.#gate.run(async () => {
       await this.#image.recordUnwatch();
-      await this.#image.recordWatch(this.#oid, this.#timeoutSeconds);
+      await this.#image.recordWatch(this.#oid, this.#watchTimeout());
     });
+  }
+
+  /**
+   * How long the OSD keeps the watch of a gateway that stopped pinging it.
+   * librados pings its watches once per objecter tick (objecter_tick_interval,
+   * 5 s), so a shorter timeout would break a healthy watch on every tick; Ceph's
+   * own default (osd_client_watch_timeout) is 30 s. A dead gateway's watch
+   * lingers that long, but a notify waits for it only timeout_s (publish()).
+   */
+  #watchTimeout(): number {
+    return Math.max(WATCH_TIMEOUT_FLOOR_S, this.#timeoutSeconds);
   }
 
   #ack(seq: number): void {
