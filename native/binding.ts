@@ -344,6 +344,19 @@ export interface NativeRbdImage {
   /** `<cluster fsid>/<pool id>/<image id>`: the same from every host, for the image's life. */
   id(): string;
   close(token: number): void;
+  // A record: a small RADOS object next to the image (native/src/rbd-record.cc).
+  /** Result: bytes read into buffer, or -ENOENT. */
+  recordRead(oid: string, buffer: Uint8Array, token: number): void;
+  /** Replaces data and version if the version xattr equals expected (null: creates, -EEXIST if it exists); -ECANCELED otherwise. */
+  recordWrite(oid: string, expected: string | null, version: string, data: Uint8Array, token: number): void;
+  /** One watch per image; notifies arrive as RECORD_NOTIFY_TOKEN triples (result: the seq for recordAck), breaks as RECORD_ERROR_TOKEN. */
+  recordWatch(oid: string, timeoutSeconds: number, token: number): void;
+  recordUnwatch(token: number): void;
+  /** After a recordWatch that failed: librados cancelled that watch itself. */
+  recordForget(): void;
+  /** Completes when every watcher acked, or with -ETIMEDOUT. */
+  recordNotify(oid: string, timeoutMs: number, token: number): void;
+  recordAck(seq: number): void;
 }
 
 export interface NativeRbdOpenOptions {
@@ -363,6 +376,8 @@ export interface NativeRbdOpenOptions {
 export interface NativeRbdImageCtor {
   new (onCompletions: (count: number) => void): NativeRbdImage;
   readonly WATCH_TOKEN: number;
+  readonly RECORD_NOTIFY_TOKEN: number;
+  readonly RECORD_ERROR_TOKEN: number;
 }
 
 /** rblk_rbd.node: librbd (target/backend/rbd/ is its only user). */

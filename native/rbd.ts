@@ -38,16 +38,28 @@ interface Pending {
   buffers: Uint8Array[];
 }
 
+/** What the watcher of a record hears (recordWatch). */
+export type RecordEvent =
+  /** Another client (or this one) notified: ack(seq) once the record is read again. */
+  | { readonly kind: 'notify'; readonly seq: number }
+  /** The watch broke (the OSD or the cluster went away): notifies may have been missed. */
+  | { readonly kind: 'error'; readonly error: RbdError };
+
 export class RbdImage {
   readonly #image: NativeRbdImage;
   readonly #watchToken: number;
+  readonly #notifyToken: number;
+  readonly #errorToken: number;
   readonly #pending = new Map<number, Pending>();
   #next = 1;
   #onChange: (() => void) | null = null;
+  #onRecord: ((e: RecordEvent) => void) | null = null;
 
   private constructor() {
     const { RbdImage: Ctor } = rbdAddon();
     this.#watchToken = Ctor.WATCH_TOKEN;
+    this.#notifyToken = Ctor.RECORD_NOTIFY_TOKEN;
+    this.#errorToken = Ctor.RECORD_ERROR_TOKEN;
     this.#image = new Ctor((n) => this.#complete(n));
   }
 
@@ -111,9 +123,70 @@ export class RbdImage {
     await this.#call('rbd_aio_compare_and_write', [compare, data], (t) => this.#image.compareAndWrite(compare, data, offset, t));
   }
 
+  /**
+   * Reads record `oid` (a RADOS object in the image's pool and namespace) into
+   * buf; resolves the bytes read, or null when there is no such object.
+   */
+  async recordRead(oid: string, buf: Uint8Array): Promise<number | null> {
+    try {
+      return (await this.#call('rados_aio_read', [buf], (t) => this.#image.recordRead(oid, buf, t))).result;
+    } catch (e) {
+      if (e instanceof RbdError && e.code === 'ENOENT') return null;
+      throw e;
+    }
+  }
+
+  /**
+   * Replaces the record's data and version, atomically, if its version is
+   * `expected` (null: creates it). Resolves false when another writer got there
+   * first (ECANCELED, EEXIST) or the record is gone (ENOENT); throws on anything else.
+   */
+  async recordWrite(oid: string, expected: string | null, version: string, data: Uint8Array): Promise<boolean> {
+    try {
+      await this.#call('rados_aio_write_op_operate', [data], (t) => this.#image.recordWrite(oid, expected, version, data, t));
+      return true;
+    } catch (e) {
+      if (e instanceof RbdError && (e.code === 'ECANCELED' || e.code === 'EEXIST' || e.code === 'ENOENT')) return false;
+      throw e;
+    }
+  }
+
+  /** Watches record `oid` (one per image); events go to onRecord's listener. */
+  async recordWatch(oid: string, timeoutSeconds: number): Promise<void> {
+    await this.#call('rados_aio_watch2', [], (t) => this.#image.recordWatch(oid, timeoutSeconds, t)).catch((e: unknown) => {
+      // librados cancels a watch that failed; it must not be unwatched again.
+      this.#image.recordForget();
+      throw e;
+    });
+  }
+
+  async recordUnwatch(): Promise<void> {
+    await this.#call('rados_aio_unwatch', [], (t) => this.#image.recordUnwatch(t));
+  }
+
+  /** Resolves true once every watcher acked, false when one stayed silent for timeoutMs. */
+  async recordNotify(oid: string, timeoutMs: number): Promise<boolean> {
+    try {
+      await this.#call('rados_aio_notify', [], (t) => this.#image.recordNotify(oid, timeoutMs, t));
+      return true;
+    } catch (e) {
+      if (e instanceof RbdError && e.code === 'ETIMEDOUT') return false;
+      throw e;
+    }
+  }
+
+  recordAck(seq: number): void {
+    this.#image.recordAck(seq);
+  }
+
+  onRecord(fn: ((e: RecordEvent) => void) | null): void {
+    this.#onRecord = fn;
+  }
+
   /** Waits for nothing: the caller has let every I/O complete. Disconnects from the cluster. */
   async close(): Promise<void> {
     this.#onChange = null;
+    this.#onRecord = null;
     await this.#call('rbd_close', [], (t) => this.#image.close(t));
   }
 
@@ -135,6 +208,14 @@ export class RbdImage {
       const offset = c[3 * i + 2];
       if (token === this.#watchToken) {
         changed = true;
+        continue;
+      }
+      if (token === this.#notifyToken) {
+        this.#onRecord?.({ kind: 'notify', seq: result });
+        continue;
+      }
+      if (token === this.#errorToken) {
+        this.#onRecord?.({ kind: 'error', error: new RbdError(-result, 'rados watch') });
         continue;
       }
       const p = this.#pending.get(token);

@@ -32,18 +32,18 @@ void OnComplete(rbd_completion_t c, void* arg) {
 
 void OnUpdate(void* arg) { static_cast<RbdQueue*>(arg)->Push({kWatchToken, 0, 0}); }
 
-Napi::Uint8Array ArgBytes(Napi::Env env, const Napi::Value& v, const char* op) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
-    throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, op, "buffer must be a Buffer or Uint8Array");
-  return v.As<Napi::Uint8Array>();
-}
-
 std::string OptString(Napi::Object o, const char* key) {
   Napi::Value v = o.Get(key);
   return v.IsString() ? v.As<Napi::String>().Utf8Value() : std::string();
 }
 
 }  // namespace
+
+Napi::Uint8Array ArgBytes(Napi::Env env, const Napi::Value& v, const char* op) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+    throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, op, "buffer must be a Buffer or Uint8Array");
+  return v.As<Napi::Uint8Array>();
+}
 
 void RbdQueue::Push(const RbdDone& d) {
   bool was_empty;
@@ -79,7 +79,16 @@ Napi::Function RbdImage::Init(Napi::Env env) {
                          InstanceMethod<&RbdImage::Close>("close"),
                          InstanceAccessor<&RbdImage::Completions>("completions"),
                          InstanceAccessor<&RbdImage::FailedStep>("failedStep"),
+                         InstanceMethod<&RbdImage::RecordRead>("recordRead"),
+                         InstanceMethod<&RbdImage::RecordWrite>("recordWrite"),
+                         InstanceMethod<&RbdImage::RecordWatch>("recordWatch"),
+                         InstanceMethod<&RbdImage::RecordUnwatch>("recordUnwatch"),
+                         InstanceMethod<&RbdImage::RecordForget>("recordForget"),
+                         InstanceMethod<&RbdImage::RecordNotify>("recordNotify"),
+                         InstanceMethod<&RbdImage::RecordAck>("recordAck"),
                          StaticValue("WATCH_TOKEN", Napi::Number::New(env, kWatchToken)),
+                         StaticValue("RECORD_NOTIFY_TOKEN", Napi::Number::New(env, kRecordNotifyToken)),
+                         StaticValue("RECORD_ERROR_TOKEN", Napi::Number::New(env, kRecordErrorToken)),
                      });
 }
 
@@ -109,6 +118,7 @@ RbdImage::~RbdImage() {
   // process that exits with an image open (the cluster sees the client go).
   JoinWorker();
   poller_.Stop();
+  UnwatchRecordNow();
   if (watching_) rbd_update_unwatch(image_, watch_handle_);
   if (image_ != nullptr) rbd_close(image_);
   if (ioctx_ != nullptr) rados_ioctx_destroy(ioctx_);
@@ -332,6 +342,9 @@ Napi::Value RbdImage::Close(const Napi::CallbackInfo& info) {
   rbd_image_t img = image_;
   bool watching = watching_;
   uint64_t handle = watch_handle_;
+  bool record_watching = record_watching_;
+  uint64_t record_handle = record_handle_;
+  record_watching_ = false;
   cluster_ = nullptr;
   ioctx_ = nullptr;
   image_ = nullptr;
@@ -339,8 +352,13 @@ Napi::Value RbdImage::Close(const Napi::CallbackInfo& info) {
   busy_ = true;
   Started();
   std::shared_ptr<RbdQueue> q = queue_;
-  worker_ = std::thread([this, q, token, cluster, io, img, watching, handle]() {
+  worker_ = std::thread([this, q, token, cluster, io, img, watching, handle, record_watching, record_handle]() {
     int rc = 0;
+    // The record's watch goes first, and its callbacks with it, before the ioctx they use.
+    if (record_watching) {
+      rados_unwatch2(io, record_handle);
+      rados_watch_flush(cluster);
+    }
     if (watching) rbd_update_unwatch(img, handle);
     if (img != nullptr) rc = rbd_close(img);
     if (io != nullptr) rados_ioctx_destroy(io);
@@ -380,7 +398,7 @@ void RbdImage::Drain() {
       batch_[3 * i] = d.token;
       batch_[3 * i + 1] = static_cast<double>(d.result);
       batch_[3 * i + 2] = static_cast<double>(d.offset);
-      if (d.token != kWatchToken && --in_flight_ == 0) releases++;
+      if (d.token < kFirstEventToken && --in_flight_ == 0) releases++;
     }
     try {
       on_completions_.MakeCallback(Value(), {Napi::Number::New(env, static_cast<double>(n))}, *async_);

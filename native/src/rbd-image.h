@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,9 +38,26 @@ struct RbdQueue {
   std::mutex lock;
   std::vector<RbdDone> done;
   int event_fd = -1;
+  // Notifies on the watched record (rbd-record.cc) that JS has yet to
+  // acknowledge: our sequence number -> (notify id, watch cookie). The ids are
+  // 64-bit, more than a JS number holds, so JS only sees the sequence number.
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> notifies;
+  uint32_t next_notify = 0;
   void Push(const RbdDone& d);
   ~RbdQueue();
 };
+
+// Tokens of events rather than completions; no I/O's token is ever this high.
+constexpr uint32_t kFirstEventToken = 0xfffffff0u;
+// A notify arrived on the watched record; the result is its sequence number for recordAck().
+constexpr uint32_t kRecordNotifyToken = 0xfffffffeu;
+// The record's watch broke (rados_watcherrcb_t): notifies may have been missed; the result is -errno.
+constexpr uint32_t kRecordErrorToken = 0xfffffffdu;
+
+// A Buffer or Uint8Array argument, or a usage error.
+Napi::Uint8Array ArgBytes(Napi::Env env, const Napi::Value& v, const char* op);
+
+struct RadosOp;  // rbd-record.cc
 
 class RbdImage : public Napi::ObjectWrap<RbdImage> {
  public:
@@ -60,6 +78,17 @@ class RbdImage : public Napi::ObjectWrap<RbdImage> {
   Napi::Value Close(const Napi::CallbackInfo& info);
   Napi::Value Completions(const Napi::CallbackInfo& info);
   Napi::Value FailedStep(const Napi::CallbackInfo& info);
+  // A small versioned object next to the image (rbd-record.cc).
+  Napi::Value RecordRead(const Napi::CallbackInfo& info);
+  Napi::Value RecordWrite(const Napi::CallbackInfo& info);
+  Napi::Value RecordWatch(const Napi::CallbackInfo& info);
+  Napi::Value RecordUnwatch(const Napi::CallbackInfo& info);
+  Napi::Value RecordForget(const Napi::CallbackInfo& info);
+  Napi::Value RecordNotify(const Napi::CallbackInfo& info);
+  Napi::Value RecordAck(const Napi::CallbackInfo& info);
+  rados_completion_t NewRadosCompletion(Napi::Env env, const char* op, uint32_t token, RadosOp** arg);
+  void SubmittedRados(Napi::Env env, int rc, const char* op, rados_completion_t c, RadosOp* arg);
+  void UnwatchRecordNow();
 
   rbd_completion_t NewCompletion(Napi::Env env, const char* op, uint32_t token, uint64_t* mismatch = nullptr);
   void Submitted(Napi::Env env, int rc, const char* op, rbd_completion_t c);
@@ -74,6 +103,9 @@ class RbdImage : public Napi::ObjectWrap<RbdImage> {
   rbd_image_t image_ = nullptr;
   uint64_t watch_handle_ = 0;
   bool watching_ = false;
+  std::string record_oid_;  // the watched record, if any
+  uint64_t record_handle_ = 0;
+  bool record_watching_ = false;
   std::atomic<bool> busy_{false};  // open or close on the worker thread
   bool closed_ = false;
   std::string failed_step_;

@@ -58,6 +58,42 @@ export interface Backend {
   onResize?(listener: (() => void) | null): void;
   /** Optional: a name of the store that every host serving it agrees on (an RBD image id), for VPD 83h. */
   readonly sharedIdentity?: string;
+  /**
+   * Optional: a small record kept with the store itself, which every host
+   * serving it reads, replaces by compare-and-swap and watches (an RBD image's
+   * RADOS object); `purpose` names it ("pr": persistent reservations,
+   * docs/architecture.md "Reservation stores"). Only a store shared between
+   * hosts has one.
+   */
+  openSharedRecord?(purpose: string): Promise<SharedRecord>;
+}
+
+/** What a SharedRecord's watcher hears. */
+export interface SharedRecordEvents {
+  /** The record may have changed (a writer published); call ack() once it is read again. */
+  changed(ack: () => void): void;
+  /** The watch broke: changes may have been missed until rewatch() and a read. */
+  broken(e: Error): void;
+}
+
+/** A record kept with a shared store; the backend knows nothing of what it holds. */
+export interface SharedRecord {
+  /** How operators find it (a RADOS object in a pool), for logs and errors. */
+  readonly where: string;
+  /** The data and its version; null when the record does not exist. */
+  read(): Promise<{ version: string; data: Buffer } | null>;
+  /**
+   * Replaces the data, atomically, if the version is still `expected` (null:
+   * creates the record). Resolves false when another writer got there first or
+   * the record is gone; throws when the store cannot be reached.
+   */
+  write(expected: string | null, version: string, data: Buffer): Promise<boolean>;
+  /** Tells every watcher; resolves true once all acked, false when one stayed silent until the timeout. */
+  publish(): Promise<boolean>;
+  /** Starts watching (one watcher per record and backend). */
+  watch(events: SharedRecordEvents): Promise<void>;
+  /** Drops a broken watch and registers it again. */
+  rewatch(): Promise<void>;
 }
 
 /** What compareAndWrite throws when the compare instance differs from the medium (SBC-4 5.3). */

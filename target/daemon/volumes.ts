@@ -9,7 +9,7 @@ import { formatSize } from '../../config/size.js';
 import type { VolumeConfig } from '../../config/schema.js';
 import type { Backend } from '../backend/backend.js';
 import { kindOf, openVolumeBackend } from '../backend/registry.js';
-import { LogicalUnit, type Access } from '../scsi/index.js';
+import { LogicalUnit, SharedReservationStore, type Access } from '../scsi/index.js';
 import type { ExportedVolume } from '../server.js';
 import type { DaemonLogger } from './logger.js';
 
@@ -57,6 +57,10 @@ export class ServedVolume implements ExportedVolume {
     try {
       // Gateways of one shared store report one device (VPD 83h from the store, not the host).
       const identity = await volumeIdentity(ctx.stateDir, config, backend.sharedIdentity);
+      // A store shared between gateways keeps the persistent reservations too, so
+      // that one taken through any gateway binds them all (docs/architecture.md "Reservation stores").
+      const record = backend.openSharedRecord === undefined ? undefined : await backend.openSharedRecord('pr');
+      const reservationStore = record === undefined ? undefined : await SharedReservationStore.open(record, ctx.log);
       const lu = new LogicalUnit({
         name: config.name,
         backend,
@@ -68,6 +72,7 @@ export class ServedVolume implements ExportedVolume {
         // COMPARE AND WRITE moves two blocks, so two is the floor whatever max_io says.
         limits: { maxTransferBlocks: Math.max(2, Math.floor(ctx.maxIo / config.blockSize)) },
         log: ctx.log,
+        ...(reservationStore === undefined ? {} : { reservationStore }),
       });
       const b = backend as Backend & { ioEngine?: string; ioEngineFallback?: string | null };
       ctx.log.debug(`volume ${config.name}: backend open, ${formatSize(backend.size)}${b.ioEngine !== undefined ? `, engine ${b.ioEngine}` : ''}${b.ioEngineFallback ? ` (io_uring unavailable: ${b.ioEngineFallback})` : ''}, identity ${identity.uuid}`, {
@@ -131,6 +136,7 @@ export class ServedVolume implements ExportedVolume {
   /** Makes every acknowledged write durable, then closes; the error, if the flush or the close failed. */
   async close(): Promise<Error | null> {
     this.backend.onResize?.(null);
+    await this.lu.reservations.store.close();
     let failure: Error | null = null;
     if (!this.backend.readOnly) {
       try {

@@ -67,6 +67,7 @@ export class FastPathGate {
     const r = lu.reservations;
     const ok =
       this.#holds === 0 &&
+      r.current &&
       r.reservation === undefined &&
       r.registrants.length === 0 &&
       r.legacyHolder === undefined &&

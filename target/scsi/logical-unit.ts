@@ -16,6 +16,7 @@ import type { ModeSettings } from './mode-pages.js';
 import { nexusKey, type Nexus } from './nexus.js';
 import { FastPathGate } from './fast-path-gate.js';
 import { RangeLock } from './range-lock.js';
+import type { ReservationStore } from './reservation-store.js';
 import { Reservations } from './reservations.js';
 import { UnitAttentions } from './unit-attention.js';
 
@@ -54,6 +55,8 @@ export interface LogicalUnitOptions {
   /** Reported in VPD B1h; false means an SSD-like medium (rotation rate 1). */
   readonly rotational?: boolean;
   readonly log?: ScsiLogger;
+  /** Where the persistent reservation state lives; in this process when absent (reservation-store.ts). */
+  readonly reservationStore?: ReservationStore;
 }
 
 export const DEFAULT_VENDOR = 'RBLK';
@@ -158,7 +161,9 @@ export class LogicalUnit {
     this.log = o.log ?? silentLogger;
     this.defaultModes = { wce: o.writeCache ?? true, dSense: false };
     this.#modes = this.defaultModes;
-    this.reservations = new Reservations((key, code) => this.attentions.establish(key, code));
+    this.reservations = new Reservations((key, code) => this.attentions.establish(key, code), o.reservationStore);
+    // A reservation taken or dropped (here or through another gateway) changes who may take the fast path.
+    this.reservations.onChange = () => this.fastPath.refresh();
     this.#lastBlocks = this.blocks;
     // A unit attention raised or consumed changes which nexus may take the fast path.
     this.attentions.onChange = () => this.fastPath.refresh();

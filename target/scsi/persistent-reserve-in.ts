@@ -3,7 +3,8 @@
 import { encodeNameTransportId, PR_TYPE_MASK } from '../../protocol/scsi/persistent-reservation.js';
 import { Opcode, PrInAction, PrType } from '../../protocol/scsi/opcodes.js';
 import { dataIn, defineCommand, type CommandEntry, type CommandIo } from './command-spec.js';
-import { respond, type Outcome } from './outcome.js';
+import { LOGICAL_UNIT_COMMUNICATION_FAILURE } from '../../protocol/scsi/sense-codes.js';
+import { check, respond, type Outcome } from './outcome.js';
 
 /** rblk reports one target port per target; its relative identifier is 1. */
 const RELATIVE_TARGET_PORT = 1;
@@ -85,7 +86,9 @@ function prIn(sa: number): CommandEntry {
     pr: 'exempt',
     access: 'read',
     parse: (cdb) => dataIn(cdb.readUInt16BE(7), cdb.readUInt16BE(7)),
-    execute: (allocationLength, io): Outcome => respond(io.data, build(io), allocationLength),
+    // A shared store that cannot vouch for its copy reports nothing it might have missed (reservation-store.ts).
+    execute: (allocationLength, io): Outcome =>
+      io.lu.reservations.current ? respond(io.data, build(io), allocationLength) : check(LOGICAL_UNIT_COMMUNICATION_FAILURE),
   });
 }
 

@@ -1,6 +1,7 @@
 // PERSISTENT RESERVE OUT (SPC-5 6.17) with the basic 24-byte parameter list.
-// The state machine is in reservations.ts; this file checks the CDB and the
-// list. SPEC_I_PT, ALL_TG_PT and APTPL are not supported (REPORT CAPABILITIES
+// The state machine is pr-state.ts's, run against the LU's reservation store
+// (reservation-store.ts): the command completes once the new state is stored.
+// This file checks the CDB and the list. SPEC_I_PT, ALL_TG_PT and APTPL are not supported (REPORT CAPABILITIES
 // says so), so setting them is INVALID FIELD IN PARAMETER LIST; REGISTER AND
 // MOVE is not in the table.
 import { PR_OUT_PARAMETER_LENGTH } from '../../protocol/scsi/cdb.js';
@@ -48,7 +49,7 @@ function prOut(sa: number): CommandEntry {
       if (cdb.readUInt32BE(5) !== PR_OUT_PARAMETER_LENGTH) return check(PARAMETER_LIST_LENGTH_ERROR);
       return dataOut(PR_OUT_PARAMETER_LENGTH, { scope, type });
     },
-    execute(p, io): Outcome {
+    execute(p, io): Outcome | Promise<Outcome> {
       const pr = io.lu.reservations;
       // Persistent reservations and RESERVE(6) do not mix (SPC-5 5.14.3).
       if (pr.legacyHolder !== undefined) return RESERVATION_CONFLICT;
@@ -60,12 +61,13 @@ function prOut(sa: number): CommandEntry {
       if (flags & PrOutFlag.ALL_TG_PT) return invalidParameter(20, 2);
       if (flags & PrOutFlag.APTPL) return invalidParameter(20, 0);
       const me = io.nexusKey;
+      const who = { nexusKey: me, initiator: io.nexus.initiator, ...(io.nexus.targetPort === undefined ? {} : { targetPort: io.nexus.targetPort }) };
       const type = p.type;
       switch (sa) {
         case PrOutAction.REGISTER:
-          return pr.register(me, io.nexus.initiator, key, saKey, false);
+          return pr.register(who, key, saKey, false);
         case PrOutAction.REGISTER_AND_IGNORE_EXISTING_KEY:
-          return pr.register(me, io.nexus.initiator, key, saKey, true);
+          return pr.register(who, key, saKey, true);
         case PrOutAction.CLEAR:
           return pr.clear(me, key);
       }

@@ -1,65 +1,62 @@
 // Persistent reservations (SPC-5 5.14.*, 6.16, 6.17) and the older
-// RESERVE(6)/RELEASE(6) reservation (SPC-2 7.21), for one logical unit.
-// All state changes are synchronous, so one PERSISTENT RESERVE OUT is atomic
-// with respect to every other command on the event loop.
+// RESERVE(6)/RELEASE(6) reservation (SPC-2 7.21), for one logical unit. The
+// persistent state is a ReservationStore's (reservation-store.ts: in memory,
+// or shared by every gateway of the volume); the service actions are
+// pr-state.ts's PrDraft, computed against the store's latest state and
+// written back by compare-and-swap. RESERVE(6) stays in this process: it
+// belongs to one I_T nexus and ends with it (SPC-2 5.5.1).
 import { PrType, type PrTypeCode } from '../../protocol/scsi/opcodes.js';
-import {
-  INVALID_RELEASE_OF_PERSISTENT_RESERVATION,
-  REGISTRATIONS_PREEMPTED,
-  RESERVATIONS_PREEMPTED,
-  RESERVATIONS_RELEASED,
-  type SenseCode,
-} from '../../protocol/scsi/sense-codes.js';
-import { check, good, invalidParameter, RESERVATION_CONFLICT, type Outcome } from './outcome.js';
+import type { SenseCode } from '../../protocol/scsi/sense-codes.js';
+import { good, RESERVATION_CONFLICT, type Outcome } from './outcome.js';
+import { isHolder, PrDraft, type NexusIdentity, type PrState, type Registrant, type Reservation } from './pr-state.js';
+import { MemoryReservationStore, type ReservationStore } from './reservation-store.js';
+
+export type { Registrant, Reservation } from './pr-state.js';
 
 /** How a command is treated under a reservation it does not hold (SPC-5 table 69, SBC-4 table 13). */
 export type PrClass = 'exempt' | 'read' | 'write';
 
-export interface Registrant {
-  readonly nexusKey: string;
-  readonly initiator: string;
-  readonly key: bigint;
-}
-
-export interface Reservation {
-  /** The reserving nexus; for the all-registrants types every registrant holds it. */
-  readonly holder: string;
-  readonly type: PrTypeCode;
-  readonly scope: number;
-}
-
 type Notify = (nexusKey: string, code: SenseCode) => void;
 
-function allRegistrants(t: PrTypeCode): boolean {
-  return t === PrType.WRITE_EXCLUSIVE_ALL_REGISTRANTS || t === PrType.EXCLUSIVE_ACCESS_ALL_REGISTRANTS;
-}
-
-function registrantsOnly(t: PrTypeCode): boolean {
-  return t === PrType.WRITE_EXCLUSIVE_REGISTRANTS_ONLY || t === PrType.EXCLUSIVE_ACCESS_REGISTRANTS_ONLY;
-}
-
 export class Reservations {
-  /** PRgeneration (SPC-5 6.16.2): bumped by every registration change, wrapping at 2^32. */
-  #generation = 0;
-  readonly #registrants = new Map<string, Registrant>();
-  #reservation: Reservation | undefined;
   #legacyHolder: string | undefined;
   readonly #notify: Notify;
+  readonly #store: ReservationStore;
+  /** Called after the persistent state changed (here or through another gateway). */
+  onChange: (() => void) | null = null;
 
-  constructor(notify: Notify) {
+  constructor(notify: Notify, store: ReservationStore = new MemoryReservationStore()) {
     this.#notify = notify;
+    this.#store = store;
+    store.listen((_state, notices) => {
+      for (const n of notices) this.#notify(n.nexusKey, n.code);
+      this.onChange?.();
+    });
+  }
+
+  get store(): ReservationStore {
+    return this.#store;
+  }
+
+  get #state(): PrState {
+    return this.#store.state;
   }
 
   get generation(): number {
-    return this.#generation;
+    return this.#state.generation;
   }
 
   get reservation(): Reservation | undefined {
-    return this.#reservation;
+    return this.#state.reservation;
   }
 
   get registrants(): readonly Registrant[] {
-    return [...this.#registrants.values()];
+    return this.#state.registrants;
+  }
+
+  /** False while a shared store cannot vouch for its copy (reservation-store.ts). */
+  get current(): boolean {
+    return this.#store.current;
   }
 
   /** The RESERVE(6) holder, if any. */
@@ -68,14 +65,12 @@ export class Reservations {
   }
 
   isRegistered(nexusKey: string): boolean {
-    return this.#registrants.has(nexusKey);
+    return this.#state.registrants.some((r) => r.nexusKey === nexusKey);
   }
 
   /** SPC-5 5.14.10: for all-registrants types every registrant is a holder. */
   isHolder(nexusKey: string): boolean {
-    const r = this.#reservation;
-    if (!r) return false;
-    return allRegistrants(r.type) ? this.#registrants.has(nexusKey) : r.holder === nexusKey;
+    return isHolder(this.#state, nexusKey);
   }
 
   /**
@@ -85,8 +80,10 @@ export class Reservations {
    */
   conflicts(nexusKey: string, cls: PrClass, legacyExempt: boolean): boolean {
     if (this.#legacyHolder !== undefined && this.#legacyHolder !== nexusKey && !legacyExempt) return true;
-    const r = this.#reservation;
-    if (cls === 'exempt' || !r || this.isHolder(nexusKey)) return false;
+    const s = this.#state;
+    const r = s.reservation;
+    if (cls === 'exempt' || !r || isHolder(s, nexusKey)) return false;
+    const registered = (): boolean => s.registrants.some((x) => x.nexusKey === nexusKey);
     switch (r.type) {
       case PrType.WRITE_EXCLUSIVE:
         return cls === 'write';
@@ -94,156 +91,44 @@ export class Reservations {
         return true;
       case PrType.WRITE_EXCLUSIVE_REGISTRANTS_ONLY:
       case PrType.WRITE_EXCLUSIVE_ALL_REGISTRANTS:
-        return !this.#registrants.has(nexusKey) && cls === 'write';
+        return cls === 'write' && !registered();
       case PrType.EXCLUSIVE_ACCESS_REGISTRANTS_ONLY:
       case PrType.EXCLUSIVE_ACCESS_ALL_REGISTRANTS:
-        return !this.#registrants.has(nexusKey);
+        return !registered();
     }
   }
 
-  #bump(): void {
-    this.#generation = (this.#generation + 1) >>> 0;
+  #run(action: (d: PrDraft) => Outcome): Promise<Outcome> {
+    return this.#store.update((s) => {
+      const d = new PrDraft(s);
+      return d.result(action(d));
+    });
   }
 
-  #notifyRegistrants(code: SenseCode, except: string): void {
-    for (const k of this.#registrants.keys()) if (k !== except) this.#notify(k, code);
+  /** REGISTER and REGISTER AND IGNORE EXISTING KEY (SPC-5 5.14.7). */
+  register(me: NexusIdentity, key: bigint, saKey: bigint, ignoreKey: boolean): Promise<Outcome> {
+    return this.#run((d) => d.register(me, key, saKey, ignoreKey));
   }
 
-  /** Drops one registration; a holder of a non-all-registrants reservation loses it (SPC-5 5.14.11.2.2). */
-  #unregister(nexusKey: string): void {
-    this.#registrants.delete(nexusKey);
-    const r = this.#reservation;
-    if (!r) return;
-    if (allRegistrants(r.type)) {
-      // The reservation lasts while any registrant remains (SPC-5 5.14.10).
-      if (this.#registrants.size === 0) this.#reservation = undefined;
-      return;
-    }
-    if (r.holder !== nexusKey) return;
-    this.#reservation = undefined;
-    if (registrantsOnly(r.type)) this.#notifyRegistrants(RESERVATIONS_RELEASED, nexusKey);
+  reserve(nexusKey: string, key: bigint, type: PrTypeCode, scope: number): Promise<Outcome> {
+    return this.#run((d) => d.reserve(nexusKey, key, type, scope));
   }
 
-  /**
-   * REGISTER (ignoreKey false) and REGISTER AND IGNORE EXISTING KEY (true),
-   * SPC-5 5.14.7.
-   */
-  register(nexusKey: string, initiator: string, key: bigint, saKey: bigint, ignoreKey: boolean): Outcome {
-    const current = this.#registrants.get(nexusKey);
-    if (!current) {
-      // An unregistered nexus must send key 0 for REGISTER (SPC-5 5.14.7 a).
-      if (!ignoreKey && key !== 0n) return RESERVATION_CONFLICT;
-      if (saKey === 0n) return good();
-      this.#registrants.set(nexusKey, { nexusKey, initiator, key: saKey });
-      this.#bump();
-      return good();
-    }
-    if (!ignoreKey && key !== current.key) return RESERVATION_CONFLICT;
-    if (saKey === 0n) this.#unregister(nexusKey);
-    else this.#registrants.set(nexusKey, { ...current, key: saKey });
-    this.#bump();
-    return good();
+  release(nexusKey: string, key: bigint, type: PrTypeCode, scope: number): Promise<Outcome> {
+    return this.#run((d) => d.release(nexusKey, key, type, scope));
   }
 
-  /** The checks every other service action starts with (SPC-5 5.14.1): registered, key matches. */
-  #registeredWith(nexusKey: string, key: bigint): boolean {
-    return this.#registrants.get(nexusKey)?.key === key;
+  clear(nexusKey: string, key: bigint): Promise<Outcome> {
+    return this.#run((d) => d.clear(nexusKey, key));
   }
 
-  /** RESERVE (SPC-5 5.14.9). */
-  reserve(nexusKey: string, key: bigint, type: PrTypeCode, scope: number): Outcome {
-    if (!this.#registeredWith(nexusKey, key)) return RESERVATION_CONFLICT;
-    const r = this.#reservation;
-    if (!r) {
-      this.#reservation = { holder: nexusKey, type, scope };
-      return good();
-    }
-    // The holder may repeat its own reservation; anything else conflicts.
-    return this.isHolder(nexusKey) && r.type === type && r.scope === scope ? good() : RESERVATION_CONFLICT;
-  }
-
-  /** RELEASE (SPC-5 5.14.11.2). */
-  release(nexusKey: string, key: bigint, type: PrTypeCode, scope: number): Outcome {
-    if (!this.#registeredWith(nexusKey, key)) return RESERVATION_CONFLICT;
-    const r = this.#reservation;
-    if (!r || !this.isHolder(nexusKey)) return good();
-    if (r.type !== type || r.scope !== scope) return check(INVALID_RELEASE_OF_PERSISTENT_RESERVATION);
-    this.#reservation = undefined;
-    // Releasing a registrants-only or all-registrants reservation tells the
-    // other registrants (SPC-5 5.14.11.2.1).
-    if (r.type !== PrType.WRITE_EXCLUSIVE && r.type !== PrType.EXCLUSIVE_ACCESS) {
-      this.#notifyRegistrants(RESERVATIONS_RELEASED, nexusKey);
-    }
-    return good();
-  }
-
-  /** CLEAR (SPC-5 5.14.11.2.3). */
-  clear(nexusKey: string, key: bigint): Outcome {
-    if (!this.#registeredWith(nexusKey, key)) return RESERVATION_CONFLICT;
-    this.#notifyRegistrants(RESERVATIONS_PREEMPTED, nexusKey);
-    this.#registrants.clear();
-    this.#reservation = undefined;
-    this.#bump();
-    return good();
-  }
-
-  /** PREEMPT and PREEMPT AND ABORT (SPC-5 5.14.11.4). */
-  preempt(nexusKey: string, key: bigint, saKey: bigint, type: PrTypeCode, scope: number): Outcome {
-    if (!this.#registeredWith(nexusKey, key)) return RESERVATION_CONFLICT;
-    const r = this.#reservation;
-
-    if (r && allRegistrants(r.type) && saKey === 0n) {
-      // 5.14.11.4.4 b: preempt every other registrant and take a new reservation.
-      for (const k of [...this.#registrants.keys()]) {
-        if (k === nexusKey) continue;
-        this.#registrants.delete(k);
-        this.#notify(k, REGISTRATIONS_PREEMPTED);
-      }
-      this.#reservation = { holder: nexusKey, type, scope };
-      this.#bump();
-      return good();
-    }
-
-    const holderKey = r && !allRegistrants(r.type) ? this.#registrants.get(r.holder)?.key : undefined;
-    if (r && holderKey !== undefined && saKey === holderKey) {
-      // 5.14.11.4.3: preempting the holder moves the reservation.
-      for (const reg of [...this.#registrants.values()]) {
-        if (reg.key !== saKey || reg.nexusKey === nexusKey) continue;
-        this.#registrants.delete(reg.nexusKey);
-        this.#notify(reg.nexusKey, REGISTRATIONS_PREEMPTED);
-      }
-      this.#reservation = { holder: nexusKey, type, scope };
-      if (r.type !== type || r.scope !== scope) {
-        // Survivors learn the reservation changed under them.
-        this.#notifyRegistrants(RESERVATIONS_RELEASED, nexusKey);
-      }
-      this.#bump();
-      return good();
-    }
-
-    // 5.14.11.4.2: remove the registrations holding saKey; zero names nobody.
-    if (saKey === 0n) return invalidParameter(8);
-    const victims = [...this.#registrants.values()].filter((reg) => reg.key === saKey);
-    if (victims.length === 0) return RESERVATION_CONFLICT;
-    for (const v of victims) {
-      this.#unregisterQuietly(v.nexusKey);
-      if (v.nexusKey !== nexusKey) this.#notify(v.nexusKey, REGISTRATIONS_PREEMPTED);
-    }
-    this.#bump();
-    return good();
-  }
-
-  /** Like #unregister, but a preempted holder's loss is reported as preemption, not release. */
-  #unregisterQuietly(nexusKey: string): void {
-    this.#registrants.delete(nexusKey);
-    const r = this.#reservation;
-    if (!r) return;
-    if (allRegistrants(r.type) ? this.#registrants.size === 0 : r.holder === nexusKey) this.#reservation = undefined;
+  preempt(nexusKey: string, key: bigint, saKey: bigint, type: PrTypeCode, scope: number): Promise<Outcome> {
+    return this.#run((d) => d.preempt(nexusKey, key, saKey, type, scope));
   }
 
   /** RESERVE(6) (SPC-2 7.21): refused while persistent reservations are in use. */
   reserveLegacy(nexusKey: string): Outcome {
-    if (this.#registrants.size > 0 || this.#reservation) return RESERVATION_CONFLICT;
+    if (this.#state.registrants.length > 0 || this.#state.reservation) return RESERVATION_CONFLICT;
     if (this.#legacyHolder !== undefined && this.#legacyHolder !== nexusKey) return RESERVATION_CONFLICT;
     this.#legacyHolder = nexusKey;
     return good();

@@ -4,7 +4,7 @@
 // front end send the Completion. Every SCSI error comes back as a Completion;
 // execute() never rejects.
 import { ScsiStatus } from '../../protocol/scsi/status.js';
-import { INTERNAL_TARGET_FAILURE, LOGICAL_UNIT_NOT_SUPPORTED } from '../../protocol/scsi/sense-codes.js';
+import { INTERNAL_TARGET_FAILURE, LOGICAL_UNIT_COMMUNICATION_FAILURE, LOGICAL_UNIT_NOT_SUPPORTED } from '../../protocol/scsi/sense-codes.js';
 import { buildSense, type SenseFormat } from '../../protocol/scsi/sense.js';
 import { accessRefusal } from './access.js';
 import { nacaSet } from './cdb-fields.js';
@@ -122,6 +122,10 @@ export class ScsiCommand {
         const ua = lu.attentions.take(key);
         if (ua) return check(ua);
       }
+      // A shared reservation store whose watch broke cannot say who holds the
+      // reservation; the commands it governs wait, as ABORTED COMMAND that
+      // initiators retry, until it has read the state again (reservation-store.ts).
+      if (entry.pr !== 'exempt' && !lu.reservations.current) return check(LOGICAL_UNIT_COMMUNICATION_FAILURE);
       if (lu.reservations.conflicts(key, entry.pr, entry.legacyExempt === true)) return RESERVATION_CONFLICT;
     }
     const io: CommandIo<LogicalUnit | undefined> = {

@@ -7,10 +7,11 @@
 // ETIMEDOUT (rados_osd_op_timeout), never hang; later ones work again once the
 // cluster is back, since librados reconnects by itself.
 import { RbdImage, type RbdOpenOptions } from '../../../native/rbd.js';
-import type { Backend, Extent, WriteOptions } from '../backend.js';
+import type { Backend, Extent, SharedRecord, WriteOptions } from '../backend.js';
 import { backendError } from '../backend-error.js';
 import { IoGate } from '../io-gate.js';
 import { checkRange } from '../range-check.js';
+import { RbdRecord } from './rbd-record.js';
 
 export class RbdBackend implements Backend {
   readonly readOnly: boolean;
@@ -25,12 +26,17 @@ export class RbdBackend implements Backend {
   readonly #image: RbdImage;
   readonly #what: string;
   readonly #gate: IoGate;
+  readonly #pool: string;
+  readonly #timeoutSeconds: number;
+  #record: RbdRecord | undefined;
   #size: number;
 
-  private constructor(image: RbdImage, what: string, readOnly: boolean) {
+  private constructor(image: RbdImage, what: string, options: RbdOpenOptions) {
     this.#image = image;
     this.#what = what;
-    this.readOnly = readOnly;
+    this.readOnly = options.readOnly;
+    this.#pool = `${options.pool}${options.namespace !== undefined && options.namespace !== '' ? ` (namespace ${options.namespace})` : ''}`;
+    this.#timeoutSeconds = options.timeoutSeconds;
     this.#size = image.size();
     this.sharedIdentity = image.id();
     this.#gate = new IoGate(what);
@@ -39,7 +45,21 @@ export class RbdBackend implements Backend {
   static async open(options: RbdOpenOptions): Promise<RbdBackend> {
     const image = await RbdImage.open(options);
     const ns = options.namespace !== undefined && options.namespace !== '' ? `${options.namespace}/` : '';
-    return new RbdBackend(image, `rbd image ${options.pool}/${ns}${options.image}`, options.readOnly);
+    return new RbdBackend(image, `rbd image ${options.pool}/${ns}${options.image}`, options);
+  }
+
+  /**
+   * `rblk_<purpose>.<image id>`, a RADOS object in the image's pool: the image
+   * id (rbd_get_id) survives a rename, as VPD 83h does. One per backend.
+   */
+  openSharedRecord(purpose: string): Promise<SharedRecord> {
+    return this.#gate.run(async () => {
+      if (this.#record !== undefined) throw new Error(`${this.#what}: its ${purpose} record is open already`);
+      const imageId = this.sharedIdentity.split('/').pop() ?? '';
+      const oid = `rblk_${purpose}.${imageId}`;
+      this.#record = new RbdRecord(this.#image, this.#gate, oid, `rados object ${oid} in pool ${this.#pool}`, this.#timeoutSeconds);
+      return Promise.resolve(this.#record);
+    });
   }
 
   get size(): number {
