@@ -122,6 +122,9 @@ export class ScsiCommand {
         const ua = lu.attentions.take(key);
         if (ua) return check(ua);
       }
+      // ALUA (SPC-4 5.15.2.4): a standby or unavailable port refuses media access with NOT READY.
+      const alua = lu.portGroups?.refusal(entry.alua);
+      if (alua) return alua;
       if (lu.reservations.conflicts(key, entry.pr, entry.legacyExempt === true)) return RESERVATION_CONFLICT;
     }
     const io: CommandIo<LogicalUnit | undefined> = {
