@@ -1,0 +1,241 @@
+// Multipath (docs/initiator.md "Multipath", docs/operations.md "Several
+// gateways"): two real rblkd processes serve one file with one identity (the
+// same `uuid`) and a target port group each; one session names both. Checked:
+// kill -9 and SIGTERM of the active gateway under a write load (no error, every
+// acknowledged write reads back, from the session and from the file), an ALUA
+// state change by reload moving I/O, a path coming back, and a gateway of
+// another device refused. No timing is asserted: waits are for events.
+import test, { type ExecutionContext } from 'ava';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { connect, type Session, type Volume } from '../../initiator/index.js';
+import type { PathInfo } from '../../initiator/paths.js';
+import { baseConfig, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
+
+const MiB = 1024 * 1024;
+const SIZE = 8 * MiB;
+const BLOCK = 4096;
+const UUID = '5b0c7a2e-1d4f-4e8a-9c3b-7f6e5d4c3b2a';
+
+interface Gateway {
+  d: DaemonProcess;
+  port: number;
+  w: Workdir;
+}
+
+interface Alua {
+  group: number;
+  state: string;
+  peers: { group: number; state: string }[];
+}
+
+function aluaFor(group: number, state: string, peerState: string): Alua {
+  return { group, state, peers: [{ group: group === 1 ? 2 : 1, state: peerState }] };
+}
+
+/** rblkd serving `file` as volume `vol` with the shared identity; `port` fixed for a restart. */
+async function gateway(t: ExecutionContext, file: string, alua: Alua, port = 0, uuid = UUID, w = workdir(t)): Promise<Gateway> {
+  const config = baseConfig(w, [{ name: 'vol', path: file, size: SIZE, uuid }], { alua });
+  (config.listeners as { port: number }[])[0].port = port;
+  w.writeConfig(config);
+  const d = spawnDaemon(t, ['--config', w.configPath]);
+  const bound = await d.port();
+  await d.waitForLine(/rblkd ready/);
+  return { d, port: bound, w };
+}
+
+function reconfigure(g: Gateway, file: string, alua: Alua): void {
+  const config = baseConfig(g.w, [{ name: 'vol', path: file, size: SIZE, uuid: UUID }], { alua });
+  (config.listeners as { port: number }[])[0].port = g.port;
+  g.w.writeConfig(config);
+}
+
+async function session(t: ExecutionContext, ports: number[]): Promise<Session> {
+  const s = await connect({ paths: ports.map((port) => ({ address: '127.0.0.1', port })), provider: 'tcp', initiatorName: 'iqn.2026-11.io.rblk:mp', pathCheckMs: 200, timeouts: { lossMs: 20_000 } });
+  t.teardown(() => s.close());
+  return s;
+}
+
+/** Resolves when the session's paths satisfy `ok`, checked at each `path` event. */
+function pathsWhere(s: Session, ok: (p: PathInfo[]) => boolean): Promise<PathInfo[]> {
+  return new Promise((resolve) => {
+    if (ok(s.paths)) {
+      resolve(s.paths);
+      return;
+    }
+    const on = (): void => {
+      if (!ok(s.paths)) return;
+      s.off('path', on);
+      resolve(s.paths);
+    };
+    s.on('path', on);
+  });
+}
+
+function pattern(seed: number): Buffer {
+  const b = Buffer.alloc(BLOCK);
+  for (let i = 0; i < BLOCK; i += 4) b.writeUInt32BE((seed * 2654435761 + i) >>> 0, i);
+  return b;
+}
+
+/**
+ * Writers, each on its own blocks, write until stop() and keep the last
+ * acknowledged content of every block; an error of any write is kept too.
+ */
+function writeLoad(v: Volume, writers = 8) {
+  const acked = new Map<number, Buffer>();
+  const errors: unknown[] = [];
+  let count = 0;
+  let stopped = false;
+  const blocks = SIZE / BLOCK;
+  const perWriter = Math.floor(blocks / writers);
+  const running = Array.from({ length: writers }, async (_, w) => {
+    for (let n = 0; !stopped; n++) {
+      const block = w * perWriter + (n % perWriter);
+      const data = pattern(w * 1_000_003 + n);
+      try {
+        await v.write(block * BLOCK, data);
+        acked.set(block, data);
+        count++;
+      } catch (e) {
+        errors.push(e);
+        return;
+      }
+    }
+  });
+  return {
+    acked,
+    errors,
+    get count() {
+      return count;
+    },
+    async stop() {
+      stopped = true;
+      await Promise.all(running);
+    },
+  };
+}
+
+async function until(cond: () => boolean): Promise<void> {
+  while (!cond()) await new Promise((r) => setTimeout(r, 5));
+}
+
+async function verify(t: ExecutionContext, v: Volume, file: string, acked: Map<number, Buffer>): Promise<void> {
+  let bad = 0;
+  const onDisk = readFileSync(file);
+  for (const [block, data] of acked) {
+    if (!(await v.read(block * BLOCK, BLOCK)).equals(data)) bad++;
+    if (!onDisk.subarray(block * BLOCK, (block + 1) * BLOCK).equals(data)) bad++;
+  }
+  t.is(bad, 0, `every one of ${acked.size} acknowledged blocks reads back, through the session and from the file`);
+}
+
+function sharedFile(t: ExecutionContext): string {
+  const w = workdir(t);
+  const file = join(w.dir, 'shared.img');
+  writeFileSync(file, Buffer.alloc(0));
+  return file;
+}
+
+test.serial('two gateways of one file: both paths verified, I/O on the active/optimized one; kill -9 of it under writes loses no acknowledged write and surfaces no error; it comes back and takes the I/O again', async (t) => {
+  const file = sharedFile(t);
+  const a = await gateway(t, file, aluaFor(1, 'active-optimized', 'active-non-optimized'));
+  const b = await gateway(t, file, aluaFor(2, 'active-non-optimized', 'active-optimized'));
+  const s = await session(t, [b.port, a.port]);
+  // Named second, a is still chosen: it is the active/optimized group.
+  t.like(s.paths, [
+    { index: 0, port: b.port, state: 'ready', alua: 'active-non-optimized', group: 2 },
+    { index: 1, port: a.port, state: 'active', alua: 'active-optimized', group: 1 },
+  ]);
+  const v = await s.open('vol');
+  const load = writeLoad(v);
+  await until(() => load.count >= 200);
+  a.d.kill('SIGKILL');
+  await a.d.exited;
+  const atKill = load.count;
+  await until(() => load.count >= atKill + 300 || load.errors.length > 0);
+  t.like(s.paths, [{ state: 'active' }, { state: 'down' }]);
+  await load.stop();
+  t.deepEqual(load.errors, [], 'no write failed');
+  await verify(t, v, file, load.acked);
+
+  // The gateway comes back on its port: the re-check verifies it and I/O returns to it.
+  const again = await gateway(t, file, aluaFor(1, 'active-optimized', 'active-non-optimized'), a.port, UUID, a.w);
+  await pathsWhere(s, (p) => p[1].state === 'active');
+  const load2 = writeLoad(v, 4);
+  await until(() => load2.count >= 100);
+  // b goes: the writes continue, so they were on the gateway that came back.
+  b.d.kill('SIGKILL');
+  await b.d.exited;
+  const atKill2 = load2.count;
+  await until(() => load2.count >= atKill2 + 100 || load2.errors.length > 0);
+  await load2.stop();
+  t.deepEqual(load2.errors, []);
+  await verify(t, v, file, load2.acked);
+  again.d.kill('SIGTERM');
+  await again.d.exited;
+});
+
+test.serial('SIGTERM (a drain) of the active gateway under writes: the I/O moves, no error, no acknowledged write lost', async (t) => {
+  const file = sharedFile(t);
+  const a = await gateway(t, file, aluaFor(1, 'active-optimized', 'active-optimized'));
+  const b = await gateway(t, file, aluaFor(2, 'active-optimized', 'active-optimized'));
+  const s = await session(t, [a.port, b.port]);
+  t.like(s.paths, [{ state: 'active' }, { state: 'ready' }]);
+  const v = await s.open('vol');
+  const load = writeLoad(v);
+  await until(() => load.count >= 200);
+  a.d.kill('SIGTERM');
+  t.is((await a.d.exited).code, 0, 'the drained gateway exits cleanly');
+  const atStop = load.count;
+  await until(() => load.count >= atStop + 300 || load.errors.length > 0);
+  await load.stop();
+  t.deepEqual(load.errors, []);
+  t.like(s.paths, [{ state: 'down' }, { state: 'active' }]);
+  await verify(t, v, file, load.acked);
+});
+
+test.serial('an ALUA change by reload (SIGHUP): the active gateway goes standby, 2A/06 and 04/0B move the I/O to the peer; back to active/optimized moves it back', async (t) => {
+  const file = sharedFile(t);
+  const a = await gateway(t, file, aluaFor(1, 'active-optimized', 'active-non-optimized'));
+  const b = await gateway(t, file, aluaFor(2, 'active-non-optimized', 'active-optimized'));
+  const s = await session(t, [a.port, b.port]);
+  const v = await s.open('vol');
+  const load = writeLoad(v);
+  await until(() => load.count >= 100);
+  reconfigure(a, file, aluaFor(1, 'standby', 'active-optimized'));
+  let mark = a.d.lines.length;
+  a.d.kill('SIGHUP');
+  await a.d.waitForLine(/target port group 1 is standby/, mark);
+  await pathsWhere(s, (p) => p[0].alua === 'standby' && p[1].state === 'active');
+  const atReload = load.count;
+  // A standby port refuses every write (04/0B): these went to b.
+  await until(() => load.count >= atReload + 200 || load.errors.length > 0);
+  t.deepEqual(load.errors, []);
+
+  reconfigure(a, file, aluaFor(1, 'active-optimized', 'active-non-optimized'));
+  mark = a.d.lines.length;
+  a.d.kill('SIGHUP');
+  await a.d.waitForLine(/target port group 1 is active-optimized/, mark);
+  await pathsWhere(s, (p) => p[0].state === 'active' && p[0].alua === 'active-optimized');
+  const back = load.count;
+  await until(() => load.count >= back + 100 || load.errors.length > 0);
+  await load.stop();
+  t.deepEqual(load.errors, []);
+  await verify(t, v, file, load.acked);
+});
+
+test.serial('a gateway that serves another device (VPD 83h differs) is rejected; the session runs on the others', async (t) => {
+  const file = sharedFile(t);
+  const other = sharedFile(t);
+  const a = await gateway(t, file, aluaFor(1, 'active-optimized', 'active-non-optimized'));
+  const c = await gateway(t, other, aluaFor(2, 'active-optimized', 'active-non-optimized'), 0, '0e9a8b7c-6d5e-4f3a-8b1c-2d3e4f5a6b7c');
+  const s = await session(t, [a.port, c.port]);
+  t.like(s.paths, [{ state: 'active' }, { state: 'rejected' }]);
+  t.regex(s.paths[1].reason ?? '', /another device/);
+  const v = await s.open('vol');
+  await v.write(0, pattern(7));
+  t.true((await v.read(0, BLOCK)).equals(pattern(7)));
+  t.true(readFileSync(file).subarray(0, BLOCK).equals(pattern(7)));
+  t.false(readFileSync(other).subarray(0, BLOCK).equals(pattern(7)));
+});
