@@ -10,6 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type Session, type Volume } from '../../initiator/index.js';
 import type { PathInfo } from '../../initiator/paths.js';
+import { rblk } from '../cli/helpers/cli.js';
 import { baseConfig, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
 
 const MiB = 1024 * 1024;
@@ -238,4 +239,23 @@ test.serial('a gateway that serves another device (VPD 83h differs) is rejected;
   t.true((await v.read(0, BLOCK)).equals(pattern(7)));
   t.true(readFileSync(file).subarray(0, BLOCK).equals(pattern(7)));
   t.false(readFileSync(other).subarray(0, BLOCK).equals(pattern(7)));
+});
+
+test.serial('rblk info with two addresses shows both paths and their states, in text and JSON', async (t) => {
+  const file = sharedFile(t);
+  const a = await gateway(t, file, aluaFor(1, 'active-optimized', 'standby'));
+  const b = await gateway(t, file, aluaFor(2, 'standby', 'active-optimized'));
+  const url = `rblk://127.0.0.1:${b.port},127.0.0.1:${a.port}/vol`;
+  const r = await rblk(['info', url, '--provider', 'tcp', '--json']);
+  t.is(r.code, 0, r.stderr);
+  const doc = JSON.parse(r.out) as { name: string; paths: PathInfo[] };
+  t.is(doc.name, 'vol');
+  t.deepEqual(doc.paths, [
+    { index: 0, address: '127.0.0.1', port: b.port, state: 'ready', alua: 'standby', group: 2 },
+    { index: 1, address: '127.0.0.1', port: a.port, state: 'active', alua: 'active-optimized', group: 1 },
+  ]);
+  const text = await rblk(['info', url, '--provider', 'tcp']);
+  t.is(text.code, 0, text.stderr);
+  t.regex(text.out, new RegExp(`^path 0: +127\\.0\\.0\\.1:${b.port} ready, ALUA standby \\(group 2\\)$`, 'm'));
+  t.regex(text.out, new RegExp(`^path 1: +127\\.0\\.0\\.1:${a.port} active, ALUA active-optimized \\(group 1\\)$`, 'm'));
 });
