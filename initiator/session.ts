@@ -245,7 +245,8 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
           p.group = a.group;
         }
       } catch (e) {
-        p.lastReason = e instanceof Error ? e.message : String(e);
+        // A path that went down meanwhile keeps the reason its connection gave.
+        if (p.up) p.lastReason = e instanceof Error ? e.message : String(e);
       } finally {
         p.checking = null;
         this.pathsChanged();

@@ -35,8 +35,8 @@ function aluaFor(group: number, state: string, peerState: string): Alua {
 }
 
 /** rblkd serving `file` as volume `vol` with the shared identity; `port` fixed for a restart. */
-async function gateway(t: ExecutionContext, file: string, alua: Alua, port = 0, uuid = UUID, w = workdir(t)): Promise<Gateway> {
-  const config = baseConfig(w, [{ name: 'vol', path: file, size: SIZE, uuid }], { alua });
+async function gateway(t: ExecutionContext, file: string, alua: Alua, port = 0, uuid = UUID, w = workdir(t), extra: Record<string, unknown> = {}): Promise<Gateway> {
+  const config = baseConfig(w, [{ name: 'vol', path: file, size: SIZE, uuid }], { alua, ...extra });
   (config.listeners as { port: number }[])[0].port = port;
   w.writeConfig(config);
   const d = spawnDaemon(t, ['--config', w.configPath]);
@@ -175,6 +175,31 @@ test.serial('two gateways of one file: both paths verified, I/O on the active/op
   await verify(t, v, file, load2.acked);
   again.d.kill('SIGTERM');
   await again.d.exited;
+});
+
+test.serial('a gateway that hangs (SIGSTOP: no FIN, no RST, like a dead host) under writes is found by the keep-alive, not the command timeout; the writes move', async (t) => {
+  const file = sharedFile(t);
+  // keepalive_ms 1000: sessions negotiate a 500 ms keep-alive (docs/protocol.md §13).
+  const fast = { limits: { keepalive_ms: 1000 } };
+  const a = await gateway(t, file, aluaFor(1, 'active-optimized', 'active-non-optimized'), 0, UUID, workdir(t), fast);
+  const b = await gateway(t, file, aluaFor(2, 'active-non-optimized', 'active-optimized'), 0, UUID, workdir(t), fast);
+  // A command timeout far beyond the test's own guard: only the keep-alive can find the hang in time.
+  const s = await connect({ paths: [a.port, b.port].map((port) => ({ address: '127.0.0.1', port })), provider: 'tcp', initiatorName: 'iqn.2026-11.io.rblk:mp-hang', timeouts: { commandMs: 600_000, lossMs: 600_000 } });
+  t.teardown(() => s.close());
+  const v = await s.open('vol');
+  const load = writeLoad(v);
+  await until(() => load.count >= 200);
+  a.d.kill('SIGSTOP');
+  await pathsWhere(s, (p) => p[0].state === 'down' && p[1].state === 'active');
+  t.regex(s.paths[0].reason ?? '', /KEEPALIVE_RSP/);
+  const atHang = load.count;
+  await until(() => load.count >= atHang + 300 || load.errors.length > 0);
+  // Killed while stopped: the writes it had taken in never run (docs/initiator.md "Multipath" on a gateway that comes back from a hang).
+  a.d.kill('SIGKILL');
+  await a.d.exited;
+  await load.stop();
+  t.deepEqual(load.errors, []);
+  await verify(t, v, file, load.acked);
 });
 
 test.serial('SIGTERM (a drain) of the active gateway under writes: the I/O moves, no error, no acknowledged write lost', async (t) => {
