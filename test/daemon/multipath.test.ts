@@ -10,6 +10,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type Session, type Volume } from '../../initiator/index.js';
 import type { PathInfo } from '../../initiator/paths.js';
+import { nativeFeatures } from '../../native/binding.js';
+import { cephMissing, startCephCluster } from '../helpers/ceph-cluster.js';
 import { rblk } from '../cli/helpers/cli.js';
 import { baseConfig, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
 
@@ -283,4 +285,46 @@ test.serial('rblk info with two addresses shows both paths and their states, in 
   t.is(text.code, 0, text.stderr);
   t.regex(text.out, new RegExp(`^path 0: +127\\.0\\.0\\.1:${b.port} ready, ALUA standby \\(group 2\\)$`, 'm'));
   t.regex(text.out, new RegExp(`^path 1: +127\\.0\\.0\\.1:${a.port} active, ALUA active-optimized \\(group 1\\)$`, 'm'));
+});
+
+// The same over an RBD image, whose identity every gateway derives from the image (no uuid written).
+const rbdReason = cephMissing() ?? (nativeFeatures().rbd ? null : 'rblk_rbd.node was not built (apt-get install librbd-dev, then rebuild)');
+if (rbdReason !== null) test.skip(`multipath over rbd: ${rbdReason}`, () => undefined);
+(rbdReason === null ? test.serial : test.skip)('rbd: two gateways of one image, kill -9 of the active one under writes: no error, every acknowledged write reads back', async (t) => {
+  // A guard against a hang only: the cluster and two gateways take a while on a loaded machine.
+  t.timeout(180_000);
+  const cluster = await startCephCluster();
+  t.teardown(() => cluster.stop());
+  await cluster.createImage('mp', SIZE);
+  const rbdGateway = async (alua: Alua): Promise<Gateway> => {
+    const w = workdir(t);
+    const config = baseConfig(w, [{ name: 'vol', thin: true, rbd: { pool: cluster.pool, image: 'mp', conf: cluster.conf, timeout_s: 5 } }], { alua });
+    w.writeConfig(config);
+    const d = spawnDaemon(t, ['--config', w.configPath]);
+    const port = await d.port();
+    await d.waitForLine(/rblkd ready/);
+    return { d, port, w };
+  };
+  const a = await rbdGateway(aluaFor(1, 'active-optimized', 'active-non-optimized'));
+  const b = await rbdGateway(aluaFor(2, 'active-non-optimized', 'active-optimized'));
+  const s = await session(t, [a.port, b.port]);
+  t.like(s.paths, [{ state: 'active', group: 1 }, { state: 'ready', group: 2 }]);
+  const v = await s.open('vol');
+  const load = writeLoad(v, 4);
+  await until(() => load.count >= 100);
+  a.d.kill('SIGKILL');
+  await a.d.exited;
+  const atKill = load.count;
+  await until(() => load.count >= atKill + 100 || load.errors.length > 0);
+  await load.stop();
+  t.deepEqual(load.errors, []);
+  t.like(s.paths, [{ state: 'down' }, { state: 'active' }]);
+  let bad = 0;
+  for (const [block, data] of load.acked) if (!(await v.read(block * BLOCK, BLOCK)).equals(data)) bad++;
+  t.is(bad, 0, `every one of ${load.acked.size} acknowledged blocks reads back through the surviving gateway`);
+  // And straight from the image, past every gateway.
+  const image = await cluster.run('rbd', ['export', `${cluster.pool}/mp`, '-']);
+  let badImage = 0;
+  for (const [block, data] of load.acked) if (!image.subarray(block * BLOCK, (block + 1) * BLOCK).equals(data)) badImage++;
+  t.is(badImage, 0, 'and from rbd export');
 });
