@@ -228,6 +228,8 @@ test.serial('an ALUA change by reload (SIGHUP): the active gateway goes standby,
   const a = await gateway(t, file, aluaFor(1, 'active-optimized', 'active-non-optimized'));
   const b = await gateway(t, file, aluaFor(2, 'active-non-optimized', 'active-optimized'));
   const s = await session(t, [a.port, b.port]);
+  const attentions: string[] = [];
+  s.on('unitAttention', (_lun, sense) => attentions.push(`${sense.key}/${sense.asc.toString(16)}/${sense.ascq.toString(16)}`));
   const v = await s.open('vol');
   const load = writeLoad(v);
   await until(() => load.count >= 100);
@@ -236,6 +238,8 @@ test.serial('an ALUA change by reload (SIGHUP): the active gateway goes standby,
   a.d.kill('SIGHUP');
   await a.d.waitForLine(/target port group 1 is standby/, mark);
   await pathsWhere(s, (p) => p[0].alua === 'standby' && p[1].state === 'active');
+  // The reload raised ASYMMETRIC ACCESS STATE CHANGED (06 2A/06) for the session's nexus.
+  await until(() => attentions.includes('6/2a/6'));
   const atReload = load.count;
   // A standby port refuses every write (04/0B): these went to b.
   await until(() => load.count >= atReload + 200 || load.errors.length > 0);
