@@ -217,6 +217,8 @@ export class Daemon {
       control: this.control?.path ?? null,
       metrics: this.metrics ? { address: this.metrics.address, port: this.metrics.port } : null,
       logging: this.config.logging,
+      // This gateway's target port group (docs/operations.md "Several gateways"), or null without alua.
+      alua: this.portGroups ? { group: this.portGroups.local.group, state: this.portGroups.local.state, peers: this.portGroups.peers.map((p) => ({ group: p.group, state: p.state })) } : null,
     };
   }
 

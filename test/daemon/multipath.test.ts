@@ -12,6 +12,7 @@ import { connect, type Session, type Volume } from '../../initiator/index.js';
 import type { PathInfo } from '../../initiator/paths.js';
 import { nativeFeatures } from '../../native/binding.js';
 import { cephMissing, startCephCluster } from '../helpers/ceph-cluster.js';
+import { controlRequest } from '../../target/daemon/control-client.js';
 import { rblk } from '../cli/helpers/cli.js';
 import { baseConfig, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
 
@@ -237,6 +238,11 @@ test.serial('an ALUA change by reload (SIGHUP): the active gateway goes standby,
   let mark = a.d.lines.length;
   a.d.kill('SIGHUP');
   await a.d.waitForLine(/target port group 1 is standby/, mark);
+  t.deepEqual(((await controlRequest(join(a.w.dir, 'rblkd.ctl'), 'status')) as { alua: unknown }).alua, {
+    group: 1,
+    state: 'standby',
+    peers: [{ group: 2, state: 'active-optimized' }],
+  });
   await pathsWhere(s, (p) => p[0].alua === 'standby' && p[1].state === 'active');
   // The reload raised ASYMMETRIC ACCESS STATE CHANGED (06 2A/06) for the session's nexus.
   await until(() => attentions.includes('6/2a/6'));
