@@ -13,7 +13,7 @@ import type { PathInfo } from '../../initiator/paths.js';
 import { nativeFeatures } from '../../native/binding.js';
 import { cephMissing, startCephCluster } from '../helpers/ceph-cluster.js';
 import { controlRequest } from '../../target/daemon/control-client.js';
-import { rblk } from '../cli/helpers/cli.js';
+import { closedPort, rblk } from '../cli/helpers/cli.js';
 import { baseConfig, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
 
 const MiB = 1024 * 1024;
@@ -178,6 +178,35 @@ test.serial('two gateways of one file: both paths verified, I/O on the active/op
   await verify(t, v, file, load2.acked);
   again.d.kill('SIGTERM');
   await again.d.exited;
+});
+
+test.serial('a gateway down when the session logs in is one path missing, not a failed login; when it starts, it is verified and takes the I/O', async (t) => {
+  const file = sharedFile(t);
+  const aPort = await closedPort();
+  const b = await gateway(t, file, aluaFor(2, 'active-non-optimized', 'active-optimized'));
+  const s = await session(t, [aPort, b.port]);
+  t.like(s.paths, [{ state: 'down' }, { state: 'active' }]);
+  const v = await s.open('vol');
+  const load = writeLoad(v, 4);
+  await until(() => load.count >= 100);
+  const a = await gateway(t, file, aluaFor(1, 'active-optimized', 'active-non-optimized'), aPort);
+  await pathsWhere(s, (p) => p[0].state === 'active' && p[0].alua === 'active-optimized');
+  // b goes away: writes go on, so they run through a.
+  b.d.kill('SIGKILL');
+  await b.d.exited;
+  const atKill = load.count;
+  await until(() => load.count >= atKill + 100 || load.errors.length > 0);
+  await load.stop();
+  t.deepEqual(load.errors, []);
+  await verify(t, v, file, load.acked);
+  a.d.kill('SIGTERM');
+  await a.d.exited;
+});
+
+test('no gateway answering at login is LOGIN_FAILED, as for one address', async (t) => {
+  const ports = [await closedPort(), await closedPort()];
+  const e = await t.throwsAsync(connect({ paths: ports.map((port) => ({ address: '127.0.0.1', port })), provider: 'tcp', timeouts: { connectMs: 2000 } }));
+  t.is((e as { code?: string } | undefined)?.code, 'LOGIN_FAILED');
 });
 
 test.serial('a gateway that hangs (SIGSTOP: no FIN, no RST, like a dead host) under writes is found by the keep-alive, not the command timeout; the writes move', async (t) => {
