@@ -12,7 +12,9 @@ import { connect, type Session, type Volume } from '../../initiator/index.js';
 import type { PathInfo } from '../../initiator/paths.js';
 import { nativeFeatures } from '../../native/binding.js';
 import { cephMissing, startCephCluster } from '../helpers/ceph-cluster.js';
+import { execFileSync } from 'node:child_process';
 import { controlRequest } from '../../target/daemon/control-client.js';
+import { run } from '../iscsi/portal-fixture.js';
 import { closedPort, rblk } from '../cli/helpers/cli.js';
 import { baseConfig, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
 
@@ -366,4 +368,42 @@ if (rbdReason !== null) test.skip(`multipath over rbd: ${rbdReason}`, () => unde
   let badImage = 0;
   for (const [block, data] of load.acked) if (!image.subarray(block * BLOCK, (block + 1) * BLOCK).equals(data)) badImage++;
   t.is(badImage, 0, 'and from rbd export');
+});
+
+// A real iSCSI initiator reads the ALUA bits: libiscsi's iscsi-inq decodes INQUIRY TPGS and
+// the target port designators of VPD 83h, and a standby port refuses its login's TEST UNIT READY
+// with 04/0B, as SPC-4 5.15.2.4.4 has it (libiscsi's full connect gives up there).
+const hasInq = ((): boolean => {
+  try {
+    execFileSync('sh', ['-c', 'command -v iscsi-inq'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+if (!hasInq) test.skip('ALUA through iscsi-inq: iscsi-inq (libiscsi-bin) is not installed', () => undefined);
+(hasInq ? test.serial : test.skip)('iscsi-inq over an iSCSI listener: TPGS 1, target port group and relative port designators; standby answers TEST UNIT READY 04/0B', async (t) => {
+  const w = workdir(t);
+  const file = join(w.dir, 'v.img');
+  const write = (state: string): void =>
+    w.writeConfig(baseConfig(w, [{ name: 'vol', path: file, size: SIZE, uuid: UUID }], { alua: aluaFor(3, state, 'active-optimized'), listeners: [{ protocol: 'iscsi', address: '127.0.0.1', port: 0 }] }));
+  write('active-non-optimized');
+  const d = spawnDaemon(t, ['--config', w.configPath]);
+  const port = await d.iscsiPort();
+  await d.waitForLine(/rblkd ready/);
+  const url = `iscsi://127.0.0.1:${port}/iqn.2026-11.io.rblk:target/0`;
+  const std = await run('iscsi-inq', ['-i', 'iqn.2026-11.io.rblk:alua', url]);
+  t.is(std.code, 0, std.stderr);
+  t.regex(std.stdout, /^TPGS:1$/m);
+  const ids = await run('iscsi-inq', ['-i', 'iqn.2026-11.io.rblk:alua', '-e', '1', '-c', '131', url]);
+  t.is(ids.code, 0, ids.stderr);
+  t.regex(ids.stdout, /Association:\(1\) TARGET_PORT\nDesignator Type:\(5\) TARGET_PORT_GROUP/);
+  t.regex(ids.stdout, /Association:\(1\) TARGET_PORT\nDesignator Type:\(4\) RELATIVE_TARGET_PORT/);
+  write('standby');
+  const mark = d.lines.length;
+  d.kill('SIGHUP');
+  await d.waitForLine(/target port group 3 is standby/, mark);
+  const standby = await run('iscsi-inq', ['-i', 'iqn.2026-11.io.rblk:alua', url]);
+  t.not(standby.code, 0);
+  t.regex(standby.stdout + standby.stderr, /NOT READY.*0x040b/);
 });
