@@ -51,7 +51,7 @@ type Counters = Record<string, { ops: number; bytes: number; errors: number; sec
 function text(verb: ControlCommand, result: unknown): string {
   switch (verb) {
     case 'status': {
-      const r = result as Record<string, unknown> & { listeners: { name: string; sessions: number; connections: number }[]; metrics: { address: string; port: number } | null };
+      const r = result as Record<string, unknown> & { listeners: { name: string; sessions: number; connections: number }[]; metrics: { address: string; port: number } | null; alua?: { group: number; state: string; peers: { group: number; state: string }[] } | null };
       const lines = [
         `rblkd ${String(r.version)}, pid ${String(r.pid)}, ${String(r.state)} since ${String(r.since)} (${String(r.uptimeSeconds)} s)`,
         `config:    ${String(r.config)}`,
@@ -60,6 +60,7 @@ function text(verb: ControlCommand, result: unknown): string {
         `sessions:  ${String(r.sessions)}`,
         ...r.listeners.map((l) => `listener:  ${l.name} (${l.sessions} sessions, ${l.connections} connections)`),
         `metrics:   ${r.metrics ? `http://${r.metrics.address}:${r.metrics.port}/metrics` : 'off'}`,
+        ...(r.alua ? [`alua:      group ${r.alua.group} ${r.alua.state}${r.alua.peers.map((p) => `; peer group ${p.group} ${p.state}`).join('')}`] : []),
       ];
       return `${lines.join('\n')}\n`;
     }

@@ -22,6 +22,7 @@ import {
   LIMIT_RANGES,
   MIN_SECRET_LENGTH,
   type AclEntry,
+  type AluaConfig,
   type AuthConfig,
   type BlockSize,
   type Config,
@@ -34,6 +35,7 @@ import {
   type LogLevel,
   type ListenerProtocol,
   type MetricsConfig,
+  type PortGroupConfig,
   type Provider,
   type Access,
   type VolumeBacking,
@@ -42,6 +44,7 @@ import {
 import { readSecretFile } from './secret-file.js';
 import { formatSize, parseSize } from './size.js';
 import type { PathSegment } from './yaml-positions.js';
+import type { AluaState } from '../protocol/scsi/target-port-groups.js';
 
 export interface ResolveContext {
   /** Recorded as Config.source. */
@@ -129,6 +132,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   }
   if (root && volumes.length === 0) warn(['volumes'], 'no volumes are configured');
 
+  const alua = resolveAlua();
   const fastPathRaw = get(root, ['fast_path']);
   const fastPath = fastPathRaw !== 'off' && fastPathRaw !== false;
 
@@ -136,7 +140,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   return {
     errors,
     warnings,
-    config: { source: ctx.source, targetName, listeners, volumes, auth, limits, logging, control, metrics, stateDir, fastPath, warnings: [] },
+    config: { source: ctx.source, targetName, listeners, volumes, auth, limits, logging, control, metrics, stateDir, fastPath, alua, warnings: [] },
   };
 
   function resolveListeners(): ListenerConfig[] {
@@ -371,6 +375,32 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       err(['auth', 'required'], 'is true but auth.initiators is empty: no initiator could log in');
     }
     return { required, initiators };
+  }
+
+  function resolveAlua(): AluaConfig | null {
+    const a = rec(get(root, ['alua']));
+    if (!a) return null;
+    const group = (g: Record<string, unknown> | undefined, path: PathSegment[], defaultState: AluaState): PortGroupConfig | undefined => {
+      const n = int(get(g, [...path, 'group']));
+      if (n === undefined) return undefined;
+      return { group: n, state: (str(get(g, [...path, 'state'])) as AluaState | undefined) ?? defaultState, relativePort: int(get(g, [...path, 'relative_port'])) ?? n };
+    };
+    const local = group(a, ['alua'], 'active-optimized');
+    if (!local) return null;
+    const peers: PortGroupConfig[] = [];
+    const seenGroups = new Map<number, PathSegment[]>([[local.group, ['alua', 'group']]]);
+    const seenPorts = new Map<number, PathSegment[]>([[local.relativePort, ['alua', 'relative_port']]]);
+    for (const [i, item] of (list(get(a, ['alua', 'peers'])) ?? []).entries()) {
+      const p = group(rec(item), ['alua', 'peers', i], 'active-non-optimized');
+      if (!p) continue;
+      // One target device: group numbers and relative port identifiers are unique in it (SPC-4 5.15.2.1).
+      if (seenGroups.has(p.group)) err(['alua', 'peers', i, 'group'], `target port group ${p.group} is named twice`);
+      else if (seenPorts.has(p.relativePort)) err(['alua', 'peers', i, 'relative_port'], `relative target port ${p.relativePort} is named twice`);
+      seenGroups.set(p.group, ['alua', 'peers', i, 'group']);
+      seenPorts.set(p.relativePort, ['alua', 'peers', i, 'relative_port']);
+      peers.push(p);
+    }
+    return { local, peers };
   }
 
   function resolveControl(): ControlConfig {

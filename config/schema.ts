@@ -6,6 +6,7 @@
 import type { SchemaObject } from 'ajv';
 import type { ConfigIssue } from './config-error.js';
 import { kindProperties, type VolumeBacking as RegisteredBacking } from '../target/backend/registry.js';
+import { ALUA_STATES, type AluaState } from '../protocol/scsi/target-port-groups.js';
 
 export const DEFAULT_CONFIG_PATH = '/etc/rblk/rblkd.yaml';
 export const DEFAULT_STATE_DIR = '/var/lib/rblk';
@@ -74,6 +75,9 @@ export type LogFormat = (typeof LOG_FORMATS)[number];
 export const PATTERN_MESSAGE = 'patternMessage';
 
 const sizeValue = { type: ['integer', 'string'] };
+
+/** TARGET PORT GROUP and RELATIVE TARGET PORT IDENTIFIER are 16 bits; 0 is reserved (SPC-4 7.8.6.6, 7.8.6.7). */
+const portGroupNumber = { type: 'integer', minimum: 1, maximum: 65535 };
 
 const initiatorName = {
   type: 'string',
@@ -223,6 +227,30 @@ export const configSchema: SchemaObject = {
       },
     },
     state_dir: { type: 'string', minLength: 1 },
+    // This gateway's target port group and ALUA state, and its peers' (docs/operations.md "Several gateways").
+    alua: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['group'],
+      properties: {
+        group: portGroupNumber,
+        state: { enum: [...ALUA_STATES] },
+        relative_port: portGroupNumber,
+        peers: {
+          type: 'array',
+          items: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['group'],
+            properties: {
+              group: portGroupNumber,
+              state: { enum: [...ALUA_STATES] },
+              relative_port: portGroupNumber,
+            },
+          },
+        },
+      },
+    },
     // READ and WRITE on the native fast path (docs/operations.md "fast_path"); on unless off.
     fast_path: { enum: ['on', 'off', true, false] },
   },
@@ -309,6 +337,19 @@ export interface ControlConfig {
   explicit: boolean;
 }
 
+/** One target port group: this gateway's, or a peer's as this gateway reports it. */
+export interface PortGroupConfig {
+  group: number;
+  state: AluaState;
+  /** The relative target port of the group's one port; the group number unless configured. */
+  relativePort: number;
+}
+
+export interface AluaConfig {
+  local: PortGroupConfig;
+  peers: readonly PortGroupConfig[];
+}
+
 export interface MetricsConfig {
   address: string;
   port: number;
@@ -330,6 +371,8 @@ export interface Config {
   stateDir: string;
   /** fast_path: READ and WRITE to file and block-device volumes handled natively (docs/target.md "Fast path"). */
   fastPath: boolean;
+  /** Target port groups (ALUA, target/scsi/port-groups.ts), or null: INQUIRY TPGS 00b, no REPORT TARGET PORT GROUPS. */
+  alua: AluaConfig | null;
   /** Legal but probably unintended settings, for the daemon to log and --check-config to print. */
   warnings: readonly ConfigIssue[];
 }

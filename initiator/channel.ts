@@ -7,7 +7,7 @@ import { testUnitReady } from '../protocol/scsi/cdb.js';
 import { LogoutReason, TaskFunction, TaskResponse } from '../protocol/wire/index.js';
 import { reconnectDelay } from './backoff.js';
 import { Connection, TransportError, type LoginOptions } from './connection.js';
-import type { ResolvedOptions } from './options.js';
+import type { PathAddress, ResolvedOptions } from './options.js';
 import { copyLive, MemoryReleased, RegisteredBuffer } from './registered-buffer.js';
 import type { ScsiRequest, ScsiResponse } from './scsi-request.js';
 import type { InitiatorTransport, IoBuffer } from './transport/transport.js';
@@ -80,6 +80,10 @@ export class Channel {
   constructor(
     readonly index: number,
     private readonly host: ChannelHost,
+    /** The gateway this connection goes to (one of options.paths; docs/initiator.md "Multipath"). */
+    readonly path: PathAddress = host.options.paths[0],
+    /** Its index in options.paths. */
+    readonly pathIndex = 0,
   ) {}
 
   private static lostSignal(): { promise: Promise<never>; reject(e: Error): void } {
@@ -103,8 +107,8 @@ export class Channel {
   private loginOptions(): LoginOptions {
     const o = this.host.options;
     return {
-      address: o.address,
-      port: o.port,
+      address: this.path.address,
+      port: this.path.port,
       provider: o.provider,
       initiatorName: o.initiatorName,
       targetName: o.targetName,
@@ -119,6 +123,12 @@ export class Channel {
   async open(): Promise<void> {
     this.install(await Connection.open(this.host.transport, this.loginOptions()));
     if (!this.isUp) throw new TransportError('the connection closed right after login');
+  }
+
+  /** A first login failed, but other paths carry the session: keep trying this one in the background. */
+  retryInBackground(): void {
+    if (this.isUp || this.stopped) return;
+    this.reconnect().catch((e: unknown) => this.host.reconnectFailed(this, asError(e)));
   }
 
   private install(conn: Connection): void {

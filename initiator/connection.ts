@@ -114,6 +114,8 @@ export class Connection {
   private closed = false;
   private keepAlive: NodeJS.Timeout | null = null;
   private lastSent = Date.now();
+  /** When the target last sent anything (a capsule, or a read's remote CQ data). */
+  private lastHeard = Date.now();
   private closeReason = '';
   /** The target's T_LOGOUT reason code (protocol.md §14.3), when it logged this session out. */
   logoutReason: LogoutReason | null = null;
@@ -244,7 +246,14 @@ export class Connection {
         void this.fail(`no KEEPALIVE_RSP within ${ms} ms`);
         return;
       }
-      if (Date.now() - this.lastSent < ms) return;
+      const now = Date.now();
+      // Dead-peer detection under load as well as when idle: commands are
+      // outstanding and nothing has come back for the interval, so ask now.
+      // A host that died without a reset (power, kernel, partition) sends no
+      // FIN or RST; without this it would be found only by the command
+      // timeout (docs/initiator.md "Multipath").
+      const starving = this.pending.size > 0 && now - this.lastHeard >= ms;
+      if (now - this.lastSent < ms && !starving) return;
       outstanding = true;
       const tag = this.nextTag++;
       this.request(tag, { op: Opcode.KEEPALIVE, tag }).then(
@@ -268,6 +277,7 @@ export class Connection {
   }
 
   private onCapsule(buf: Buffer): void {
+    this.lastHeard = Date.now();
     let c: Capsule;
     try {
       c = decodeCapsule(buf, { from: 'target', limits: this.limits });
@@ -306,6 +316,7 @@ export class Connection {
    */
   private onRemoteData(data: number): void {
     if (this.closed) return;
+    this.lastHeard = Date.now();
     const tag = this.reads.get(data);
     const p = tag === undefined ? undefined : this.pending.get(tag);
     if (tag === undefined || p === undefined) {

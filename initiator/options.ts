@@ -31,10 +31,16 @@ export interface ReconnectOptions {
   maxDelayMs?: number;
 }
 
-/** Options of {@link connect}. Only `address` is required. */
-export interface ConnectOptions {
-  /** Host name or address of the target. */
+/** One gateway of a volume: where a path goes (docs/initiator.md "Multipath"). */
+export interface PathAddress {
   address: string;
+  port: number;
+}
+
+/** Options of {@link connect}. Only `address` (or `paths`) is required. */
+export interface ConnectOptions {
+  /** Host name or address of the target; the first path when `paths` is given. */
+  address?: string;
   /** Default 7471. */
   port?: number;
   /** libfabric provider (`tcp`, `sockets`, `verbs`, ...); default: the first that works. */
@@ -71,6 +77,14 @@ export interface ConnectOptions {
   busyRetries?: number;
   /** The fabric to use; default libfabric. Tests pass the in-process loop transport. */
   transport?: InitiatorTransport;
+  /**
+   * Several gateways serving one volume (multipath, docs/initiator.md
+   * "Multipath"): every address, in order of preference, as `host[:port]`
+   * or `{ address, port }`. Given, it replaces `address` and `port`.
+   */
+  paths?: readonly (string | { address: string; port?: number })[];
+  /** How often each path's identity and ALUA state is checked again, and a returning path taken back. Default 2 000. */
+  pathCheckMs?: number;
 }
 
 /** A secret that does not show itself in logs, JSON or util.inspect. */
@@ -100,8 +114,12 @@ export class SecretValue {
 
 /** ConnectOptions with every default applied and the secret looked up. */
 export interface ResolvedOptions {
+  /** The first path's. */
   address: string;
   port: number;
+  /** Every path, first = address:port; one unless several gateways were named. */
+  paths: readonly PathAddress[];
+  pathCheckMs: number;
   provider: string | undefined;
   initiatorName: string;
   targetName: string;
@@ -133,6 +151,7 @@ export const DEFAULTS = {
   reconnectInitialMs: 100,
   reconnectMaxMs: 1_000,
   busyRetries: 5,
+  pathCheckMs: 2_000,
 } as const;
 
 export function defaultInitiatorName(): string {
@@ -161,13 +180,15 @@ function findSecret(o: ConnectOptions, env: NodeJS.ProcessEnv): SecretValue | un
 export function resolveOptions(target: string | ConnectOptions, overrides: Partial<ConnectOptions> = {}, env: NodeJS.ProcessEnv = process.env): ResolvedOptions {
   const base: ConnectOptions = typeof target === 'string' ? parseRblkUrl(target) : target;
   const o: ConnectOptions = { ...base, ...overrides, timeouts: { ...base.timeouts, ...overrides.timeouts }, reconnect: { ...base.reconnect, ...overrides.reconnect } };
-  if (typeof o.address !== 'string' || o.address === '') throw new RangeError('an address is required');
+  const paths = resolvePaths(o);
   const t = o.timeouts ?? {};
   const r = o.reconnect ?? {};
   const day = 86_400_000;
   return {
-    address: o.address,
-    port: count('port', o.port, DEFAULTS.port, 0, 65535),
+    address: paths[0].address,
+    port: paths[0].port,
+    paths,
+    pathCheckMs: count('pathCheckMs', o.pathCheckMs, DEFAULTS.pathCheckMs, 10, day),
     provider: o.provider,
     initiatorName: o.initiatorName ?? defaultInitiatorName(),
     targetName: o.targetName ?? DEFAULT_TARGET_NAME,
@@ -186,4 +207,28 @@ export function resolveOptions(target: string | ConnectOptions, overrides: Parti
     busyRetries: count('busyRetries', o.busyRetries, DEFAULTS.busyRetries, 0, 1000),
     transport: o.transport,
   };
+}
+
+/** `paths` when given (each `host[:port]`, `[v6]:port` or an object), else `address` and `port`. */
+function resolvePaths(o: ConnectOptions): PathAddress[] {
+  if (o.paths === undefined || o.paths.length === 0) {
+    if (typeof o.address !== 'string' || o.address === '') throw new RangeError('an address is required');
+    return [{ address: o.address, port: count('port', o.port, DEFAULTS.port, 0, 65535) }];
+  }
+  const out = o.paths.map((p, i): PathAddress => {
+    if (typeof p === 'string') {
+      const u = parseRblkUrl(`rblk://${p}`);
+      if (u.paths !== undefined || u.volume !== undefined) throw new RangeError(`paths[${i}] "${p}" is not one host[:port]`);
+      return { address: u.address, port: u.port };
+    }
+    if (typeof p.address !== 'string' || p.address === '') throw new RangeError(`paths[${i}] has no address`);
+    return { address: p.address, port: count(`paths[${i}].port`, p.port, DEFAULTS.port, 0, 65535) };
+  });
+  const seen = new Set<string>();
+  for (const p of out) {
+    const key = `${p.address}:${p.port}`;
+    if (seen.has(key)) throw new RangeError(`paths: ${key} is named twice`);
+    seen.add(key);
+  }
+  return out;
 }

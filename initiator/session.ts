@@ -4,13 +4,14 @@
 // timeout. docs/initiator.md describes the behaviour; this file implements it.
 import { EventEmitter } from 'node:events';
 import { decodeSense, type Sense } from '../protocol/scsi/sense.js';
-import { SenseKey } from '../protocol/scsi/sense-codes.js';
+import { ASYMMETRIC_ACCESS_STATE_CHANGED, ALUA_STANDBY, ALUA_TRANSITIONING, ALUA_UNAVAILABLE, SenseKey } from '../protocol/scsi/sense-codes.js';
 import { ScsiStatus } from '../protocol/scsi/status.js';
 import { Channel, type Attempt, type ChannelHost, type RecoveryEvent } from './channel.js';
 import { LoginError, TransportError } from './connection.js';
 import { listLuns, probeLun, type VolumeInfo } from './discovery.js';
 import { errorForStatus, RblkError } from './errors.js';
 import type { ResolvedOptions } from './options.js';
+import { aluaOf, identify, identityMismatch, Path, type PathIdentity, type PathInfo } from './paths.js';
 import type { RegisteredBuffer } from './registered-buffer.js';
 import { registeredOf, type ScsiRequest, type ScsiResponse } from './scsi-request.js';
 import { FabricInitiatorTransport } from './transport/fabric-transport.js';
@@ -40,6 +41,8 @@ export interface SessionEvents {
   recovery: [event: RecoveryEvent];
   /** A unit attention was reported (and absorbed) on a LUN (SAM-5 5.14). */
   unitAttention: [lun: number, sense: Sense];
+  /** A path (one gateway of a multipath session) changed: up, down, checked, rejected, its ALUA state, or whether it carries the I/O. */
+  path: [info: PathInfo];
 }
 
 /** One connection of the session, as `session.connections` describes it. */
@@ -49,11 +52,24 @@ export interface ConnectionInfo {
   /** The target's session id for the current connection. */
   sessionId?: bigint;
   provider?: string;
+  /** Which of `session.paths` it belongs to. */
+  path: number;
 }
 
 
+/** Where one command may go, and where its last try went (multipath). */
+interface Route {
+  /** Only this path (the session's own identity and ALUA checks). */
+  readonly pin?: Path;
+  /** Paths that refused it (standby, unavailable, busy): others first. */
+  avoid?: Set<Path>;
+  /** The path of the last try. */
+  path?: Path;
+}
+
 interface Exchange {
   readonly req: ScsiRequest;
+  readonly route: Route;
   resolve(r: ScsiResponse): void;
   reject(e: Error): void;
 }
@@ -63,6 +79,12 @@ const MAX_ATTENTIONS = 16;
 /** TASK ABORTED answers (from our own LUN resets) one idempotent command absorbs. */
 const MAX_ABORTED = 3;
 const BUSY_DELAY_MS = 10;
+/** Moves of one command between paths (standby, unavailable, busy answers) before its answer is the error. */
+const MOVES_PER_PATH = 4;
+
+function isSense(s: Sense | undefined, c: { key: number; asc: number; ascq: number }): boolean {
+  return s !== undefined && s.key === c.key && s.asc === c.asc && s.ascq === c.ascq;
+}
 
 function loginFailure(e: unknown, o: ResolvedOptions): RblkError {
   const where = `${o.targetName} at ${o.address}:${o.port}`;
@@ -93,12 +115,29 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
   private next = 0;
   private knownMaxTransfer: number;
   private readonly watchers = new Map<number, Set<AttentionListener>>();
+  /** One per gateway (options.paths); a single-path session has one, verified from the start. */
+  private readonly pathList: Path[];
+  private readonly multipath: boolean;
+  /** What the first path verified showed: every other path must be the same device. */
+  private reference: PathIdentity | null = null;
+  private pathTimer: NodeJS.Timeout | null = null;
+  private readonly pathSeen = new Map<Path, string>();
 
   private constructor(options: ResolvedOptions) {
     super();
     this.options = options;
     this.transport = options.transport ?? new FabricInitiatorTransport();
-    this.channels = Array.from({ length: options.connections }, (_, i) => new Channel(i, this));
+    this.pathList = options.paths.map((p, i) => new Path(i, p));
+    this.multipath = this.pathList.length > 1;
+    this.channels = [];
+    for (const path of this.pathList) {
+      path.verified = !this.multipath;
+      for (let c = 0; c < options.connections; c++) {
+        const ch = new Channel(this.channels.length, this, path.where, path.index);
+        path.channels.push(ch);
+        this.channels.push(ch);
+      }
+    }
     this.knownMaxTransfer = options.maxIo;
   }
 
@@ -107,13 +146,121 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
     const s = new Session(options);
     const opened = await Promise.allSettled(s.channels.map((ch) => ch.open()));
     const failed = opened.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) {
+    if (failed && (!s.multipath || !s.channels.some((ch) => ch.isUp))) {
       await s.close();
       throw loginFailure(failed.reason, options);
     }
+    if (s.multipath) {
+      // A gateway down at the start is one path missing, not a failed login: it is tried again in the background.
+      opened.forEach((r, i) => {
+        if (r.status === 'fulfilled') return;
+        const ch = s.channels[i];
+        s.pathList[ch.pathIndex].lastReason = (r.reason as Error).message;
+        ch.retryInBackground();
+      });
+      // In order, so that the first path that answers is the reference identity.
+      for (const p of s.pathList) await s.checkPath(p);
+      if (!s.pathList.some((p) => p.usable)) {
+        const why = s.pathList.map((p) => `${p.where.address}:${p.where.port}: ${p.rejected ?? p.lastReason ?? 'not verified'}`).join('; ');
+        await s.close();
+        throw new RblkError('LOGIN_FAILED', `no path to ${options.targetName} could be used (${why})`);
+      }
+      s.pathTimer = setInterval(() => s.checkPaths(), options.pathCheckMs);
+      s.pathTimer.unref();
+    }
     s.noteLimits();
     s.setState('connected');
+    s.pathsChanged();
     return s;
+  }
+
+  /** Each path (gateway) of the session, in the order named: its state, ALUA state and group (docs/initiator.md "Multipath"). */
+  get paths(): PathInfo[] {
+    const preferred = this.preferredPath();
+    return this.pathList.map((p) => p.info(p === preferred));
+  }
+
+  /** The path I/O goes to now: usable, best ALUA state, first named among equals. */
+  private preferredPath(avoid?: ReadonlySet<Path>): Path | undefined {
+    let best: Path | undefined;
+    let fallback: Path | undefined;
+    for (const p of this.pathList) {
+      if (!p.usable) continue;
+      if (avoid?.has(p)) {
+        if (fallback === undefined || p.rank < fallback.rank) fallback = p;
+      } else if (best === undefined || p.rank < best.rank) {
+        best = p;
+      }
+    }
+    return best ?? fallback;
+  }
+
+  /** Emits `path` for every path whose description changed. */
+  private pathsChanged(): void {
+    if (!this.multipath) return;
+    for (const info of this.paths) {
+      const p = this.pathList[info.index];
+      const text = JSON.stringify(info);
+      if (this.pathSeen.get(p) === text) continue;
+      this.pathSeen.set(p, text);
+      this.emit('path', info);
+    }
+  }
+
+  /** The background re-check: every path that is up is asked again for its identity (when it came back) and its ALUA state. */
+  private checkPaths(): void {
+    for (const p of this.pathList) void this.checkPath(p);
+  }
+
+  /**
+   * Verifies that a path reaches the session's device (VPD 83h), then reads
+   * its ALUA state. Never rejects: a failure leaves the path as it was, for
+   * the next check. One check per path at a time.
+   */
+  private checkPath(p: Path): Promise<void> {
+    if (p.checking) return p.checking;
+    if (!this.multipath || this.closing || p.rejected !== undefined || !p.up) return Promise.resolve();
+    const run = (req: ScsiRequest): Promise<ScsiResponse> => this.commandOn(p, req);
+    p.checking = (async () => {
+      try {
+        if (!p.verified) {
+          const id = await identify(run);
+          if (this.reference === null) {
+            this.reference = id;
+          } else {
+            const why = identityMismatch(this.reference, id);
+            if (why !== undefined) {
+              this.rejectPath(p, why);
+              return;
+            }
+          }
+          p.identity = id;
+          p.verified = true;
+        }
+        const id = p.identity;
+        const lun = id?.luns.keys().next();
+        if (id && lun && lun.done !== true) {
+          const a = await aluaOf(run, lun.value, id.groups.get(lun.value));
+          p.alua = a.alua;
+          p.group = a.group;
+        }
+      } catch (e) {
+        // A path that went down meanwhile keeps the reason its connection gave.
+        if (p.up) p.lastReason = e instanceof Error ? e.message : String(e);
+      } finally {
+        p.checking = null;
+        this.pathsChanged();
+        // Commands that waited for a usable path (only unverified ones were up) go now.
+        if (this.preferredPath() !== undefined) for (const x of this.waiting.splice(0)) this.dispatch(x);
+      }
+    })();
+    return p.checking;
+  }
+
+  private rejectPath(p: Path, why: string): void {
+    p.rejected = why;
+    this.report(new RblkError('INVALID', `path ${p.where.address}:${p.where.port} is not used: ${why}`));
+    for (const ch of p.channels) ch.close().catch(() => undefined);
   }
 
   /** Where the session is: see {@link SessionState}. */
@@ -130,7 +277,9 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
   get connections(): ConnectionInfo[] {
     return this.channels.map((ch) => {
       const c = ch.connection;
-      return c && ch.isUp ? { index: ch.index, up: true, sessionId: c.sessionId, provider: c.provider } : { index: ch.index, up: false };
+      return c && ch.isUp
+        ? { index: ch.index, up: true, sessionId: c.sessionId, provider: c.provider, path: ch.pathIndex }
+        : { index: ch.index, up: false, path: ch.pathIndex };
     });
   }
 
@@ -178,12 +327,20 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
     if (this.lossTimer) clearTimeout(this.lossTimer);
     this.lossTimer = null;
     this.setState('connected');
+    const path = this.pathList[ch.pathIndex];
+    // A gateway back after a loss is checked before it carries I/O again (it could be another device now).
+    if (this.multipath) void this.checkPath(path);
+    this.pathsChanged();
     for (const x of this.waiting.splice(0)) this.dispatch(x);
   }
 
   /** @internal */
   channelDown(ch: Channel, reason: string, reconnecting: boolean): void {
     if (this.closing) return;
+    const path = this.pathList[ch.pathIndex];
+    path.lastReason = reason;
+    if (this.multipath && !path.up) path.verified = false;
+    this.pathsChanged();
     if (!reconnecting) {
       this.dead.add(ch);
       this.report(new RblkError('CONNECTION_LOST', `connection ${ch.index} to ${this.where()} ended for good: ${reason}`));
@@ -223,7 +380,7 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
   }
 
   private where(): string {
-    return `${this.options.address}:${this.options.port}`;
+    return this.options.paths.map((p) => `${p.address}:${p.port}`).join(',');
   }
 
   private becomeLost(why: string): void {
@@ -236,11 +393,15 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
 
   // Commands
 
-  private pick(): Channel | undefined {
+  /** The least loaded connection of the route's path (the preferred path unless pinned), round robin among equals. */
+  private pick(route?: Route): Channel | undefined {
+    const path = route?.pin ?? this.preferredPath(route?.avoid);
+    if (path === undefined) return undefined;
     let best: Channel | undefined;
-    const n = this.channels.length;
+    const chans = path.channels;
+    const n = chans.length;
     for (let i = 0; i < n; i++) {
-      const ch = this.channels[(this.next + i) % n];
+      const ch = chans[(this.next + i) % n];
       if (ch.isUp && (best === undefined || ch.load < best.load)) best = ch;
     }
     this.next = (this.next + 1) % n;
@@ -248,7 +409,7 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
   }
 
   /** Sends a request once (reissuing it after a lost connection when allowed); any SCSI status resolves. */
-  private execute(req: ScsiRequest): Promise<ScsiResponse> {
+  private execute(req: ScsiRequest, route: Route = {}): Promise<ScsiResponse> {
     return new Promise<ScsiResponse>((resolve, reject) => {
       this.active++;
       const done = (): void => {
@@ -256,6 +417,7 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
       };
       this.dispatch({
         req,
+        route,
         resolve: (r) => {
           done();
           resolve(r);
@@ -282,9 +444,13 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
       this.attempt(this.channels[reg.channel], x).catch((e: unknown) => x.reject(e instanceof Error ? e : new Error(String(e))));
       return;
     }
-    const ch = this.pick();
+    const ch = this.pick(x.route);
     if (ch !== undefined) {
       this.attempt(ch, x).catch((e: unknown) => x.reject(e instanceof Error ? e : new Error(String(e))));
+      return;
+    }
+    if (x.route.pin !== undefined) {
+      x.reject(new RblkError('CONNECTION_LOST', `${x.req.what}: path ${x.route.pin.where.address}:${x.route.pin.where.port} is down`));
       return;
     }
     if (this.#state === 'lost') {
@@ -297,6 +463,7 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
   private async attempt(ch: Channel, x: Exchange): Promise<void> {
     const att: Attempt = { sent: false, timedOut: false, settled: false };
     const what = x.req.what;
+    x.route.path = this.pathList[ch.pathIndex];
     try {
       const r = await ch.send(x.req, att);
       if (att.timedOut && r.status === ScsiStatus.TASK_ABORTED) x.reject(this.timeout(what, 'aborted'));
@@ -327,14 +494,43 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
     let attentions = 0;
     let busy = 0;
     let aborted = 0;
+    let moves = 0;
+    const route: Route = {};
     for (;;) {
-      const r = await this.execute(req);
+      const r = await this.execute(req, route);
       if (r.status === ScsiStatus.GOOD || r.status === ScsiStatus.CONDITION_MET) return r;
       const sense = r.status === ScsiStatus.CHECK_CONDITION ? decodeSense(r.sense) : undefined;
+      const path = route.path;
       // SAM-5 5.14: a unit attention means the command was not run; report it and run it again.
       if (sense?.key === SenseKey.UNIT_ATTENTION && attentions++ < MAX_ATTENTIONS) {
         this.attention(req.lun, sense);
+        // SPC-4 5.15.2.5: that gateway's ALUA state changed; read it before choosing where the command goes.
+        if (this.multipath && path && isSense(sense, ASYMMETRIC_ACCESS_STATE_CHANGED)) await this.checkPath(path);
         continue;
+      }
+      // A gateway that refuses the command for its ALUA state (SPC-4 5.15.2.4), or is draining
+      // (BUSY): the command goes to another path, and this one is asked its state again.
+      if (this.multipath && path && moves < MOVES_PER_PATH * this.pathList.length) {
+        const alua = isSense(sense, ALUA_STANDBY) ? 'standby' : isSense(sense, ALUA_UNAVAILABLE) || isSense(sense, ALUA_TRANSITIONING) ? 'unavailable' : undefined;
+        const busyHere = r.status === ScsiStatus.BUSY || r.status === ScsiStatus.TASK_SET_FULL;
+        if (alua !== undefined || busyHere) {
+          moves++;
+          if (alua !== undefined && path.alua !== alua) {
+            path.alua = alua;
+            this.pathsChanged();
+            void this.checkPath(path);
+          }
+          const avoid = (route.avoid ??= new Set());
+          avoid.add(path);
+          const elsewhere = this.preferredPath(avoid);
+          if (elsewhere !== undefined && !avoid.has(elsewhere)) continue;
+          if (alua !== undefined) {
+            // Nowhere else to go: wait a little for a path's state to change, then try the best again.
+            await delay(BUSY_DELAY_MS * 2 ** Math.min(moves, 6));
+            route.avoid = undefined;
+            continue;
+          }
+        }
       }
       const transient = r.status === ScsiStatus.BUSY || r.status === ScsiStatus.TASK_SET_FULL || sense?.key === SenseKey.ABORTED_COMMAND;
       if (transient && busy < this.options.busyRetries) {
@@ -350,6 +546,24 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
   private attention(lun: number, sense: Sense): void {
     this.emit('unitAttention', lun, sense);
     for (const l of this.watchers.get(lun) ?? []) l.onUnitAttention(sense);
+  }
+
+  /**
+   * One command on one path, for the path checks: unit attentions absorbed,
+   * any other status but GOOD rejects; no moving to another path.
+   */
+  private async commandOn(p: Path, req: ScsiRequest): Promise<ScsiResponse> {
+    let attentions = 0;
+    for (;;) {
+      const r = await this.execute(req, { pin: p });
+      if (r.status === ScsiStatus.GOOD) return r;
+      const sense = r.status === ScsiStatus.CHECK_CONDITION ? decodeSense(r.sense) : undefined;
+      if (sense?.key === SenseKey.UNIT_ATTENTION && attentions++ < MAX_ATTENTIONS) {
+        this.attention(req.lun, sense);
+        continue;
+      }
+      throw errorForStatus(req.what, r.status, r.sense);
+    }
   }
 
   /** @internal Volumes hear the unit attentions of their LUN. */
@@ -424,6 +638,8 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
   close(): Promise<void> {
     if (this.closing) return this.closing;
     this.closing = (async () => {
+      if (this.pathTimer) clearInterval(this.pathTimer);
+      this.pathTimer = null;
       if (this.lossTimer) clearTimeout(this.lossTimer);
       this.lossTimer = null;
       for (const x of this.waiting.splice(0)) x.reject(new RblkError('CONNECTION_LOST', `${x.req.what}: the session was closed`));

@@ -1,4 +1,6 @@
-// rblk URLs: rblk://host[:port]/volume?provider=tcp&initiator=...&target=...
+// rblk URLs: rblk://host[:port][,host[:port]...]/volume?provider=tcp&initiator=...&target=...
+// Several comma-separated addresses are several gateways (paths) to one
+// volume, in order of preference (docs/initiator.md "Multipath").
 // A URL names where a volume is, never how to prove who you are: secrets in a
 // URL end up in shell history, `ps` output and logs, so they are refused here.
 
@@ -14,6 +16,8 @@ export interface RblkUrl {
   provider?: string;
   initiatorName?: string;
   targetName?: string;
+  /** Every address the URL names, first included, when it names more than one (multipath). */
+  paths?: { address: string; port: number }[];
 }
 
 const PARAMS: Readonly<Record<string, keyof RblkUrl>> = {
@@ -28,9 +32,31 @@ const PARAMS: Readonly<Record<string, keyof RblkUrl>> = {
  * anything else, including user info or a `secret` parameter.
  */
 export function parseRblkUrl(text: string): RblkUrl {
+  // WHATWG URL parsing knows one host per URL: split the authority at its commas first.
+  const m = /^(rblk:\/\/)([^/?#]*)(.*)$/s.exec(text);
+  if (m && m[2].includes(',')) {
+    const hosts = m[2].split(',');
+    if (hosts.some((h) => h === '')) throw new RangeError(`"${text}": an empty address between commas`);
+    const first = parseOne(`${m[1]}${hosts[0]}${m[3]}`, text);
+    const paths = hosts.map((h) => {
+      const one = parseOne(`${m[1]}${h}`, text);
+      return { address: one.address, port: one.port };
+    });
+    const seen = new Set<string>();
+    for (const p of paths) {
+      const key = `${p.address}:${p.port}`;
+      if (seen.has(key)) throw new RangeError(`"${text}": ${key} is named twice`);
+      seen.add(key);
+    }
+    return { ...first, paths };
+  }
+  return parseOne(text, text);
+}
+
+function parseOne(part: string, text: string): RblkUrl {
   let u: URL;
   try {
-    u = new URL(text);
+    u = new URL(part);
   } catch {
     throw new RangeError(`"${text}" is not a valid URL (expected rblk://host[:port]/volume)`);
   }

@@ -88,10 +88,12 @@ export async function openSession(url: string, a: ConnectionArgs, extra: Partial
   const parsed = parseUrl(url);
   const options = { ...connectOptions(a), ...extra };
   const address = await resolveHost(parsed.address, parsed.port);
+  // Several gateways (rblk://h1,h2/vol): each host is resolved the same way (docs/initiator.md "Multipath").
+  const paths = parsed.paths && (await Promise.all(parsed.paths.map(async (p) => ({ address: await resolveHost(p.address, p.port), port: p.port }))));
   // Loaded on first use: the session brings the native addon, which --help and usage errors do without.
   const { connect } = await import('../index.js');
   try {
-    return await connect({ ...parsed, address }, options);
+    return await connect({ ...parsed, address, ...(paths ? { paths } : {}) }, options);
   } catch (e) {
     throw explainConnectFailure(e, parsed.address, address, parsed.port);
   }

@@ -372,6 +372,15 @@ export function reportSupportedOperationCodes(o: ReportOpcodesOptions): Buffer {
   return c;
 }
 
+/** REPORT TARGET PORT GROUPS (SPC-4 6.36): MAINTENANCE IN, service action 0Ah; `extended` asks for the extended header. */
+export function reportTargetPortGroups(allocationLength: number, extended = false): Buffer {
+  const c = Buffer.alloc(12);
+  c[0] = Opcode.MAINTENANCE_IN;
+  c[1] = (extended ? 0x20 : 0) | MaintenanceIn.REPORT_TARGET_PORT_GROUPS;
+  c.writeUInt32BE(uint('allocation length', allocationLength, 32), 6);
+  return c;
+}
+
 export function persistentReserveIn(serviceAction: number, allocationLength: number): Buffer {
   const c = Buffer.alloc(10);
   c[0] = Opcode.PERSISTENT_RESERVE_IN;

@@ -13,3 +13,4 @@ export * from './lba-status.js';
 export * from './persistent-reservation.js';
 export * from './mode.js';
 export * from './supported-opcodes.js';
+export * from './target-port-groups.js';

@@ -6,6 +6,7 @@ import { ConfigError, formatIssue } from '../../config/config-error.js';
 import { loadConfig } from '../../config/loader.js';
 import type { Config, ListenerConfig, MetricsConfig } from '../../config/schema.js';
 import { IscsiPortal } from '../iscsi/portal.js';
+import { TargetPortGroups } from '../scsi/index.js';
 import { TargetServer, type TargetServerOptions } from '../server.js';
 import { rblkSessions } from '../session/session.js';
 import { FabricTargetTransport } from '../transport/fabric-transport.js';
@@ -103,6 +104,8 @@ export class Daemon {
   private control: ControlServer | null = null;
   private metrics: MetricsServer | null = null;
   private readonly startedAt = new Date();
+  /** This gateway's target port groups (ALUA), shared by every logical unit; undefined without `alua`. */
+  private readonly portGroups: TargetPortGroups | undefined;
 
   private constructor(
     config: Config,
@@ -113,6 +116,7 @@ export class Daemon {
     this.notifier = opts.notifier ?? systemdNotifier(opts.log);
     this.transport = opts.transport ?? new FabricTargetTransport();
     this.server = new TargetServer(serverOptions(config, opts.log), rblkSessions);
+    this.portGroups = config.alua ? new TargetPortGroups(config.alua) : undefined;
   }
 
   /**
@@ -213,6 +217,8 @@ export class Daemon {
       control: this.control?.path ?? null,
       metrics: this.metrics ? { address: this.metrics.address, port: this.metrics.port } : null,
       logging: this.config.logging,
+      // This gateway's target port group (docs/operations.md "Several gateways"), or null without alua.
+      alua: this.portGroups ? { group: this.portGroups.local.group, state: this.portGroups.local.state, peers: this.portGroups.peers.map((p) => ({ group: p.group, state: p.state })) } : null,
     };
   }
 
@@ -254,7 +260,7 @@ export class Daemon {
   }
 
   private volumeContext(config: Config): VolumeContext {
-    return { stateDir: config.stateDir, maxIo: config.limits.maxIo, log: this.log };
+    return { stateDir: config.stateDir, maxIo: config.limits.maxIo, log: this.log, portGroups: this.portGroups };
   }
 
   private async listen(l: ListenerConfig, source: string): Promise<void> {
@@ -366,6 +372,11 @@ export class Daemon {
     reconfigureLogger(this.log, next.logging);
 
     for (const { to } of plan.kept) this.volumes.get(to.name)?.reconfigure(to);
+    // SPC-4 5.15.2.5: a changed access state is a unit attention for every nexus of every LU.
+    if (this.portGroups && next.alua && this.portGroups.update(next.alua)) {
+      for (const sv of this.volumes.values()) sv.lu.raiseAccessStateChanged();
+      this.log.info(`target port group ${next.alua.local.group} is ${next.alua.local.state}`);
+    }
     for (const v of plan.removed) this.retire(v.name);
     for (const sv of opened) {
       this.volumes.set(sv.name, sv);

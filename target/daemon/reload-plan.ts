@@ -74,6 +74,10 @@ export function planReload(current: Config, next: Config): ReloadPlan {
     plan.kept.push({ from, to: v });
     plan.refusals.push(...volumeRefusals(from, v));
   }
+  // Every logical unit is built with or without target port groups (INQUIRY TPGS); their states may change, their presence may not.
+  if ((current.alua === null) !== (next.alua === null)) {
+    plan.refusals.push(`alua cannot be ${next.alua === null ? 'removed' : 'added'} while rblkd runs (restart it); a reload may change the groups and their states`);
+  }
   const oldKeys = new Set(current.listeners.map(listenerKey));
   const newKeys = new Set(next.listeners.map(listenerKey));
   plan.listenersAdded = next.listeners.filter((l) => !oldKeys.has(listenerKey(l)));

@@ -9,7 +9,7 @@ import { formatSize } from '../../config/size.js';
 import type { VolumeConfig } from '../../config/schema.js';
 import type { Backend } from '../backend/backend.js';
 import { kindOf, openVolumeBackend } from '../backend/registry.js';
-import { LogicalUnit, SharedReservationStore, type Access } from '../scsi/index.js';
+import { LogicalUnit, SharedReservationStore, type Access, type TargetPortGroups } from '../scsi/index.js';
 import type { ExportedVolume } from '../server.js';
 import type { DaemonLogger } from './logger.js';
 
@@ -19,6 +19,8 @@ export interface VolumeContext {
   /** limits.max_io: the Block Limits page's MAXIMUM TRANSFER LENGTH follows it (SBC-4 6.6.4). */
   maxIo: number;
   log: DaemonLogger;
+  /** The gateway's target port groups (ALUA, target/scsi/port-groups.ts), when configured. */
+  portGroups?: TargetPortGroups | undefined;
 }
 
 function configuredSize(v: VolumeConfig): number | undefined {
@@ -73,6 +75,7 @@ export class ServedVolume implements ExportedVolume {
         limits: { maxTransferBlocks: Math.max(2, Math.floor(ctx.maxIo / config.blockSize)) },
         log: ctx.log,
         ...(reservationStore === undefined ? {} : { reservationStore }),
+        ...(ctx.portGroups ? { portGroups: ctx.portGroups } : {}),
       });
       const b = backend as Backend & { ioEngine?: string; ioEngineFallback?: string | null };
       ctx.log.debug(`volume ${config.name}: backend open, ${formatSize(backend.size)}${b.ioEngine !== undefined ? `, engine ${b.ioEngine}` : ''}${b.ioEngineFallback ? ` (io_uring unavailable: ${b.ioEngineFallback})` : ''}, identity ${identity.uuid}`, {

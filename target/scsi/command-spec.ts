@@ -8,6 +8,7 @@ import type { LogicalUnit } from './logical-unit.js';
 import type { RequiredAccess } from './access.js';
 import type { Access, Nexus } from './nexus.js';
 import { check, type Failure, type Outcome } from './outcome.js';
+import type { AluaServed } from './port-groups.js';
 import type { PrClass } from './reservations.js';
 
 export type Direction = 'none' | 'in' | 'out';
@@ -63,6 +64,12 @@ interface SpecBase {
    * Required, so a command cannot enter the table without a decision.
    */
   readonly access: RequiredAccess;
+  /**
+   * Down to which ALUA state the command is still answered (port-groups.ts,
+   * SPC-4 5.15.2.4): absent means media access, refused in standby (04/0B)
+   * and unavailable (04/0C).
+   */
+  readonly alua?: AluaServed;
   /**
    * Runs with the LU's native fast path held off (fast-path-gate.ts): the
    * command changes what a READ or WRITE would answer (a reservation, the

@@ -16,6 +16,7 @@ import { readCapacity10, readCapacity16 } from './read-capacity.js';
 import { read10, read12, read16, read6, write10, write12, write16, write6 } from './read-write.js';
 import { readDefectData10, readDefectData12 } from './read-defect-data.js';
 import { reportLuns } from './report-luns.js';
+import { reportTargetPortGroups } from './report-target-port-groups.js';
 import { reportSupportedOperationCodes } from './report-opcodes.js';
 import { requestSense } from './request-sense.js';
 import { release6, reserve6 } from './reserve-release.js';
@@ -66,8 +67,10 @@ const entries: CommandEntry[] = [
   writeAndVerify16,
   reserve6,
   release6,
-  ...persistentReserveIn,
-  ...persistentReserveOut,
+  // SPC-4 5.15.2.4.4: a standby port still answers PERSISTENT RESERVE IN and OUT.
+  ...persistentReserveIn.map((e): CommandEntry => ({ ...e, alua: 'standby' })),
+  ...persistentReserveOut.map((e): CommandEntry => ({ ...e, alua: 'standby' })),
+  reportTargetPortGroups,
 ];
 entries.push(reportSupportedOperationCodes(() => entries));
 

@@ -6,7 +6,8 @@
 // reservation or registration of any kind, and nobody holding the LU for a
 // command that needs it to itself (COMPARE AND WRITE, PERSISTENT RESERVE OUT,
 // RESERVE and RELEASE, MODE SELECT), for task management, or for a capacity
-// change. Revocation is synchronous: the fast path runs on this thread, so
+// change, or a target port group state that refuses media access (ALUA
+// standby or unavailable, port-groups.ts). Revocation is synchronous: the fast path runs on this thread, so
 // once revoke() returns no new command starts there, and hold() also waits
 // until those already running have answered.
 import type { LogicalUnit } from './logical-unit.js';
@@ -71,6 +72,7 @@ export class FastPathGate {
       r.reservation === undefined &&
       r.registrants.length === 0 &&
       r.legacyHolder === undefined &&
+      (lu.portGroups?.mediaAccess ?? true) &&
       lu.attentions.pending(b.nexusKey).length === 0;
     if (ok) b.allow();
     else b.revoke();

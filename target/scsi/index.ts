@@ -22,3 +22,4 @@ export { ScsiRequest } from './request/request.js';
 export type { DataOffer, RequestBuffer, RequestFrontEnd, RequestLogger, RequestScope, Residuals } from './request/front-end.js';
 export { NO_RESIDUALS } from './request/residuals.js';
 export { IO_CLASSES, IoStats, LATENCY_BUCKETS_S, SessionIo, type IoClass } from './request/io-stats.js';
+export { TargetPortGroups, type AluaServed, type PortGroup, type PortGroupsConfig } from './port-groups.js';

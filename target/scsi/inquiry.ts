@@ -18,6 +18,8 @@ export function standardInquiry(lu: LogicalUnit | undefined): Buffer {
   b[2] = 0x06; // VERSION: SPC-4, the newest libiscsi accepts
   b[3] = 0x10 | 0x02; // HISUP, RESPONSE DATA FORMAT 2
   b[4] = STANDARD_LENGTH - 5;
+  // TPGS 01b: implicit ALUA only, when the gateway has target port groups (port-groups.ts).
+  if (lu?.portGroups !== undefined) b[5] = 0x10;
   b[7] = 0x02; // CMDQUE: tagged queueing
   writeAscii(b, 8, 8, lu?.vendor ?? DEFAULT_VENDOR);
   writeAscii(b, 16, 16, lu?.product ?? DEFAULT_PRODUCT);
@@ -39,6 +41,7 @@ export const inquiry = defineCommand<InquiryParams>({
   usage: [Opcode.INQUIRY, 0x01, 0xff, 0xff, 0xff, 0x00],
   pr: 'exempt',
   access: 'read',
+  alua: 'unavailable',
   uaExempt: true,
   legacyExempt: true,
   anyLun: true,

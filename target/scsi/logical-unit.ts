@@ -5,6 +5,7 @@
 import { IoStats } from './request/io-stats.js';
 import type { Backend } from '../backend/backend.js';
 import {
+  ASYMMETRIC_ACCESS_STATE_CHANGED,
   CAPACITY_DATA_HAS_CHANGED,
   MODE_PARAMETERS_CHANGED,
   POWER_ON_RESET,
@@ -14,6 +15,7 @@ import type { SenseFormat } from '../../protocol/scsi/sense.js';
 import { silentLogger, type ScsiLogger } from './logger.js';
 import type { ModeSettings } from './mode-pages.js';
 import { nexusKey, type Nexus } from './nexus.js';
+import type { TargetPortGroups } from './port-groups.js';
 import { FastPathGate } from './fast-path-gate.js';
 import { RangeLock } from './range-lock.js';
 import type { ReservationStore } from './reservation-store.js';
@@ -57,6 +59,11 @@ export interface LogicalUnitOptions {
   readonly log?: ScsiLogger;
   /** Where the persistent reservation state lives; in this process when absent (reservation-store.ts). */
   readonly reservationStore?: ReservationStore;
+  /**
+   * This gateway's target port group and its peers (ALUA, port-groups.ts),
+   * shared by every LU of the gateway; absent, INQUIRY reports TPGS 00b.
+   */
+  readonly portGroups?: TargetPortGroups;
 }
 
 export const DEFAULT_VENDOR = 'RBLK';
@@ -130,6 +137,7 @@ export class LogicalUnit {
   readonly rotational: boolean;
   readonly limits: LuLimits;
   readonly log: ScsiLogger;
+  readonly portGroups: TargetPortGroups | undefined;
   readonly attentions = new UnitAttentions();
   readonly reservations: Reservations;
   readonly rangeLock = new RangeLock();
@@ -159,6 +167,7 @@ export class LogicalUnit {
     this.limits = { ...defaultLimits(blockSize), ...o.limits };
     checkLimits(this.limits);
     this.log = o.log ?? silentLogger;
+    this.portGroups = o.portGroups;
     this.defaultModes = { wce: o.writeCache ?? true, dSense: false };
     this.#modes = this.defaultModes;
     this.reservations = new Reservations((key, code) => this.attentions.establish(key, code), o.reservationStore);
@@ -213,6 +222,16 @@ export class LogicalUnit {
   raiseCapacityChanged(): void {
     this.#lastBlocks = this.blocks;
     this.attentions.establishAll(CAPACITY_DATA_HAS_CHANGED);
+  }
+
+  /**
+   * The target port groups changed (a reload, port-groups.ts): every nexus
+   * hears ASYMMETRIC ACCESS STATE CHANGED (SPC-4 5.15.2.5), and the fast path
+   * re-decides, since standby and unavailable refuse READ and WRITE.
+   */
+  raiseAccessStateChanged(): void {
+    this.attentions.establishAll(ASYMMETRIC_ACCESS_STATE_CHANGED);
+    this.fastPath.refresh();
   }
 
   raiseInventoryChanged(): void {

@@ -61,6 +61,7 @@ export const modeSense6 = defineCommand<ModeSenseParams>({
   usage: [Opcode.MODE_SENSE_6, 0x08, 0xff, 0xff, 0xff, 0x00],
   pr: 'read',
   access: 'read',
+  alua: 'standby',
   parse(cdb) {
     const fields = parsePageFields(cdb);
     if (isFailure(fields)) return fields;
@@ -84,6 +85,7 @@ export const modeSense10 = defineCommand<ModeSenseParams>({
   usage: [Opcode.MODE_SENSE_10, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0x00],
   pr: 'read',
   access: 'read',
+  alua: 'standby',
   parse(cdb) {
     const fields = parsePageFields(cdb);
     if (isFailure(fields)) return fields;

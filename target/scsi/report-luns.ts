@@ -17,6 +17,7 @@ export const reportLuns = defineCommand<ReportLunsParams>({
   usage: [Opcode.REPORT_LUNS, 0, 0xff, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x00],
   pr: 'exempt',
   access: 'read',
+  alua: 'unavailable',
   uaExempt: true,
   legacyExempt: true,
   anyLun: true,

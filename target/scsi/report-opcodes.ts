@@ -57,6 +57,7 @@ export function reportSupportedOperationCodes(table: () => readonly CommandEntry
     usage: [Opcode.MAINTENANCE_IN, MaintenanceIn.REPORT_SUPPORTED_OPERATION_CODES, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x00],
     pr: 'exempt',
     access: 'read',
+    alua: 'unavailable',
     legacyExempt: true,
     parse(cdb) {
       const options = cdb[2] & 0x07;

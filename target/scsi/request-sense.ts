@@ -20,6 +20,7 @@ export const requestSense = defineCommand<RequestSenseParams>({
   usage: [Opcode.REQUEST_SENSE, 0x01, 0, 0, 0xff, 0x00],
   pr: 'exempt',
   access: 'read',
+  alua: 'unavailable',
   uaExempt: true,
   legacyExempt: true,
   anyLun: true,

@@ -122,6 +122,9 @@ export class ScsiCommand {
         const ua = lu.attentions.take(key);
         if (ua) return check(ua);
       }
+      // ALUA (SPC-4 5.15.2.4): a standby or unavailable port refuses media access with NOT READY.
+      const alua = lu.portGroups?.refusal(entry.alua);
+      if (alua) return alua;
       // A shared reservation store whose watch broke cannot say who holds the
       // reservation; the commands it governs wait, as ABORTED COMMAND that
       // initiators retry, until it has read the state again (reservation-store.ts).

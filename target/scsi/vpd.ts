@@ -23,10 +23,10 @@ function page(code: number, body: Buffer): Buffer {
   return Buffer.concat([head, body]);
 }
 
-function designator(codeSet: number, type: number, value: Buffer): Buffer {
+function designator(codeSet: number, type: number, value: Buffer, association: number = Association.LOGICAL_UNIT): Buffer {
   const d = Buffer.alloc(4 + value.length);
   d[0] = codeSet;
-  d[1] = (Association.LOGICAL_UNIT << 4) | type;
+  d[1] = (association << 4) | type;
   d[3] = value.length;
   value.copy(d, 4);
   return d;
@@ -46,12 +46,25 @@ function deviceIdentification(lu: LogicalUnit): Buffer {
   const named = Buffer.alloc(8 + VOLUME_PREFIX.length + Buffer.byteLength(lu.name, 'latin1'));
   writeAscii(named, 0, 8, RBLK_VENDOR);
   named.write(VOLUME_PREFIX + lu.name, 8, 'latin1');
-  return Buffer.concat([
+  const ids = [
     designator(CodeSet.BINARY, DesignatorType.NAA, lu.naa),
     designator(CodeSet.ASCII, DesignatorType.T10_VENDOR_ID, t10),
     designator(CodeSet.ASCII, DesignatorType.T10_VENDOR_ID, named),
     designator(CodeSet.UTF8, DesignatorType.SCSI_NAME_STRING, nameBytes),
-  ]);
+  ];
+  const groups = lu.portGroups;
+  if (groups !== undefined) {
+    // The port the command came in through (SPC-4 7.8.6.6, 7.8.6.7): the
+    // relative target port and its target port group, both 4 bytes with the
+    // number in bytes 2-3. One port per gateway (port-groups.ts).
+    const port = Buffer.alloc(4);
+    port.writeUInt16BE(groups.local.relativePort, 2);
+    const group = Buffer.alloc(4);
+    group.writeUInt16BE(groups.local.group, 2);
+    ids.push(designator(CodeSet.BINARY, DesignatorType.RELATIVE_TARGET_PORT, port, Association.TARGET_PORT));
+    ids.push(designator(CodeSet.BINARY, DesignatorType.TARGET_PORT_GROUP, group, Association.TARGET_PORT));
+  }
+  return Buffer.concat(ids);
 }
 
 function blockLimits(lu: LogicalUnit): Buffer {

@@ -8,7 +8,9 @@ import test, { type ExecutionContext } from 'ava';
 import * as cdb from '../../protocol/scsi/cdb.js';
 import { findModePage, modeSelectList10, modeSelectList6, parseCachingPage, parseControlPage, parseModeSense10 } from '../../protocol/scsi/mode.js';
 import { MaintenanceIn, ModePage, Opcode, PrInAction, PrOutAction, PrType, ServiceActionIn16 } from '../../protocol/scsi/opcodes.js';
-import { WRITE_PROTECTED } from '../../protocol/scsi/sense-codes.js';
+import { ALUA_STANDBY, ALUA_UNAVAILABLE, WRITE_PROTECTED } from '../../protocol/scsi/sense-codes.js';
+import type { AluaState } from '../../protocol/scsi/target-port-groups.js';
+import { TargetPortGroups, type PortGroupsConfig } from '../../target/scsi/port-groups.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { REQUIRED_ACCESS } from '../../target/scsi/access.js';
 import { COMMANDS } from '../../target/scsi/command-table.js';
@@ -178,6 +180,7 @@ const SAMPLES = new Map<string, (b: Bench) => Promise<Sample> | Sample>([
     },
   ]),
   [key(Opcode.MAINTENANCE_IN, MaintenanceIn.REPORT_SUPPORTED_OPERATION_CODES), () => ({ cdb: cdb.reportSupportedOperationCodes({ allocationLength: 4096 }) })],
+  [key(Opcode.MAINTENANCE_IN, MaintenanceIn.REPORT_TARGET_PORT_GROUPS), () => ({ cdb: cdb.reportTargetPortGroups(1024) })],
 ]);
 
 function key(opcode: number, serviceAction?: number): string {
@@ -200,8 +203,11 @@ function observable(b: Bench): unknown {
   };
 }
 
-async function bench(t: ExecutionContext, readOnlyLu: boolean): Promise<Bench> {
-  const { lu, backend } = makeLu({ readOnly: readOnlyLu });
+/** The gateway's target port groups: active/optimized, so every sample runs as without ALUA (port-groups.ts). */
+const portGroups = (state: AluaState = 'active-optimized'): PortGroupsConfig => ({ local: { group: 1, state, relativePort: 1 }, peers: [] });
+
+async function bench(t: ExecutionContext, readOnlyLu: boolean, groups = new TargetPortGroups(portGroups())): Promise<Bench> {
+  const { lu, backend } = makeLu({ readOnly: readOnlyLu, portGroups: groups });
   const n = await ready(t, lu, 'host-under-test');
   const other = await ready(t, lu, 'host-other');
   return { lu, backend, n, other };
@@ -255,6 +261,33 @@ for (const [what, readOnlyLu, access] of [
   });
 }
 
+// ALUA (SPC-4 5.15.2.4.4, 5.15.2.4.5): each entry declares down to which state
+// it is answered (command-spec.ts `alua`); everything else is media access.
+for (const [state, refusal, served] of [
+  ['standby', ALUA_STANDBY, ['standby', 'unavailable']],
+  ['unavailable', ALUA_UNAVAILABLE, ['unavailable']],
+] as const) {
+  test(`in ${state}, a command is answered when it declares so, and is otherwise NOT READY ${refusal.asc.toString(16)}/${refusal.ascq.toString(16).padStart(2, '0')} and changes nothing`, async (t) => {
+    for (const e of COMMANDS) {
+      const build = SAMPLES.get(keyOf(e));
+      if (!build) continue;
+      const groups = new TargetPortGroups(portGroups());
+      const b = await bench(t, false, groups);
+      // The sample's setup runs while active; then the port goes to the state under test.
+      const s = await build(b);
+      groups.update(portGroups(state));
+      const before = observable(b);
+      const r = await run(b.lu, b.n, s.cdb, { access: 'rw', ...(s.out ? { out: s.out } : {}) });
+      if ((served as readonly string[]).includes(e.alua ?? 'active')) {
+        assertGood(t, r, `${e.name} (alua ${e.alua ?? 'active'})`);
+      } else {
+        assertSense(t, r, refusal, `${e.name} (media access)`);
+        t.deepEqual(observable(b), before, `${e.name}: refused, and nothing another initiator sees changed`);
+      }
+    }
+  });
+}
+
 test('MODE SELECT from a read-only initiator leaves WCE and D_SENSE as every other initiator sees them (issue 9, defect 4)', async (t) => {
   const b = await bench(t, false);
   const control = await currentPage(b, ModePage.CONTROL);
@@ -276,4 +309,7 @@ test('docs/target.md lists every command of the table with its declared access',
   for (const m of doc.matchAll(/^\| `([^`]+)` \| (read|write|shared-state) \|/gm)) rows.set(m[1], m[2]);
   for (const e of COMMANDS) t.is(rows.get(e.name), e.access, `${e.name}: docs/target.md row`);
   t.is(rows.size, COMMANDS.length, 'no rows for commands that are not in the table');
+  const alua = new Map<string, string>();
+  for (const m of doc.matchAll(/^\| `([^`]+)` \| (?:read|write|shared-state) \|.*\| (active|standby|unavailable) \|$/gm)) alua.set(m[1], m[2]);
+  for (const e of COMMANDS) t.is(alua.get(e.name), e.alua ?? 'active', `${e.name}: docs/target.md "Served down to" column`);
 });

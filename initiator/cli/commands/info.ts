@@ -8,10 +8,10 @@ import { connectionOptions, withVolume } from '../target-args.js';
 export function infoCommand<T>(y: Argv<T>): Argv<T> {
   return y.command(
     'info <url>',
-    'Show one volume: size, blocks, block size, access, serial, id, largest transfer, provider',
+    'Show one volume: size, blocks, block size, access, serial, id, largest transfer, provider, and its paths (several gateways)',
     (b) =>
       b
-        .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P]' })
+        .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port][,host[:port]...]/VOLUME[?provider=P]' })
         .options(connectionOptions)
         .option('json', { type: 'boolean', default: false, describe: 'print one JSON object' }),
     async (a) => {
@@ -32,6 +32,8 @@ export function infoCommand<T>(y: Argv<T>): Argv<T> {
           provider,
           vendor: i.vendor,
           product: i.product,
+          // Each gateway of the volume (docs/initiator.md "Multipath"); one for a single address.
+          paths: session.paths,
         };
         if (a.json) return json(facts);
         return fields([
@@ -48,6 +50,10 @@ export function infoCommand<T>(y: Argv<T>): Argv<T> {
           ['provider', facts.provider],
           ['vendor', facts.vendor],
           ['product', facts.product],
+          ...facts.paths.map((p): [string, string] => [
+            `path ${p.index}`,
+            `${p.address.includes(':') ? `[${p.address}]` : p.address}:${p.port} ${p.state}, ALUA ${p.alua}${p.group !== undefined ? ` (group ${p.group})` : ''}${p.reason !== undefined ? `: ${p.reason}` : ''}`,
+          ]),
         ]);
       });
       process.stdout.write(text);
