@@ -120,7 +120,10 @@ async function runRblkd(a: Args, dir: string, progress: (m: string) => void): Pr
   if (problem) return { system: 'rblkd', results: [], unavailable: problem };
   const file = sparseFile(dir, 'rblkd.img', a.size);
   const port = await freePort();
-  const d = await launchRblkd({ file, lbaSize: 512, direct: false, thin: a.thin, providers: [], iscsiPort: port, targetName: RBLK_IQN }).catch((e: Error) => e);
+  // physical_block_size 512: the geometry tgt reports for its file (LBPPBE 0, its default), so both
+  // targets run the same tests. At 4096, libiscsi 1.19's GetLBAStatus.UnmapSingle asks at LBA i+1 and
+  // wants a descriptor starting at i+8, which SBC-4 5.8 does not allow (docs/compliance.md).
+  const d = await launchRblkd({ file, lbaSize: 512, physicalBlockSize: 512, direct: false, thin: a.thin, providers: [], iscsiPort: port, targetName: RBLK_IQN }).catch((e: Error) => e);
   if (d instanceof Error) return { system: 'rblkd', results: [], unavailable: `rblkd did not start with an iSCSI listener: ${d.message}` };
   try {
     const url = `iscsi://127.0.0.1:${port}/${RBLK_IQN}/${RBLK_LUN}`;
@@ -150,7 +153,7 @@ export function toMarkdown(runs: readonly Run[], meta: { date: string; command: 
   out.push('# iSCSI compliance: libiscsi iscsi-test-cu, rblkd beside tgt', '');
   out.push(
     'Written by `bench/compliance.ts`; do not edit by hand. Both targets serve a sparse file of the same size ' +
-      `(${meta.size >> 20} MiB, 512-byte blocks${meta.thin ? ', rblkd thin-provisioned' : ''}) on 127.0.0.1, in the same run. ` +
+      `(${meta.size >> 20} MiB, 512-byte logical and physical blocks${meta.thin ? ', rblkd thin-provisioned' : ''}) on 127.0.0.1, in the same run. ` +
       "iscsi-test-cu's own summary counts a skipped test as passed; the counts below come from its per-test lines " +
       '(a test is skipped when it printed `[SKIPPED]`, failed when CUnit failed it).',
     '',

@@ -837,7 +837,9 @@ export class IscsiConnection implements ServedSession, TaskHost {
     if (immediate) this.immediateTasks++;
     else this.windowed++;
     if (this.draining || overfull) return this.busy(task);
-    const request = new ScsiRequest(task, this.scopes.get(lun) ?? this.unmapped!, Buffer.from(cdb), { direction, length: edtl });
+    // A READ flagged W (or a WRITE flagged R) runs moving no data, its EDTL an underflow residual:
+    // RFC 7143 §11.4.5 reports what moved against the EDTL, and libiscsi's Read10Invalid expects GOOD.
+    const request = new ScsiRequest(task, this.scopes.get(lun) ?? this.unmapped!, Buffer.from(cdb), { direction, length: edtl, otherDirection: 'moves-nothing' });
     const r: Running = { task, request, done: Promise.resolve() };
     this.running.set(itt, r);
     r.done = request.run();

@@ -38,6 +38,13 @@ export interface LogicalUnitOptions {
   /** 16 bytes (a UUID, as a Buffer or in text form) that names this volume forever. */
   readonly identifier: Buffer | string;
   readonly blockSize?: 512 | 4096;
+  /**
+   * The physical block READ CAPACITY(16) reports (LOGICAL BLOCKS PER PHYSICAL
+   * BLOCK EXPONENT, SBC-4 5.21.2), 512 or 4096 and at least blockSize; the unmap
+   * and transfer granularities default to it. 4096 by default: the page and
+   * filesystem block the backends work in.
+   */
+  readonly physicalBlockSize?: 512 | 4096;
   readonly readOnly?: boolean;
   /** Thin provisioning; only honoured when the backend can discard. Defaults to backend.canDiscard. */
   readonly thin?: boolean;
@@ -63,14 +70,14 @@ export const DEFAULT_REVISION = '0001';
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
 
-function defaultLimits(blockSize: number): LuLimits {
+function defaultLimits(blockSize: number, physicalBlockSize: number): LuLimits {
   return {
     maxTransferBlocks: MiB / blockSize,
     optimalTransferBlocks: MiB / blockSize,
     // At most 2^20 blocks per UNMAP: libiscsi's Inquiry.BlockLimits calls more "insanely big".
     maxUnmapLbaCount: Math.min(GiB / blockSize, 1 << 20),
     maxUnmapDescriptors: 256,
-    unmapGranularity: Math.max(1, 4096 / blockSize),
+    unmapGranularity: physicalBlockSize / blockSize,
     // Within WRITE SAME(10)'s 16-bit count, so both CDBs have the same limit, and a
     // zero-block WRITE SAME (to the end) is refused on media larger than that.
     maxWriteSameBlocks: 0xffff,
@@ -116,6 +123,8 @@ export class LogicalUnit {
   readonly name: string;
   readonly backend: Backend;
   readonly blockSize: number;
+  /** A multiple of blockSize (LogicalUnitOptions.physicalBlockSize). */
+  readonly physicalBlockSize: number;
   readonly readOnly: boolean;
   readonly thin: boolean;
   readonly identifier: Buffer;
@@ -144,6 +153,9 @@ export class LogicalUnit {
     this.name = o.name;
     this.backend = o.backend;
     this.blockSize = blockSize;
+    const physical = o.physicalBlockSize ?? 4096;
+    if ((physical !== 512 && physical !== 4096) || physical < blockSize) throw new RangeError(`physical block size ${String(physical)} is not 512 or 4096 and at least the block size ${blockSize}`);
+    this.physicalBlockSize = physical;
     this.readOnly = (o.readOnly ?? false) || o.backend.readOnly;
     this.thin = (o.thin ?? o.backend.canDiscard) && o.backend.canDiscard;
     this.identifier = parseIdentifier(o.identifier);
@@ -153,7 +165,7 @@ export class LogicalUnit {
     this.product = o.product ?? DEFAULT_PRODUCT;
     this.revision = o.revision ?? DEFAULT_REVISION;
     this.rotational = o.rotational ?? false;
-    this.limits = { ...defaultLimits(blockSize), ...o.limits };
+    this.limits = { ...defaultLimits(blockSize, physical), ...o.limits };
     checkLimits(this.limits);
     this.log = o.log ?? silentLogger;
     this.defaultModes = { wce: o.writeCache ?? true, dSense: false };

@@ -60,7 +60,7 @@ function blockLimits(lu: LogicalUnit): Buffer {
   // Offsets below are page offsets minus the 4-byte header (SBC-4 table 236).
   // WSNZ 0: WRITE SAME with zero blocks writes to the end of the medium (write-same.ts).
   b[1] = l.maxCompareAndWriteBlocks;
-  b.writeUInt16BE(Math.min(0xffff, Math.max(1, 4096 / lu.blockSize)), 2);
+  b.writeUInt16BE(lu.physicalBlockSize / lu.blockSize, 2);
   b.writeUInt32BE(l.maxTransferBlocks, 4);
   b.writeUInt32BE(l.optimalTransferBlocks, 8);
   if (lu.thin) {
