@@ -129,6 +129,17 @@ export const write12 = (lba: Lba, blocks: number, o?: RwOptions): Buffer => rw12
 export const read16 = (lba: Lba, blocks: number, o?: RwOptions): Buffer => rw16(Opcode.READ_16, lba, blocks, o);
 export const write16 = (lba: Lba, blocks: number, o?: RwOptions): Buffer => rw16(Opcode.WRITE_16, lba, blocks, o);
 
+/** WRITE ATOMIC(16) (SBC-4 5.48): a 16-bit TRANSFER LENGTH at byte 12, ATOMIC BOUNDARY at 10. */
+export function writeAtomic16(lba: Lba, blocks: number, o?: RwOptions & { boundary?: number }): Buffer {
+  const c = Buffer.alloc(16);
+  c[0] = Opcode.WRITE_ATOMIC_16;
+  c[1] = rwFlags(o);
+  c.writeBigUInt64BE(lba64(lba), 2);
+  c.writeUInt16BE(uint('boundary', o?.boundary ?? 0, 16), 10);
+  c.writeUInt16BE(uint('blocks', blocks, 16), 12);
+  return c;
+}
+
 function fits10(lba: Lba, blocks: number): boolean {
   return BigInt(lba) + BigInt(blocks) <= 0x100000000n && blocks <= 0xffff;
 }

@@ -24,6 +24,7 @@ import { preventAllowMediumRemoval, startStopUnit, testUnitReady } from './unit-
 import { unmap } from './unmap.js';
 import { verify10, verify12, verify16, writeAndVerify10, writeAndVerify12, writeAndVerify16 } from './verify.js';
 import { writeSame10, writeSame16 } from './write-same.js';
+import { writeAtomic16 } from './write-atomic.js';
 
 const entries: CommandEntry[] = [
   testUnitReady,
@@ -58,6 +59,7 @@ const entries: CommandEntry[] = [
   unmap,
   compareAndWrite,
   orWrite16,
+  writeAtomic16,
   verify10,
   verify12,
   verify16,

@@ -32,6 +32,16 @@ export interface LuLimits {
   readonly maxCompareAndWriteBlocks: number;
 }
 
+/**
+ * WRITE ATOMIC(16)'s limits (SBC-4 5.48, VPD B0h), in logical blocks: the
+ * longest atomic write, and the multiple its LBA and its length must be.
+ */
+export interface AtomicLimits {
+  readonly maxBlocks: number;
+  readonly alignment: number;
+  readonly granularity: number;
+}
+
 export interface LogicalUnitOptions {
   readonly name: string;
   readonly backend: Backend;
@@ -135,6 +145,8 @@ export class LogicalUnit {
   readonly revision: string;
   readonly rotational: boolean;
   readonly limits: LuLimits;
+  /** Null when the backend cannot write atomically for all its clients (backend.ts atomicWrites). */
+  readonly atomic: AtomicLimits | null;
   readonly log: ScsiLogger;
   readonly attentions = new UnitAttentions();
   readonly reservations: Reservations;
@@ -167,6 +179,13 @@ export class LogicalUnit {
     this.rotational = o.rotational ?? false;
     this.limits = { ...defaultLimits(blockSize, physical), ...o.limits };
     checkLimits(this.limits);
+    // One backend write of up to MAXIMUM TRANSFER LENGTH, in whole physical blocks, so that
+    // it never tears a physical block another command could be writing (write-atomic.ts).
+    const perPhysical = physical / blockSize;
+    this.atomic =
+      o.backend.atomicWrites === false
+        ? null
+        : { maxBlocks: Math.floor(this.limits.maxTransferBlocks / perPhysical) * perPhysical, alignment: perPhysical, granularity: perPhysical };
     this.log = o.log ?? silentLogger;
     this.defaultModes = { wce: o.writeCache ?? true, dSense: false };
     this.#modes = this.defaultModes;

@@ -70,6 +70,13 @@ function blockLimits(lu: LogicalUnit): Buffer {
     b.writeUInt32BE(0x80000000, 28); // UGAVALID, alignment 0
   }
   b.writeBigUInt64BE(BigInt(l.maxWriteSameBlocks), 32);
+  if (lu.atomic) {
+    // MAXIMUM ATOMIC TRANSFER LENGTH, ATOMIC ALIGNMENT, ATOMIC TRANSFER LENGTH GRANULARITY;
+    // the two ATOMIC BOUNDARY limits stay 0: no atomic boundaries (write-atomic.ts).
+    b.writeUInt32BE(lu.atomic.maxBlocks, 40);
+    b.writeUInt32BE(lu.atomic.alignment, 44);
+    b.writeUInt32BE(lu.atomic.granularity, 48);
+  }
   return b;
 }
 

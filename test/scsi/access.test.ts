@@ -121,6 +121,8 @@ const SAMPLES = new Map<string, (b: Bench) => Promise<Sample> | Sample>([
       return { cdb: c, out: Buffer.alloc(BLOCK, 0x8b) };
     },
   ],
+  // One physical block (4 KiB): WRITE ATOMIC's alignment and granularity (VPD B0h).
+  [key(Opcode.WRITE_ATOMIC_16), () => ({ cdb: cdb.writeAtomic16(0, 4096 / BLOCK), out: pattern(4096, 0x9c) })],
   [key(Opcode.READ_DEFECT_DATA_10), () => ({ cdb: Buffer.from([Opcode.READ_DEFECT_DATA_10, 0, 0x18, 0, 0, 0, 0, 0, 32, 0]) })],
   [key(Opcode.READ_DEFECT_DATA_12), () => ({ cdb: Buffer.from([Opcode.READ_DEFECT_DATA_12, 0x18, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]) })],
   [key(Opcode.VERIFY_10), () => ({ cdb: cdb.verify10(0, 1) })],
