@@ -988,13 +988,13 @@ export class IscsiConnection implements ServedSession, TaskHost {
         case TmfFunction.LOGICAL_UNIT_RESET:
           await this.abort([...this.running.values()].filter((r) => r.task.lun === lun));
           // SAM-5 6.3.3: other nexuses see 29/00 on their next command.
-          mapped!.lu.reset(this.nexus!);
+          mapped!.lu.reset();
           this.log.info(`LUN ${lun} reset`);
           return TmfResponse.COMPLETE;
         case TmfFunction.TARGET_WARM_RESET:
         case TmfFunction.TARGET_COLD_RESET:
           await this.abort([...this.running.values()]);
-          for (const m of this.luns.values()) m.lu.reset(this.nexus!);
+          for (const m of this.luns.values()) m.lu.reset();
           this.log.info(`target ${fn === TmfFunction.TARGET_COLD_RESET ? 'cold' : 'warm'} reset of this session's LUNs`);
           return TmfResponse.COMPLETE;
         case TmfFunction.TASK_REASSIGN:

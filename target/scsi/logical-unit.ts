@@ -228,10 +228,13 @@ export class LogicalUnit {
     this.fastPath.refresh();
   }
 
-  /** LOGICAL UNIT RESET (SAM-5 6.5): 29/00 for every nexus but the issuer; RESERVE(6) ends. */
-  reset(issuer?: Nexus): void {
-    const except = issuer && nexusKey(issuer);
-    this.attentions.establishAll(POWER_ON_RESET, except);
+  /**
+   * LOGICAL UNIT RESET (SAM-5 6.3.3, 6.4): a unit attention for the initiator
+   * port of every I_T nexus, the issuer's included (libiscsi MultipathIO.Reset
+   * waits for it on each path, Linux LIO does the same); RESERVE(6) ends.
+   */
+  reset(): void {
+    this.attentions.establishAll(POWER_ON_RESET);
     this.reservations.dropLegacy();
     this.fastPath.refresh();
   }
