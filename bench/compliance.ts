@@ -74,8 +74,14 @@ function sparseFile(dir: string, name: string, size: number): string {
   return path;
 }
 
+/**
+ * The URL twice: iscsi-test-cu takes one URL per path, and runs its
+ * MultipathIO family (and the multipath parts of others) only with two; each
+ * is its own session to the same LU, so reservations and unit attentions are
+ * tested across I_T nexuses.
+ */
 function testCuArgs(url: string): string[] {
-  return ['--dataloss', '--test=ALL', url];
+  return ['--dataloss', '--test=ALL', url, url];
 }
 
 function runTestCu(url: string): Promise<{ code: number | null; output: string }> {
@@ -155,7 +161,12 @@ export function toMarkdown(runs: readonly Run[], meta: { date: string; command: 
     'Written by `bench/compliance.ts`; do not edit by hand. Both targets serve a sparse file of the same size ' +
       `(${meta.size >> 20} MiB, 512-byte logical and physical blocks${meta.thin ? ', rblkd thin-provisioned' : ''}) on 127.0.0.1, in the same run. ` +
       "iscsi-test-cu's own summary counts a skipped test as passed; the counts below come from its per-test lines " +
-      '(a test is skipped when it printed `[SKIPPED]`, failed when CUnit failed it).',
+      '(a test is skipped when it printed `[SKIPPED]`, failed when CUnit failed it). ' +
+      'Each target is given its URL twice, two paths to one LU, so that the multipath tests run. ' +
+      "rblkd's volume has `physical_block_size: 512`, the geometry tgt reports for a file (LOGICAL BLOCKS PER " +
+      "PHYSICAL BLOCK EXPONENT 0, tgt's default): with rblkd's default of 4096 (exponent 3), libiscsi 1.19's " +
+      'GetLBAStatus.UnmapSingle fails on any target that follows SBC-4 5.8, because its second loop asks for the ' +
+      'status at LBA i+1 and requires the first descriptor to start at i+8 (the check copied from its first loop).',
     '',
   );
   out.push(`- Date: ${meta.date}`, `- Command: \`${meta.command}\``, `- tgt: ${meta.tgt}; libiscsi-bin: ${meta.libiscsi}`);
