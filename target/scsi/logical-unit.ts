@@ -16,6 +16,7 @@ import type { ModeSettings } from './mode-pages.js';
 import { nexusKey, type Nexus } from './nexus.js';
 import { FastPathGate } from './fast-path-gate.js';
 import { RangeLock } from './range-lock.js';
+import { CopyResults } from './copy-results.js';
 import { Reservations } from './reservations.js';
 import { UnitAttentions } from './unit-attention.js';
 
@@ -151,6 +152,8 @@ export class LogicalUnit {
   readonly attentions = new UnitAttentions();
   readonly reservations: Reservations;
   readonly rangeLock = new RangeLock();
+  /** EXTENDED COPY outcomes held for RECEIVE COPY RESULTS (extended-copy.ts). */
+  readonly copyResults = new CopyResults();
   /** Who may run READ and WRITE on the native fast path, and how it is taken away (fast-path-gate.ts). */
   readonly fastPath: FastPathGate = new FastPathGate(this);
   /** Commands, bytes, errors and latency by class, counted by the request core (request/io-stats.ts). */
@@ -224,6 +227,7 @@ export class LogicalUnit {
   detach(n: Nexus): void {
     const key = nexusKey(n);
     this.attentions.forget(key);
+    this.copyResults.forget(key);
     this.reservations.dropLegacy(key);
     this.fastPath.refresh();
   }
