@@ -111,7 +111,8 @@ async function runOne(system: 'tgt' | 'rblkd', url: string): Promise<Run> {
 async function runTgt(a: Args, dir: string, progress: (m: string) => void): Promise<Run> {
   for (const tool of ['tgtd', 'tgtadm']) if (!hasCommand(tool)) return { system: 'tgt', results: [], unavailable: `${tool} is not installed (apt-get install tgt)` };
   const file = sparseFile(dir, 'tgt.img', a.size);
-  const t = await startTgtd({ file, iqn: TGT_IQN, direct: false }).catch((e: Error) => e);
+  // 512-byte physical blocks, as rblkd is given (runRblkd).
+  const t = await startTgtd({ file, iqn: TGT_IQN, direct: false, lbppbe: 0 }).catch((e: Error) => e);
   if (t instanceof Error) return { system: 'tgt', results: [], unavailable: `tgtd did not start: ${t.message}` };
   try {
     progress(`iscsi-test-cu against tgt at ${t.url}`);
@@ -126,9 +127,9 @@ async function runRblkd(a: Args, dir: string, progress: (m: string) => void): Pr
   if (problem) return { system: 'rblkd', results: [], unavailable: problem };
   const file = sparseFile(dir, 'rblkd.img', a.size);
   const port = await freePort();
-  // physical_block_size 512: the geometry tgt reports for its file (LBPPBE 0, its default), so both
-  // targets run the same tests. At 4096, libiscsi 1.19's GetLBAStatus.UnmapSingle asks at LBA i+1 and
-  // wants a descriptor starting at i+8, which SBC-4 5.8 does not allow (docs/compliance.md).
+  // physical_block_size 512, and tgt lbppbe=0 (runTgt): at 4096, both targets' default, libiscsi 1.19's
+  // GetLBAStatus.UnmapSingle asks at LBA i+1 and wants a descriptor starting at i+8, which SBC-4 5.8
+  // does not allow (docs/compliance.md).
   const d = await launchRblkd({ file, lbaSize: 512, physicalBlockSize: 512, direct: false, thin: a.thin, providers: [], iscsiPort: port, targetName: RBLK_IQN }).catch((e: Error) => e);
   if (d instanceof Error) return { system: 'rblkd', results: [], unavailable: `rblkd did not start with an iSCSI listener: ${d.message}` };
   try {
@@ -163,10 +164,11 @@ export function toMarkdown(runs: readonly Run[], meta: { date: string; command: 
       "iscsi-test-cu's own summary counts a skipped test as passed; the counts below come from its per-test lines " +
       '(a test is skipped when it printed `[SKIPPED]`, failed when CUnit failed it). ' +
       'Each target is given its URL twice, two paths to one LU, so that the multipath tests run. ' +
-      "rblkd's volume has `physical_block_size: 512`, the geometry tgt reports for a file (LOGICAL BLOCKS PER " +
-      "PHYSICAL BLOCK EXPONENT 0, tgt's default): with rblkd's default of 4096 (exponent 3), libiscsi 1.19's " +
+      'Both report 512-byte physical blocks (LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT 0: tgt `--params lbppbe=0`, ' +
+      "rblkd `physical_block_size: 512`), not their default of 4096 (exponent 3): with 8 blocks per physical block, libiscsi 1.19's " +
       'GetLBAStatus.UnmapSingle fails on any target that follows SBC-4 5.8, because its second loop asks for the ' +
-      'status at LBA i+1 and requires the first descriptor to start at i+8 (the check copied from its first loop).',
+      'status at LBA i+1 and requires the first descriptor to start at i+8 (the check copied from its first loop). ' +
+      'The five tests that need more than one block per physical block then skip (LBPPB < 2); at 4096 they pass.',
     '',
   );
   out.push(`- Date: ${meta.date}`, `- Command: \`${meta.command}\``, `- tgt: ${meta.tgt}; libiscsi-bin: ${meta.libiscsi}`);
