@@ -207,6 +207,8 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       const name = str(get(r, at('name')));
       if (name !== undefined) claim(firstBy.name, name, i, at('name'), `volume name '${name}'`);
       const blockSize = (int(get(r, at('block_size'))) ?? 512) as BlockSize;
+      const physicalBlockSize = int(get(r, at('physical_block_size'))) as BlockSize | undefined;
+      if (physicalBlockSize !== undefined && physicalBlockSize < blockSize) err(at('physical_block_size'), `${physicalBlockSize} is smaller than block_size ${blockSize}`);
       const readOnly = bool(get(r, at('read_only'))) ?? false;
       const thin = bool(get(r, at('thin'))) ?? false;
       const directSetting = bool(get(r, at('direct')));
@@ -279,6 +281,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
           name,
           backing,
           blockSize,
+          ...(physicalBlockSize !== undefined ? { physicalBlockSize } : {}),
           readOnly,
           direct: directSetting ?? kindOf(backing).defaultDirect(backing),
           ioEngine: ioEngineSetting ?? 'auto',

@@ -122,6 +122,7 @@ export const configSchema: SchemaObject = {
           ...kindProperties(),
           size: sizeValue,
           block_size: { enum: [...BLOCK_SIZES] },
+          physical_block_size: { enum: [...BLOCK_SIZES] },
           read_only: { type: 'boolean' },
           thin: { type: 'boolean' },
           // The Unit Serial Number VPD page (SPC-5) is ASCII; 20 characters fit every initiator's buffer.
@@ -279,6 +280,8 @@ export interface VolumeConfig {
   name: string;
   backing: VolumeBacking;
   blockSize: BlockSize;
+  /** The physical block reported in READ CAPACITY(16), at least blockSize; absent: 4096 (logical-unit.ts). */
+  physicalBlockSize?: BlockSize;
   readOnly: boolean;
   /** O_DIRECT. */
   direct: boolean;

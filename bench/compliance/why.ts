@@ -15,12 +15,10 @@ interface Why {
 
 const WHYS: readonly Why[] = [
   { family: /^Sanitize$/, why: 'iscsi-test-cu sends SANITIZE only with --allow-sanitize, which the issue\'s command line does not pass; rblkd does not implement SANITIZE (docs/target.md)' },
-  { family: /^MultipathIO$/, why: 'the family runs only when the same URL is given twice (two paths); the issue\'s command line gives one' },
   { family: /.*/, reason: /not removable/i, why: 'rblkd\'s logical units are disks (INQUIRY RMB=0): medium removal and eject do not apply (SBC-4 5.15, 5.25)' },
   { family: /^ReadOnly$/, why: 'the run serves a read-write volume; the write-protected case is covered by test/scsi (read_only volumes)' },
-  { family: /^(ExtendedCopy|ReceiveCopyResults)$/, why: 'EXTENDED COPY / RECEIVE COPY RESULTS (SPC-5 6.6, 6.29) are not implemented: third-party copy is out of scope (docs/target.md)' },
-  { family: /^WriteAtomic16$/, why: 'WRITE ATOMIC(16) (SBC-4 5.48) is not implemented: the backends give no atomicity beyond one block (docs/target.md)' },
   { family: /^ReadDefectData1[02]$/, why: 'READ DEFECT DATA (SBC-4 5.20) is not implemented: a file or volume has no defect list (docs/target.md)' },
+  { family: /.*/, reason: /LBPPB < 2/, why: 'the run serves 512-byte physical blocks (physical_block_size: 512, see above), so the tests of a range inside one physical block do not apply; they run and pass at rblkd\'s default of 4096' },
   { family: /.*/, reason: /fully provisioned/i, why: 'the volume is fully provisioned (thin: false), so the thin-provisioning tests do not apply' },
   { family: /.*/, reason: /Task Management function/i, why: 'the iSCSI front end does not implement this task management function (target warm/cold reset)' },
 ];

@@ -50,6 +50,8 @@ export interface RblkdSetup {
   readonly targetName?: string;
   /** Serve the volume thin-provisioned (UNMAP, WRITE SAME with UNMAP, GET LBA STATUS). */
   readonly thin?: boolean;
+  /** The volume's physical_block_size; rblkd's default (4096) when absent. */
+  readonly physicalBlockSize?: number;
   /** rblkd's fast_path (peers --fast-path); on when absent. */
   readonly fastPath?: boolean;
 }
@@ -65,7 +67,7 @@ function configYaml(s: RblkdSetup, stateDir: string): string {
     'listeners:',
     ...listeners,
     'volumes:',
-    `  - { name: ${VOLUME}, path: ${JSON.stringify(s.file)}, block_size: ${s.lbaSize}, direct: ${s.direct}${s.thin ? ', thin: true' : ''} }`,
+    `  - { name: ${VOLUME}, path: ${JSON.stringify(s.file)}, block_size: ${s.lbaSize}${s.physicalBlockSize !== undefined ? `, physical_block_size: ${s.physicalBlockSize}` : ''}, direct: ${s.direct}${s.thin ? ', thin: true' : ''} }`,
     'limits: { queue_depth: 128, max_io: 1MiB, keepalive_ms: 60000 }',
     'logging: { level: info, format: text }',
     `state_dir: ${JSON.stringify(stateDir)}`,

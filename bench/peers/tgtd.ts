@@ -17,6 +17,8 @@ export interface TgtdOptions {
   readonly iqn: string;
   /** Open the file with O_DIRECT (bs_rdwr --bsoflags direct). */
   readonly direct: boolean;
+  /** LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT (tgtadm --params lbppbe=N); tgt's own (3 at 512-byte blocks) when absent. */
+  readonly lbppbe?: number;
 }
 
 export interface Tgtd {
@@ -60,6 +62,8 @@ export async function startTgtd(o: TgtdOptions): Promise<Tgtd> {
     await tgtadm(control, ['--lld', 'iscsi', '--op', 'new', '--mode', 'target', '--tid', '1', '-T', o.iqn]);
     const lun = ['--lld', 'iscsi', '--op', 'new', '--mode', 'logicalunit', '--tid', '1', '--lun', String(TGT_LUN), '-b', o.file];
     await tgtadm(control, o.direct ? [...lun, '--bsoflags', 'direct'] : lun);
+    if (o.lbppbe !== undefined)
+      await tgtadm(control, ['--lld', 'iscsi', '--op', 'update', '--mode', 'logicalunit', '--tid', '1', '--lun', String(TGT_LUN), '--params', `lbppbe=${o.lbppbe}`]);
     await tgtadm(control, ['--lld', 'iscsi', '--op', 'bind', '--mode', 'target', '--tid', '1', '-I', 'ALL']);
   } catch (e) {
     await stopTgtd({ d, control });

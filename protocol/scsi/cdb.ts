@@ -129,6 +129,79 @@ export const write12 = (lba: Lba, blocks: number, o?: RwOptions): Buffer => rw12
 export const read16 = (lba: Lba, blocks: number, o?: RwOptions): Buffer => rw16(Opcode.READ_16, lba, blocks, o);
 export const write16 = (lba: Lba, blocks: number, o?: RwOptions): Buffer => rw16(Opcode.WRITE_16, lba, blocks, o);
 
+/** EXTENDED COPY(LID1) (SPC-4 6.4): the parameter list length at bytes 10-13. */
+export function extendedCopy(parameterListLength: number): Buffer {
+  const c = Buffer.alloc(16);
+  c[0] = Opcode.EXTENDED_COPY;
+  c.writeUInt32BE(uint('length', parameterListLength, 32), 10);
+  return c;
+}
+
+/** RECEIVE COPY RESULTS (SPC-4 6.18): 00h COPY STATUS, 03h OPERATING PARAMETERS. */
+export function receiveCopyResults(serviceAction: number, listId: number, allocationLength: number): Buffer {
+  const c = Buffer.alloc(16);
+  c[0] = Opcode.RECEIVE_COPY_RESULTS;
+  c[1] = serviceAction & 0x1f;
+  c[2] = uint('listId', listId, 8);
+  c.writeUInt32BE(uint('allocationLength', allocationLength, 32), 10);
+  return c;
+}
+
+export interface CopySegment {
+  blocks: number;
+  srcLba: number | bigint;
+  dstLba: number | bigint;
+  /** Target descriptor indexes; 0 by default. */
+  src?: number;
+  dst?: number;
+}
+
+/**
+ * An EXTENDED COPY(LID1) parameter list (SPC-4 6.4.3): one identification
+ * target descriptor (E4h) per designator, each naming an LU by its 16-byte
+ * NAA designator, and block-to-block segment descriptors (02h).
+ */
+export function extendedCopyList(o: { listId: number; listIdUsage?: number; targets: Buffer[]; blockSize: number; segments: CopySegment[] }): Buffer {
+  const t = Buffer.alloc(32 * o.targets.length);
+  o.targets.forEach((naa, i) => {
+    const d = t.subarray(32 * i);
+    d[0] = 0xe4;
+    d[4] = 0x01; // code set binary
+    d[5] = 0x03; // association LU, designator type NAA
+    d[7] = naa.length;
+    naa.copy(d, 8);
+    d.writeUIntBE(o.blockSize, 29, 3);
+  });
+  const s = Buffer.alloc(28 * o.segments.length);
+  o.segments.forEach((g, i) => {
+    const d = s.subarray(28 * i);
+    d[0] = 0x02;
+    d.writeUInt16BE(0x18, 2);
+    d.writeUInt16BE(g.src ?? 0, 4);
+    d.writeUInt16BE(g.dst ?? 0, 6);
+    d.writeUInt16BE(uint('blocks', g.blocks, 16), 10);
+    d.writeBigUInt64BE(BigInt(g.srcLba), 12);
+    d.writeBigUInt64BE(BigInt(g.dstLba), 20);
+  });
+  const h = Buffer.alloc(16);
+  h[0] = o.listId;
+  h[1] = ((o.listIdUsage ?? 0) & 3) << 3;
+  h.writeUInt16BE(t.length, 2);
+  h.writeUInt32BE(s.length, 8);
+  return Buffer.concat([h, t, s]);
+}
+
+/** WRITE ATOMIC(16) (SBC-4 5.48): a 16-bit TRANSFER LENGTH at byte 12, ATOMIC BOUNDARY at 10. */
+export function writeAtomic16(lba: Lba, blocks: number, o?: RwOptions & { boundary?: number }): Buffer {
+  const c = Buffer.alloc(16);
+  c[0] = Opcode.WRITE_ATOMIC_16;
+  c[1] = rwFlags(o);
+  c.writeBigUInt64BE(lba64(lba), 2);
+  c.writeUInt16BE(uint('boundary', o?.boundary ?? 0, 16), 10);
+  c.writeUInt16BE(uint('blocks', blocks, 16), 12);
+  return c;
+}
+
 function fits10(lba: Lba, blocks: number): boolean {
   return BigInt(lba) + BigInt(blocks) <= 0x100000000n && blocks <= 0xffff;
 }

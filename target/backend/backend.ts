@@ -56,6 +56,15 @@ export interface Backend {
    * (an RBD image resized by `rbd resize`); the volume then re-reads its capacity.
    */
   onResize?(listener: (() => void) | null): void;
+  /**
+   * Optional: whether one write() is all-or-nothing for every client of the
+   * store once this process applies it under its exclusive range lock
+   * (WRITE ATOMIC(16), SBC-4 5.48). Absent or true: rblkd is the store's only
+   * writer (a file, a block device, RAM), so nobody can see a write half done.
+   * False: other hosts write the store too and the store splits writes (an RBD
+   * image served by several gateways); the LU then offers no WRITE ATOMIC.
+   */
+  readonly atomicWrites?: boolean;
   /** Optional: a name of the store that every host serving it agrees on (an RBD image id), for VPD 83h. */
   readonly sharedIdentity?: string;
   /**

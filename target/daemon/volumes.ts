@@ -69,6 +69,8 @@ export class ServedVolume implements ExportedVolume {
         identifier: identity.uuid,
         serial: identity.serial,
         blockSize: config.blockSize,
+        // 4096 unless configured (logical-unit.ts physicalBlockSize).
+        physicalBlockSize: config.physicalBlockSize ?? 4096,
         readOnly: config.readOnly,
         thin: config.thin,
         // COMPARE AND WRITE moves two blocks, so two is the floor whatever max_io says.

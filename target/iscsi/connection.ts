@@ -837,7 +837,9 @@ export class IscsiConnection implements ServedSession, TaskHost {
     if (immediate) this.immediateTasks++;
     else this.windowed++;
     if (this.draining || overfull) return this.busy(task);
-    const request = new ScsiRequest(task, this.scopes.get(lun) ?? this.unmapped!, Buffer.from(cdb), { direction, length: edtl });
+    // A READ flagged W (or a WRITE flagged R) runs moving no data, its EDTL an underflow residual:
+    // RFC 7143 §11.4.5 reports what moved against the EDTL, and libiscsi's Read10Invalid expects GOOD.
+    const request = new ScsiRequest(task, this.scopes.get(lun) ?? this.unmapped!, Buffer.from(cdb), { direction, length: edtl, otherDirection: 'moves-nothing' });
     const r: Running = { task, request, done: Promise.resolve() };
     this.running.set(itt, r);
     r.done = request.run();
@@ -986,13 +988,13 @@ export class IscsiConnection implements ServedSession, TaskHost {
         case TmfFunction.LOGICAL_UNIT_RESET:
           await this.abort([...this.running.values()].filter((r) => r.task.lun === lun));
           // SAM-5 6.3.3: other nexuses see 29/00 on their next command.
-          mapped!.lu.reset(this.nexus!);
+          mapped!.lu.reset();
           this.log.info(`LUN ${lun} reset`);
           return TmfResponse.COMPLETE;
         case TmfFunction.TARGET_WARM_RESET:
         case TmfFunction.TARGET_COLD_RESET:
           await this.abort([...this.running.values()]);
-          for (const m of this.luns.values()) m.lu.reset(this.nexus!);
+          for (const m of this.luns.values()) m.lu.reset();
           this.log.info(`target ${fn === TmfFunction.TARGET_COLD_RESET ? 'cold' : 'warm'} reset of this session's LUNs`);
           return TmfResponse.COMPLETE;
         case TmfFunction.TASK_REASSIGN:

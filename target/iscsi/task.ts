@@ -4,7 +4,8 @@
 // with the status in the last one when there is no sense; otherwise a SCSI
 // Response. The life of the command is the request core's
 // (target/scsi/request/request.ts).
-import type { RequestBuffer, RequestFrontEnd, Residuals } from '../scsi/index.js';
+import { DataOutUnusable, type RequestBuffer, type RequestFrontEnd, type Residuals } from '../scsi/index.js';
+import { PROTOCOL_SERVICE_CRC_ERROR } from '../../protocol/scsi/sense-codes.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import type { SessionParams } from './negotiation.js';
 
@@ -59,6 +60,14 @@ export class IscsiTask implements RequestFrontEnd<TaskBuffer> {
   private dataOutWaiter: { resolve: () => void; reject: (e: Error) => void } | null = null;
   private unsolicitedWaiters: (() => void)[] = [];
   private dataInSN = 0;
+  /**
+   * The first out-of-order DataSN of this task's data-out. RFC 7143 §7.9: it
+   * implies a PDU lost to a digest error, handled as §7.8 says for one, here
+   * (ErrorRecoveryLevel 0, no recovery R2T) by taking the rest of the data
+   * and ending the task in CHECK CONDITION "protocol service CRC error"
+   * (§11.4.7.2); the connection stays up.
+   */
+  private sequenceError: string | null = null;
   private held: HeldDataIn | null = null;
   /** Aborted by task management: iSCSI answers the TMF, never the task (RFC 7143 §4.2.3.3, §11.5.1). */
   silenced = false;
@@ -99,8 +108,8 @@ export class IscsiTask implements RequestFrontEnd<TaskBuffer> {
     if (ttt === 0xffffffff) {
       if (this.unsolicitedDone || offset !== this.unsolicitedNext || offset + data.length > this.unsolicitedEnd)
         return `unsolicited Data-Out at ${offset}+${data.length} outside ${this.unsolicitedNext}..${this.unsolicitedEnd}`;
-      if (dataSN !== this.unsolicitedDataSN) return `unsolicited Data-Out with DataSN ${dataSN}, expected ${this.unsolicitedDataSN}`;
-      this.unsolicitedDataSN++;
+      if (dataSN !== this.unsolicitedDataSN) this.sequenceError ??= `unsolicited Data-Out with DataSN ${dataSN}, expected ${this.unsolicitedDataSN}`;
+      this.unsolicitedDataSN = (dataSN + 1) >>> 0;
       this.unsolicitedNext += data.length;
       this.land(offset, data);
       if (final || this.unsolicitedNext >= this.unsolicitedEnd) {
@@ -113,8 +122,8 @@ export class IscsiTask implements RequestFrontEnd<TaskBuffer> {
     const s = this.solicited.get(ttt);
     if (!s) return `Data-Out with unknown TTT 0x${ttt.toString(16)}`;
     if (offset !== s.next || offset + data.length > s.end) return `Data-Out at ${offset}+${data.length} outside the R2T's ${s.next}..${s.end}`;
-    if (dataSN !== s.dataSN) return `Data-Out with DataSN ${dataSN}, expected ${s.dataSN}`;
-    s.dataSN++;
+    if (dataSN !== s.dataSN) this.sequenceError ??= `Data-Out with DataSN ${dataSN}, expected ${s.dataSN}`;
+    s.dataSN = (dataSN + 1) >>> 0;
     s.next += data.length;
     this.land(offset, data);
     if (s.next >= s.end) {
@@ -139,7 +148,10 @@ export class IscsiTask implements RequestFrontEnd<TaskBuffer> {
     for (const p of this.pending) this.land(p.offset, p.data);
     this.pending = [];
     this.r2tNext = Math.max(this.unsolicitedEnd, offset);
-    if (this.fetched()) return;
+    if (this.fetched()) {
+      if (this.sequenceError !== null) throw new DataOutUnusable(PROTOCOL_SERVICE_CRC_ERROR, this.sequenceError);
+      return;
+    }
     await new Promise<void>((resolve, reject) => {
       this.dataOutWaiter = { resolve, reject };
       this.sendR2Ts();
@@ -154,7 +166,8 @@ export class IscsiTask implements RequestFrontEnd<TaskBuffer> {
     if (this.dataOutWaiter && this.fetched()) {
       const w = this.dataOutWaiter;
       this.dataOutWaiter = null;
-      w.resolve();
+      if (this.sequenceError !== null) w.reject(new DataOutUnusable(PROTOCOL_SERVICE_CRC_ERROR, this.sequenceError));
+      else w.resolve();
     }
   }
 

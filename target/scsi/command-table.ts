@@ -25,6 +25,8 @@ import { preventAllowMediumRemoval, startStopUnit, testUnitReady } from './unit-
 import { unmap } from './unmap.js';
 import { verify10, verify12, verify16, writeAndVerify10, writeAndVerify12, writeAndVerify16 } from './verify.js';
 import { writeSame10, writeSame16 } from './write-same.js';
+import { writeAtomic16 } from './write-atomic.js';
+import { extendedCopy, receiveCopyOperatingParameters, receiveCopyStatus } from './extended-copy.js';
 
 const entries: CommandEntry[] = [
   testUnitReady,
@@ -59,6 +61,10 @@ const entries: CommandEntry[] = [
   unmap,
   compareAndWrite,
   orWrite16,
+  writeAtomic16,
+  extendedCopy,
+  receiveCopyStatus,
+  receiveCopyOperatingParameters,
   verify10,
   verify12,
   verify16,

@@ -20,6 +20,7 @@ export type { ScsiLogger } from './logger.js';
 export { outcomeForError, BackendIoError } from './sense-map.js';
 export { ScsiRequest } from './request/request.js';
 export type { DataOffer, RequestBuffer, RequestFrontEnd, RequestLogger, RequestScope, Residuals } from './request/front-end.js';
+export { DataOutUnusable } from './request/front-end.js';
 export { NO_RESIDUALS } from './request/residuals.js';
 export { IO_CLASSES, IoStats, LATENCY_BUCKETS_S, SessionIo, type IoClass } from './request/io-stats.js';
 export { TargetPortGroups, type AluaServed, type PortGroup, type PortGroupsConfig } from './port-groups.js';

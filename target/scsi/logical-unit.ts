@@ -19,6 +19,7 @@ import type { TargetPortGroups } from './port-groups.js';
 import { FastPathGate } from './fast-path-gate.js';
 import { RangeLock } from './range-lock.js';
 import type { ReservationStore } from './reservation-store.js';
+import { CopyResults } from './copy-results.js';
 import { Reservations } from './reservations.js';
 import { UnitAttentions } from './unit-attention.js';
 
@@ -35,12 +36,29 @@ export interface LuLimits {
   readonly maxCompareAndWriteBlocks: number;
 }
 
+/**
+ * WRITE ATOMIC(16)'s limits (SBC-4 5.48, VPD B0h), in logical blocks: the
+ * longest atomic write, and the multiple its LBA and its length must be.
+ */
+export interface AtomicLimits {
+  readonly maxBlocks: number;
+  readonly alignment: number;
+  readonly granularity: number;
+}
+
 export interface LogicalUnitOptions {
   readonly name: string;
   readonly backend: Backend;
   /** 16 bytes (a UUID, as a Buffer or in text form) that names this volume forever. */
   readonly identifier: Buffer | string;
   readonly blockSize?: 512 | 4096;
+  /**
+   * The physical block READ CAPACITY(16) reports (LOGICAL BLOCKS PER PHYSICAL
+   * BLOCK EXPONENT, SBC-4 5.21.2), 512 or 4096 and at least blockSize; the unmap
+   * and transfer granularities default to it. 4096 by default: the page and
+   * filesystem block the backends work in.
+   */
+  readonly physicalBlockSize?: 512 | 4096;
   readonly readOnly?: boolean;
   /** Thin provisioning; only honoured when the backend can discard. Defaults to backend.canDiscard. */
   readonly thin?: boolean;
@@ -73,14 +91,14 @@ export const DEFAULT_REVISION = '0001';
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
 
-function defaultLimits(blockSize: number): LuLimits {
+function defaultLimits(blockSize: number, physicalBlockSize: number): LuLimits {
   return {
     maxTransferBlocks: MiB / blockSize,
     optimalTransferBlocks: MiB / blockSize,
     // At most 2^20 blocks per UNMAP: libiscsi's Inquiry.BlockLimits calls more "insanely big".
     maxUnmapLbaCount: Math.min(GiB / blockSize, 1 << 20),
     maxUnmapDescriptors: 256,
-    unmapGranularity: Math.max(1, 4096 / blockSize),
+    unmapGranularity: physicalBlockSize / blockSize,
     // Within WRITE SAME(10)'s 16-bit count, so both CDBs have the same limit, and a
     // zero-block WRITE SAME (to the end) is refused on media larger than that.
     maxWriteSameBlocks: 0xffff,
@@ -126,6 +144,8 @@ export class LogicalUnit {
   readonly name: string;
   readonly backend: Backend;
   readonly blockSize: number;
+  /** A multiple of blockSize (LogicalUnitOptions.physicalBlockSize). */
+  readonly physicalBlockSize: number;
   readonly readOnly: boolean;
   readonly thin: boolean;
   readonly identifier: Buffer;
@@ -136,11 +156,15 @@ export class LogicalUnit {
   readonly revision: string;
   readonly rotational: boolean;
   readonly limits: LuLimits;
+  /** Null when the backend cannot write atomically for all its clients (backend.ts atomicWrites). */
+  readonly atomic: AtomicLimits | null;
   readonly log: ScsiLogger;
   readonly portGroups: TargetPortGroups | undefined;
   readonly attentions = new UnitAttentions();
   readonly reservations: Reservations;
   readonly rangeLock = new RangeLock();
+  /** EXTENDED COPY outcomes held for RECEIVE COPY RESULTS (extended-copy.ts). */
+  readonly copyResults = new CopyResults();
   /** Who may run READ and WRITE on the native fast path, and how it is taken away (fast-path-gate.ts). */
   readonly fastPath: FastPathGate = new FastPathGate(this);
   /** Commands, bytes, errors and latency by class, counted by the request core (request/io-stats.ts). */
@@ -155,6 +179,9 @@ export class LogicalUnit {
     this.name = o.name;
     this.backend = o.backend;
     this.blockSize = blockSize;
+    const physical = o.physicalBlockSize ?? 4096;
+    if ((physical !== 512 && physical !== 4096) || physical < blockSize) throw new RangeError(`physical block size ${String(physical)} is not 512 or 4096 and at least the block size ${blockSize}`);
+    this.physicalBlockSize = physical;
     this.readOnly = (o.readOnly ?? false) || o.backend.readOnly;
     this.thin = (o.thin ?? o.backend.canDiscard) && o.backend.canDiscard;
     this.identifier = parseIdentifier(o.identifier);
@@ -164,8 +191,15 @@ export class LogicalUnit {
     this.product = o.product ?? DEFAULT_PRODUCT;
     this.revision = o.revision ?? DEFAULT_REVISION;
     this.rotational = o.rotational ?? false;
-    this.limits = { ...defaultLimits(blockSize), ...o.limits };
+    this.limits = { ...defaultLimits(blockSize, physical), ...o.limits };
     checkLimits(this.limits);
+    // One backend write of up to MAXIMUM TRANSFER LENGTH, in whole physical blocks, so that
+    // it never tears a physical block another command could be writing (write-atomic.ts).
+    const perPhysical = physical / blockSize;
+    this.atomic =
+      o.backend.atomicWrites === false
+        ? null
+        : { maxBlocks: Math.floor(this.limits.maxTransferBlocks / perPhysical) * perPhysical, alignment: perPhysical, granularity: perPhysical };
     this.log = o.log ?? silentLogger;
     this.portGroups = o.portGroups;
     this.defaultModes = { wce: o.writeCache ?? true, dSense: false };
@@ -207,14 +241,18 @@ export class LogicalUnit {
   detach(n: Nexus): void {
     const key = nexusKey(n);
     this.attentions.forget(key);
+    this.copyResults.forget(key);
     this.reservations.dropLegacy(key);
     this.fastPath.refresh();
   }
 
-  /** LOGICAL UNIT RESET (SAM-5 6.5): 29/00 for every nexus but the issuer; RESERVE(6) ends. */
-  reset(issuer?: Nexus): void {
-    const except = issuer && nexusKey(issuer);
-    this.attentions.establishAll(POWER_ON_RESET, except);
+  /**
+   * LOGICAL UNIT RESET (SAM-5 6.3.3, 6.4): a unit attention for the initiator
+   * port of every I_T nexus, the issuer's included (libiscsi MultipathIO.Reset
+   * waits for it on each path, Linux LIO does the same); RESERVE(6) ends.
+   */
+  reset(): void {
+    this.attentions.establishAll(POWER_ON_RESET);
     this.reservations.dropLegacy();
     this.fastPath.refresh();
   }

@@ -36,9 +36,8 @@ export const readCapacity16 = defineCommand<number>({
     b.writeUInt32BE(io.lu.blockSize, 8);
     // LBPME and LBPRZ for a thin LU (SBC-4 5.21.2, protocol-facts B2 notes).
     if (io.lu.thin) b[14] = 0x80 | 0x40;
-    // LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT: 4 KiB physical blocks, the page
-    // and filesystem block every backend works in (the unmap granularity, vpd.ts).
-    b[13] = Math.log2(Math.max(1, 4096 / io.lu.blockSize));
+    // LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT (logical-unit.ts physicalBlockSize; the unmap granularity, vpd.ts).
+    b[13] = Math.log2(io.lu.physicalBlockSize / io.lu.blockSize);
     return respond(io.data, b, allocationLength);
   },
 });

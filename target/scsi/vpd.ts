@@ -73,7 +73,7 @@ function blockLimits(lu: LogicalUnit): Buffer {
   // Offsets below are page offsets minus the 4-byte header (SBC-4 table 236).
   // WSNZ 0: WRITE SAME with zero blocks writes to the end of the medium (write-same.ts).
   b[1] = l.maxCompareAndWriteBlocks;
-  b.writeUInt16BE(Math.min(0xffff, Math.max(1, 4096 / lu.blockSize)), 2);
+  b.writeUInt16BE(lu.physicalBlockSize / lu.blockSize, 2);
   b.writeUInt32BE(l.maxTransferBlocks, 4);
   b.writeUInt32BE(l.optimalTransferBlocks, 8);
   if (lu.thin) {
@@ -83,6 +83,13 @@ function blockLimits(lu: LogicalUnit): Buffer {
     b.writeUInt32BE(0x80000000, 28); // UGAVALID, alignment 0
   }
   b.writeBigUInt64BE(BigInt(l.maxWriteSameBlocks), 32);
+  if (lu.atomic) {
+    // MAXIMUM ATOMIC TRANSFER LENGTH, ATOMIC ALIGNMENT, ATOMIC TRANSFER LENGTH GRANULARITY;
+    // the two ATOMIC BOUNDARY limits stay 0: no atomic boundaries (write-atomic.ts).
+    b.writeUInt32BE(lu.atomic.maxBlocks, 40);
+    b.writeUInt32BE(lu.atomic.alignment, 44);
+    b.writeUInt32BE(lu.atomic.granularity, 48);
+  }
   return b;
 }
 

@@ -604,8 +604,8 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
       const mine = [...this.outstanding.values()].filter((s) => s.lun === t.lun);
       for (const s of mine) s.request?.abort();
       await Promise.all(mine.map((s) => s.done));
-      // SAM-5 6.3.3: other nexuses see 29/00 on their next command.
-      mapped.lu.reset(this.nexus!);
+      // SAM-5 6.3.3: every nexus, this one included, sees 29/00 on its next command.
+      mapped.lu.reset();
       this.log.info(`LUN ${t.lun} reset`);
     } else {
       response = TaskResponse.NOT_SUPPORTED;

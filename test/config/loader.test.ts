@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../../config/config-error.js';
 import { loadConfig, parseConfig } from '../../config/loader.js';
-import { DEFAULT_STATE_DIR, type Config } from '../../config/schema.js';
+import { DEFAULT_STATE_DIR, type Config, type VolumeConfig } from '../../config/schema.js';
 import { put, tempDir } from './helpers/tmp.js';
 
 const configDir = fileURLToPath(new URL('../../config/', import.meta.url));
@@ -37,6 +37,7 @@ test('the example config loads, with every key as written', (t) => {
     name: 'db0',
     backing: { kind: 'file', path: join(dir, 'state', 'db0.img'), size: 8 * 1024 ** 3 },
     blockSize: 4096,
+    physicalBlockSize: 4096,
     readOnly: false,
     direct: false,
     ioEngine: 'io_uring',
@@ -267,6 +268,14 @@ test('bad size strings and sizes that do not fit the block size', (t) => {
 test('a bad block size', (t) => {
   const e = reject('volumes:\n  - name: a\n    memory: true\n    size: 1MiB\n    block_size: 1024\n');
   t.is(e.message, 'rblkd.yaml:5: volumes[0].block_size: must be 512 or 4096, not 1024');
+});
+
+test('physical_block_size: absent, 512 at 512-byte blocks, and smaller than block_size', (t) => {
+  const volume = (extra: string): VolumeConfig => parseConfig(`volumes:\n  - name: a\n    memory: true\n    size: 1MiB\n${extra}`, 'rblkd.yaml').volumes[0];
+  t.is(volume('').physicalBlockSize, undefined);
+  t.is(volume('    physical_block_size: 512\n').physicalBlockSize, 512);
+  const e = reject('volumes:\n  - name: a\n    memory: true\n    size: 1MiB\n    block_size: 4096\n    physical_block_size: 512\n');
+  t.is(e.message, 'rblkd.yaml:6: volumes[0].physical_block_size: 512 is smaller than block_size 4096');
 });
 
 test('io_engine: an unknown engine, and one on a memory volume', (t) => {

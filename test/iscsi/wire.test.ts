@@ -183,6 +183,56 @@ test('a write through R2T and Data-Out lands, and reads back', async (t) => {
   t.true(back.equals(data));
 });
 
+test('a Data-Out with an out-of-order DataSN fails only its task: 0B 47/05 after the last Data-Out, nothing written, the connection stays', async (t) => {
+  const c = await session([['InitialR2T', 'Yes'], ['ImmediateData', 'No']]);
+  const before = Buffer.alloc(1024);
+  await f.backends[0].backend.read(before, 300 * 512);
+  c.command({ itt: 11, cdb: write10(300, 2), write: true, edtl: 1024 });
+  const r2t = await c.next(0x31);
+  t.truthy(r2t);
+  // Two Data-Out PDUs of one R2T, both DataSN 0 (RFC 7143 §11.7.5: the second must be 1).
+  for (const [offset, final] of [[0, 0], [512, 0x80]] as const) {
+    const d = Buffer.alloc(48);
+    d[0] = 0x05;
+    d[1] = final;
+    d.writeUInt32BE(11, 16);
+    d.writeUInt32BE(r2t!.bhs.readUInt32BE(20), 20);
+    d.writeUInt32BE(0, 36);
+    d.writeUInt32BE(offset, 40);
+    c.send(d, Buffer.alloc(512, 0xc3));
+  }
+  const rsp = await c.next(0x21);
+  t.truthy(rsp);
+  t.is(rsp!.bhs.readUInt32BE(16), 11);
+  t.is(rsp!.bhs[3], 2, 'CHECK CONDITION');
+  t.is(rsp!.data[2 + 2] & 0x0f, 0x0b, 'ABORTED COMMAND');
+  t.is(rsp!.data[2 + 12], 0x47);
+  t.is(rsp!.data[2 + 13], 0x05, 'PROTOCOL SERVICE CRC ERROR');
+  const after = Buffer.alloc(1024);
+  await f.backends[0].backend.read(after, 300 * 512);
+  t.true(after.equals(before), 'nothing written');
+  c.command({ itt: 12, cdb: Buffer.alloc(16), edtl: 0 });
+  const tur = await c.next(0x21);
+  t.is(tur?.bhs[3], 0, 'the connection still serves commands');
+  t.false(c.closed);
+});
+
+test('a READ(10) flagged W runs moving no data: GOOD, underflow residual of the whole EDTL, nothing written', async (t) => {
+  const c = await session([['InitialR2T', 'No'], ['ImmediateData', 'Yes']]);
+  const before = Buffer.alloc(512);
+  await f.backends[0].backend.read(before, 0);
+  c.command({ itt: 13, cdb: read10(0, 1), write: true, edtl: 512, data: Buffer.alloc(512, 0xa6) });
+  const rsp = await c.next(0x21);
+  t.truthy(rsp);
+  t.is(rsp!.bhs[3], 0, 'GOOD');
+  t.is(rsp!.bhs[1] & 0x06, 0x02, 'U, not O');
+  t.is(rsp!.bhs.readUInt32BE(44), 512, 'residual: none of the data-out was used');
+  t.is(c.received.filter((p) => p.op === 0x25 && p.bhs.readUInt32BE(16) === 13).length, 0, 'no Data-In');
+  const after = Buffer.alloc(512);
+  await f.backends[0].backend.read(after, 0);
+  t.true(after.equals(before), 'the data-out was not written');
+});
+
 test('a read of a LUN with CHECK CONDITION carries the sense in the SCSI Response', async (t) => {
   const c = await session();
   c.command({ itt: 20, cdb: read10(0xfffffff0, 1), read: true, edtl: 512 });

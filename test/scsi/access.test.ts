@@ -16,7 +16,7 @@ import { REQUIRED_ACCESS } from '../../target/scsi/access.js';
 import { COMMANDS } from '../../target/scsi/command-table.js';
 import type { CommandEntry } from '../../target/scsi/command-spec.js';
 import type { LogicalUnit } from '../../target/scsi/logical-unit.js';
-import type { Access, Nexus } from '../../target/scsi/nexus.js';
+import { nexusKey, type Access, type Nexus } from '../../target/scsi/nexus.js';
 import { assertGood, assertSense, makeLu, pattern, ready, run, type Result } from './helpers/harness.js';
 import type { MemBackend } from './helpers/mem-backend.js';
 
@@ -121,6 +121,25 @@ const SAMPLES = new Map<string, (b: Bench) => Promise<Sample> | Sample>([
       c[0] = Opcode.ORWRITE_16;
       c.writeUInt32BE(1, 10);
       return { cdb: c, out: Buffer.alloc(BLOCK, 0x8b) };
+    },
+  ],
+  // One physical block (4 KiB): WRITE ATOMIC's alignment and granularity (VPD B0h).
+  [key(Opcode.WRITE_ATOMIC_16), () => ({ cdb: cdb.writeAtomic16(0, 4096 / BLOCK), out: pattern(4096, 0x9c) })],
+  [
+    key(Opcode.EXTENDED_COPY, 0),
+    (b) => {
+      pattern(4 * BLOCK, 83).copy(b.backend.bytes, 0);
+      const list = cdb.extendedCopyList({ listId: 1, targets: [b.lu.naa], blockSize: BLOCK, segments: [{ blocks: 4, srcLba: 0, dstLba: 64 }] });
+      return { cdb: cdb.extendedCopy(list.length), out: list };
+    },
+  ],
+  [key(Opcode.RECEIVE_COPY_RESULTS, 3), () => ({ cdb: cdb.receiveCopyResults(3, 0, 1024) })],
+  [
+    key(Opcode.RECEIVE_COPY_RESULTS, 0),
+    (b) => {
+      // The result of an earlier copy of this nexus's, as EXTENDED COPY holds it.
+      b.lu.copyResults.hold(nexusKey(b.n), 9, { status: 1, segmentsProcessed: 1, bytes: 4 * BLOCK });
+      return { cdb: cdb.receiveCopyResults(0, 9, 1024) };
     },
   ],
   [key(Opcode.READ_DEFECT_DATA_10), () => ({ cdb: Buffer.from([Opcode.READ_DEFECT_DATA_10, 0, 0x18, 0, 0, 0, 0, 0, 32, 0]) })],

@@ -32,6 +32,20 @@ test('READ CAPACITY(16) reports 4 KiB physical blocks: exponent 3 at 512, 0 at 4
   }
 });
 
+test('physicalBlockSize 512 at 512-byte blocks: exponent 0, transfer and unmap granularity 1; below the block size it is refused', async (t) => {
+  const { lu } = makeLu({ blockSize: 512, physicalBlockSize: 512, thin: true });
+  const n = await ready(t, lu, 'host-a');
+  const rc = await run(lu, n, cdb.readCapacity16());
+  assertGood(t, rc);
+  t.is(rc.data[13], 0, 'LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT');
+  const r = await run(lu, n, cdb.inquiry(255, VpdPage.BLOCK_LIMITS));
+  assertGood(t, r);
+  const bl = parseBlockLimits(r.data);
+  t.is(bl.optimalTransferLengthGranularity, 1);
+  t.is(bl.optimalUnmapGranularity, 1);
+  t.throws(() => makeLu({ blockSize: 4096, physicalBlockSize: 512 }), { message: /physical block size 512/ });
+});
+
 test('WRITE SAME with zero blocks writes from the LBA to the end of the medium', async (t) => {
   const { lu, backend } = makeLu({ sizeBytes: 64 * 1024 });
   const n = await ready(t, lu, 'host-a');

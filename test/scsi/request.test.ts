@@ -8,6 +8,7 @@ import {
   INVALID_FIELD_IN_CDB,
   INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT,
   LOGICAL_UNIT_NOT_SUPPORTED,
+  PROTOCOL_SERVICE_CRC_ERROR,
   UNRECOVERED_READ_ERROR,
   WRITE_PROTECTED,
   type SenseCode,
@@ -16,7 +17,7 @@ import { decodeSense } from '../../protocol/scsi/sense.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import type { LogicalUnit } from '../../target/scsi/logical-unit.js';
 import type { Nexus } from '../../target/scsi/nexus.js';
-import type { DataOffer, RequestBuffer, RequestFrontEnd, RequestScope, Residuals } from '../../target/scsi/request/front-end.js';
+import { DataOutUnusable, type DataOffer, type RequestBuffer, type RequestFrontEnd, type RequestScope, type Residuals } from '../../target/scsi/request/front-end.js';
 import { ScsiRequest } from '../../target/scsi/request/request.js';
 import { makeLu, pattern, ready } from './helpers/harness.js';
 
@@ -340,4 +341,38 @@ test('a command aborted while it pushes data-in still answers once, TASK ABORTED
   await r.run();
   t.deepEqual(fe.calls, ['allocate 512', 'push 0+512', 'complete']);
   t.deepEqual(fe.answers, [{ status: ScsiStatus.TASK_ABORTED, sense: undefined, residuals: { dataOut: 0, dataIn: 512 } }]);
+});
+
+test("otherDirection 'moves-nothing': a READ offered data-out runs moving nothing, the offer an underflow; 'refuse' (the default) is 05 24/00", async (t) => {
+  const { lu, backend } = makeLu();
+  const n = await ready(t, lu, 'host-a');
+  backend.bytes.fill(0x5c, 0, 512);
+  const fe = new TestFrontEnd(Buffer.alloc(512, 0xa6));
+  await runOne(fe, scope(n, lu), cdb.read10(0, 1), { direction: 'out', length: 512, otherDirection: 'moves-nothing' });
+  t.false(fe.calls.some((c) => c.startsWith('fetch') || c.startsWith('push')), `no data moved: ${fe.calls.join(', ')}`);
+  t.deepEqual(fe.answers, [{ status: ScsiStatus.GOOD, sense: undefined, residuals: { dataOut: 512, dataIn: -512 } }]);
+  t.true(backend.bytes.subarray(0, 512).equals(Buffer.alloc(512, 0x5c)), 'the data-out was not written');
+
+  const refused = new TestFrontEnd(Buffer.alloc(512, 0xa6));
+  await runOne(refused, scope(n, lu), cdb.read10(0, 1), { direction: 'out', length: 512 });
+  t.is(refused.answers[0].status, ScsiStatus.CHECK_CONDITION);
+  t.deepEqual(senseOf(refused.answers[0]), code(INVALID_FIELD_IN_CDB));
+});
+
+test('a fetchDataOut that rejects with DataOutUnusable answers CHECK CONDITION with its sense, nothing written', async (t) => {
+  const { lu, backend } = makeLu();
+  const n = await ready(t, lu, 'host-a');
+  const fe = new TestFrontEnd(pattern(1024, 4));
+  fe.fetchDataOut = async (): Promise<void> => {
+    fe.calls.push('fetch');
+    await Promise.resolve();
+    throw new DataOutUnusable(PROTOCOL_SERVICE_CRC_ERROR, 'Data-Out with DataSN 0, expected 1');
+  };
+  await runOne(fe, scope(n, lu), cdb.write10(40, 2), { direction: 'out', length: 1024 });
+  t.deepEqual(fe.calls, ['allocate 1024', 'fetch', 'complete']);
+  t.is(fe.failures.length, 0, 'not a failed transfer: the command answers');
+  t.is(fe.answers[0].status, ScsiStatus.CHECK_CONDITION);
+  t.deepEqual(senseOf(fe.answers[0]), code(PROTOCOL_SERVICE_CRC_ERROR));
+  t.deepEqual(fe.answers[0].residuals, { dataOut: 1024, dataIn: 0 });
+  t.true(backend.bytes.subarray(40 * 512, 42 * 512).equals(Buffer.alloc(1024)), 'nothing written');
 });

@@ -92,7 +92,7 @@ test('unit attentions queue in order without duplicates', async (t) => {
   assertGood(t, await run(lu, n, cdb.testUnitReady()));
 });
 
-test('LU reset gives 29/00 to the other nexuses; logout and login start over', async (t) => {
+test('LU reset gives 29/00 to every nexus, the issuer included; logout and login start over', async (t) => {
   const target = new ScsiTarget();
   const { lu } = makeLu();
   target.addUnit(lu);
@@ -102,8 +102,9 @@ test('LU reset gives 29/00 to the other nexuses; logout and login start over', a
   target.login(b);
   await run(lu, a, cdb.testUnitReady());
   await run(lu, b, cdb.testUnitReady());
-  lu.reset(a);
-  assertGood(t, await run(lu, a, cdb.testUnitReady()), 'the issuer');
+  lu.reset();
+  assertSense(t, await run(lu, a, cdb.testUnitReady()), POWER_ON_RESET, 'the issuer (SAM-5 6.3.3: every I_T nexus)');
+  assertGood(t, await run(lu, a, cdb.testUnitReady()), 'the issuer, once reported');
   assertSense(t, await run(lu, b, cdb.testUnitReady()), POWER_ON_RESET);
   target.logout(b);
   const b2 = nexus('host-b');

@@ -23,6 +23,8 @@ export class RbdBackend implements Backend {
    */
   readonly canDiscard = true;
   readonly sharedIdentity: string;
+  /** librbd splits a write at object boundaries and other gateways write the image too: no WRITE ATOMIC (backend.ts). */
+  readonly atomicWrites = false;
   readonly #image: RbdImage;
   readonly #what: string;
   readonly #gate: IoGate;

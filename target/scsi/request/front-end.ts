@@ -8,6 +8,21 @@ import type { Direction } from '../command-spec.js';
 import type { LogicalUnit } from '../logical-unit.js';
 import type { Access, Nexus } from '../nexus.js';
 import type { SessionIo } from './io-stats.js';
+import type { SenseCode } from '../../../protocol/scsi/sense-codes.js';
+
+/**
+ * fetchDataOut's rejection when the data-out all came but cannot be used (the
+ * transport saw it damaged or out of sequence): unlike a failed transfer, the
+ * command still answers, CHECK CONDITION with this sense, nothing written.
+ */
+export class DataOutUnusable extends Error {
+  constructor(
+    readonly code: SenseCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 /** Memory one command executes against: data-out lands in it, data-in is produced into it. */
 export interface RequestBuffer {
@@ -26,6 +41,14 @@ export interface RequestBuffer {
 export interface DataOffer {
   readonly direction: Direction;
   readonly length: number;
+  /**
+   * A command whose data moves the other way than the offer (a READ offered
+   * data-out). 'refuse' (the default): 05 24/00, nothing runs. 'moves-nothing':
+   * the command runs as if offered 0 bytes its own way, the smaller of the two
+   * transfers (SAM-5 5.5), and the offer's own bytes come back as an underflow
+   * residual of their direction, so the initiator sees that none was used.
+   */
+  readonly otherDirection?: 'refuse' | 'moves-nothing';
 }
 
 /**
@@ -73,8 +96,9 @@ export interface RequestFrontEnd<B extends RequestBuffer> {
    * Fills buffer[offset, offset + length) with the command's data-out, in
    * order: from data that came with the command (rblk immediate data, iSCSI
    * immediate and unsolicited data) or fetched from the initiator (RDMA READ,
-   * iSCSI R2T and Data-Out), or both. Rejects only when the data cannot be
-   * had any more (the connection failed); the command then gets no response.
+   * iSCSI R2T and Data-Out), or both. Rejects when the data cannot be had any
+   * more (the connection failed; the command then gets no response), or with
+   * DataOutUnusable when it came unusable (the command answers its sense).
    */
   fetchDataOut(buffer: B, offset: number, length: number): Promise<void>;
   /**

@@ -25,7 +25,7 @@ const OTHER = 4;
 const CLASS_OF_OPCODE = new Uint8Array(256).fill(OTHER);
 for (const op of [0x08, 0x28, 0xa8, 0x88]) CLASS_OF_OPCODE[op] = READ; // READ(6/10/12/16)
 // WRITE(6/10/12/16), WRITE AND VERIFY(10/12/16), COMPARE AND WRITE, WRITE SAME(10/16)
-for (const op of [0x0a, 0x2a, 0xaa, 0x8a, 0x2e, 0xae, 0x8e, 0x89, 0x41, 0x93]) CLASS_OF_OPCODE[op] = WRITE;
+for (const op of [0x0a, 0x2a, 0xaa, 0x8a, 0x2e, 0xae, 0x8e, 0x89, 0x41, 0x93, 0x9c]) CLASS_OF_OPCODE[op] = WRITE;
 CLASS_OF_OPCODE[0x42] = DISCARD; // UNMAP
 for (const op of [0x35, 0x91]) CLASS_OF_OPCODE[op] = FLUSH; // SYNCHRONIZE CACHE(10/16)
 

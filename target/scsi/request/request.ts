@@ -9,7 +9,7 @@ import { buildSense } from '../../../protocol/scsi/sense.js';
 import { INTERNAL_TARGET_FAILURE, INVALID_FIELD_IN_CDB, INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT, type SenseCode } from '../../../protocol/scsi/sense-codes.js';
 import { ScsiStatus } from '../../../protocol/scsi/status.js';
 import { parseCommand, type ScsiCommand } from '../scsi-command.js';
-import type { DataOffer, RequestBuffer, RequestFrontEnd, RequestScope, Residuals } from './front-end.js';
+import { DataOutUnusable, type DataOffer, type RequestBuffer, type RequestFrontEnd, type RequestScope, type Residuals } from './front-end.js';
 import { classOfOpcode } from './io-stats.js';
 import { dataInToSend, NO_RESIDUALS, nothingMoved, residualsOf } from './residuals.js';
 
@@ -47,13 +47,21 @@ export class ScsiRequest<B extends RequestBuffer> {
 
   /** Runs the command to its one response (or its failed transfer). Never rejects. */
   async run(): Promise<void> {
-    const { frontEnd, scope, offer } = this;
+    const { frontEnd, scope } = this;
+    let offer = this.offer;
     let data: B | null = null;
     this.#started = performance.now();
     try {
       const parsed = parseCommand(this.cdb, scope.lu, scope.access);
       if (!parsed.ok) return await this.respond(parsed.completion.status, parsed.completion.sense, nothingMoved(offer));
       let command = parsed.command;
+      // The offer's bytes the command cannot use, as a residual of their own direction (offerInOtherDirection).
+      let unused: Residuals | undefined;
+      if (offer.otherDirection === 'moves-nothing' && command.transferLength > 0 && offer.direction !== command.direction) {
+        unused = nothingMoved(offer);
+        offer = { direction: command.direction, length: 0 };
+      }
+      const withUnused = (r: Residuals): Residuals => (unused ? { dataOut: r.dataOut + unused.dataOut, dataIn: r.dataIn + unused.dataIn } : r);
       let want = command.transferLength;
       const offeredOut = offer.direction === 'out' ? offer.length : 0;
       // The residual of a data-out the offer does not match: the offer against the CDB (negative: an overflow), as iSCSI reports it (RFC 7143 11.4.5).
@@ -61,14 +69,14 @@ export class ScsiRequest<B extends RequestBuffer> {
       let residualOverride: Residuals | undefined;
       // A data-out the CDB sizes exactly, offered at another length (a COMPARE AND WRITE whose NLB wrapped to 0, a WRITE SAME of two blocks).
       if (command.exactDataOut && offeredOut !== want && (offer.direction !== 'in' || want > 0))
-        return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_CDB), outMismatch);
+        return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_CDB), withUnused(outMismatch));
       // Fewer bytes offered than the CDB transfers (none at all included). The
       // smaller of the two moves (SAM-5 5.5, docs/protocol.md §9.3): a block
       // write offered whole blocks runs as the shorter write they cover, with
       // the rest an overflow residual. Anything else is refused, nothing written.
       if (command.direction === 'out' && offer.direction !== 'in' && offeredOut < want) {
         const shorter = this.shortened(command, offeredOut);
-        if (shorter === undefined) return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT), outMismatch);
+        if (shorter === undefined) return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT), withUnused(outMismatch));
         command = shorter;
         want = command.transferLength;
         residualOverride = outMismatch;
@@ -84,6 +92,7 @@ export class ScsiRequest<B extends RequestBuffer> {
           await frontEnd.fetchDataOut(data, 0, want);
           this.#moved = want;
         } catch (e) {
+          if (e instanceof DataOutUnusable) return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(e.code), withUnused(nothingMoved(offer)));
           return this.transferFailed('data-out', e);
         }
       }
@@ -103,7 +112,7 @@ export class ScsiRequest<B extends RequestBuffer> {
           }
         }
       }
-      await this.respond(done.status, done.sense, residualOverride ?? residualsOf(offer, command, done.dataLength));
+      await this.respond(done.status, done.sense, withUnused(residualOverride ?? residualsOf(offer, command, done.dataLength)));
     } catch (e) {
       // Nothing SCSI throws (the core maps errors to sense in sense-map.ts):
       // this is a bug, or a front end that failed to answer.
