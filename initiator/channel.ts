@@ -6,7 +6,8 @@
 import { testUnitReady } from '../protocol/scsi/cdb.js';
 import { LogoutReason, TaskFunction, TaskResponse } from '../protocol/wire/index.js';
 import { reconnectDelay } from './backoff.js';
-import { Connection, TransportError, type LoginOptions } from './connection.js';
+import { Connection, TransportError, type FastWaiter, type LoginOptions } from './connection.js';
+import { Deadlines } from './deadlines.js';
 import type { ResolvedOptions } from './options.js';
 import { copyLive, MemoryReleased, RegisteredBuffer } from './registered-buffer.js';
 import type { ScsiRequest, ScsiResponse } from './scsi-request.js';
@@ -32,6 +33,10 @@ export interface Attempt {
   timedOut: boolean;
   /** The try has ended one way or the other. */
   settled: boolean;
+  /** Once sent: where, for the recovery ladder when it times out. */
+  conn?: Connection;
+  lun?: number;
+  tag?: bigint;
 }
 
 export interface ChannelHost {
@@ -76,11 +81,15 @@ export class Channel {
   private reconnecting = false;
   private closing = false;
   private readonly sleep = new Sleep();
+  /** The command timeout of every command sent here: one timer, not one per command. */
+  private readonly deadlines: Deadlines<Attempt>;
 
   constructor(
     readonly index: number,
     private readonly host: ChannelHost,
-  ) {}
+  ) {
+    this.deadlines = new Deadlines(host.options.commandTimeoutMs, (att) => this.timedOut(att));
+  }
 
   private static lostSignal(): { promise: Promise<never>; reject(e: Error): void } {
     let reject!: (e: Error) => void;
@@ -95,6 +104,8 @@ export class Channel {
   get isUp(): boolean {
     return this.current !== null && !this.current.isClosed;
   }
+  /** Commands the native queue carried here, on any of the channel's connections (tests, stats). */
+  fastCommands = 0;
   /** Commands in flight here (for spreading load). */
   get load(): number {
     return this.inflight;
@@ -112,6 +123,7 @@ export class Channel {
       queueDepth: o.queueDepth,
       maxIo: o.maxIo,
       connectTimeoutMs: o.connectTimeoutMs,
+      fastPath: o.fastPath,
     };
   }
 
@@ -237,10 +249,13 @@ export class Channel {
   async send(req: ScsiRequest, att: Attempt): Promise<ScsiResponse> {
     const conn = this.current;
     if (conn === null || conn.isClosed) throw new TransportError('the connection is down');
+    if (req.rw !== undefined && conn.hasFastPath) {
+      const fast = this.sendFast(conn, req, att);
+      if (fast !== null) return fast;
+    }
     const lost = this.lost.promise;
     this.inflight++;
     let pooled: IoBuffer | null = null;
-    let timer: NodeJS.Timeout | null = null;
     try {
       let dataOut: Buffer | IoBuffer | undefined;
       let dataIn: IoBuffer | undefined;
@@ -270,7 +285,7 @@ export class Channel {
         dataIn,
         onTag: (tag) => {
           att.sent = true;
-          timer = this.arm(conn, req.lun, tag, att);
+          this.arm(conn, req.lun, tag, att);
         },
       });
       if (into?.kind === 'bytes' && pooled !== null) copyLive(pooled.buffer, into.into, Math.min(r.dataIn, into.into.length), req.what);
@@ -282,20 +297,68 @@ export class Channel {
       throw e;
     } finally {
       att.settled = true;
-      if (timer !== null) clearTimeout(timer);
+      this.deadlines.delete(att);
       pooled?.release();
       this.inflight--;
       this.lastActive = Date.now();
     }
   }
 
-  private arm(conn: Connection, lun: number, tag: bigint, att: Attempt): NodeJS.Timeout | null {
-    const ms = this.host.options.commandTimeoutMs;
-    if (ms <= 0) return null;
-    // Recovery ends, at worst, in closing the connection to reconnect; if even that fails, it is reported as such.
-    return setTimeout(() => {
-      this.recover(conn, lun, tag, att).catch((e: unknown) => this.host.reconnectFailed(this, asError(e)));
-    }, ms);
+  /**
+   * READ or WRITE on registered memory through the connection's native queue
+   * (docs/initiator.md "Fast path"): no capsule built here, no promise per
+   * layer. Null when the queue cannot take it now; send() then goes the
+   * ordinary way, with the same outcome.
+   */
+  private sendFast(conn: Connection, req: ScsiRequest, att: Attempt): Promise<ScsiResponse> | null {
+    const rw = req.rw!;
+    const data = rw.write ? req.dataOut : req.dataIn;
+    if (data?.kind !== 'registered') return null;
+    const reg = data.buffer;
+    const at = reg.remoteAt(data.offset);
+    if (at === null) return null;
+    let waiter!: FastWaiter;
+    const p = new Promise<ScsiResponse>((resolve, reject) => {
+      const end = (): void => {
+        att.settled = true;
+        this.deadlines.delete(att);
+        this.inflight--;
+        this.lastActive = Date.now();
+      };
+      waiter = {
+        done: (status, sense, underflow) => {
+          end();
+          resolve({ status, sense, dataIn: rw.write ? 0 : data.length - underflow });
+        },
+        fail: (e) => {
+          end();
+          reject(e);
+        },
+      };
+    });
+    const tag = conn.fastCommand(
+      { lun: req.lun, write: rw.write, fua: rw.fua, lba: rw.lba, blocks: rw.blocks, length: data.length, addressHi: at.addressHi, addressLo: at.addressLo, keyHi: at.keyHi, keyLo: at.keyLo },
+      waiter,
+    );
+    if (tag === null) return null;
+    this.fastCommands++;
+    this.inflight++;
+    att.sent = true;
+    this.arm(conn, req.lun, tag, att);
+    return p;
+  }
+
+  private arm(conn: Connection, lun: number, tag: bigint, att: Attempt): void {
+    att.conn = conn;
+    att.lun = lun;
+    att.tag = tag;
+    this.deadlines.add(att);
+  }
+
+  /** Recovery ends, at worst, in closing the connection to reconnect; if even that fails, it is reported as such. */
+  private timedOut(att: Attempt): void {
+    const conn = att.conn!;
+    this.recover(conn, att.lun!, att.tag!, att).catch((e: unknown) => this.host.reconnectFailed(this, asError(e)));
   }
 
   /**
@@ -375,6 +438,7 @@ export class Channel {
   async close(): Promise<void> {
     this.closing = true;
     this.sleep.cancel();
+    this.deadlines.clear();
     if (this.keepAlive !== null) clearInterval(this.keepAlive);
     this.keepAlive = null;
     const conn = this.current;

@@ -17,6 +17,7 @@
 #include "fast-cdb.h"
 #include "fast-path.h"
 #include "file-ops.h"
+#include "initiator-queue.h"
 #include "listener.h"
 #include "memory-region.h"
 
@@ -123,6 +124,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("Listener", listener);
   exports.Set("Endpoint", endpoint);
   exports.Set("FastPath", FastPath::Init(env));
+  exports.Set("InitiatorQueue", InitiatorQueue::Init(env));
   exports.Set("decodeFastCommand", Napi::Function::New(env, DecodeFastCommand, "decodeFastCommand"));
   exports.Set("constants", Constants(env));
   exports.Set("providers", Napi::Function::New(env, Providers, "providers"));

@@ -1,0 +1,150 @@
+// The initiator's native queue against its JavaScript path (docs/initiator.md
+// "Fast path"): one seeded, randomised mix of READ and WRITE (10 and 16 as
+// the LBA needs), FUA, LBAs past the end, a read-only volume, an unknown LUN,
+// transfers whose buffer is longer than the CDB (residuals), and bursts of
+// concurrent commands, sent through the session with fastPath on and then
+// off, over real tcp endpoints to real files. Each command's status, sense
+// bytes and data-in count, the bytes read, and the file's bytes at the end
+// must be the same both ways; and the native queue must have carried the
+// commands in the first run and none in the second.
+import test from 'ava';
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as cdb from '../../protocol/scsi/cdb.js';
+import { FileBackend } from '../../target/backend/file.js';
+import { LogicalUnit } from '../../target/scsi/index.js';
+import { TargetServer } from '../../target/server.js';
+import { rblkSessions } from '../../target/session/session.js';
+import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
+import { connect, type Session } from '../../initiator/index.js';
+import type { RegisteredBuffer } from '../../initiator/registered-buffer.js';
+import type { ScsiRequest, ScsiResponse } from '../../initiator/scsi-request.js';
+import { prng } from '../protocol/fuzz-corpus.js';
+import { memoryLog, TARGET_NAME } from '../helpers/target-fixture.js';
+import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+
+checkSuiteResources(test, { warmUp: () => warmUpFabric(['tcp']) });
+
+const BLOCK = 512;
+const BLOCKS = 2048; // 1 MiB volumes
+const SLOT = 32 * BLOCK; // each concurrent command has its own part of the buffer
+
+interface Run {
+  transcript: string[];
+  disk: Buffer;
+  fast: number;
+}
+
+/** One try of one command, no retries: Session.execute is what Volume's commands are built on. */
+function execute(s: Session, req: ScsiRequest): Promise<ScsiResponse> {
+  return (s as unknown as { execute(r: ScsiRequest): Promise<ScsiResponse> }).execute(req);
+}
+
+async function run(fastPath: boolean, seed: number): Promise<Run> {
+  const dir = await mkdtemp(join(tmpdir(), 'rblk-init-fast-'));
+  const server = new TargetServer(
+    {
+      targetName: TARGET_NAME,
+      limits: { queueDepth: 32, maxIo: 1 << 20, inCapsuleData: 4096, maxDescriptors: 16, keepAliveMs: 0, loginTimeoutMs: 10_000, maxSessions: 8, dataBuffers: 16 },
+      authRequired: false,
+      secrets: new Map(),
+      log: memoryLog(),
+    },
+    rblkSessions,
+  );
+  const transcript: string[] = [];
+  const volumes: FileBackend[] = [];
+  let session: Session | null = null;
+  let buf: RegisteredBuffer | null = null;
+  try {
+    const rw = await FileBackend.open({ path: join(dir, 'rw'), size: BLOCKS * BLOCK });
+    volumes.push(rw);
+    const ro = await FileBackend.open({ path: join(dir, 'ro'), size: BLOCKS * BLOCK });
+    volumes.push(ro);
+    server.addVolume({ name: 'rw', lun: 0, lu: new LogicalUnit({ name: 'rw', backend: rw, identifier: randomUUID() }), access: () => 'rw' });
+    server.addVolume({ name: 'ro', lun: 1, lu: new LogicalUnit({ name: 'ro', backend: ro, identifier: randomUUID(), readOnly: true }), access: () => 'rw' });
+    const port = (await server.listen({ transport: new FabricTargetTransport(), provider: 'tcp', address: '127.0.0.1', port: 0 })).port;
+    session = await connect({ address: '127.0.0.1', port, provider: 'tcp', initiatorName: 'iqn.2026-12.io.rblk:diff', targetName: TARGET_NAME, queueDepth: 16, fastPath });
+    const s = session;
+    const b = s.allocate(16 * SLOT);
+    buf = b;
+    const rand = prng(seed);
+    const int = (n: number): number => Math.floor(rand() * n);
+
+    const op = async (slot: number): Promise<string> => {
+      const lun = int(10) === 0 ? 1 : int(30) === 0 ? 7 : 0;
+      const write = rand() < 0.5;
+      const fua = write && rand() < 0.3;
+      const blocks = 1 + int(16);
+      // Past the end now and then (LBA OUT OF RANGE), and beyond 2^32 blocks (the 16-byte CDBs).
+      const lba = int(10) === 0 ? BLOCKS - int(8) : int(40) === 0 ? 2 ** 32 + int(4) : int(BLOCKS - 16);
+      // A buffer longer than the CDB transfers: the target moves the CDB's bytes and reports the rest (§9.3).
+      const length = int(12) === 0 ? (blocks + 1) * BLOCK : blocks * BLOCK;
+      const at = slot * SLOT;
+      if (write) {
+        for (let i = 0; i < length; i++) b.buffer[at + i] = (seed + lba + i * 7 + int(3)) & 0xff;
+      } else {
+        b.buffer.fill(0xee, at, at + length);
+      }
+      const data = { kind: 'registered' as const, buffer: b, offset: at, length };
+      const req: ScsiRequest = {
+        lun,
+        cdb: write ? cdb.write(lba, blocks, { fua }) : cdb.read(lba, blocks),
+        rw: { write, fua, lba, blocks },
+        ...(write ? { dataOut: data } : { dataIn: data }),
+        idempotent: true,
+        what: `${write ? 'write' : 'read'} lun ${lun} lba ${lba} blocks ${blocks}`,
+      };
+      const r = await execute(s, req);
+      const head = `${req.what} len ${length}${fua ? ' fua' : ''}: status ${r.status} sense ${r.sense.toString('hex')} dataIn ${r.dataIn}`;
+      return write ? head : `${head} ${b.buffer.subarray(at, at + r.dataIn).toString('hex')}`;
+    };
+
+    for (let step = 0; step < 300; step++) {
+      if (int(5) === 0) {
+        const n = 2 + int(12);
+        const got = await Promise.all(Array.from({ length: n }, (_, i) => op(i)));
+        transcript.push(...got.map((x) => `burst ${x}`));
+      } else {
+        transcript.push(await op(0));
+      }
+    }
+    const fast = s.fastPathCommands;
+    b.release();
+    buf = null;
+    await s.close();
+    session = null;
+    return { transcript, disk: await readFile(join(dir, 'rw')), fast };
+  } finally {
+    buf?.release();
+    await session?.close();
+    await server.close();
+    for (const v of volumes) await v.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+test('the native queue and the JavaScript path give the same answers, data and disk', async (t) => {
+  t.timeout(180_000);
+  const seed = 20261202;
+  const on = await run(true, seed);
+  const off = await run(false, seed);
+  t.log(`native queue: ${on.fast} commands, ${on.transcript.filter((l) => / status 0 /.test(l)).length} of ${on.transcript.length} answers GOOD`);
+  t.true(on.fast > 0, 'the native queue carried commands with fastPath on');
+  t.is(off.fast, 0, 'and none with it off');
+  t.is(on.transcript.length, off.transcript.length);
+  for (let i = 0; i < on.transcript.length; i++) {
+    if (on.transcript[i] !== off.transcript[i]) {
+      t.fail(`command ${i} differs:\n  on:  ${on.transcript[i].slice(0, 400)}\n  off: ${off.transcript[i].slice(0, 400)}`);
+      return;
+    }
+  }
+  // The mix did reach every kind of answer.
+  const all = on.transcript.join('\n');
+  t.regex(all, /status 0 sense  dataIn [1-9]/, 'GOOD reads');
+  t.regex(all, /status 2 sense 70/, 'CHECK CONDITION with sense');
+  t.true(on.disk.equals(off.disk), 'the same bytes on disk');
+  t.false(on.disk.equals(Buffer.alloc(on.disk.length)), 'writes landed');
+});
