@@ -43,6 +43,7 @@ const ALL_IDS = [
   'nbdkit',
   'tgt',
   'rblk-lib-tcp',
+  'rblk-lib-tcp-js',
   'rblk-lib-sockets',
   'rblk-nbd-tcp',
   'rblk-iscsi',
@@ -55,7 +56,7 @@ const GROUPS: Record<string, readonly string[]> = {
   ceiling: ['ceiling-tcp', 'ceiling-c-tcp', 'ceiling-sockets', 'ceiling-c-sockets'],
   'ceiling-c': ['ceiling-c-tcp', 'ceiling-c-sockets'],
   local: LOCAL_VARIANTS.map((v) => v.system.id),
-  rblk: ['rblk-lib-tcp', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-iscsi'],
+  rblk: ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-iscsi'],
   'rblk-session': ['rblk-session-tcp', 'rblk-session-sockets'],
   peers: ['tgt', 'nbdkit'],
 };
@@ -171,12 +172,14 @@ async function guarded(ctx: BenchContext, system: SystemInfo, run: () => Promise
 }
 
 async function runRblkRows(ctx: BenchContext, ids: Set<string>): Promise<SystemResult[]> {
-  const wanted = (['rblk-lib-tcp', 'rblk-lib-sockets', 'rblk-nbd-tcp'] as const).filter((id) => ids.has(id));
+  const wanted = (['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp'] as const).filter((id) => ids.has(id));
   if (wanted.length === 0) return [];
-  const info = (id: string): SystemInfo => (id === 'rblk-nbd-tcp' ? RBLK_NBD : librarySystem(id.slice('rblk-lib-'.length)));
+  // rblk-lib-tcp-js: the library with its initiator fast path off (ConnectOptions.fastPath), beside the row with it on.
+  const provider = (id: string): string => (id === 'rblk-lib-sockets' ? 'sockets' : 'tcp');
+  const info = (id: string): SystemInfo => (id === 'rblk-nbd-tcp' ? RBLK_NBD : librarySystem(provider(id), id !== 'rblk-lib-tcp-js'));
   const problem = rblkProblem();
   if (problem !== null) return wanted.map((id) => ({ system: info(id), measurements: [], unavailable: problem }));
-  const providers = [...new Set(wanted.map((id) => (id === 'rblk-lib-sockets' ? 'sockets' : 'tcp')))];
+  const providers = [...new Set(wanted.map(provider))];
   let daemon: Rblkd;
   try {
     ctx.progress(`starting rblkd (${providers.join(', ')})`);
@@ -187,7 +190,7 @@ async function runRblkRows(ctx: BenchContext, ids: Set<string>): Promise<SystemR
   const out: SystemResult[] = [];
   try {
     for (const id of wanted)
-      out.push(await guarded(ctx, info(id), () => (id === 'rblk-nbd-tcp' ? runRblkNbd(ctx, daemon) : runRblkLibrary(ctx, daemon, id.slice('rblk-lib-'.length)))));
+      out.push(await guarded(ctx, info(id), () => (id === 'rblk-nbd-tcp' ? runRblkNbd(ctx, daemon) : runRblkLibrary(ctx, daemon, provider(id), id !== 'rblk-lib-tcp-js'))));
   } finally {
     await stopRblkd(daemon);
   }

@@ -19,7 +19,11 @@ type Library = typeof import('../../initiator/index.js');
 
 const VOLUME = 'bench';
 
-export function librarySystem(provider: string): SystemInfo {
+/** The library row; with fastPath false (id rblk-lib-PROVIDER-js) its initiator sends every command from JavaScript. */
+export function librarySystem(provider: string, fastPath = true): SystemInfo {
+  if (!fastPath) {
+    return { id: `rblk-lib-${provider}-js`, label: `rblk library → rblkd, ${provider}, initiator fastPath off`, kind: 'rblk', driver: 'in-process loop, rblk library (zero-copy buffers, fastPath: false)' };
+  }
   return { id: `rblk-lib-${provider}`, label: `rblk library → rblkd, ${provider}`, kind: 'rblk', driver: 'in-process loop, rblk library (zero-copy buffers)' };
 }
 
@@ -114,8 +118,8 @@ export async function stopRblkd(r: Rblkd): Promise<void> {
   rmSync(r.dir, { recursive: true, force: true });
 }
 
-export async function runRblkLibrary(ctx: BenchContext, daemon: Rblkd, provider: string): Promise<SystemResult> {
-  const system = librarySystem(provider);
+export async function runRblkLibrary(ctx: BenchContext, daemon: Rblkd, provider: string, fastPath = true): Promise<SystemResult> {
+  const system = librarySystem(provider, fastPath);
   const port = daemon.ports.get(provider);
   if (port === undefined) return { system, measurements: [], unavailable: `rblkd has no ${provider} listener` };
   const lib: Library = await import('../../initiator/index.js');
@@ -125,6 +129,7 @@ export async function runRblkLibrary(ctx: BenchContext, daemon: Rblkd, provider:
     provider,
     initiatorName: 'iqn.2026-11.io.rblk:bench-initiator',
     volume: VOLUME,
+    fastPath,
     // Enough credits that the deepest workload never waits for one.
     queueDepth: Math.max(...ctx.workloads.map((w) => w.queueDepth)) * 2,
     // The I/O pool is queueDepth × maxIo: no bigger than the largest block the workloads move.
