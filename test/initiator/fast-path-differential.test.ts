@@ -18,10 +18,12 @@ import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
 import { rblkSessions } from '../../target/session/session.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
-import { connect, type Session } from '../../initiator/index.js';
+import { connect, type RblkError, type RecoveryEvent, type Session } from '../../initiator/index.js';
 import type { RegisteredBuffer } from '../../initiator/registered-buffer.js';
 import type { ScsiRequest, ScsiResponse } from '../../initiator/scsi-request.js';
 import { prng } from '../protocol/fuzz-corpus.js';
+import { GatedBackend } from './helpers/gated-backend.js';
+import { gated, startServer, until, type TestTarget } from './helpers/target.js';
 import { memoryLog, TARGET_NAME } from '../helpers/target-fixture.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 
@@ -147,4 +149,83 @@ test('the native queue and the JavaScript path give the same answers, data and d
   t.regex(all, /status 2 sense 70/, 'CHECK CONDITION with sense');
   t.true(on.disk.equals(off.disk), 'the same bytes on disk');
   t.false(on.disk.equals(Buffer.alloc(on.disk.length)), 'writes landed');
+});
+
+test('tcp: a native-queue read that times out is aborted with ABORT TASK by its tag and fails TIMEOUT; the session goes on', async (t) => {
+  t.timeout(60_000);
+  const target = await startServer('tcp', [{ name: 'vol0', lun: 0 }]);
+  const s = await connect(target.options({ timeouts: { commandMs: 100, abortMs: 10_000 } }));
+  t.teardown(async () => {
+    await s.close();
+    await target.close();
+  });
+  const vol = await s.open('vol0');
+  const buf = s.allocate(4096);
+  t.teardown(() => buf.release());
+  const events: RecoveryEvent[] = [];
+  s.on('recovery', (e) => events.push(e));
+  const gate = gated(target, 'vol0').hold('read');
+  const before = s.fastPathCommands;
+  const read = vol.read(0, buf);
+  // The read goes on only once the target has the ABORT TASK, so that it ends TASK ABORTED.
+  await until(() => target.log.some((l) => l.message.startsWith('TSK_MGMT ABORT_TASK')), 'the ABORT TASK at the target', 30_000);
+  gate.release();
+  const e = await t.throwsAsync(read);
+  t.is((e as RblkError).code, 'TIMEOUT');
+  t.is(s.fastPathCommands, before + 1, 'the read went through the native queue');
+  t.is(events.length, 1);
+  t.is(events[0].action, 'abort-task');
+  // The queue's tags have bit 31 of the low word set (native/src/initiator-queue.h).
+  t.is((events[0].tag ?? 0n) & 0x80000000n, 0x80000000n);
+  t.true(target.log.some((l) => l.message.startsWith(`TSK_MGMT ABORT_TASK on LUN 0 for tag ${events[0].tag} `)), 'the target was asked to abort that tag');
+  t.is(s.state, 'connected');
+  buf.buffer.fill(9);
+  await vol.write(0, buf);
+  buf.buffer.fill(0);
+  await vol.read(0, buf);
+  t.true(buf.buffer.equals(Buffer.alloc(4096, 9)));
+});
+
+test('tcp: native-queue writes in flight when the target goes away fail CONNECTION_LOST, as registered I/O does; acknowledged writes stay', async (t) => {
+  t.timeout(60_000);
+  const backend = new GatedBackend(4 << 20, { name: 'vol0' });
+  const identifier = randomUUID();
+  const first = await startServer('tcp', [{ name: 'vol0', lun: 0, backend, identifier }]);
+  let second: TestTarget | null = null;
+  const s = await connect(first.options({ timeouts: { lossMs: 20_000 }, reconnect: { initialDelayMs: 20, maxDelayMs: 200 } }));
+  t.teardown(async () => {
+    await s.close();
+    await second?.close();
+  });
+  const vol = await s.open('vol0');
+  const buf = s.allocate(5 * 4096);
+  buf.buffer.fill(0x5a, 0, 4096);
+  await vol.write(0, buf.buffer.subarray(0, 4096));
+  const acknowledged = s.fastPathCommands;
+  t.true(acknowledged >= 1, 'the acknowledged write went through the native queue');
+  const writes = backend.hold('write');
+  const settled: string[] = [];
+  const inFlight = [1, 2, 3, 4].map((i) => {
+    buf.buffer.fill(i, i * 4096, (i + 1) * 4096);
+    return vol.write(i * 4096, buf.buffer.subarray(i * 4096, (i + 1) * 4096), { fua: i % 2 === 0 }).then(
+      () => settled.push(`${i} ok`),
+      (e: unknown) => settled.push(`${i} ${(e as RblkError).code}`),
+    );
+  });
+  await writes.reached;
+  t.is(s.fastPathCommands, acknowledged + 4, 'all four went through the native queue');
+  const closing = first.close();
+  await Promise.all(inFlight);
+  writes.release();
+  await closing;
+  t.deepEqual(settled.sort(), ['1 CONNECTION_LOST', '2 CONNECTION_LOST', '3 CONNECTION_LOST', '4 CONNECTION_LOST']);
+  t.false(buf.valid, 'the registered buffer went with its connection');
+  second = await startServer('tcp', [{ name: 'vol0', lun: 0, backend, identifier }], { port: first.port });
+  await until(() => s.state === 'connected', 'the reconnect', 30_000);
+  t.true((await vol.read(0, 4096)).equals(Buffer.alloc(4096, 0x5a)), 'the acknowledged write is on the volume');
+  const again = s.allocate(4096);
+  t.teardown(() => again.release());
+  again.buffer.fill(0x77);
+  await vol.write(4096, again);
+  t.true((await vol.read(4096, 4096)).equals(Buffer.alloc(4096, 0x77)), 'a new registered buffer works on the new connection');
 });
