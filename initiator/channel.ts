@@ -9,7 +9,7 @@ import { reconnectDelay } from './backoff.js';
 import { Connection, TransportError, type FastWaiter, type LoginOptions } from './connection.js';
 import { Deadlines } from './deadlines.js';
 import type { ResolvedOptions } from './options.js';
-import { copyLive, MemoryReleased, RegisteredBuffer } from './registered-buffer.js';
+import { copyLive, MemoryReleased, RegisteredBuffer, type RemoteWords } from './registered-buffer.js';
 import type { ScsiRequest, ScsiResponse } from './scsi-request.js';
 import type { InitiatorTransport, IoBuffer } from './transport/transport.js';
 import { nextTurn, Sleep, within } from './wait.js';
@@ -278,16 +278,22 @@ export class Channel {
       } else if (into?.kind === 'registered') {
         dataIn = into.buffer.view(into.offset, into.length);
       }
-      const r = await conn.command({
-        lun: req.lun,
-        cdb: req.cdb,
-        dataOut,
-        dataIn,
-        onTag: (tag) => {
-          att.sent = true;
-          this.arm(conn, req.lun, tag, att);
-        },
-      });
+      // A pool chunk is registered memory too: the native queue takes it as it takes the caller's (sendFast).
+      const io = pooled !== null && req.rw !== undefined && conn.hasFastPath ? remoteWords(pooled) : null;
+      const fast = io !== null ? this.viaQueue(conn, req, io, pooled!.buffer.length, att, false) : null;
+      const r =
+        fast !== null
+          ? await fast
+          : await conn.command({
+              lun: req.lun,
+              cdb: req.cdb,
+              dataOut,
+              dataIn,
+              onTag: (tag) => {
+                att.sent = true;
+                this.arm(conn, req.lun, tag, att);
+              },
+            });
       if (into?.kind === 'bytes' && pooled !== null) copyLive(pooled.buffer, into.into, Math.min(r.dataIn, into.into.length), req.what);
       return { status: r.status, sense: r.sense, dataIn: r.dataIn };
     } catch (e) {
@@ -311,24 +317,34 @@ export class Channel {
    * ordinary way, with the same outcome.
    */
   private sendFast(conn: Connection, req: ScsiRequest, att: Attempt): Promise<ScsiResponse> | null {
-    const rw = req.rw!;
-    const data = rw.write ? req.dataOut : req.dataIn;
+    const data = req.rw!.write ? req.dataOut : req.dataIn;
     if (data?.kind !== 'registered') return null;
-    const reg = data.buffer;
-    const at = reg.remoteAt(data.offset);
+    const at = data.buffer.remoteAt(data.offset);
     if (at === null) return null;
+    return this.viaQueue(conn, req, at, data.length, att, true);
+  }
+
+  /**
+   * Hands a READ or WRITE whose data is `length` bytes at `at` (the target's
+   * view of registered memory) to the native queue; null when it cannot take
+   * it now. With `own`, the command's in-flight count and end are kept here
+   * (sendFast); otherwise send()'s own bookkeeping does it (a pool chunk).
+   */
+  private viaQueue(conn: Connection, req: ScsiRequest, at: RemoteWords, length: number, att: Attempt, own: boolean): Promise<ScsiResponse> | null {
+    const rw = req.rw!;
     let waiter!: FastWaiter;
     const p = new Promise<ScsiResponse>((resolve, reject) => {
       const end = (): void => {
         att.settled = true;
         this.deadlines.delete(att);
+        if (!own) return;
         this.inflight--;
         this.lastActive = Date.now();
       };
       waiter = {
         done: (status, sense, underflow) => {
           end();
-          resolve({ status, sense, dataIn: rw.write ? 0 : data.length - underflow });
+          resolve({ status, sense, dataIn: rw.write ? 0 : length - underflow });
         },
         fail: (e) => {
           end();
@@ -337,12 +353,12 @@ export class Channel {
       };
     });
     const tag = conn.fastCommand(
-      { lun: req.lun, write: rw.write, fua: rw.fua, lba: rw.lba, blocks: rw.blocks, length: data.length, addressHi: at.addressHi, addressLo: at.addressLo, keyHi: at.keyHi, keyLo: at.keyLo },
+      { lun: req.lun, write: rw.write, fua: rw.fua, lba: rw.lba, blocks: rw.blocks, length, addressHi: at.addressHi, addressLo: at.addressLo, keyHi: at.keyHi, keyLo: at.keyLo },
       waiter,
     );
     if (tag === null) return null;
     this.fastCommands++;
-    this.inflight++;
+    if (own) this.inflight++;
     att.sent = true;
     this.arm(conn, req.lun, tag, att);
     return p;
@@ -445,6 +461,13 @@ export class Channel {
     if (conn !== null) await conn.logout();
     for (const b of [...this.buffers]) b.release();
   }
+}
+
+/** The target's view of buffer[0] of one-region memory as the native queue's u32 halves, or null. */
+function remoteWords(io: IoBuffer): RemoteWords | null {
+  const b = io.base;
+  if (b === undefined) return null;
+  return { addressHi: Number(b.address >> 32n), addressLo: Number(b.address & 0xffffffffn), keyHi: Number(b.key >> 32n), keyLo: Number(b.key & 0xffffffffn) };
 }
 
 function asError(e: unknown): Error {

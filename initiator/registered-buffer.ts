@@ -42,6 +42,14 @@ export class MemoryReleased extends TransportError {
   }
 }
 
+/** A remote address and key as the native queue's submission words (native/initiator-queue.ts). */
+export interface RemoteWords {
+  addressHi: number;
+  addressLo: number;
+  keyHi: number;
+  keyLo: number;
+}
+
 /**
  * Memory from `session.allocate()`. Pass `buffer` (or any subarray of it) to
  * `volume.read()` / `volume.write()` for zero-copy I/O.
@@ -60,7 +68,7 @@ export class RegisteredBuffer {
   readonly length: number;
   #io: IoBuffer | null;
   /** buffer[0]'s remote address and key as u32 halves, for the native queue (null: not one region). */
-  readonly #remote: { addressHi: number; addressLo: number; keyHi: number; keyLo: number } | null;
+  readonly #remote: RemoteWords | null;
   readonly #connectionAlive: () => boolean;
   readonly #onRelease: (b: RegisteredBuffer) => void;
 
@@ -83,7 +91,7 @@ export class RegisteredBuffer {
    * @internal The remote address of buffer[offset] and the key, as u32 halves
    * (the native queue's submission words), or null when released or not one region.
    */
-  remoteAt(offset: number): { addressHi: number; addressLo: number; keyHi: number; keyLo: number } | null {
+  remoteAt(offset: number): RemoteWords | null {
     const r = this.#remote;
     if (r === null || this.#io === null) return null;
     const lo = r.addressLo + offset;

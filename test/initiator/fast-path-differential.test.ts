@@ -1,7 +1,8 @@
 // The initiator's native queue against its JavaScript path (docs/initiator.md
 // "Fast path"): one seeded, randomised mix of READ and WRITE (10 and 16 as
 // the LBA needs), FUA, LBAs past the end, a read-only volume, an unknown LUN,
-// transfers whose buffer is longer than the CDB (residuals), and bursts of
+// transfers whose buffer is longer than the CDB (residuals), registered
+// memory and ordinary Buffers (the I/O pool, immediate data), and bursts of
 // concurrent commands, sent through the session with fastPath on and then
 // off, over real tcp endpoints to real files. Each command's status, sense
 // bytes and data-in count, the bytes read, and the file's bytes at the end
@@ -85,23 +86,26 @@ async function run(fastPath: boolean, seed: number): Promise<Run> {
       // A buffer longer than the CDB transfers: the target moves the CDB's bytes and reports the rest (§9.3).
       const length = int(12) === 0 ? (blocks + 1) * BLOCK : blocks * BLOCK;
       const at = slot * SLOT;
+      // Registered memory, or an ordinary Buffer (copied through the I/O pool, or sent as immediate data).
+      const plain = rand() < 0.3;
+      const mem = plain ? Buffer.alloc(length) : b.buffer.subarray(at, at + length);
       if (write) {
-        for (let i = 0; i < length; i++) b.buffer[at + i] = (seed + lba + i * 7 + int(3)) & 0xff;
+        for (let i = 0; i < length; i++) mem[i] = (seed + lba + i * 7 + int(3)) & 0xff;
       } else {
-        b.buffer.fill(0xee, at, at + length);
+        mem.fill(0xee);
       }
-      const data = { kind: 'registered' as const, buffer: b, offset: at, length };
+      const registered = { kind: 'registered' as const, buffer: b, offset: at, length };
       const req: ScsiRequest = {
         lun,
         cdb: write ? cdb.write(lba, blocks, { fua }) : cdb.read(lba, blocks),
         rw: { write, fua, lba, blocks },
-        ...(write ? { dataOut: data } : { dataIn: data }),
+        ...(write ? { dataOut: plain ? { kind: 'bytes' as const, data: mem } : registered } : { dataIn: plain ? { kind: 'bytes' as const, into: mem } : registered }),
         idempotent: true,
-        what: `${write ? 'write' : 'read'} lun ${lun} lba ${lba} blocks ${blocks}`,
+        what: `${write ? 'write' : 'read'} lun ${lun} lba ${lba} blocks ${blocks}${plain ? ' (Buffer)' : ''}`,
       };
       const r = await execute(s, req);
       const head = `${req.what} len ${length}${fua ? ' fua' : ''}: status ${r.status} sense ${r.sense.toString('hex')} dataIn ${r.dataIn}`;
-      return write ? head : `${head} ${b.buffer.subarray(at, at + r.dataIn).toString('hex')}`;
+      return write ? head : `${head} ${mem.subarray(0, r.dataIn).toString('hex')}`;
     };
 
     for (let step = 0; step < 300; step++) {
