@@ -158,7 +158,8 @@ test('the native queue and the JavaScript path give the same answers, data and d
 test('tcp: a native-queue read that times out is aborted with ABORT TASK by its tag and fails TIMEOUT; the session goes on', async (t) => {
   t.timeout(60_000);
   const target = await startServer('tcp', [{ name: 'vol0', lun: 0 }]);
-  const s = await connect(target.options({ timeouts: { commandMs: 100, abortMs: 10_000 } }));
+  // Long enough that the read is in the backend, where ABORT TASK finds it, before it times out.
+  const s = await connect(target.options({ timeouts: { commandMs: 1500, abortMs: 10_000 } }));
   t.teardown(async () => {
     await s.close();
     await target.close();
@@ -171,6 +172,8 @@ test('tcp: a native-queue read that times out is aborted with ABORT TASK by its 
   const gate = gated(target, 'vol0').hold('read');
   const before = s.fastPathCommands;
   const read = vol.read(0, buf);
+  read.catch(() => undefined);
+  await gate.reached;
   // The read goes on only once the target has the ABORT TASK, so that it ends TASK ABORTED.
   await until(() => target.log.some((l) => l.message.startsWith('TSK_MGMT ABORT_TASK')), 'the ABORT TASK at the target', 30_000);
   gate.release();
