@@ -28,7 +28,7 @@ import { LOCAL_VARIANTS, runLocalFio } from './peers/local-fio.js';
 import { machineFacts } from './peers/machine.js';
 import { NBDKIT, runNbdkit } from './peers/nbdkit.js';
 import { computeRatios, toMarkdown, toSvg, type Report } from './peers/report.js';
-import { librarySystem, RBLK_NBD, rblkProblem, runRblkLibrary, runRblkNbd, startRblkd, stopRblkd, type Rblkd } from './peers/rblk.js';
+import { librarySystem, nbdSystem, rblkProblem, runRblkLibrary, runRblkNbd, startRblkd, stopRblkd, type Rblkd } from './peers/rblk.js';
 import { RBLK_ISCSI, runRblkIscsi } from './peers/rblk-iscsi.js';
 import { runRblkSession, sessionSystem } from './peers/rblk-session.js';
 import { runTgt, TGT } from './peers/tgt.js';
@@ -46,6 +46,7 @@ const ALL_IDS = [
   'rblk-lib-tcp-js',
   'rblk-lib-sockets',
   'rblk-nbd-tcp',
+  'rblk-nbd-tcp-js',
   'rblk-iscsi',
   'rblk-session-tcp',
   'rblk-session-sockets',
@@ -56,7 +57,7 @@ const GROUPS: Record<string, readonly string[]> = {
   ceiling: ['ceiling-tcp', 'ceiling-c-tcp', 'ceiling-sockets', 'ceiling-c-sockets'],
   'ceiling-c': ['ceiling-c-tcp', 'ceiling-c-sockets'],
   local: LOCAL_VARIANTS.map((v) => v.system.id),
-  rblk: ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-iscsi'],
+  rblk: ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js', 'rblk-iscsi'],
   'rblk-session': ['rblk-session-tcp', 'rblk-session-sockets'],
   peers: ['tgt', 'nbdkit'],
 };
@@ -172,11 +173,13 @@ async function guarded(ctx: BenchContext, system: SystemInfo, run: () => Promise
 }
 
 async function runRblkRows(ctx: BenchContext, ids: Set<string>): Promise<SystemResult[]> {
-  const wanted = (['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp'] as const).filter((id) => ids.has(id));
+  const wanted = (['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js'] as const).filter((id) => ids.has(id));
   if (wanted.length === 0) return [];
-  // rblk-lib-tcp-js: the library with its initiator fast path off (ConnectOptions.fastPath), beside the row with it on.
+  // The -js rows: the library, and rblk attach, with the initiator fast path off (ConnectOptions.fastPath), beside the rows with it on.
   const provider = (id: string): string => (id === 'rblk-lib-sockets' ? 'sockets' : 'tcp');
-  const info = (id: string): SystemInfo => (id === 'rblk-nbd-tcp' ? RBLK_NBD : librarySystem(provider(id), id !== 'rblk-lib-tcp-js'));
+  const nbd = (id: string): boolean => id.startsWith('rblk-nbd-');
+  const fast = (id: string): boolean => !id.endsWith('-js');
+  const info = (id: string): SystemInfo => (nbd(id) ? nbdSystem(fast(id)) : librarySystem(provider(id), fast(id)));
   const problem = rblkProblem();
   if (problem !== null) return wanted.map((id) => ({ system: info(id), measurements: [], unavailable: problem }));
   const providers = [...new Set(wanted.map(provider))];
@@ -190,7 +193,7 @@ async function runRblkRows(ctx: BenchContext, ids: Set<string>): Promise<SystemR
   const out: SystemResult[] = [];
   try {
     for (const id of wanted)
-      out.push(await guarded(ctx, info(id), () => (id === 'rblk-nbd-tcp' ? runRblkNbd(ctx, daemon) : runRblkLibrary(ctx, daemon, provider(id), id !== 'rblk-lib-tcp-js'))));
+      out.push(await guarded(ctx, info(id), () => (nbd(id) ? runRblkNbd(ctx, daemon, fast(id)) : runRblkLibrary(ctx, daemon, provider(id), fast(id)))));
   } finally {
     await stopRblkd(daemon);
   }
