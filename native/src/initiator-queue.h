@@ -21,7 +21,6 @@
 #include <napi.h>
 
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 namespace rblk {
@@ -78,11 +77,8 @@ class InitiatorQueue : public Napi::ObjectWrap<InitiatorQueue> {
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_;
 
-  // Shared with JS: submissions in, completions and raw answers out, the credit cell.
-  std::unique_ptr<uint32_t[]> sub_;
-  std::unique_ptr<uint32_t[]> done_;
-  std::unique_ptr<uint8_t[]> answers_;
-  std::unique_ptr<int32_t[]> credits_;
+  // Shared with JS (V8's memory, held here): submissions in, completions and
+  // raw answers out, the credit cell.
   uint32_t done_count_ = 0;
   Napi::Reference<Napi::Uint32Array> sub_ref_;
   Napi::Reference<Napi::Uint32Array> done_ref_;
