@@ -14,6 +14,7 @@
 // Before each system the file's pages are dropped from the cache, so nbdkit
 // (whose cache=none evicts only after a read) starts cold like the others.
 //   node dist/bench/peers.js [--quick] [--only tgt,nbdkit,rblk,...] [--seconds S] [--size 1GiB] [--dir /var/tmp] [--more-depths] [--fast-path on|off]
+// (--fast-path is rblkd's; the rows rblk-lib-tcp-js and rblk-nbd-tcp-js turn the initiator's off.)
 // Prints Markdown on stdout, progress on stderr, and writes
 // bench/out/peers.{md,json,svg}.
 import { execFileSync } from 'node:child_process';
