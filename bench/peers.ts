@@ -14,6 +14,7 @@
 // Before each system the file's pages are dropped from the cache, so nbdkit
 // (whose cache=none evicts only after a read) starts cold like the others.
 //   node dist/bench/peers.js [--quick] [--only tgt,nbdkit,rblk,...] [--seconds S] [--size 1GiB] [--dir /var/tmp] [--more-depths] [--fast-path on|off]
+// (--fast-path is rblkd's; the rows rblk-lib-tcp-js and rblk-nbd-tcp-js turn the initiator's off.)
 // Prints Markdown on stdout, progress on stderr, and writes
 // bench/out/peers.{md,json,svg}.
 import { execFileSync } from 'node:child_process';
@@ -28,7 +29,7 @@ import { LOCAL_VARIANTS, runLocalFio } from './peers/local-fio.js';
 import { machineFacts } from './peers/machine.js';
 import { NBDKIT, runNbdkit } from './peers/nbdkit.js';
 import { computeRatios, toMarkdown, toSvg, type Report } from './peers/report.js';
-import { librarySystem, RBLK_NBD, rblkProblem, runRblkLibrary, runRblkNbd, startRblkd, stopRblkd, type Rblkd } from './peers/rblk.js';
+import { librarySystem, nbdSystem, rblkProblem, runRblkLibrary, runRblkNbd, startRblkd, stopRblkd, type Rblkd } from './peers/rblk.js';
 import { RBLK_ISCSI, runRblkIscsi } from './peers/rblk-iscsi.js';
 import { runRblkSession, sessionSystem } from './peers/rblk-session.js';
 import { runTgt, TGT } from './peers/tgt.js';
@@ -43,8 +44,10 @@ const ALL_IDS = [
   'nbdkit',
   'tgt',
   'rblk-lib-tcp',
+  'rblk-lib-tcp-js',
   'rblk-lib-sockets',
   'rblk-nbd-tcp',
+  'rblk-nbd-tcp-js',
   'rblk-iscsi',
   'rblk-session-tcp',
   'rblk-session-sockets',
@@ -55,7 +58,7 @@ const GROUPS: Record<string, readonly string[]> = {
   ceiling: ['ceiling-tcp', 'ceiling-c-tcp', 'ceiling-sockets', 'ceiling-c-sockets'],
   'ceiling-c': ['ceiling-c-tcp', 'ceiling-c-sockets'],
   local: LOCAL_VARIANTS.map((v) => v.system.id),
-  rblk: ['rblk-lib-tcp', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-iscsi'],
+  rblk: ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js', 'rblk-iscsi'],
   'rblk-session': ['rblk-session-tcp', 'rblk-session-sockets'],
   peers: ['tgt', 'nbdkit'],
 };
@@ -171,12 +174,16 @@ async function guarded(ctx: BenchContext, system: SystemInfo, run: () => Promise
 }
 
 async function runRblkRows(ctx: BenchContext, ids: Set<string>): Promise<SystemResult[]> {
-  const wanted = (['rblk-lib-tcp', 'rblk-lib-sockets', 'rblk-nbd-tcp'] as const).filter((id) => ids.has(id));
+  const wanted = (['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js'] as const).filter((id) => ids.has(id));
   if (wanted.length === 0) return [];
-  const info = (id: string): SystemInfo => (id === 'rblk-nbd-tcp' ? RBLK_NBD : librarySystem(id.slice('rblk-lib-'.length)));
+  // The -js rows: the library, and rblk attach, with the initiator fast path off (ConnectOptions.fastPath), beside the rows with it on.
+  const provider = (id: string): string => (id === 'rblk-lib-sockets' ? 'sockets' : 'tcp');
+  const nbd = (id: string): boolean => id.startsWith('rblk-nbd-');
+  const fast = (id: string): boolean => !id.endsWith('-js');
+  const info = (id: string): SystemInfo => (nbd(id) ? nbdSystem(fast(id)) : librarySystem(provider(id), fast(id)));
   const problem = rblkProblem();
   if (problem !== null) return wanted.map((id) => ({ system: info(id), measurements: [], unavailable: problem }));
-  const providers = [...new Set(wanted.map((id) => (id === 'rblk-lib-sockets' ? 'sockets' : 'tcp')))];
+  const providers = [...new Set(wanted.map(provider))];
   let daemon: Rblkd;
   try {
     ctx.progress(`starting rblkd (${providers.join(', ')})`);
@@ -187,7 +194,7 @@ async function runRblkRows(ctx: BenchContext, ids: Set<string>): Promise<SystemR
   const out: SystemResult[] = [];
   try {
     for (const id of wanted)
-      out.push(await guarded(ctx, info(id), () => (id === 'rblk-nbd-tcp' ? runRblkNbd(ctx, daemon) : runRblkLibrary(ctx, daemon, id.slice('rblk-lib-'.length)))));
+      out.push(await guarded(ctx, info(id), () => (nbd(id) ? runRblkNbd(ctx, daemon, fast(id)) : runRblkLibrary(ctx, daemon, provider(id), fast(id)))));
   } finally {
     await stopRblkd(daemon);
   }

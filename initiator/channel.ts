@@ -6,9 +6,10 @@
 import { testUnitReady } from '../protocol/scsi/cdb.js';
 import { LogoutReason, TaskFunction, TaskResponse } from '../protocol/wire/index.js';
 import { reconnectDelay } from './backoff.js';
-import { Connection, TransportError, type LoginOptions } from './connection.js';
+import { Connection, TransportError, type FastWaiter, type LoginOptions } from './connection.js';
+import { Deadlines } from './deadlines.js';
 import type { PathAddress, ResolvedOptions } from './options.js';
-import { copyLive, MemoryReleased, RegisteredBuffer } from './registered-buffer.js';
+import { copyLive, MemoryReleased, RegisteredBuffer, type RemoteWords } from './registered-buffer.js';
 import type { ScsiRequest, ScsiResponse } from './scsi-request.js';
 import type { InitiatorTransport, IoBuffer } from './transport/transport.js';
 import { nextTurn, Sleep, within } from './wait.js';
@@ -32,6 +33,10 @@ export interface Attempt {
   timedOut: boolean;
   /** The try has ended one way or the other. */
   settled: boolean;
+  /** Once sent: where, for the recovery ladder when it times out. */
+  conn?: Connection;
+  lun?: number;
+  tag?: bigint;
 }
 
 export interface ChannelHost {
@@ -76,6 +81,8 @@ export class Channel {
   private reconnecting = false;
   private closing = false;
   private readonly sleep = new Sleep();
+  /** The command timeout of every command sent here: one timer, not one per command. */
+  private readonly deadlines: Deadlines<Attempt>;
 
   constructor(
     readonly index: number,
@@ -84,7 +91,9 @@ export class Channel {
     readonly path: PathAddress = host.options.paths[0],
     /** Its index in options.paths. */
     readonly pathIndex = 0,
-  ) {}
+  ) {
+    this.deadlines = new Deadlines(host.options.commandTimeoutMs, (att) => this.timedOut(att));
+  }
 
   private static lostSignal(): { promise: Promise<never>; reject(e: Error): void } {
     let reject!: (e: Error) => void;
@@ -99,6 +108,8 @@ export class Channel {
   get isUp(): boolean {
     return this.current !== null && !this.current.isClosed;
   }
+  /** Commands the native queue carried here, on any of the channel's connections (tests, stats). */
+  fastCommands = 0;
   /** Commands in flight here (for spreading load). */
   get load(): number {
     return this.inflight;
@@ -116,6 +127,7 @@ export class Channel {
       queueDepth: o.queueDepth,
       maxIo: o.maxIo,
       connectTimeoutMs: o.connectTimeoutMs,
+      fastPath: o.fastPath,
     };
   }
 
@@ -247,10 +259,13 @@ export class Channel {
   async send(req: ScsiRequest, att: Attempt): Promise<ScsiResponse> {
     const conn = this.current;
     if (conn === null || conn.isClosed) throw new TransportError('the connection is down');
+    if (req.rw !== undefined && conn.hasFastPath) {
+      const fast = this.sendFast(conn, req, att);
+      if (fast !== null) return fast;
+    }
     const lost = this.lost.promise;
     this.inflight++;
     let pooled: IoBuffer | null = null;
-    let timer: NodeJS.Timeout | null = null;
     try {
       let dataOut: Buffer | IoBuffer | undefined;
       let dataIn: IoBuffer | undefined;
@@ -273,16 +288,22 @@ export class Channel {
       } else if (into?.kind === 'registered') {
         dataIn = into.buffer.view(into.offset, into.length);
       }
-      const r = await conn.command({
-        lun: req.lun,
-        cdb: req.cdb,
-        dataOut,
-        dataIn,
-        onTag: (tag) => {
-          att.sent = true;
-          timer = this.arm(conn, req.lun, tag, att);
-        },
-      });
+      // A pool chunk is registered memory too: the native queue takes it as it takes the caller's (sendFast).
+      const io = pooled !== null && req.rw !== undefined && conn.hasFastPath ? remoteWords(pooled) : null;
+      const fast = io !== null ? this.viaQueue(conn, req, io, pooled!.buffer.length, att, false) : null;
+      const r =
+        fast !== null
+          ? await fast
+          : await conn.command({
+              lun: req.lun,
+              cdb: req.cdb,
+              dataOut,
+              dataIn,
+              onTag: (tag) => {
+                att.sent = true;
+                this.arm(conn, req.lun, tag, att);
+              },
+            });
       if (into?.kind === 'bytes' && pooled !== null) copyLive(pooled.buffer, into.into, Math.min(r.dataIn, into.into.length), req.what);
       return { status: r.status, sense: r.sense, dataIn: r.dataIn };
     } catch (e) {
@@ -292,20 +313,78 @@ export class Channel {
       throw e;
     } finally {
       att.settled = true;
-      if (timer !== null) clearTimeout(timer);
+      this.deadlines.delete(att);
       pooled?.release();
       this.inflight--;
       this.lastActive = Date.now();
     }
   }
 
-  private arm(conn: Connection, lun: number, tag: bigint, att: Attempt): NodeJS.Timeout | null {
-    const ms = this.host.options.commandTimeoutMs;
-    if (ms <= 0) return null;
-    // Recovery ends, at worst, in closing the connection to reconnect; if even that fails, it is reported as such.
-    return setTimeout(() => {
-      this.recover(conn, lun, tag, att).catch((e: unknown) => this.host.reconnectFailed(this, asError(e)));
-    }, ms);
+  /**
+   * READ or WRITE on registered memory through the connection's native queue
+   * (docs/initiator.md "Fast path"): no capsule built here, no promise per
+   * layer. Null when the queue cannot take it now; send() then goes the
+   * ordinary way, with the same outcome.
+   */
+  private sendFast(conn: Connection, req: ScsiRequest, att: Attempt): Promise<ScsiResponse> | null {
+    const data = req.rw!.write ? req.dataOut : req.dataIn;
+    if (data?.kind !== 'registered') return null;
+    const at = data.buffer.remoteAt(data.offset);
+    if (at === null) return null;
+    return this.viaQueue(conn, req, at, data.length, att, true);
+  }
+
+  /**
+   * Hands a READ or WRITE whose data is `length` bytes at `at` (the target's
+   * view of registered memory) to the native queue; null when it cannot take
+   * it now. With `own`, the command's in-flight count and end are kept here
+   * (sendFast); otherwise send()'s own bookkeeping does it (a pool chunk).
+   */
+  private viaQueue(conn: Connection, req: ScsiRequest, at: RemoteWords, length: number, att: Attempt, own: boolean): Promise<ScsiResponse> | null {
+    const rw = req.rw!;
+    let waiter!: FastWaiter;
+    const p = new Promise<ScsiResponse>((resolve, reject) => {
+      const end = (): void => {
+        att.settled = true;
+        this.deadlines.delete(att);
+        if (!own) return;
+        this.inflight--;
+        this.lastActive = Date.now();
+      };
+      waiter = {
+        done: (status, sense, underflow) => {
+          end();
+          resolve({ status, sense, dataIn: rw.write ? 0 : length - underflow });
+        },
+        fail: (e) => {
+          end();
+          reject(e);
+        },
+      };
+    });
+    const tag = conn.fastCommand(
+      { lun: req.lun, write: rw.write, fua: rw.fua, lba: rw.lba, blocks: rw.blocks, length, addressHi: at.addressHi, addressLo: at.addressLo, keyHi: at.keyHi, keyLo: at.keyLo },
+      waiter,
+    );
+    if (tag === null) return null;
+    this.fastCommands++;
+    if (own) this.inflight++;
+    att.sent = true;
+    this.arm(conn, req.lun, tag, att);
+    return p;
+  }
+
+  private arm(conn: Connection, lun: number, tag: bigint, att: Attempt): void {
+    att.conn = conn;
+    att.lun = lun;
+    att.tag = tag;
+    this.deadlines.add(att);
+  }
+
+  /** Recovery ends, at worst, in closing the connection to reconnect; if even that fails, it is reported as such. */
+  private timedOut(att: Attempt): void {
+    const conn = att.conn!;
+    this.recover(conn, att.lun!, att.tag!, att).catch((e: unknown) => this.host.reconnectFailed(this, asError(e)));
   }
 
   /**
@@ -385,12 +464,20 @@ export class Channel {
   async close(): Promise<void> {
     this.closing = true;
     this.sleep.cancel();
+    this.deadlines.clear();
     if (this.keepAlive !== null) clearInterval(this.keepAlive);
     this.keepAlive = null;
     const conn = this.current;
     if (conn !== null) await conn.logout();
     for (const b of [...this.buffers]) b.release();
   }
+}
+
+/** The target's view of buffer[0] of one-region memory as the native queue's u32 halves, or null. */
+function remoteWords(io: IoBuffer): RemoteWords | null {
+  const b = io.base;
+  if (b === undefined) return null;
+  return { addressHi: Number(b.address >> 32n), addressLo: Number(b.address & 0xffffffffn), keyHi: Number(b.key >> 32n), keyLo: Number(b.key & 0xffffffffn) };
 }
 
 function asError(e: unknown): Error {

@@ -28,6 +28,7 @@ import {
   type TaskFunction,
   type WireLimits,
 } from '../protocol/wire/index.js';
+import { QueueResult, SUBMISSION_WORDS, SUBMIT_FUA, SUBMIT_WRITE, type InitiatorQueue } from '../native/initiator-queue.js';
 import type { InitiatorConnection, InitiatorTransport, IoBuffer } from './transport/transport.js';
 
 export interface LoginOptions {
@@ -45,6 +46,8 @@ export interface LoginOptions {
   connectTimeoutMs?: number;
   /** The highest protocol version to ask for (docs/protocol.md §3); default the highest this code speaks. */
   protocolVersion?: number;
+  /** READ and WRITE on registered memory through the native queue where the transport has one (default true). */
+  fastPath?: boolean;
 }
 
 /** Why a login failed, with the target's reason when it gave one. */
@@ -89,6 +92,32 @@ export interface CommandRequest {
   onTag?: (tag: bigint) => void;
 }
 
+/** A READ or WRITE for the native queue: registered memory, whole blocks. */
+export interface FastCommand {
+  lun: number;
+  write: boolean;
+  fua: boolean;
+  lba: number;
+  blocks: number;
+  /** Bytes the command moves (blocks × block size). */
+  length: number;
+  /** The target's view of the data: remote address and key, each as two u32 halves. */
+  addressHi: number;
+  addressLo: number;
+  keyHi: number;
+  keyLo: number;
+}
+
+/** Who hears of a fast command's end: exactly one of the two is called, once. */
+export interface FastWaiter {
+  /** The answer: SCSI status, sense (empty unless CHECK CONDITION) and the data-in underflow in bytes. */
+  done(status: number, sense: Buffer, underflow: number): void;
+  fail(e: Error): void;
+}
+
+/** Bit 31 of a tag's low word marks the native queue's tags (native/src/initiator-queue.h). */
+const QUEUE_TAG_BIT = 0x80000000n;
+
 const REJECT_NAMES = new Map<number, string>(Object.entries(LoginRejectReason).map(([k, v]) => [v, k]));
 const LOGOUT_NAMES = new Map<number, string>(Object.entries(LogoutReason).map(([k, v]) => [v, k]));
 
@@ -100,8 +129,12 @@ interface Pending {
 const NO_SENSE = Buffer.alloc(0);
 
 export class Connection {
-  private credits = 0;
+  /** The credit count; shared with the native queue once one is attached. */
+  private creditCell: Int32Array = new Int32Array(1);
   private nextTag = 1n;
+  private queue: InitiatorQueue | null = null;
+  /** The native queue's commands by slot. */
+  private readonly fast: (FastWaiter | undefined)[] = [];
   private readonly pending = new Map<bigint, Pending>();
   /**
    * Version 2: outstanding READ commands by the low 32 bits of their tag, the
@@ -125,6 +158,26 @@ export class Connection {
     readonly conn: InitiatorConnection,
     readonly options: LoginOptions,
   ) {}
+
+  private get credits(): number {
+    return this.creditCell[0];
+  }
+  private set credits(n: number) {
+    this.creditCell[0] = n;
+  }
+
+  /**
+   * A tag for a JS-sent request. With a native queue attached, tags whose low
+   * word has bit 31 set are the queue's, so JS skips them (§5, §12.1).
+   */
+  private takeTag(): bigint {
+    let tag = this.nextTag++;
+    if (this.queue !== null && (tag & QUEUE_TAG_BIT) !== 0n) {
+      this.nextTag += QUEUE_TAG_BIT;
+      tag = this.nextTag++;
+    }
+    return tag;
+  }
 
   /** Connects and logs in; rejects with LoginError on refusal or failure. */
   static async open(transport: InitiatorTransport, o: LoginOptions): Promise<Connection> {
@@ -154,6 +207,7 @@ export class Connection {
     if (conn.version >= REMOTE_DATA_VERSION) conn.onRemoteData = (data) => c.onRemoteData(data);
     try {
       await c.login(queueDepth, Math.min(immediate, conn.accept.maxCapsule - 48));
+      if (o.fastPath !== false && conn.attachQueue !== undefined) c.attachQueue(queueDepth);
     } catch (e) {
       await c.close();
       throw e;
@@ -169,6 +223,10 @@ export class Connection {
   }
   get immediateDataSize(): number {
     return this.rsp.immediateDataSize;
+  }
+  /** READ and WRITE on registered memory go through the native queue (LoginOptions.fastPath). */
+  get hasFastPath(): boolean {
+    return this.queue !== null && !this.closed;
   }
   get grantedCredits(): number {
     return this.rsp.credits;
@@ -255,7 +313,7 @@ export class Connection {
       const starving = this.pending.size > 0 && now - this.lastHeard >= ms;
       if (now - this.lastSent < ms && !starving) return;
       outstanding = true;
-      const tag = this.nextTag++;
+      const tag = this.takeTag();
       this.request(tag, { op: Opcode.KEEPALIVE, tag }).then(
         () => (outstanding = false),
         () => undefined,
@@ -374,10 +432,10 @@ export class Connection {
     }
     if (offered > this.rsp.maxTransfer) throw new RangeError(`transfer of ${offered} bytes exceeds the target's maximum of ${this.rsp.maxTransfer}`);
     await this.takeCredit(1);
-    let tag = this.nextTag++;
+    let tag = this.takeTag();
     if (direction === DataDirection.READ && this.conn.version >= REMOTE_DATA_VERSION) {
       // The answer may come as the low 32 bits of the tag: those stay unique among outstanding reads.
-      while (this.reads.has(remoteDataOf(tag))) tag = this.nextTag++;
+      while (this.reads.has(remoteDataOf(tag))) tag = this.takeTag();
       this.reads.set(remoteDataOf(tag), tag);
     }
     r.onTag?.(tag);
@@ -395,10 +453,97 @@ export class Connection {
     return { status: answer.status, sense: Buffer.from(answer.sense), dataIn: direction === DataDirection.READ ? offered - under : 0, response: answer };
   }
 
+  private attachQueue(queueDepth: number): void {
+    const q = this.conn.attachQueue!({
+      slots: queueDepth,
+      answerSize: 1024,
+      credits: this.credits,
+      reserve: 1,
+      remoteData: this.conn.version >= REMOTE_DATA_VERSION,
+    });
+    this.creditCell = q.credits;
+    this.queue = q;
+    // Tags from here on skip the queue's (takeTag); none of JS's is outstanding yet.
+    if ((this.nextTag & QUEUE_TAG_BIT) !== 0n) this.nextTag += QUEUE_TAG_BIT;
+    q.onComplete = (n) => this.onFastComplete(n);
+  }
+
+  /**
+   * Sends a READ or WRITE through the native queue and returns its tag, or
+   * null when the queue cannot take it now (no queue, no credit beyond the
+   * reserve, a full transmit queue): then command() sends it. The waiter hears
+   * of its end exactly once, as command() would resolve or reject.
+   */
+  fastCommand(f: FastCommand, w: FastWaiter): bigint | null {
+    const q = this.queue;
+    if (q === null || this.closed || this.credits <= 1 || f.length > this.rsp.maxTransfer) return null;
+    const s = q.submissions;
+    s[0] = f.lun;
+    s[1] = Math.floor(f.lba / 0x100000000);
+    s[2] = f.lba >>> 0;
+    s[3] = f.blocks;
+    s[4] = (f.write ? SUBMIT_WRITE : 0) | (f.fua ? SUBMIT_FUA : 0);
+    s[5] = f.addressHi;
+    s[6] = f.addressLo;
+    s[7] = f.keyHi;
+    s[8] = f.keyLo;
+    s[9] = f.length;
+    if (q.submit(1) !== 1) return null;
+    const slot = s[10];
+    this.fast[slot] = w;
+    this.lastSent = Date.now();
+    return QUEUE_TAG_BIT + BigInt(slot);
+  }
+
+  /** One CQ drain's completions of the native queue (native/src/initiator-queue.cc). */
+  private onFastComplete(n: number): void {
+    const q = this.queue;
+    if (q === null) return;
+    const c = q.completions;
+    for (let i = 0; i < n; i++) {
+      const slot = c[3 * i];
+      const result = c[3 * i + 1];
+      const length = c[3 * i + 2];
+      const w = this.fast[slot];
+      this.fast[slot] = undefined;
+      if (w === undefined) continue;
+      if (result === QueueResult.GOOD) {
+        w.done(0, NO_SENSE, 0);
+      } else if (result === QueueResult.ANSWER) {
+        const at = i * q.answerSize;
+        this.fastAnswer(Buffer.from(q.answers.subarray(at, at + length)), w);
+      } else {
+        w.fail(new TransportError(`sending a command failed (errno ${length})`));
+      }
+      if (this.closed) return;
+    }
+    this.wakeCredits();
+  }
+
+  /** An answer the native queue did not judge plain GOOD: decoded here, as onCapsule would. */
+  private fastAnswer(buf: Buffer, w: FastWaiter): void {
+    let c: Capsule;
+    try {
+      c = decodeCapsule(buf, { from: 'target', limits: this.limits });
+    } catch (e) {
+      const why = `undecodable capsule from the target: ${e instanceof ProtocolError ? e.reason + ': ' : ''}${(e as Error).message}`;
+      w.fail(new TransportError(why));
+      void this.fail(why);
+      return;
+    }
+    if (c.op !== Opcode.RSP) {
+      w.fail(new TransportError(`unexpected answer to a command: op 0x${c.op.toString(16)}`));
+      void this.fail(`answer with op 0x${c.op.toString(16)} to command tag ${c.tag}`);
+      return;
+    }
+    this.credits += c.creditDelta;
+    w.done(c.status, Buffer.from(c.sense), c.dataInResidual?.kind === 'under' ? c.dataInResidual.count : 0);
+  }
+
   /** Task management (§14); resolves with the TSK_RSP response code. */
   async taskManagement(lun: number, fn: TaskFunction, taskTag = 0n): Promise<number> {
     await this.takeCredit(0);
-    const tag = this.nextTag++;
+    const tag = this.takeTag();
     const answer = await this.request(tag, { op: Opcode.TSK_MGMT, tag, lun, function: fn, taskTag });
     if (answer.op !== Opcode.TSK_RSP) throw new TransportError('unexpected answer to task management');
     return answer.response;
@@ -420,6 +565,8 @@ export class Connection {
   private failAll(e: Error): void {
     for (const p of this.pending.values()) p.reject(e);
     this.pending.clear();
+    const fast = this.fast.splice(0);
+    for (const w of fast) w?.fail(e);
     this.reads.clear();
     for (const w of this.creditWaiters.splice(0)) w();
   }
@@ -455,7 +602,7 @@ export class Connection {
    */
   async logout(): Promise<void> {
     if (this.closed) return;
-    await this.conn.send(capsuleBuffer({ op: Opcode.I_LOGOUT, tag: this.nextTag++ })).catch(() => undefined);
+    await this.conn.send(capsuleBuffer({ op: Opcode.I_LOGOUT, tag: this.takeTag() })).catch(() => undefined);
     this.closeReason ||= 'logged out';
     await this.close();
   }

@@ -75,6 +75,15 @@ export interface ConnectOptions {
   reconnect?: ReconnectOptions;
   /** Retries of a command that got BUSY or TASK SET FULL before it fails BUSY. Default 5. */
   busyRetries?: number;
+  /**
+   * READ and WRITE on memory from `session.allocate()` go through the native
+   * queue: capsule, tag, credits and completion matching in the addon, one
+   * call into JavaScript per batch of completions (docs/initiator.md "Fast
+   * path"). Default true; false sends every command from JavaScript. Either
+   * way the outcome of every command is the same. Transports without a native
+   * endpoint (the loop transport) always take the JavaScript path.
+   */
+  fastPath?: boolean;
   /** The fabric to use; default libfabric. Tests pass the in-process loop transport. */
   transport?: InitiatorTransport;
   /**
@@ -136,6 +145,7 @@ export interface ResolvedOptions {
   reconnectInitialMs: number;
   reconnectMaxMs: number;
   busyRetries: number;
+  fastPath: boolean;
   transport: InitiatorTransport | undefined;
 }
 
@@ -205,6 +215,7 @@ export function resolveOptions(target: string | ConnectOptions, overrides: Parti
     reconnectInitialMs: count('reconnect.initialDelayMs', r.initialDelayMs, DEFAULTS.reconnectInitialMs, 1, day),
     reconnectMaxMs: count('reconnect.maxDelayMs', r.maxDelayMs, DEFAULTS.reconnectMaxMs, 1, day),
     busyRetries: count('busyRetries', o.busyRetries, DEFAULTS.busyRetries, 0, 1000),
+    fastPath: o.fastPath ?? true,
     transport: o.transport,
   };
 }

@@ -42,6 +42,14 @@ export class MemoryReleased extends TransportError {
   }
 }
 
+/** A remote address and key as the native queue's submission words (native/initiator-queue.ts). */
+export interface RemoteWords {
+  addressHi: number;
+  addressLo: number;
+  keyHi: number;
+  keyLo: number;
+}
+
 /**
  * Memory from `session.allocate()`. Pass `buffer` (or any subarray of it) to
  * `volume.read()` / `volume.write()` for zero-copy I/O.
@@ -59,6 +67,8 @@ export class RegisteredBuffer {
   readonly buffer: Buffer;
   readonly length: number;
   #io: IoBuffer | null;
+  /** buffer[0]'s remote address and key as u32 halves, for the native queue (null: not one region). */
+  readonly #remote: RemoteWords | null;
   readonly #connectionAlive: () => boolean;
   readonly #onRelease: (b: RegisteredBuffer) => void;
 
@@ -69,7 +79,23 @@ export class RegisteredBuffer {
     this.buffer = io.buffer.subarray(0, length);
     this.#connectionAlive = connectionAlive;
     this.#onRelease = onRelease;
+    const b = io.base;
+    this.#remote =
+      b === undefined
+        ? null
+        : { addressHi: Number(b.address >> 32n), addressLo: Number(b.address & 0xffffffffn), keyHi: Number(b.key >> 32n), keyLo: Number(b.key & 0xffffffffn) };
     byMemory.set(this.buffer.buffer, this);
+  }
+
+  /**
+   * @internal The remote address of buffer[offset] and the key, as u32 halves
+   * (the native queue's submission words), or null when released or not one region.
+   */
+  remoteAt(offset: number): RemoteWords | null {
+    const r = this.#remote;
+    if (r === null || this.#io === null) return null;
+    const lo = r.addressLo + offset;
+    return { addressHi: (r.addressHi + Math.floor(lo / 0x100000000)) >>> 0, addressLo: lo >>> 0, keyHi: r.keyHi, keyLo: r.keyLo };
   }
 
   /** False once released or once its connection is gone. */

@@ -25,6 +25,18 @@ export interface ScsiRequest {
   readonly idempotent: boolean;
   /** Names the operation in error messages ("write of 4096 bytes at 8192"). */
   readonly what: string;
+  /**
+   * The CDB is the READ or WRITE that protocol/scsi/cdb.ts read()/write()
+   * build from these: the native queue may send it instead (docs/initiator.md "Fast path").
+   */
+  readonly rw?: ReadWrite;
+}
+
+export interface ReadWrite {
+  readonly write: boolean;
+  readonly fua: boolean;
+  readonly lba: number;
+  readonly blocks: number;
 }
 
 export interface ScsiResponse {

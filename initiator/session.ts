@@ -283,6 +283,13 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
     });
   }
 
+  /** @internal Commands the native queue carried (ConnectOptions.fastPath), over the session's life. */
+  get fastPathCommands(): number {
+    let n = 0;
+    for (const ch of this.channels) n += ch.fastCommands;
+    return n;
+  }
+
   private setState(next: SessionState): void {
     const previous = this.#state;
     if (previous === next) return;

@@ -47,6 +47,42 @@ export interface WriteZeroesOptions extends IoOptions {
   unmap?: boolean;
 }
 
+/**
+ * A READ or WRITE of whole blocks: its CDB is built only if the JavaScript
+ * path sends it, and its name only if an error quotes it (both cost per I/O).
+ * `rw` lets the native queue send it instead (scsi-request.ts).
+ */
+class ReadWriteRequest implements ScsiRequest {
+  readonly lun: number;
+  readonly idempotent = true;
+  readonly rw: { write: boolean; fua: boolean; lba: number; blocks: number };
+  #cdb: Buffer | null = null;
+
+  constructor(
+    private readonly volume: Volume,
+    write: boolean,
+    private readonly offset: number,
+    private readonly length: number,
+    fua: boolean,
+    readonly dataIn: DataIn | undefined,
+    readonly dataOut: DataOut | undefined,
+  ) {
+    this.lun = volume.lun;
+    const bs = volume.blockSize;
+    this.rw = { write, fua, lba: offset / bs, blocks: length / bs };
+  }
+
+  get cdb(): Buffer {
+    const r = this.rw;
+    this.#cdb ??= r.write ? cdb.write(r.lba, r.blocks, { fua: r.fua }) : cdb.read(r.lba, r.blocks);
+    return this.#cdb;
+  }
+
+  get what(): string {
+    return this.volume.what(this.rw.write ? 'write' : 'read', this.offset, this.length);
+  }
+}
+
 interface Piece {
   /** Offset within the caller's range. */
   at: number;
@@ -163,7 +199,8 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
     return out;
   }
 
-  private what(op: string, offset: number, length: number): string {
+  /** @internal */
+  what(op: string, offset: number, length: number): string {
     return `${op} [${offset}, +${length}) on volume ${this.name}`;
   }
 
@@ -199,6 +236,14 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
     // Not zero-filled: every byte is overwritten, or the read throws (a short
     // transfer is an IO_ERROR below) and the buffer is never returned.
     const out = into ?? Buffer.allocUnsafe(length);
+    const max = this.maxTransfer;
+    if (length <= max && length > 0) {
+      // One command (the common case): no piece list, no Promise.all.
+      const dataIn: DataIn = reg ? { kind: 'registered', buffer: reg.registered, offset: reg.offset, length } : { kind: 'bytes', into: out };
+      const r = await this.#run(new ReadWriteRequest(this, false, offset, length, false, dataIn, undefined));
+      if (r.dataIn !== length) throw new RblkError('IO_ERROR', `${this.what('read', offset, length)}: the target returned ${r.dataIn} of ${length} bytes`);
+      return out;
+    }
     await Promise.all(
       this.pieces(length, this.maxTransfer).map(async (p) => {
         const off = offset + p.at;
@@ -206,7 +251,7 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
           ? { kind: 'registered', buffer: reg.registered, offset: reg.offset + p.at, length: p.length }
           : { kind: 'bytes', into: out.subarray(p.at, p.at + p.length) };
         const what = this.what('read', off, p.length);
-        const r = await this.#run({ lun: this.lun, cdb: cdb.read(off / this.blockSize, p.length / this.blockSize), dataIn, idempotent: true, what });
+        const r = await this.#run(new ReadWriteRequest(this, false, off, p.length, false, dataIn, undefined));
         if (r.dataIn !== p.length) throw new RblkError('IO_ERROR', `${what}: the target returned ${r.dataIn} of ${p.length} bytes`);
       }),
     );
@@ -242,19 +287,19 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
     const reg = RegisteredBuffer.find(buf);
     this.live('write', offset, buf, reg);
     this.check('write', offset, buf.length);
+    const length = buf.length;
+    if (length <= this.maxTransfer && length > 0) {
+      const dataOut: DataOut = reg ? { kind: 'registered', buffer: reg.registered, offset: reg.offset, length } : { kind: 'bytes', data: buf };
+      await this.#run(new ReadWriteRequest(this, true, offset, length, opts.fua === true, undefined, dataOut));
+      return;
+    }
     await Promise.all(
       this.pieces(buf.length, this.maxTransfer).map(async (p) => {
         const off = offset + p.at;
         const dataOut: DataOut = reg
           ? { kind: 'registered', buffer: reg.registered, offset: reg.offset + p.at, length: p.length }
           : { kind: 'bytes', data: buf.subarray(p.at, p.at + p.length) };
-        await this.#run({
-          lun: this.lun,
-          cdb: cdb.write(off / this.blockSize, p.length / this.blockSize, { fua: opts.fua }),
-          dataOut,
-          idempotent: true,
-          what: this.what('write', off, p.length),
-        });
+        await this.#run(new ReadWriteRequest(this, true, off, p.length, opts.fua === true, undefined, dataOut));
       }),
     );
   }

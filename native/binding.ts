@@ -270,6 +270,42 @@ export interface NativeFastPathCtor {
   ): NativeFastPath;
 }
 
+export interface NativeInitiatorQueueOptions {
+  /** Commands at once (each holds one slot and one 128-byte send slot of the region). */
+  slots: number;
+  /** Bytes kept per completion for an answer JS decodes (the receive size). */
+  answerSize: number;
+  /** The credits the connection holds now (the queue and JS share the cell from then on). */
+  credits: number;
+  /** Credits kept back for task management (docs/protocol.md §11). */
+  reserve: number;
+  /** Version 2: a READ may be answered by remote CQ data (§12.1). */
+  remoteData: boolean;
+}
+
+/**
+ * The initiator's native command queue, one per connection
+ * (native/src/initiator-queue.h); native/initiator-queue.ts is its only user.
+ */
+export interface NativeInitiatorQueue {
+  /** 12 words per entry: lun, lba hi, lba lo, blocks, flags (1 write, 2 FUA), address hi, lo, key hi, lo, length; word 10 gets the slot. */
+  readonly submissions: Uint32Array;
+  /** (slot, result, length) per completion: result 0 GOOD, 1 an answer in `answers`, 2 the send failed (errno). */
+  readonly completions: Uint32Array;
+  /** The answers of completions with result 1, answerSize bytes per completion index. */
+  readonly answers: Buffer;
+  /** The connection's credit count, shared by the queue and JS. */
+  readonly credits: Int32Array;
+  readonly outstanding: number;
+  /** Posts the first `count` submissions; returns how many went out. */
+  submit(count: number): number;
+  close(): void;
+}
+
+export interface NativeInitiatorQueueCtor {
+  new (endpoint: NativeEndpoint, sendRegion: NativeMemoryRegion, options: NativeInitiatorQueueOptions, onComplete: (count: number) => void): NativeInitiatorQueue;
+}
+
 /** What the fast path's decoders make of a capsule (tests only). */
 export interface NativeFastDecode {
   tag: bigint;
@@ -285,6 +321,7 @@ export interface NativeFastDecode {
 /** rblk_native.node: libfabric and the file operations; the one part rblk cannot do without. */
 export interface NativeAddon {
   FastPath: NativeFastPathCtor;
+  InitiatorQueue: NativeInitiatorQueueCtor;
   decodeFastCommand(capsule: Buffer, maxCapsule: number, maxTransfer: number, maxImmediate: number): NativeFastDecode | null;
   Domain: NativeDomainCtor;
   MemoryRegion: NativeMemoryRegionCtor;

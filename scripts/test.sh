@@ -5,9 +5,10 @@
 #   2. the fabric, target and initiator suites again with RBLK_FI_MR_MODE=basic:
 #      domains address memory by virtual address with provider-chosen keys, the
 #      rules of the verbs provider, which tcp and sockets otherwise never apply;
-#   3. the fabric suite, and the fast-path differential test (the native fast
-#      path's decoders, ring and RDMA under a randomised command mix), against
-#      the ASan+UBSan build of the addon.
+#   3. the fabric suite, and the fast-path differential tests (the target's
+#      native fast path's decoders, ring and RDMA, and the initiator's native
+#      queue, under randomised command mixes), against the ASan+UBSan build of
+#      the addon.
 # Given test files, only pass 1 runs, over those files.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,5 +28,5 @@ for f in test/native/*.test.ts; do
   [ "$f" = test/native/io-ring.test.ts ] || fabric_tests+=("$f")
 done
 RBLK_FI_MR_MODE=basic npx ava "$@" "${fabric_tests[@]}" test/target test/initiator || status=1
-bash scripts/sanitize.sh npx ava "$@" test/native test/target/fast-path-differential.test.ts || status=1
+bash scripts/sanitize.sh npx ava "$@" test/native test/target/fast-path-differential.test.ts test/initiator/fast-path-differential.test.ts || status=1
 exit "$status"

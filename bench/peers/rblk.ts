@@ -19,11 +19,20 @@ type Library = typeof import('../../initiator/index.js');
 
 const VOLUME = 'bench';
 
-export function librarySystem(provider: string): SystemInfo {
+/** The library row; with fastPath false (id rblk-lib-PROVIDER-js) its initiator sends every command from JavaScript. */
+export function librarySystem(provider: string, fastPath = true): SystemInfo {
+  if (!fastPath) {
+    return { id: `rblk-lib-${provider}-js`, label: `rblk library → rblkd, ${provider}, initiator fastPath off`, kind: 'rblk', driver: 'in-process loop, rblk library (zero-copy buffers, fastPath: false)' };
+  }
   return { id: `rblk-lib-${provider}`, label: `rblk library → rblkd, ${provider}`, kind: 'rblk', driver: 'in-process loop, rblk library (zero-copy buffers)' };
 }
 
 export const RBLK_NBD: SystemInfo = { id: 'rblk-nbd-tcp', label: 'rblk attach NBD export → rblkd, tcp', kind: 'rblk', driver: 'fio --ioengine=nbd' };
+
+/** The NBD export's row; with fastPath false (rblk-nbd-tcp-js), `rblk attach --fast-path off`. */
+export function nbdSystem(fastPath = true): SystemInfo {
+  return fastPath ? RBLK_NBD : { id: 'rblk-nbd-tcp-js', label: 'rblk attach NBD export → rblkd, tcp, initiator fastPath off', kind: 'rblk', driver: 'fio --ioengine=nbd' };
+}
 
 export interface Rblkd {
   readonly d: Daemon;
@@ -116,8 +125,8 @@ export async function stopRblkd(r: Rblkd): Promise<void> {
   rmSync(r.dir, { recursive: true, force: true });
 }
 
-export async function runRblkLibrary(ctx: BenchContext, daemon: Rblkd, provider: string): Promise<SystemResult> {
-  const system = librarySystem(provider);
+export async function runRblkLibrary(ctx: BenchContext, daemon: Rblkd, provider: string, fastPath = true): Promise<SystemResult> {
+  const system = librarySystem(provider, fastPath);
   const port = daemon.ports.get(provider);
   if (port === undefined) return { system, measurements: [], unavailable: `rblkd has no ${provider} listener` };
   const lib: Library = await import('../../initiator/index.js');
@@ -127,6 +136,7 @@ export async function runRblkLibrary(ctx: BenchContext, daemon: Rblkd, provider:
     provider,
     initiatorName: 'iqn.2026-11.io.rblk:bench-initiator',
     volume: VOLUME,
+    fastPath,
     // Enough credits that the deepest workload never waits for one.
     queueDepth: Math.max(...ctx.workloads.map((w) => w.queueDepth)) * 2,
     // The I/O pool is queueDepth × maxIo: no bigger than the largest block the workloads move.
@@ -168,13 +178,14 @@ export async function runRblkLibrary(ctx: BenchContext, daemon: Rblkd, provider:
   return { system, measurements };
 }
 
-export async function runRblkNbd(ctx: BenchContext, daemon: Rblkd): Promise<SystemResult> {
+export async function runRblkNbd(ctx: BenchContext, daemon: Rblkd, fastPath = true): Promise<SystemResult> {
+  const system = nbdSystem(fastPath);
   const port = daemon.ports.get('tcp');
-  if (port === undefined) return { system: RBLK_NBD, measurements: [], unavailable: 'rblkd has no tcp listener' };
-  if (!hasCommand('fio')) return { system: RBLK_NBD, measurements: [], unavailable: 'fio is not installed (apt-get install fio)' };
-  if (!scriptExists('bin-src/rblk')) return { system: RBLK_NBD, measurements: [], unavailable: `not available yet: ${nodeScript('bin-src/rblk').path} does not exist` };
+  if (port === undefined) return { system, measurements: [], unavailable: 'rblkd has no tcp listener' };
+  if (!hasCommand('fio')) return { system, measurements: [], unavailable: 'fio is not installed (apt-get install fio)' };
+  if (!scriptExists('bin-src/rblk')) return { system, measurements: [], unavailable: `not available yet: ${nodeScript('bin-src/rblk').path} does not exist` };
   const s = nodeScript('bin-src/rblk');
-  const attach = startDaemon(process.execPath, [...s.args, 'attach', `rblk://127.0.0.1:${port}/${VOLUME}`, '--provider', 'tcp', '--nbd-port', '0'], {
+  const attach = startDaemon(process.execPath, [...s.args, 'attach', `rblk://127.0.0.1:${port}/${VOLUME}`, '--provider', 'tcp', '--nbd-port', '0', '--fast-path', fastPath ? 'on' : 'off'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const measurements: Measurement[] = [];
@@ -183,7 +194,7 @@ export async function runRblkNbd(ctx: BenchContext, daemon: Rblkd): Promise<Syst
     try {
       uri = (await waitForLine(attach, 'stdout', /serving .* at (nbd:\/\/\S+)/))[1];
     } catch (e) {
-      return { system: RBLK_NBD, measurements: [], unavailable: `rblk attach did not start: ${(e as Error).message}` };
+      return { system, measurements: [], unavailable: `rblk attach did not start: ${(e as Error).message}` };
     }
     for (const w of ctx.workloads) {
       ctx.progress(`rblk attach NBD: ${w.label}`);
@@ -199,5 +210,5 @@ export async function runRblkNbd(ctx: BenchContext, daemon: Rblkd): Promise<Syst
   } finally {
     await stopDaemon(attach, 'SIGTERM', 10_000);
   }
-  return { system: RBLK_NBD, measurements };
+  return { system, measurements };
 }

@@ -17,6 +17,7 @@ export const connectionOptions = {
   'secret-file': { type: 'string', requiresArg: true, describe: 'file holding this initiator\'s secret (mode 0600); else $RBLK_SECRET' },
   connections: { type: 'number', requiresArg: true, describe: 'connections in the session (default 1)' },
   'connect-timeout': { type: 'string', requiresArg: true, default: '10s', describe: 'give up a connection attempt after this long' },
+  'fast-path': { type: 'string', choices: ['on', 'off'], requiresArg: true, describe: 'READ and WRITE through the native queue (default on; docs/initiator.md "Fast path")' },
 } as const;
 
 export interface ConnectionArgs {
@@ -26,6 +27,7 @@ export interface ConnectionArgs {
   'secret-file'?: string;
   connections?: number;
   'connect-timeout': string;
+  'fast-path'?: string;
 }
 
 /** Parses an rblk:// URL; a malformed one is a usage error. */
@@ -65,6 +67,7 @@ export function connectOptions(a: ConnectionArgs): Partial<ConnectOptions> {
   if (a['target-name'] !== undefined) o.targetName = a['target-name'];
   if (a['secret-file'] !== undefined) o.secretFile = a['secret-file'];
   if (a.connections !== undefined) o.connections = a.connections;
+  if (a['fast-path'] !== undefined) o.fastPath = a['fast-path'] === 'on';
   return o;
 }
 
@@ -76,6 +79,7 @@ export function connectionArgv(a: ConnectionArgs): string[] {
   if (a['target-name'] !== undefined) out.push('--target-name', a['target-name']);
   if (a['secret-file'] !== undefined) out.push('--secret-file', isAbsolute(a['secret-file']) ? a['secret-file'] : resolve(a['secret-file']));
   if (a.connections !== undefined) out.push('--connections', String(a.connections));
+  if (a['fast-path'] !== undefined) out.push('--fast-path', a['fast-path']);
   return out;
 }
 

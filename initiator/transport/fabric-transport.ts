@@ -3,6 +3,7 @@
 // buffers for the target's answers posted before fi_connect.
 import { connectDataBuffer, ConnectKind, decodeConnectData, type ConnectAcceptData } from '../../protocol/wire/index.js';
 import { Domain, FabricError, Pool, type Endpoint, type MemoryRegion, type Slice } from '../../native/fabric.js';
+import { InitiatorQueue, type InitiatorQueueOptions } from '../../native/initiator-queue.js';
 import { MemoryReleased } from '../registered-buffer.js';
 import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, RemoteSegment } from './transport.js';
 import { checkAcceptVersion, negotiateVersion } from './version.js';
@@ -14,6 +15,7 @@ function ioBuffer(slice: Slice, release: () => void): IoBuffer {
       if (offset < 0 || length < 0 || offset + length > slice.length) throw new RangeError('segment outside the buffer');
       return [{ address: slice.mr.remoteBase + BigInt(slice.offset + offset), key: slice.mr.key, length }];
     },
+    base: { address: slice.mr.remoteBase + BigInt(slice.offset), key: slice.mr.key },
     release,
   };
 }
@@ -83,6 +85,10 @@ class FabricInitiatorConnection implements InitiatorConnection {
     const mr = this.domain.register(size, { remote: true });
     // release() is synchronous and has nobody to tell: a region that will not deregister stays registered.
     return ioBuffer(mr.slice(0, size), () => void mr.close().catch(() => undefined));
+  }
+
+  attachQueue(opts: InitiatorQueueOptions): InitiatorQueue {
+    return new InitiatorQueue(this.ep, opts);
   }
 
   private async finish(reason: string): Promise<void> {

@@ -1,6 +1,7 @@
 // The seam between the initiator's session layer and the fabric: connect with
 // private data, move capsules, and hand out memory the target may RDMA into or
 // out of (the initiator's I/O pool, registered for remote access).
+import type { InitiatorQueue, InitiatorQueueOptions } from '../../native/initiator-queue.js';
 import type { ConnectAcceptData } from '../../protocol/wire/index.js';
 
 /** What a data descriptor carries: where in the initiator's memory, and its key. */
@@ -15,6 +16,8 @@ export interface IoBuffer {
   readonly buffer: Buffer;
   /** The descriptor(s) naming buffer[offset, offset+length) to the target. */
   segments(offset?: number, length?: number): RemoteSegment[];
+  /** Where buffer[0] is for the target, when the buffer is one region (the native queue's descriptors). */
+  readonly base?: { readonly address: bigint; readonly key: bigint };
   release(): void;
 }
 
@@ -40,6 +43,12 @@ export interface InitiatorConnection {
   allocate(length: number): Promise<IoBuffer>;
   /** A dedicated remote-accessible region the caller owns (zero-copy user buffers). */
   register(size: number): IoBuffer;
+  /**
+   * The native command queue for READ and WRITE on registered memory
+   * (native/initiator-queue.ts), where the transport has one; it shares the
+   * endpoint's completion queue and the connection's credits.
+   */
+  attachQueue?(opts: InitiatorQueueOptions): InitiatorQueue;
   close(): Promise<void>;
 }
 

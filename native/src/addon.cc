@@ -18,6 +18,7 @@
 #include "fast-cdb.h"
 #include "fast-path.h"
 #include "file-ops.h"
+#include "initiator-queue.h"
 #include "listener.h"
 #include "memory-region.h"
 
@@ -124,6 +125,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("Listener", listener);
   exports.Set("Endpoint", endpoint);
   exports.Set("FastPath", FastPath::Init(env));
+  exports.Set("InitiatorQueue", InitiatorQueue::Init(env));
   exports.Set("decodeFastCommand", Napi::Function::New(env, DecodeFastCommand, "decodeFastCommand"));
   exports.Set("constants", Constants(env));
   exports.Set("providers", Napi::Function::New(env, Providers, "providers"));

@@ -12,6 +12,7 @@
 #include "domain.h"
 #include "errors.h"
 #include "fast-path.h"
+#include "initiator-queue.h"
 #include "listener.h"
 #include "memory-region.h"
 
@@ -191,6 +192,7 @@ OpRecord* Endpoint::NewOp(uint32_t context) {
   op->in_use = true;
   op->recv_buf = nullptr;
   op->fast = false;
+  op->initiator = false;
   ++in_flight_;
   // Whatever is posted now, fi_trywait must run before the loop sleeps.
   before_block_.Arm();
@@ -216,6 +218,11 @@ std::vector<uint32_t> Endpoint::Teardown() {
     fast_ = nullptr;
     fast->EndpointClosed();
   }
+  if (initiator_ != nullptr) {
+    InitiatorQueue* q = initiator_;
+    initiator_ = nullptr;
+    q->EndpointClosed();
+  }
   cq_poller_.Stop();
   before_block_.Close();
   eq_.StopPolling();
@@ -235,13 +242,16 @@ std::vector<uint32_t> Endpoint::Teardown() {
   std::vector<uint32_t> canceled;
   for (OpRecord* op : ops_) {
     if (!op->in_use) continue;
-    if (!op->fast) canceled.push_back(op->context);
+    if (!op->fast && !op->initiator) canceled.push_back(op->context);
     FreeOp(op);
   }
   return canceled;
 }
 
 void Endpoint::Flush(size_t count) {
+  // The initiator queue's completions first: an RSP the target sent before a
+  // TSK_RSP in this batch is then heard before it (docs/protocol.md §14.2).
+  if (initiator_ != nullptr) initiator_->AfterDrain();
   Napi::Env env(env_);
   if (on_completions_.IsEmpty()) return;  // closed from inside an earlier batch
   on_completions_.MakeCallback(Value(), {Napi::Number::New(env, static_cast<double>(count))}, *async_);
@@ -267,6 +277,11 @@ size_t Endpoint::DrainCq() {
           else FreeOp(op);
           continue;
         }
+        if (op->initiator) {
+          if (initiator_ != nullptr) initiator_->OnOpDone(op, err.err != 0 ? err.err : FI_EIO);
+          else FreeOp(op);
+          continue;
+        }
         batch_[3 * count] = op->context;
         batch_[3 * count + 1] = err.err != 0 ? static_cast<uint32_t>(err.err) : FI_EIO;
         batch_[3 * count + 2] = 0;
@@ -283,6 +298,8 @@ size_t Endpoint::DrainCq() {
             // op_context one of ours.
             auto* op = rx_cq_data_ ? static_cast<OpRecord*>(entries[i].op_context) : nullptr;
             if (op != nullptr && !op->in_use) op = nullptr;
+            // One of the initiator queue's reads: it reposts the receive, if one was taken.
+            if (initiator_ != nullptr && initiator_->TryRemoteData(static_cast<uint32_t>(entries[i].data), op)) continue;
             batch_[3 * count] = kRemoteData;
             batch_[3 * count + 1] = static_cast<uint32_t>(entries[i].data);
             batch_[3 * count + 2] = op != nullptr ? op->context : kRemoteData;
@@ -302,6 +319,13 @@ size_t Endpoint::DrainCq() {
             else FreeOp(op);
             continue;
           }
+          if (op->initiator) {
+            if (initiator_ != nullptr) initiator_->OnOpDone(op, 0);
+            else FreeOp(op);
+            continue;
+          }
+          // An answer to one of the initiator queue's commands: reposted there.
+          if (initiator_ != nullptr && op->recv_buf != nullptr && initiator_->TryReceive(op, entries[i].len)) continue;
           // A command the fast path takes never reaches JS: its receive is reposted there.
           if (fast_ != nullptr && op->recv_buf != nullptr && fast_->TryReceive(op, entries[i].len)) continue;
           batch_[3 * count] = op->context;
@@ -330,6 +354,7 @@ size_t Endpoint::DrainCq() {
     }
     if (fast_ != nullptr) fast_->AfterDrain();
     if (count > 0) Flush(count);
+    if (initiator_ != nullptr) initiator_->AfterDrain();
   } catch (...) {
     draining_ = false;
     if (cq_ == nullptr) ReleaseClosed();

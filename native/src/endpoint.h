@@ -22,6 +22,7 @@ class Domain;
 struct Memory;
 
 class FastPath;
+class InitiatorQueue;
 
 struct OpRecord {
   uint32_t context = 0;
@@ -35,6 +36,8 @@ struct OpRecord {
   bool fast = false;
   uint8_t fast_kind = 0;
   uint32_t fast_slot = 0;
+  // A send of the initiator queue's (initiator-queue.h), which JS never sees.
+  bool initiator = false;
 };
 
 class Endpoint : public Napi::ObjectWrap<Endpoint> {
@@ -60,6 +63,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   Napi::Value Close(const Napi::CallbackInfo& info);
 
   friend class FastPath;
+  friend class InitiatorQueue;
   OpRecord* NewOp(uint32_t context);
   void FreeOp(OpRecord* op);
   size_t DrainCq();
@@ -70,6 +74,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   std::vector<uint32_t> Teardown();
 
   FastPath* fast_ = nullptr;  // set by FastPath while it is attached
+  InitiatorQueue* initiator_ = nullptr;  // set by InitiatorQueue while it is attached
   Domain* domain_ = nullptr;
   fi_info* info_ = nullptr;
   fid_ep* ep_ = nullptr;

@@ -1,0 +1,350 @@
+#include "initiator-queue.h"
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include <cstring>
+
+#include "addon-data.h"
+#include "args.h"
+#include "endpoint.h"
+#include "errors.h"
+#include "memory-region.h"
+
+namespace rblk {
+
+namespace {
+// docs/protocol.md §5, §9.1, §9.3.
+constexpr uint8_t kVersion = 1;
+constexpr uint8_t kOpCmd = 0x02;
+constexpr uint8_t kOpRsp = 0xc1;
+constexpr uint8_t kDirWrite = 1;
+constexpr uint8_t kDirRead = 2;
+constexpr uint8_t kFormatDirect = 1;
+constexpr uint32_t kCmdSize = 72;  // 48 + one descriptor
+constexpr uint32_t kSendSlot = 128;
+constexpr uint32_t kGoodRsp = 32;
+constexpr uint32_t kMaxCreditDelta = 4096;
+constexpr uint32_t kTagBit = 0x80000000u;
+// SBC-4 5.15, 5.16, 5.46, 5.47: READ/WRITE (10) and (16); FUA is bit 3 of byte 1.
+constexpr uint8_t kRead10 = 0x28, kWrite10 = 0x2a, kRead16 = 0x88, kWrite16 = 0x8a;
+constexpr uint8_t kFua = 0x08;
+
+// A submission: lun, lba hi, lba lo, blocks, flags, address hi, address lo,
+// key hi, key lo, length; the queue writes the slot it took into word 10.
+constexpr uint32_t kSubWords = 12;
+constexpr uint32_t kFlagWrite = 1, kFlagFua = 2;
+// Completion results (native/initiator-queue.ts).
+constexpr uint32_t kGood = 0, kAnswer = 1, kSendFailed = 2;
+
+void Put16(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v >> 8);
+  p[1] = static_cast<uint8_t>(v);
+}
+void Put32(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v >> 24);
+  p[1] = static_cast<uint8_t>(v >> 16);
+  p[2] = static_cast<uint8_t>(v >> 8);
+  p[3] = static_cast<uint8_t>(v);
+}
+void Put64(uint8_t* p, uint64_t v) {
+  Put32(p, static_cast<uint32_t>(v >> 32));
+  Put32(p + 4, static_cast<uint32_t>(v));
+}
+uint32_t Be32(const uint8_t* p) {
+  return (static_cast<uint32_t>(p[0]) << 24) | (static_cast<uint32_t>(p[1]) << 16) | (static_cast<uint32_t>(p[2]) << 8) | p[3];
+}
+
+uint32_t Prop(Napi::Env env, Napi::Object o, const char* name) { return ToU32(env, o.Get(name), "InitiatorQueue", name); }
+
+// The READ/WRITE CDB protocol/scsi/cdb.ts read()/write() build for the same
+// arguments: (10) when the LBA and length fit, else (16), as Linux sd does.
+void BuildCdb(uint8_t* cdb, bool write, bool fua, uint64_t lba, uint32_t blocks) {
+  std::memset(cdb, 0, 16);
+  cdb[1] = fua ? kFua : 0;
+  if (lba + blocks <= 0x100000000ull && blocks <= 0xffff) {
+    cdb[0] = write ? kWrite10 : kRead10;
+    Put32(cdb + 2, static_cast<uint32_t>(lba));
+    Put16(cdb + 7, blocks);
+  } else {
+    cdb[0] = write ? kWrite16 : kRead16;
+    Put64(cdb + 2, lba);
+    Put32(cdb + 10, blocks);
+  }
+}
+
+// The RSP JS would decode as GOOD with no sense and no residuals; its credit
+// delta is returned through *delta. Anything else goes to JS's decoder.
+bool PlainGood(const uint8_t* b, size_t len, uint32_t* delta) {
+  if (len != kGoodRsp || b[1] != kVersion || b[2] != 0 || b[3] != 0 || Be32(b + 4) != kGoodRsp) return false;
+  *delta = Be32(b + 16);
+  if (*delta > kMaxCreditDelta) return false;
+  for (size_t i = 20; i < kGoodRsp; ++i)
+    if (b[i] != 0) return false;
+  return true;
+}
+}  // namespace
+
+Napi::Function InitiatorQueue::Init(Napi::Env env) {
+  return DefineClass(env, "InitiatorQueue",
+                     {InstanceMethod<&InitiatorQueue::Submit>("submit"), InstanceMethod<&InitiatorQueue::Close>("close"),
+                      InstanceAccessor<&InitiatorQueue::Outstanding>("outstanding")});
+}
+
+// new InitiatorQueue(endpoint, sendRegion, { slots, answerSize, credits, remoteData, reserve }, onComplete(count))
+// Exposes submissions (Uint32Array), completions (Uint32Array), answers
+// (Buffer) and credits (Int32Array of one) as properties.
+InitiatorQueue::InitiatorQueue(const Napi::CallbackInfo& info) : Napi::ObjectWrap<InitiatorQueue>(info) {
+  Napi::Env env = info.Env();
+  endpoint_ = UnwrapAs<Endpoint>(env, info[0], &AddonData::endpoint, "Endpoint", "InitiatorQueue");
+  endpoint_->CheckOpen(env, "InitiatorQueue");
+  MemoryRegion* region = MemoryRegion::FromValue(env, info[1], "InitiatorQueue");
+  if (!info[2].IsObject() || !info[3].IsFunction())
+    throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "InitiatorQueue", "options and onComplete are required");
+  if (endpoint_->initiator_ != nullptr)
+    throw MakeUsageError(env, "ERR_INVALID_STATE", EBUSY, "InitiatorQueue", "the endpoint already has an initiator queue");
+  Napi::Object o = info[2].As<Napi::Object>();
+  uint32_t slots = Prop(env, o, "slots");
+  answer_size_ = Prop(env, o, "answerSize");
+  uint32_t credits = Prop(env, o, "credits");
+  reserve_ = Prop(env, o, "reserve");
+  remote_data_ = o.Get("remoteData").ToBoolean().Value();
+  if (slots == 0 || slots > 4096 || answer_size_ < kGoodRsp || answer_size_ > 65536)
+    throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "InitiatorQueue", "slots must be 1..4096 and answerSize 32..65536");
+  region->CheckRange(env, 0, static_cast<double>(slots) * kSendSlot, "InitiatorQueue");
+
+  slots_.resize(slots);
+  free_.reserve(slots);
+  for (uint32_t i = slots; i > 0; --i) free_.push_back(i - 1);
+  inject_ = endpoint_->info_->tx_attr->inject_size >= kCmdSize;
+  memory_ = region->memory();
+  memory_->Retain();
+  base_ = region->data();
+  desc_ = region->desc();
+
+  // JS-owned memory (V8 array buffers never move), referenced for the queue's life.
+  Napi::Uint32Array sub = Napi::Uint32Array::New(env, static_cast<size_t>(slots) * kSubWords);
+  Napi::Uint32Array done = Napi::Uint32Array::New(env, static_cast<size_t>(slots) * 3);
+  Napi::Buffer<uint8_t> answers = Napi::Buffer<uint8_t>::New(env, static_cast<size_t>(slots) * answer_size_);
+  Napi::Int32Array cell = Napi::Int32Array::New(env, 1);
+  cell[0] = static_cast<int32_t>(credits);
+  Napi::Object self = info.This().As<Napi::Object>();
+  self.Set("submissions", sub);
+  self.Set("completions", done);
+  self.Set("answers", answers);
+  self.Set("credits", cell);
+  sub_ref_ = Napi::Persistent(sub);
+  done_ref_ = Napi::Persistent(done);
+  answers_ref_ = Napi::Persistent(answers);
+  credits_ref_ = Napi::Persistent(cell);
+
+  endpoint_ref_ = Napi::Persistent(info[0].As<Napi::Object>());
+  region_ref_ = Napi::Persistent(info[1].As<Napi::Object>());
+  on_complete_ = Napi::Persistent(info[3].As<Napi::Function>());
+  async_ = new Napi::AsyncContext(env, "rblk:InitiatorQueue");
+  endpoint_->initiator_ = this;
+}
+
+InitiatorQueue::~InitiatorQueue() {
+  Shutdown();
+  delete async_;
+}
+
+uint8_t* InitiatorQueue::SendBuf(uint32_t slot) const { return base_ + static_cast<size_t>(slot) * kSendSlot; }
+
+void InitiatorQueue::Shutdown() {
+  if (closed_) return;
+  closed_ = true;
+  if (endpoint_ != nullptr && endpoint_->initiator_ == this) endpoint_->initiator_ = nullptr;
+  endpoint_ = nullptr;
+  if (memory_ != nullptr) memory_->Release();
+  memory_ = nullptr;
+  done_count_ = 0;
+  on_complete_.Reset();
+  endpoint_ref_.Reset();
+  region_ref_.Reset();
+}
+
+// The endpoint is closing: nothing more completes. JS fails what it has
+// outstanding (the connection's loss), so nothing is reported from here on.
+void InitiatorQueue::EndpointClosed() {
+  endpoint_ = nullptr;
+  Shutdown();
+}
+
+// submit(n): posts the first n entries of submissions; returns how many went
+// out. The rest (no credit beyond the reserve, no slot, a full transmit
+// queue) are the caller's to send another way.
+Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  // Closed with its endpoint, before JS heard of the loss: JS sends it, and learns.
+  if (closed_ || endpoint_ == nullptr) return Napi::Number::New(env, 0);
+  uint32_t n = ToU32(env, info[0], "InitiatorQueue.submit", "count");
+  if (n > slots_.size()) throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "InitiatorQueue.submit", "more entries than slots");
+  uint32_t* sub = sub_ref_.Value().Data();
+  int32_t* credits = credits_ref_.Value().Data();
+  uint32_t posted = 0;
+  for (; posted < n; ++posted) {
+    if (free_.empty() || credits[0] <= static_cast<int32_t>(reserve_)) break;
+    uint32_t* e = sub + static_cast<size_t>(posted) * kSubWords;
+    uint32_t lun = e[0];
+    uint64_t lba = (static_cast<uint64_t>(e[1]) << 32) | e[2];
+    uint32_t blocks = e[3];
+    bool write = (e[4] & kFlagWrite) != 0;
+    uint64_t address = (static_cast<uint64_t>(e[5]) << 32) | e[6];
+    uint64_t key = (static_cast<uint64_t>(e[7]) << 32) | e[8];
+    uint32_t length = e[9];
+    if (lun > 0x3fff || length == 0)
+      throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "InitiatorQueue.submit", "LUN above 16383 or an empty transfer");
+    uint32_t slot = free_.back();
+    uint8_t* b = SendBuf(slot);
+    uint32_t tag = kTagBit + slot;
+    // §5 header, §9.1 CMD, §9.2 LUN, one direct descriptor.
+    std::memset(b, 0, kCmdSize);
+    b[0] = kOpCmd;
+    b[1] = kVersion;
+    Put32(b + 4, kCmdSize);
+    Put32(b + 12, tag);
+    if (lun < 256) {
+      b[17] = static_cast<uint8_t>(lun);
+    } else {
+      b[16] = static_cast<uint8_t>(0x40 | (lun >> 8));
+      b[17] = static_cast<uint8_t>(lun);
+    }
+    b[25] = write ? kDirWrite : kDirRead;
+    b[26] = kFormatDirect;
+    b[27] = 1;
+    Put32(b + 28, length);
+    BuildCdb(b + 32, write, (e[4] & kFlagFua) != 0, lba, blocks);
+    Put64(b + 48, address);
+    Put64(b + 56, key);
+    Put32(b + 64, length);
+
+    ssize_t rc;
+    if (inject_) {
+      // Copied out at once and no completion (fi_msg(3) fi_inject), as JS sends its small capsules.
+      rc = fi_inject(endpoint_->ep_, b, kCmdSize, 0);
+      endpoint_->before_block_.Arm();
+    } else {
+      OpRecord* op = endpoint_->NewOp(0);
+      op->initiator = true;
+      op->fast_slot = slot;
+      op->pages.push_back(memory_);
+      memory_->Retain();
+      rc = fi_send(endpoint_->ep_, b, kCmdSize, desc_, 0, op);
+      if (rc != 0) endpoint_->FreeOp(op);
+    }
+    // A full transmit queue, or a failing connection: JS's own send queues
+    // it, or reports the failure as the lost connection it is.
+    if (rc != 0) break;
+    free_.pop_back();
+    Slot& s = slots_[slot];
+    s.busy = true;
+    s.awaiting = true;
+    s.send_pending = !inject_;
+    s.read = !write;
+    credits[0]--;
+    outstanding_++;
+    e[10] = slot;
+  }
+  return Napi::Number::New(env, posted);
+}
+
+void InitiatorQueue::MaybeFree(uint32_t slot) {
+  Slot& s = slots_[slot];
+  if (!s.busy || s.awaiting || s.send_pending) return;
+  s.busy = false;
+  free_.push_back(slot);
+}
+
+void InitiatorQueue::Complete(uint32_t slot, uint32_t result, const uint8_t* answer, uint32_t length) {
+  Slot& s = slots_[slot];
+  s.awaiting = false;
+  outstanding_--;
+  uint32_t i = done_count_++;
+  uint32_t* done = done_ref_.Value().Data();
+  done[3 * i] = slot;
+  done[3 * i + 1] = result;
+  done[3 * i + 2] = length;
+  if (answer != nullptr) std::memcpy(answers_ref_.Value().Data() + static_cast<size_t>(i) * answer_size_, answer, length);
+  MaybeFree(slot);
+  // JS may submit again from inside a batch of the endpoint's (its callback
+  // runs microtasks): a full array goes up at once.
+  if (done_count_ == slots_.size()) Flush();
+}
+
+bool InitiatorQueue::TryReceive(OpRecord* op, size_t length) {
+  if (closed_ || endpoint_ == nullptr || op->recv_buf == nullptr || length < 16) return false;
+  const uint8_t* b = op->recv_buf;
+  if (b[0] != kOpRsp || Be32(b + 8) != 0) return false;
+  uint32_t low = Be32(b + 12);
+  if ((low & kTagBit) == 0) return false;
+  uint32_t slot = low - kTagBit;
+  if (slot >= slots_.size() || !slots_[slot].awaiting) return false;
+  uint32_t delta = 0;
+  if (PlainGood(b, length, &delta)) {
+    credits_ref_.Value().Data()[0] += static_cast<int32_t>(delta);
+    Complete(slot, kGood, nullptr, 0);
+  } else {
+    // Sense, residuals or a malformed answer: JS decodes it (and adds its credits).
+    uint32_t n = static_cast<uint32_t>(length < answer_size_ ? length : answer_size_);
+    Complete(slot, kAnswer, b, n);
+  }
+  if (endpoint_ == nullptr) return true;  // closed from inside a flush: the record is canceled
+  // Copied out: the receive goes back at once, as JS would repost it.
+  ssize_t rc = fi_recv(endpoint_->ep_, op->recv_buf, op->recv_len, op->recv_desc, 0, op);
+  endpoint_->before_block_.Arm();
+  (void)rc;  // a failure means the connection is failing; its close cancels the record
+  return true;
+}
+
+bool InitiatorQueue::TryRemoteData(uint32_t data, OpRecord* consumed) {
+  if (closed_ || endpoint_ == nullptr || !remote_data_ || (data & kTagBit) == 0) return false;
+  uint32_t slot = data - kTagBit;
+  if (slot >= slots_.size() || !slots_[slot].awaiting || !slots_[slot].read) return false;
+  // §12.1: the data is placed; GOOD, no sense, no residual, credit delta 1.
+  credits_ref_.Value().Data()[0] += 1;
+  Complete(slot, kGood, nullptr, 0);
+  if (consumed != nullptr && endpoint_ != nullptr) {
+    ssize_t rc = fi_recv(endpoint_->ep_, consumed->recv_buf, consumed->recv_len, consumed->recv_desc, 0, consumed);
+    endpoint_->before_block_.Arm();
+    (void)rc;
+  }
+  return true;
+}
+
+void InitiatorQueue::OnOpDone(OpRecord* op, int err) {
+  uint32_t slot = op->fast_slot;
+  if (endpoint_ != nullptr) endpoint_->FreeOp(op);
+  if (closed_ || slot >= slots_.size() || !slots_[slot].busy) return;
+  Slot& s = slots_[slot];
+  s.send_pending = false;
+  // The target never got the command: no answer will come. The credit it
+  // took is not returned (the connection is failing; §15).
+  if (err != 0 && s.awaiting) Complete(slot, kSendFailed, nullptr, static_cast<uint32_t>(err));
+  else MaybeFree(slot);
+}
+
+void InitiatorQueue::AfterDrain() {
+  if (!closed_ && done_count_ > 0) Flush();
+}
+
+void InitiatorQueue::Flush() {
+  uint32_t n = done_count_;
+  done_count_ = 0;
+  if (n == 0 || on_complete_.IsEmpty()) return;
+  Napi::Env env = Env();
+  Napi::HandleScope scope(env);
+  on_complete_.MakeCallback(Value(), {Napi::Number::New(env, n)}, *async_);
+}
+
+Napi::Value InitiatorQueue::Outstanding(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), outstanding_);
+}
+
+Napi::Value InitiatorQueue::Close(const Napi::CallbackInfo& info) {
+  Shutdown();
+  return info.Env().Undefined();
+}
+
+}  // namespace rblk

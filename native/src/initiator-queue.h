@@ -1,0 +1,91 @@
+// The initiator's native command queue (docs/initiator.md "Fast path"): READ
+// and WRITE with a registered buffer, from the library's submission to its
+// completion without a JavaScript call per command. One per connection,
+// attached to its Endpoint after login, as the target's FastPath is. JS writes
+// submissions (lun, lba, blocks, write/FUA, the buffer's remote address and
+// key) into a shared array and calls submit(n); the queue builds the CMD
+// capsule (docs/protocol.md §9.1: READ/WRITE(10) or (16), one direct
+// descriptor), gives it a numeric tag, takes a credit from the cell it shares
+// with JS and posts the send. The endpoint's CQ drain hands it the receives
+// whose RSP carries one of its tags and the remote CQ data that names one of
+// its reads (§12.1); everything else goes up to JS as before. A GOOD RSP with
+// no sense and no residual, or the remote CQ data, completes the command
+// here; any other answer is copied out raw for JS's decoder (sense, residuals,
+// protocol errors stay JavaScript's). Completions reach JS as one call per
+// CQ drain: (slot, result, answer length) triples.
+//
+// Tags: the queue's are 0x80000000 + slot; JS never uses a tag whose low 32
+// bits have bit 31 set while a queue is attached, so the tags, and the low 32
+// bits the target answers reads with, never collide (§5, §12.1).
+#pragma once
+#include <napi.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace rblk {
+
+class Endpoint;
+class MemoryRegion;
+struct Memory;
+struct OpRecord;
+
+class InitiatorQueue : public Napi::ObjectWrap<InitiatorQueue> {
+ public:
+  static Napi::Function Init(Napi::Env env);
+  explicit InitiatorQueue(const Napi::CallbackInfo& info);
+  ~InitiatorQueue() override;
+
+  // From Endpoint::DrainCq: true when the queue took the completion.
+  bool TryReceive(OpRecord* op, size_t length);
+  bool TryRemoteData(uint32_t data, OpRecord* consumed);
+  void OnOpDone(OpRecord* op, int err);
+  // End of a CQ drain: one call into JS with what completed during it.
+  void AfterDrain();
+  void EndpointClosed();
+
+ private:
+  struct Slot {
+    bool busy = false;
+    bool awaiting = false;      // no answer yet
+    bool send_pending = false;  // the CMD's send is still in the CQ
+    bool read = false;
+  };
+
+  Napi::Value Submit(const Napi::CallbackInfo& info);
+  Napi::Value Close(const Napi::CallbackInfo& info);
+  Napi::Value Outstanding(const Napi::CallbackInfo& info);
+
+  void Shutdown();
+  void Complete(uint32_t slot, uint32_t result, const uint8_t* answer, uint32_t length);
+  void Flush();
+  void MaybeFree(uint32_t slot);
+  uint8_t* SendBuf(uint32_t slot) const;
+
+  Endpoint* endpoint_ = nullptr;
+  Napi::ObjectReference endpoint_ref_;
+  Napi::ObjectReference region_ref_;
+  Memory* memory_ = nullptr;
+  uint8_t* base_ = nullptr;
+  void* desc_ = nullptr;
+  bool closed_ = false;
+  bool inject_ = false;  // the CMD fits the provider's inject size: no send completion
+  bool remote_data_ = false;  // version 2: reads may be answered by remote CQ data
+  uint32_t answer_size_ = 0;
+  uint32_t reserve_ = 1;  // credits kept for task management (docs/protocol.md §11)
+  uint32_t outstanding_ = 0;
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_;
+
+  // Shared with JS (V8's memory, held here): submissions in, completions and
+  // raw answers out, the credit cell.
+  uint32_t done_count_ = 0;
+  Napi::Reference<Napi::Uint32Array> sub_ref_;
+  Napi::Reference<Napi::Uint32Array> done_ref_;
+  Napi::Reference<Napi::Buffer<uint8_t>> answers_ref_;
+  Napi::Reference<Napi::Int32Array> credits_ref_;
+  Napi::FunctionReference on_complete_;
+  Napi::AsyncContext* async_ = nullptr;
+};
+
+}  // namespace rblk

@@ -1,0 +1,20 @@
+// The shared connection flags become connect() options, and are passed on
+// unchanged to a helper process (mount's), --fast-path included.
+import test from 'ava';
+import { connectionArgv, connectOptions } from '../../initiator/cli/target-args.js';
+import { resolveOptions } from '../../initiator/options.js';
+
+test('--fast-path off turns the initiator fast path off; absent, it stays on', (t) => {
+  const off = connectOptions({ 'connect-timeout': '10s', 'fast-path': 'off' });
+  t.is(off.fastPath, false);
+  t.is(resolveOptions('rblk://127.0.0.1/vol0', off).fastPath, false);
+  t.is(connectOptions({ 'connect-timeout': '10s', 'fast-path': 'on' }).fastPath, true);
+  const absent = connectOptions({ 'connect-timeout': '10s' });
+  t.false('fastPath' in absent);
+  t.is(resolveOptions('rblk://127.0.0.1/vol0', absent).fastPath, true);
+});
+
+test('a helper process gets --fast-path as it was given', (t) => {
+  t.deepEqual(connectionArgv({ 'connect-timeout': '5s', 'fast-path': 'off' }), ['--connect-timeout', '5s', '--fast-path', 'off']);
+  t.deepEqual(connectionArgv({ 'connect-timeout': '5s' }), ['--connect-timeout', '5s']);
+});
