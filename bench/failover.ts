@@ -14,19 +14,15 @@
 //   node dist/bench/failover.js [--kills 10] [--queue-depth 8] [--hang] [--keepalive-ms 1000] [--provider tcp|sockets] [--json] [--verbose]
 // The reference, measured in the same run: the p50 latency of one 4 KiB write
 // before any kill. docs/performance.md "Failover" records the figures.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { connect, type Session, type Volume } from '../initiator/index.js';
 import { delay } from '../initiator/wait.js';
+import { freePort } from './peers/children.js';
+import { startRblkd, type RblkdChild } from './rblkd-child.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const isDist = here.endsWith(join('dist', 'bench'));
-const root = isDist ? join(here, '..', '..') : join(here, '..');
 
 const BLOCK = 4096;
 const SIZE = 16 * 1024 * 1024;
@@ -62,39 +58,8 @@ function parseArgs(argv: string[]): Args {
   return a;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-interface Daemon {
-  child: ChildProcess;
-  ready: Promise<void>;
-  exited: Promise<void>;
-}
-
-function startDaemon(config: string): Daemon {
-  const script = join(root, isDist ? 'dist/bin-src/rblkd.js' : 'bin-src/rblkd.ts');
-  const args = isDist ? [script, '--config', config] : ['--import=tsx', script, '--config', config];
-  const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const ready = new Promise<void>((resolve, reject) => {
-    let tail = '';
-    child.stderr!.setEncoding('utf8').on('data', (s: string) => {
-      tail = (tail + s).slice(-4000);
-      if (/rblkd ready/.test(tail)) resolve();
-    });
-    child.once('exit', (code, signal) => reject(new Error(`rblkd exited (${code ?? signal}) before it was ready; it logged:\n${tail}`)));
-  });
-  ready.catch(() => undefined);
-  return { child, ready, exited };
+function startDaemon(config: string): RblkdChild {
+  return startRblkd(config, /rblkd ready/);
 }
 
 function gatewayConfig(dir: string, name: string, port: number, provider: string, keepaliveMs: number, group: number, state: string, peerState: string): string {
@@ -193,10 +158,10 @@ async function main(): Promise<void> {
     gatewayConfig(dir, 'a', ports[0], a.provider, a.keepaliveMs, 1, 'active-optimized', 'active-non-optimized'),
     gatewayConfig(dir, 'b', ports[1], a.provider, a.keepaliveMs, 2, 'active-non-optimized', 'active-optimized'),
   ];
-  const daemons: Daemon[] = configs.map(startDaemon);
+  const daemons: RblkdChild[] = configs.map(startDaemon);
   let session: Session | null = null;
   try {
-    await Promise.all(daemons.map((d) => d.ready));
+    await Promise.all(daemons.map((d) => d.seen));
     // The defaults are what is measured; only the loss timeout is raised so that nothing fails while both could be down.
     session = await connect({ paths: ports.map((port) => ({ address: '127.0.0.1', port })), provider: a.provider, timeouts: { lossMs: 120_000 } });
     const s = session;
@@ -223,7 +188,7 @@ async function main(): Promise<void> {
       if (!a.json) console.log(`${a.hang ? 'hang' : 'kill'} ${k + 1} (path ${i}): path down after ${fmt(downAt - killedAt)}, first write on the other path ${fmt(first.at - killedAt)} after the ${a.hang ? 'stop' : 'kill'}`);
       await daemons[i].exited;
       daemons[i] = startDaemon(configs[i]);
-      await daemons[i].ready;
+      await daemons[i].seen;
       await when(s, () => s.paths[i].state === 'active' || s.paths[i].state === 'ready');
       await delay(300);
     }

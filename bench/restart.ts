@@ -6,19 +6,15 @@
 // that completed after it), and the longest single read.
 //   node dist/bench/restart.js [--kills 10] [--queue-depth 4] [--down-ms 300] [--provider tcp|sockets] [--json] [--verbose]
 // docs/initiator.md ("Reconnecting and the loss timeout") quotes its numbers.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { connect, type Session, type Volume } from '../initiator/index.js';
 import { delay } from '../initiator/wait.js';
+import { freePort } from './peers/children.js';
+import { startRblkd, type RblkdChild } from './rblkd-child.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const isDist = here.endsWith(join('dist', 'bench'));
-const root = isDist ? join(here, '..', '..') : join(here, '..');
 
 interface Args {
   kills: number;
@@ -48,45 +44,8 @@ function parseArgs(argv: string[]): Args {
   return a;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-interface Daemon {
-  child: ChildProcess;
-  /** performance.now() when rblkd logged `listening`. */
-  listening: Promise<number>;
-  exited: Promise<void>;
-}
-
-function startDaemon(config: string): Daemon {
-  const script = join(root, isDist ? 'dist/bin-src/rblkd.js' : 'bin-src/rblkd.ts');
-  const args = isDist ? [script, '--config', config] : ['--import=tsx', script, '--config', config];
-  const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const listening = new Promise<number>((resolve, reject) => {
-    let buf = '';
-    let tail = '';
-    child.stderr!.setEncoding('utf8').on('data', (s: string) => {
-      buf += s;
-      tail = (tail + s).slice(-2000);
-      if (/listening \S+ 127\.0\.0\.1:/.test(buf)) {
-        resolve(performance.now());
-        buf = '';
-      } else if (buf.length > 65536) buf = buf.slice(-1024);
-    });
-    child.once('exit', (code, signal) => reject(new Error(`rblkd exited (${code ?? signal}) before listening; it logged:\n${tail}`)));
-  });
-  listening.catch(() => undefined);
-  return { child, listening, exited };
+function startDaemon(config: string): RblkdChild {
+  return startRblkd(config, /listening \S+ 127\.0\.0\.1:/);
 }
 
 interface Completion {
@@ -142,7 +101,7 @@ interface Round {
 async function main(): Promise<void> {
   const a = parseArgs(process.argv.slice(2));
   const dir = mkdtempSync(join(tmpdir(), 'rblk-restart-'));
-  let daemon: Daemon | null = null;
+  let daemon: RblkdChild | null = null;
   let session: Session | null = null;
   try {
     const port = await freePort();
@@ -159,7 +118,7 @@ async function main(): Promise<void> {
       ].join('\n'),
     );
     daemon = startDaemon(config);
-    await daemon.listening;
+    await daemon.seen;
     // The defaults are what is measured; only the loss timeout is raised so no read fails.
     session = await connect({ address: '127.0.0.1', port, provider: a.provider, timeouts: { lossMs: 120_000 } });
     const s = session;
@@ -187,7 +146,7 @@ async function main(): Promise<void> {
       await daemon.exited;
       await delay(a.downMs);
       daemon = startDaemon(config);
-      const listenAt = await daemon.listening;
+      const listenAt = await daemon.seen;
       if (a.verbose) console.log(`  ${(listenAt - t0).toFixed(0)} ms: listening`);
       while (!load.done.slice(from).some((c) => c.at > listenAt)) await delay(5);
       const first = load.done.slice(from).find((c) => c.at > listenAt)!;
