@@ -18,11 +18,16 @@ export interface ReservationStore {
   readonly state: PrState;
   /**
    * False while the store cannot vouch that `state` is the latest (a shared
-   * store whose watch broke): commands the reservation governs are then
-   * answered ABORTED COMMAND, which initiators retry, rather than checked
-   * against a state that may be stale.
+   * store whose watch broke): commands the reservation governs then wait for
+   * whenCurrent, and are answered ABORTED COMMAND, which initiators retry, if
+   * it resolves false, rather than checked against a state that may be stale.
    */
   readonly current: boolean;
+  /**
+   * Resolves true as soon as `current` is true again, or false once the store
+   * has waited as long as it will (its own bound) without vouching for its state.
+   */
+  whenCurrent(): Promise<boolean>;
   /**
    * Applies `compute` to the latest state and stores the result; resolves its
    * outcome once the new state is stored (and, for a shared store, seen by every
@@ -40,6 +45,10 @@ export class MemoryReservationStore implements ReservationStore {
   #state: PrState = EMPTY_PR_STATE;
   #listener: PrListener | null = null;
   readonly current = true;
+
+  whenCurrent(): Promise<boolean> {
+    return Promise.resolve(true);
+  }
 
   get state(): PrState {
     return this.#state;

@@ -59,6 +59,11 @@ export class Reservations {
     return this.#store.current;
   }
 
+  /** True once the store vouches for its state again, false when it gives up waiting (reservation-store.ts). */
+  whenCurrent(): Promise<boolean> {
+    return this.#store.whenCurrent();
+  }
+
   /** The RESERVE(6) holder, if any. */
   get legacyHolder(): string | undefined {
     return this.#legacyHolder;

@@ -126,9 +126,10 @@ export class ScsiCommand {
       const alua = lu.portGroups?.refusal(entry.alua);
       if (alua) return alua;
       // A shared reservation store whose watch broke cannot say who holds the
-      // reservation; the commands it governs wait, as ABORTED COMMAND that
-      // initiators retry, until it has read the state again (reservation-store.ts).
-      if (entry.pr !== 'exempt' && !lu.reservations.current) return check(LOGICAL_UNIT_COMMUNICATION_FAILURE);
+      // reservation; the commands it governs wait until it has read the state
+      // again, and are answered ABORTED COMMAND, which initiators retry, if that
+      // takes longer than the store waits (reservation-store.ts).
+      if (entry.pr !== 'exempt' && !lu.reservations.current && !(await lu.reservations.whenCurrent())) return check(LOGICAL_UNIT_COMMUNICATION_FAILURE);
       if (lu.reservations.conflicts(key, entry.pr, entry.legacyExempt === true)) return RESERVATION_CONFLICT;
     }
     const io: CommandIo<LogicalUnit | undefined> = {

@@ -32,6 +32,16 @@ const KEEP_EVENTS = 64;
 const MAX_ATTEMPTS = 64;
 /** Between attempts to watch and read again after the watch broke. */
 const RECOVER_DELAY_MS = 500;
+/**
+ * How long a command the reservation governs waits for the state to be read
+ * again before it is answered ABORTED COMMAND. librados reports a broken watch
+ * up to a few seconds after the cluster is back (its objecter ticks every 5 s),
+ * and the re-read then takes a round trip: a command that waits rides out such
+ * a blip, where failing at once made every initiator's few quick retries fail
+ * too (seen in test/daemon/rbd.test.ts). It stays well inside an initiator's
+ * command timeout (30 s for Linux and for rblk).
+ */
+const FENCE_WAIT_MS = 10_000;
 
 interface PrEvent {
   readonly version: number;
@@ -132,6 +142,8 @@ export class SharedReservationStore implements ReservationStore {
   /** PERSISTENT RESERVE OUTs of this gateway run one at a time (others race by CAS). */
   #updates: Promise<unknown> = Promise.resolve();
   #recovering: Promise<void> | undefined;
+  /** Commands waiting for the state to be current again (whenCurrent). */
+  readonly #waiters = new Set<(current: boolean) => void>();
   #closed = false;
 
   private constructor(record: SharedRecord, log: ScsiLogger) {
@@ -159,6 +171,26 @@ export class SharedReservationStore implements ReservationStore {
     return this.#current;
   }
 
+  whenCurrent(): Promise<boolean> {
+    if (this.#current) return Promise.resolve(true);
+    if (this.#closed) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const done = (current: boolean): void => {
+        clearTimeout(timer);
+        this.#waiters.delete(done);
+        resolve(current);
+      };
+      const timer = setTimeout(() => done(false), FENCE_WAIT_MS);
+      timer.unref();
+      this.#waiters.add(done);
+    });
+  }
+
+  /** Settles every waiting command: true once the state is current, false at close. */
+  #wake(current: boolean): void {
+    for (const w of [...this.#waiters]) w(current);
+  }
+
   /** The version of the state this gateway holds (for logs and tests). */
   get version(): number {
     return this.#copy?.version ?? 0;
@@ -177,6 +209,7 @@ export class SharedReservationStore implements ReservationStore {
   close(): Promise<void> {
     this.#closed = true;
     this.#listener = null;
+    this.#wake(false);
     // The backend's close ends the watch (rbd: rbd-record.cc, with the image).
     return Promise.resolve();
   }
@@ -290,6 +323,7 @@ export class SharedReservationStore implements ReservationStore {
             this.#current = true;
             this.#log.warn('reservation state read again; commands are checked against it again', { record: this.#record.where, version: this.version });
             this.#listener?.(this.state, []);
+            this.#wake(true);
             return;
           } catch (e) {
             if (this.#closed) throw e;
