@@ -239,20 +239,34 @@ export interface NativeFastPathOptions {
   /** FI_ORDER_SAW: the RSP may follow the RDMA WRITE without waiting for its delivery. */
   ordered: boolean;
   credits: number;
+  /**
+   * Version 2 (docs/protocol.md §12.1): answer a GOOD read by its data write's
+   * remote CQ data, with no RSP. Taken only together with ordered.
+   */
+  remoteData?: boolean;
   /** Upper bounds of the latency histogram's buckets, seconds, ascending (takeCounts). */
   latencyBuckets?: readonly number[];
+}
+
+/** What one connection's fast path has done: commands taken and handed off, running now, and reads answered by remote CQ data (§12.1). */
+export interface NativeFastPathStats {
+  taken: number;
+  handedOff: number;
+  inFlight: number;
+  answeredByData: number;
 }
 
 /** The target's native fast path, one per connection (native/src/fast-path.h); target/transport/fast-path.ts is its only user. */
 export interface NativeFastPath {
   setLun(lun: number, record: NativeFastLun): void;
   revoke(lun: number): void;
+  /** Without a LUN: the commands holding a credit (not yet answered); with one: all still running there. */
   inFlight(lun?: number, watch?: boolean): number;
   hasTag(tag: bigint): boolean;
   setCounters(jsOutstanding: number, credits: number): void;
   /** GOOD answers on the LUN since the last call, then zeroed (native/src/fast-path.cc TakeCounts for the layout); returns the ops. */
   takeCounts(lun: number, out: Float64Array): number;
-  readonly stats: { taken: number; handedOff: number; inFlight: number };
+  readonly stats: NativeFastPathStats;
   close(): void;
 }
 

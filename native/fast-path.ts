@@ -4,11 +4,12 @@
 // memory (data slots and response slots, registered once), turns the native
 // onIdle callback into promises, and is what the target transport hands the
 // session. It knows nothing of SCSI beyond the eligibility record's fields.
-import { addon, nativeFeatures, uringAddon, type NativeFastLun, type NativeFastPath } from './binding.js';
+import { addon, nativeFeatures, uringAddon, type NativeFastLun, type NativeFastPath, type NativeFastPathStats } from './binding.js';
 import { FabricError } from './fabric-error.js';
 import type { Endpoint, MemoryRegion } from './fabric.js';
 
 export type FastPathLun = NativeFastLun;
+export type FastPathStats = NativeFastPathStats;
 export type FastPathFailure = 'read' | 'write' | 'transfer';
 
 export interface FastPathOptions {
@@ -20,6 +21,8 @@ export interface FastPathOptions {
   maxTransfer: number;
   maxImmediate: number;
   credits: number;
+  /** Version 2: a GOOD read is answered by its data write's remote CQ data, no RSP (docs/protocol.md §12.1). */
+  remoteData?: boolean;
   /** Upper bounds of the latency histogram's buckets, seconds (takeCounts). */
   latencyBuckets?: readonly number[];
 }
@@ -91,8 +94,8 @@ export class FastPath {
     return this.#native.takeCounts(lun, out);
   }
 
-  get stats(): { taken: number; handedOff: number; inFlight: number } {
-    return this.#closed ? { taken: 0, handedOff: 0, inFlight: 0 } : this.#native.stats;
+  get stats(): FastPathStats {
+    return this.#closed ? { taken: 0, handedOff: 0, inFlight: 0, answeredByData: 0 } : this.#native.stats;
   }
 
   /** Resolves when no fast-path command is running on the LUN (revoke first, or more may start). */

@@ -44,7 +44,7 @@ Napi::Function FastPath::Init(Napi::Env env) {
 }
 
 // new FastPath(endpoint, region, uringApi, options, onFailed(tag, lun, kind, errno, length), onIdle(lun))
-// options: { slots, slotSize, maxCapsule, maxTransfer, maxImmediate, ordered, credits }
+// options: { slots, slotSize, maxCapsule, maxTransfer, maxImmediate, ordered, credits, remoteData }
 FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(info) {
   Napi::Env env = info.Env();
   endpoint_ = UnwrapAs<Endpoint>(env, info[0], &AddonData::endpoint, "Endpoint", "FastPath");
@@ -65,6 +65,9 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
   limits_.max_immediate = Prop(env, o, "maxImmediate");
   credits_ = Prop(env, o, "credits");
   ordered_ = Flag(o, "ordered");
+  // §12.1: remote CQ data is the answer only where a later RSP or TSK_RSP
+  // cannot overtake it (FI_ORDER_SAW), as on the JS path (fabric-transport.ts).
+  remote_data_ = Flag(o, "remoteData") && ordered_;
   Napi::Value bounds = o.Get("latencyBuckets");
   if (bounds.IsArray()) {
     Napi::Array a = bounds.As<Napi::Array>();
@@ -155,7 +158,10 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   // Tags and credits are the session's (target/session/session.ts): while JS
   // holds any command, every command goes to JS, so a tag can only repeat
   // among the fast path's own; the overrun itself is for JS to refuse.
-  if (js_outstanding_ != 0 || in_flight_ >= credits_ || free_.empty()) return false;
+  // A command whose answer is out holds neither its credit nor its tag any
+  // more (the initiator may reuse both at once, §11, §12.1), even while its
+  // last completion is still to come here.
+  if (js_outstanding_ != 0 || in_flight_ - answered_ >= credits_ || free_.empty()) return false;
   auto it = luns_.find(c.lun);
   if (it == luns_.end()) return false;
   Lun& lun = it->second;
@@ -167,7 +173,7 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   uint64_t offset = d.lba * lun.block_size;
   if (offset % lun.align != 0 || bytes % lun.align != 0) return false;
   for (const Cmd& x : cmds_)
-    if (x.stage != Stage::kFree && x.tag == c.tag) return false;
+    if (x.stage != Stage::kFree && !x.rsp_sent && x.tag == c.tag) return false;
 
   uint32_t slot = free_.back();
   free_.pop_back();
@@ -183,6 +189,7 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   cmd.key = c.key;
   cmd.pending = 0;
   cmd.rsp_sent = false;
+  cmd.by_data = false;
   cmd.failed = false;
   cmd.started_ns = NowNs();
   if (c.immediate) std::memcpy(SlotData(slot), op->recv_buf + 48, bytes);
@@ -232,6 +239,11 @@ bool FastPath::Post(uint32_t slot, int kind) {
     uint64_t flags = FI_COMPLETION;
     // Without FI_ORDER_SAW, the RSP waits for the data's delivery (docs/protocol.md §12).
     if (kind == kDataIn && !ordered_) flags |= FI_DELIVERY_COMPLETE;
+    // §12.1: the write of the last (here the only) byte carries the tag's low 32 bits.
+    if (kind == kDataIn && cmd.by_data) {
+      msg.data = cmd.tag & 0xffffffffu;
+      flags |= FI_REMOTE_CQ_DATA;
+    }
     rc = kind == kDataIn ? fi_writemsg(endpoint_->ep_, &msg, flags) : fi_readmsg(endpoint_->ep_, &msg, flags);
   }
   if (rc == -FI_EAGAIN) {
@@ -310,6 +322,8 @@ void FastPath::OnRing() {
         HandOff(slot, cmd.write ? "write" : "read", done[i].res < 0 ? -done[i].res : EIO);
       } else if (cmd.write) {
         SendRsp(slot);
+      } else if (remote_data_) {
+        AnswerByData(slot);
       } else {
         cmd.stage = Stage::kDataIn;
         if (!Post(slot, kDataIn)) HandOff(slot, "transfer", EIO);
@@ -327,9 +341,30 @@ void FastPath::OnRing() {
 void FastPath::SendRsp(uint32_t slot) {
   Cmd& cmd = cmds_[slot];
   cmd.stage = Stage::kRsp;
-  cmd.rsp_sent = true;
   EncodeGoodResponse(SlotRsp(slot), cmd.tag);
-  if (!Post(slot, kRsp)) HandOff(slot, "transfer", EIO);
+  if (!Post(slot, kRsp)) {
+    HandOff(slot, "transfer", EIO);
+    return;
+  }
+  cmd.rsp_sent = true;
+  answered_++;
+}
+
+// Version 2 (docs/protocol.md §12.1): the read ran in full with GOOD, no
+// sense and no residual, so its one data write is also its answer. Its
+// completion here (remote_data_ implies FI_ORDER_SAW, so no delivery-complete
+// wait) frees the slot, as an RSP's would.
+void FastPath::AnswerByData(uint32_t slot) {
+  Cmd& cmd = cmds_[slot];
+  cmd.stage = Stage::kDataIn;
+  cmd.by_data = true;
+  if (!Post(slot, kDataIn)) {
+    HandOff(slot, "transfer", EIO);
+    return;
+  }
+  cmd.rsp_sent = true;
+  answered_++;
+  by_data_++;
 }
 
 void FastPath::OnOpDone(OpRecord* op, int err) {
@@ -362,6 +397,7 @@ void FastPath::Finish(uint32_t slot) {
   cmd.stage = Stage::kFree;
   free_.push_back(slot);
   in_flight_--;
+  if (cmd.rsp_sent) answered_--;
   if (cmd.rsp_sent && !cmd.failed) {
     Counts& k = counts_[cmd.lun];
     int d = cmd.write ? 1 : 0;
@@ -447,11 +483,13 @@ Napi::Value FastPath::Revoke(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-// inFlight(lun?, watch?): commands running here (on one LUN, or all); with
-// watch, onIdle(lun) fires when a LUN that has some reaches none.
+// inFlight(lun?, watch?): without a LUN, the commands here that hold a
+// credit (not yet answered: the session's credit check, §11); on one LUN,
+// every command still running there, answered or not; with watch, onIdle(lun)
+// fires when a LUN that has some reaches none.
 Napi::Value FastPath::InFlight(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info[0].IsUndefined()) return Napi::Number::New(env, in_flight_);
+  if (info[0].IsUndefined()) return Napi::Number::New(env, in_flight_ - answered_);
   uint32_t n = ToU32(env, info[0], "FastPath.inFlight", "lun");
   auto it = luns_.find(n);
   if (it == luns_.end()) return Napi::Number::New(env, 0);
@@ -462,7 +500,7 @@ Napi::Value FastPath::InFlight(const Napi::CallbackInfo& info) {
 Napi::Value FastPath::HasTag(const Napi::CallbackInfo& info) {
   uint64_t tag = ToU64(info.Env(), info[0], "FastPath.hasTag", "tag");
   for (const Cmd& c : cmds_)
-    if (c.stage != Stage::kFree && c.tag == tag) return Napi::Boolean::New(info.Env(), true);
+    if (c.stage != Stage::kFree && !c.rsp_sent && c.tag == tag) return Napi::Boolean::New(info.Env(), true);
   return Napi::Boolean::New(info.Env(), false);
 }
 
@@ -479,6 +517,7 @@ Napi::Value FastPath::Stats(const Napi::CallbackInfo& info) {
   o.Set("taken", Napi::Number::New(env, static_cast<double>(taken_)));
   o.Set("handedOff", Napi::Number::New(env, static_cast<double>(handed_off_)));
   o.Set("inFlight", Napi::Number::New(env, in_flight_));
+  o.Set("answeredByData", Napi::Number::New(env, static_cast<double>(by_data_)));
   return o;
 }
 

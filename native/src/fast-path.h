@@ -9,7 +9,9 @@
 // completion batch exactly as before. A command it takes it also finishes:
 // it reposts the receive, reads or writes the backend through io_uring (a ring
 // of its own, reached through rblk_uring's C table, uring-c-api.h), moves the
-// data by RDMA, sends a GOOD RSP and counts the credit back. An I/O or RDMA
+// data by RDMA, sends a GOOD RSP and counts the credit back (on a version-2
+// connection a GOOD read is answered by its data write's remote CQ data
+// instead, docs/protocol.md §12.1). An I/O or RDMA
 // error is not answered here: the command is handed to JS (onFailed), which
 // owns the errno-to-sense table (target/scsi/sense-map.ts).
 //
@@ -78,7 +80,8 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
     uint64_t address = 0;
     uint64_t key = 0;
     int pending = 0;  // RMA/send ops of this command still in the CQ
-    bool rsp_sent = false;
+    bool rsp_sent = false;  // answered (RSP posted, or the remote-data write): holds no credit or tag
+    bool by_data = false;   // a READ answered by its data write's remote CQ data (docs/protocol.md §12.1)
     bool failed = false;  // a transfer failed: freed when its last op completes
     uint64_t started_ns = 0;  // CLOCK_MONOTONIC at the receive, for the latency histogram
   };
@@ -108,6 +111,7 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   void StartIo(uint32_t slot);
   void OnRing();
   void SendRsp(uint32_t slot);
+  void AnswerByData(uint32_t slot);
   void Finish(uint32_t slot);
   void HandOff(uint32_t slot, const char* kind, int err);
   void Retry();
@@ -125,11 +129,15 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   FastLimits limits_;
   uint32_t slot_size_ = 0;
   bool ordered_ = false;  // FI_ORDER_SAW: the RSP may follow the RDMA WRITE at once
+  // Version 2 on a provider with remote CQ data and FI_ORDER_SAW: a GOOD read
+  // is answered by fi_writedata and no RSP (docs/protocol.md §12.1).
+  bool remote_data_ = false;
   bool closed_ = false;
   uint32_t credits_ = 0;
   uint32_t js_outstanding_ = 0;
   uint32_t in_flight_ = 0;
-  uint64_t taken_ = 0, handed_off_ = 0;
+  uint32_t answered_ = 0;  // commands in flight whose answer is posted (their credit is back)
+  uint64_t taken_ = 0, handed_off_ = 0, by_data_ = 0;
   std::vector<Cmd> cmds_;
   std::vector<uint32_t> free_;
   std::vector<std::pair<uint32_t, int>> backlog_;  // posts refused with FI_EAGAIN: (slot, kind)

@@ -35,7 +35,7 @@ import {
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
 import { backendFailure, IO_CLASSES, LATENCY_BUCKETS_S, NO_RESIDUALS, ScsiRequest, SessionIo, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
-import type { ConnectionFastPath, DataBuffer, TargetConnection } from '../transport/transport.js';
+import type { ConnectionFastPath, DataBuffer, FastPathStats, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
 import { requestScopes, type LogoutKind, type MappedLun, type ServedSession, type SessionEnvironment, type SessionFactory, type SessionInfo, type SessionLogger } from './environment.js';
 
@@ -173,7 +173,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     return this.state === 'active';
   }
   /** What the native fast path has done on this session, or null without one (docs/target.md "Fast path"). */
-  get fastPathStats(): { taken: number; handedOff: number; inFlight: number } | null {
+  get fastPathStats(): FastPathStats | null {
     return this.fast?.stats ?? null;
   }
   /** Whether LOGIN_RSP was granted (it stays true while the session ends). */
@@ -375,6 +375,8 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
         maxCapsule: this.limits.maxCapsule,
         maxTransfer: this.limits.maxTransfer,
         maxImmediate: this.limits.maxImmediate,
+        // §12.1 on the fast path as on the JS path (command.ts): the same condition.
+        remoteData: this.host.remoteData,
         latencyBuckets: LATENCY_BUCKETS_S,
       });
     } catch (e) {
@@ -544,6 +546,8 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   private answeredByWrite(tag: bigint): boolean {
     if (!this.outstanding.has(tag) || this.state === 'closed') return false;
     this.outstanding.delete(tag);
+    // As respond() does: the fast path takes nothing while JS holds a command.
+    this.syncFast();
     if (this.outstanding.size === 0) for (const w of this.idle.splice(0)) w();
     return true;
   }

@@ -3,7 +3,7 @@
 // registered memory and the initiator's memory (RDMA READ for a write, RDMA
 // WRITE for a read). It knows nothing of SCSI or of the capsules' contents
 // (docs/architecture.md "Seams").
-import type { FastPathLun } from '../../native/fast-path.js';
+import type { FastPathLun, FastPathStats } from '../../native/fast-path.js';
 import type { ConnectRejectReason, ConnectRequestData, DataDescriptor } from '../../protocol/wire/index.js';
 
 /** Target-local registered memory holding one command's data. */
@@ -14,7 +14,7 @@ export interface DataBuffer {
 }
 
 /** A LUN's eligibility record for a connection's fast path (docs/target.md "Fast path"); its fields are the addon's. */
-export type { FastPathLun } from '../../native/fast-path.js';
+export type { FastPathLun, FastPathStats } from '../../native/fast-path.js';
 
 /**
  * A connection's native fast path: READ and WRITE taken from the receive to
@@ -30,7 +30,7 @@ export interface ConnectionFastPath {
   setCounters(sessionOutstanding: number, credits: number): void;
   /** GOOD answers on the LUN since the last call (native/fast-path.ts takeCounts), so the session can count them where the request core counts. */
   takeCounts(lun: number, out: Float64Array): number;
-  readonly stats: { taken: number; handedOff: number; inFlight: number };
+  readonly stats: FastPathStats;
   /** A command given back: an I/O error ('read', 'write') the session answers, or a failed transfer that ends it. */
   onFailed: ((tag: bigint, lun: number, kind: 'read' | 'write' | 'transfer', errno: number, length: number) => void) | null;
   close(): Promise<void>;
@@ -42,6 +42,11 @@ export interface FastPathStart {
   maxCapsule: number;
   maxTransfer: number;
   maxImmediate: number;
+  /**
+   * Answer a GOOD read without residual by its data write's remote CQ data,
+   * with no RSP (version 2 where the connection carries it, docs/protocol.md §12.1).
+   */
+  remoteData?: boolean;
   /** Upper bounds of the latency histogram's buckets, seconds (target/scsi/request/io-stats.ts). */
   latencyBuckets?: readonly number[];
 }

@@ -7,7 +7,11 @@
 // zero-block transfers, an unknown LUN, a read-only volume, persistent
 // reservations held by another initiator, the unit attentions a LUN RESET and
 // a reconnect raise, ABORT TASK, SYNCHRONIZE CACHE, COMPARE AND WRITE, and
-// bursts of concurrent commands.
+// bursts of concurrent commands. It runs on protocol version 1 (every command
+// has an RSP) and on version 2, where a GOOD read without residual is
+// answered by its data write's remote CQ data instead (docs/protocol.md
+// §12.1): the transcript then records that answer, with its 32 bits, in
+// place of an RSP, so both paths must choose it for the same commands.
 import test from 'ava';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -34,23 +38,41 @@ const BLOCK = 512;
 const BLOCKS = 2048; // 1 MiB volumes
 const pad16 = (b: Buffer): Buffer => Buffer.concat([b, Buffer.alloc(16 - b.length)]);
 
+/** A command's answer: its RSP capsule, or (version 2) the remote CQ data of its data write. */
+type Answer = Buffer | { remoteData: number };
+
 /** One initiator speaking raw capsules, so every field of every RSP can be compared. */
 class RawClient {
-  private tag = 100n;
-  private readonly waiters = new Map<bigint, (b: Buffer) => void>();
+  // Version 2: tags above 2^32, so the remote CQ data's low 32 bits (§12.1) are really a truncation.
+  private tag: bigint;
+  private readonly waiters = new Map<bigint, (b: Answer) => void>();
+  /** RSP capsules and remote CQ data answers received, CMDs only. */
+  rsps = 0;
+  byData = 0;
   private constructor(
     private readonly conn: InitiatorConnection,
     readonly io: IoBuffer,
   ) {
+    this.tag = conn.version >= 2 ? (5n << 32n) + 100n : 100n;
     conn.onCapsule = (b) => {
       const c = decodeCapsule(b, { from: 'target' });
+      if (c.op === Opcode.RSP) this.rsps++;
       const w = this.waiters.get(c.tag);
       this.waiters.delete(c.tag);
       w?.(Buffer.from(b));
     };
+    conn.onRemoteData = (data) => {
+      // §12.1: the data names the outstanding READ whose tag has these low 32 bits; they are kept distinct.
+      const tag = [...this.waiters.keys()].find((k) => Number(k & 0xffff_ffffn) === data);
+      if (tag === undefined) throw new Error(`remote CQ data ${data} matches no outstanding command`);
+      this.byData++;
+      const w = this.waiters.get(tag)!;
+      this.waiters.delete(tag);
+      w({ remoteData: data });
+    };
   }
 
-  static async open(port: number, name: string): Promise<RawClient> {
+  static async open(port: number, name: string, protocolVersion = 1): Promise<RawClient> {
     const conn = await new FabricInitiatorTransport().connect({
       address: '127.0.0.1',
       port,
@@ -60,9 +82,10 @@ class RawClient {
       receiveSize: 1024,
       ioPoolSize: 2 << 20,
       ioChunkSize: 2 << 20,
-      // Version 1: every command gets an RSP this client can compare (version 2 answers GOOD reads by remote CQ data).
-      protocolVersion: 1,
+      // Version 1: every command gets an RSP; version 2 answers GOOD reads by remote CQ data (§12.1).
+      protocolVersion,
     });
+    if (conn.version !== protocolVersion) throw new Error(`asked for version ${protocolVersion}, the connection has ${conn.version}`);
     const io = await conn.allocate(2 << 20);
     const c = new RawClient(conn, io);
     const rsp = c.wait(1n);
@@ -79,12 +102,14 @@ class RawClient {
         targetName: TARGET_NAME,
       }),
     );
-    const login = decodeCapsule(await rsp, { from: 'target' });
+    const answer = await rsp;
+    if (!Buffer.isBuffer(answer)) throw new Error('login answered by remote CQ data');
+    const login = decodeCapsule(answer, { from: 'target' });
     if (login.op !== Opcode.LOGIN_RSP) throw new Error(`login failed: ${login.op}`);
     return c;
   }
 
-  private wait(tag: bigint): Promise<Buffer> {
+  private wait(tag: bigint): Promise<Answer> {
     return new Promise((resolve) => this.waiters.set(tag, resolve));
   }
 
@@ -108,7 +133,7 @@ class RawClient {
     );
     const got = await rsp;
     // The tag differs by nothing between runs, but say only what matters: the RSP after its tag.
-    const body = got.subarray(16).toString('hex');
+    const body = Buffer.isBuffer(got) ? got.subarray(16).toString('hex') : `remote-data ${got.remoteData.toString(16)}`;
     return o.dir === 'in' && length > 0 ? `${body} ${this.io.buffer.subarray(at, at + length).toString('hex')}` : body;
   }
 
@@ -116,7 +141,9 @@ class RawClient {
     const tag = this.tag++;
     const rsp = this.wait(tag);
     await this.conn.send(capsuleBuffer({ op: Opcode.TSK_MGMT, tag, lun, function: fn as never, taskTag }));
-    return (await rsp).subarray(16).toString('hex');
+    const got = await rsp;
+    if (!Buffer.isBuffer(got)) throw new Error('a TSK_MGMT answered by remote CQ data');
+    return got.subarray(16).toString('hex');
   }
 
   get lastTag(): bigint {
@@ -132,11 +159,15 @@ interface Run {
   transcript: string[];
   disk: Buffer;
   taken: number;
+  /** Reads the fast path answered by remote CQ data (version 2). */
+  byData: number;
+  /** What the initiators received: RSPs and remote CQ data answers. */
+  answers: { rsps: number; byData: number };
   /** The rw LU's counters (target/scsi/request/io-stats.ts), read and write: whichever path answered, the same. */
   counters: string;
 }
 
-async function run(fastPath: boolean, seed: number): Promise<Run> {
+async function run(fastPath: boolean, seed: number, version = 1): Promise<Run> {
   const dir = await mkdtemp(join(tmpdir(), 'rblk-fastpath-'));
   const log = memoryLog();
   const server = new TargetServer(
@@ -152,6 +183,8 @@ async function run(fastPath: boolean, seed: number): Promise<Run> {
   );
   const transcript: string[] = [];
   let taken = 0;
+  let byData = 0;
+  const answers = { rsps: 0, byData: 0 };
   let a: RawClient | null = null;
   let b: RawClient | null = null;
   const volumes: FileBackend[] = [];
@@ -165,12 +198,19 @@ async function run(fastPath: boolean, seed: number): Promise<Run> {
     server.addVolume({ name: 'rw', lun: 0, lu: rwLu, access: () => 'rw' });
     server.addVolume({ name: 'ro', lun: 1, lu: new LogicalUnit({ name: 'ro', backend: ro, identifier: randomUUID(), readOnly: true }), access: () => 'rw' });
     const port = (await server.listen({ transport: new FabricTargetTransport(), provider: 'tcp', address: '127.0.0.1', port: 0 })).port;
-    a = await RawClient.open(port, 'iqn.2026-12.io.rblk:a');
-    b = await RawClient.open(port, 'iqn.2026-12.io.rblk:b');
+    a = await RawClient.open(port, 'iqn.2026-12.io.rblk:a', version);
+    b = await RawClient.open(port, 'iqn.2026-12.io.rblk:b', version);
     const rand = prng(seed);
     const int = (n: number): number => Math.floor(rand() * n);
     const countTaken = (): void => {
-      for (const s of server.sessions) taken += (s as TargetSession).fastPathStats?.taken ?? 0;
+      for (const s of server.sessions) {
+        taken += (s as TargetSession).fastPathStats?.taken ?? 0;
+        byData += (s as TargetSession).fastPathStats?.answeredByData ?? 0;
+      }
+    };
+    const countAnswers = (c: RawClient): void => {
+      answers.rsps += c.rsps;
+      answers.byData += c.byData;
     };
     let reserved = false;
     const rwOp = (c: RawClient, at: number): Promise<string> => {
@@ -227,8 +267,9 @@ async function run(fastPath: boolean, seed: number): Promise<Run> {
       } else if (r < 97) {
         // A reconnect: a new nexus, which sees POWER ON, RESET first.
         countTaken();
+        countAnswers(a);
         await a.close();
-        a = await RawClient.open(port, 'iqn.2026-12.io.rblk:a');
+        a = await RawClient.open(port, 'iqn.2026-12.io.rblk:a', version);
         transcript.push('reconnect');
       } else {
         transcript.push(`tur ${await a.command(0, cdb.testUnitReady(), { dir: 'none' })}`);
@@ -236,6 +277,8 @@ async function run(fastPath: boolean, seed: number): Promise<Run> {
     }
     transcript.push(`final ${await a.command(0, cdb.read16(0, BLOCKS), { dir: 'in', length: BLOCKS * BLOCK })}`);
     countTaken();
+    countAnswers(a);
+    countAnswers(b);
   } finally {
     await a?.close();
     await b?.close();
@@ -246,22 +289,83 @@ async function run(fastPath: boolean, seed: number): Promise<Run> {
   const counters = JSON.stringify({ read: [byClass.read.ops, byClass.read.bytes], write: [byClass.write.ops, byClass.write.bytes] });
   const disk = await readFile(join(dir, 'rw'));
   await rm(dir, { recursive: true, force: true });
-  return { transcript, disk, taken, counters };
+  return { transcript, disk, taken, byData, answers, counters };
 }
 
 const enabled = FastPath.available();
 
-(enabled ? test.serial : test.serial.skip)('the same command mix gives the same answers, data and disk with fast_path on and off', async (t) => {
-  const on = await run(true, 0x5eed_fa57);
-  const off = await run(false, 0x5eed_fa57);
-  t.is(off.taken, 0);
-  t.true(on.taken > 100, `the fast path took only ${on.taken} commands`);
-  t.is(on.transcript.length, off.transcript.length);
-  const firstDiff = on.transcript.findIndex((x, i) => x !== off.transcript[i]);
-  t.is(firstDiff, -1, firstDiff >= 0 ? `step ${firstDiff}: on ${on.transcript[firstDiff].slice(0, 200)} / off ${off.transcript[firstDiff].slice(0, 200)}` : '');
-  t.true(on.disk.equals(off.disk), 'the files differ');
-  // The fast path's answers are counted where the request core counts (rblkd ctl volumes, /metrics).
-  t.is(on.counters, off.counters);
-  t.notRegex(on.counters, /"read":\[0,/);
-  t.log(`${on.transcript.length} answers compared; the fast path took ${on.taken} commands`);
+for (const version of [1, 2]) {
+  (enabled ? test.serial : test.serial.skip)(`version ${version}: the same command mix gives the same answers, data and disk with fast_path on and off`, async (t) => {
+    const on = await run(true, 0x5eed_fa57, version);
+    const off = await run(false, 0x5eed_fa57, version);
+    t.is(off.taken, 0);
+    t.true(on.taken > 100, `the fast path took only ${on.taken} commands`);
+    t.is(on.transcript.length, off.transcript.length);
+    const firstDiff = on.transcript.findIndex((x, i) => x !== off.transcript[i]);
+    t.is(firstDiff, -1, firstDiff >= 0 ? `step ${firstDiff}: on ${on.transcript[firstDiff].slice(0, 200)} / off ${off.transcript[firstDiff].slice(0, 200)}` : '');
+    t.true(on.disk.equals(off.disk), 'the files differ');
+    // The fast path's answers are counted where the request core counts (rblkd ctl volumes, /metrics).
+    t.is(on.counters, off.counters);
+    t.notRegex(on.counters, /"read":\[0,/);
+    // The same number of RSPs and of remote CQ data answers reached the initiators on either path.
+    t.deepEqual(on.answers, off.answers);
+    if (version === 1) {
+      t.is(on.answers.byData, 0);
+      t.is(on.byData, 0);
+    } else {
+      // §12.1: the fast path answered its GOOD reads by remote CQ data, with no RSP for them.
+      t.true(on.byData > 50, `the fast path answered only ${on.byData} reads by remote CQ data`);
+      t.true(on.answers.byData >= on.byData);
+      t.true(on.transcript.some((x) => x.includes('remote-data')));
+    }
+    t.log(`${on.transcript.length} answers compared; the fast path took ${on.taken} commands, answered ${on.byData} reads by remote CQ data`);
+  });
+}
+
+(enabled ? test.serial : test.serial.skip)('version 2: a fast-path READ is answered by one write with the tag\'s low 32 bits as remote CQ data and no RSP', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'rblk-fastpath-'));
+  const server = new TargetServer(
+    {
+      targetName: TARGET_NAME,
+      limits: { queueDepth: 16, maxIo: 1 << 20, inCapsuleData: 4096, maxDescriptors: 16, keepAliveMs: 0, loginTimeoutMs: 10_000, maxSessions: 8, dataBuffers: 16 },
+      authRequired: false,
+      secrets: new Map(),
+      log: memoryLog(),
+      fastPath: true,
+    },
+    rblkSessions,
+  );
+  const vol = await FileBackend.open({ path: join(dir, 'rw'), size: BLOCKS * BLOCK });
+  let c: RawClient | null = null;
+  try {
+    server.addVolume({ name: 'rw', lun: 0, lu: new LogicalUnit({ name: 'rw', backend: vol, identifier: randomUUID() }), access: () => 'rw' });
+    const port = (await server.listen({ transport: new FabricTargetTransport(), provider: 'tcp', address: '127.0.0.1', port: 0 })).port;
+    c = await RawClient.open(port, 'iqn.2026-12.io.rblk:a', 2);
+    const data = Buffer.alloc(8 * BLOCK);
+    for (let i = 0; i < data.length; i++) data[i] = (i * 7 + 3) & 0xff;
+    // A new nexus sees POWER ON, RESET first (29/00); the TEST UNIT READY takes it.
+    t.regex(await c.command(0, cdb.testUnitReady(), { dir: 'none' }), /^0000000102/);
+    // Writes are unchanged: an RSP, whose body (§9.3) starts with credit delta 1 and status GOOD (00).
+    const w = await c.command(0, cdb.write10(40, 8), { dir: 'out', length: data.length, data });
+    t.true(w.startsWith('0000000100'), `the WRITE's RSP: ${w}`);
+    const rspsBefore = c.rsps;
+    const readTag = (5n << 32n) + 102n;
+    const r = await c.command(0, cdb.read10(40, 8), { dir: 'in', length: data.length, at: 4096 });
+    t.is(r, `remote-data ${Number(readTag & 0xffff_ffffn).toString(16)} ${data.toString('hex')}`);
+    t.is(c.rsps, rspsBefore, 'no RSP for the READ');
+    t.is(c.byData, 1);
+    const stats = ([...server.sessions][0] as TargetSession).fastPathStats!;
+    t.is(stats.taken, 2, 'both commands ran on the fast path');
+    t.is(stats.answeredByData, 1);
+    t.is(stats.handedOff, 0);
+    // An error is still answered by RSP, from JS (an LBA past the end: the fast path declines it).
+    const bad = await c.command(0, cdb.read10(BLOCKS, 1), { dir: 'in', length: BLOCK });
+    t.false(bad.startsWith('remote-data'));
+    t.is(c.rsps, rspsBefore + 1);
+  } finally {
+    await c?.close();
+    await server.close();
+    await vol.close();
+    await rm(dir, { recursive: true, force: true });
+  }
 });
