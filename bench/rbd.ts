@@ -8,14 +8,40 @@
 // Prints a Markdown table. Figures on a shared machine are indicative only.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { RBD_DEFAULT_TIMEOUT_SECONDS } from '../target/backend/rbd/rbd-kind.js';
 import { startCephCluster, type CephCluster } from './ceph-cluster.js';
 
 const ROOT = fileURLToPath(new URL(process.argv[1].endsWith('.ts') ? '../' : '../../', import.meta.url));
 const IMAGE_BYTES = 256 * 1024 * 1024;
-const seconds = Number(process.argv[process.argv.indexOf('--seconds') + 1] ?? 5) || 5;
+const USAGE = `usage: node dist/bench/rbd.js [--seconds N]
+
+Starts a throw-away Ceph cluster (one monitor, one memstore OSD), fills a
+256 MiB image, and runs 4 KiB random and 128 KiB sequential reads and writes at
+QD32 with \`rbd bench\` (librbd directly) and with \`rblk bench\` through rblkd
+over tcp on the same image. Both sides use the same ceph.conf and the same
+librbd settings (no client cache, rblkd's default timeouts). The reference is
+measured before and after each rblk run; the ratio is against their mean.
+  --seconds N   rblk bench runtime per workload (default 5)
+`;
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+const secondsAt = process.argv.indexOf('--seconds');
+const seconds = secondsAt < 0 ? 5 : Number(process.argv[secondsAt + 1]);
+if (!Number.isFinite(seconds) || seconds <= 0) {
+  process.stderr.write(`bench/rbd: --seconds needs a positive number\n${USAGE}`);
+  process.exit(2);
+}
+// The settings rblkd gives librbd besides the ceph.conf (native/src/rbd-image.cc,
+// RbdImage::Open, at the default timeout of target/backend/rbd/rbd-kind.ts): the
+// reference gets the same, so both librbd clients are configured alike. With a
+// timeout, the objecter arms a timer per operation, a cost rblkd pays too.
+const RBD_TIMEOUT = String(RBD_DEFAULT_TIMEOUT_SECONDS);
+const LIBRBD_SETTINGS = ['--rbd-cache=false', '--client-mount-timeout', RBD_TIMEOUT, '--rados-mon-op-timeout', RBD_TIMEOUT, '--rados-osd-op-timeout', RBD_TIMEOUT];
 
 interface Workload {
   name: string;
@@ -34,9 +60,9 @@ async function rbdBench(c: CephCluster, w: Workload): Promise<number> {
   // rbd bench runs a fixed total: about `seconds` worth at a rough rate, then its own ops/sec.
   const total = w.bs === 4096 ? 64 * 1024 * 1024 : IMAGE_BYTES;
   const out = (
-    // --rbd-cache=false: rblkd runs librbd without its client cache (docs/backends.md
+    // rbd_cache off: rblkd runs librbd without its client cache (docs/backends.md
     // "Caching and durability"), so the reference must too, or its writes are acknowledged from RAM.
-    await c.run('rbd', ['--rbd-cache=false', 'bench', '--io-type', w.rw, '--io-size', String(w.bs), '--io-threads', '32', '--io-pattern', w.pattern, '--io-total', String(total), `${c.pool}/bench`])
+    await c.run('rbd', [...LIBRBD_SETTINGS, 'bench', '--io-type', w.rw, '--io-size', String(w.bs), '--io-threads', '32', '--io-pattern', w.pattern, '--io-total', String(total), `${c.pool}/bench`])
   ).toString();
   const m = /elapsed:\s*([\d.]+)\s+ops:\s*(\d+)\s+ops\/sec:\s*([\d.]+)/.exec(out);
   if (m === null) throw new Error(`rbd bench printed no summary:\n${out}`);
@@ -87,18 +113,27 @@ async function main(): Promise<void> {
       });
       daemon!.on('exit', (code) => reject(new Error(`rblkd exited ${code}: ${buf}`)));
     });
-    const rows: string[] = ['| workload (QD32) | rbd bench IOPS | rblk on rbd IOPS | ratio | rblk on a memory volume IOPS |', '|---|---|---|---|---|'];
+    const rows: string[] = [
+      `load average before: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`,
+      '',
+      '| workload (QD32) | rbd bench IOPS, before / after | rblk on rbd IOPS | ratio to their mean | rblk on a memory volume IOPS |',
+      '|---|---|---|---|---|',
+    ];
     const rblkBench = async (volume: string, w: Workload): Promise<number> => {
       const json = await run([rblk, 'bench', `rblk://127.0.0.1:${port}/${volume}`, '--provider', 'tcp', '--rw', w.rw, '--bs', String(w.bs), '--qd', '32', '--pattern', w.pattern, '--runtime', `${seconds}s`, '--json', '--yes']);
       return (JSON.parse(json) as { iops: number }).iops;
     };
     for (const w of WORKLOADS) {
-      const ref = await rbdBench(c, w);
+      // The machine's load drifts (it is shared): a reference on either side of the rblk run.
+      const before = await rbdBench(c, w);
       const ours = await rblkBench('bench', w);
+      const after = await rbdBench(c, w);
       const ram = await rblkBench('ram', w);
-      rows.push(`| ${w.name} | ${Math.round(ref)} | ${Math.round(ours)} | ${(ours / ref).toFixed(2)} | ${Math.round(ram)} |`);
+      const ref = (before + after) / 2;
+      rows.push(`| ${w.name} | ${Math.round(before)} / ${Math.round(after)} | ${Math.round(ours)} | ${(ours / ref).toFixed(2)} | ${Math.round(ram)} |`);
       process.stderr.write(`${rows[rows.length - 1]}\n`);
     }
+    rows.push('', `load average after: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`);
     process.stdout.write(`${rows.join('\n')}\n`);
   } finally {
     daemon?.kill('SIGTERM');

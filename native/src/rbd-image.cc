@@ -383,7 +383,8 @@ void RbdImage::Drain() {
   // Clear the eventfd before taking the queue: a result pushed after this read signals it again.
   while (read(queue_->event_fd, &ticks, sizeof ticks) < 0 && errno == EINTR) {
   }
-  std::vector<RbdDone> done;
+  std::vector<RbdDone>& done = draining_;
+  done.clear();
   {
     std::lock_guard<std::mutex> g(queue_->lock);
     done.swap(queue_->done);

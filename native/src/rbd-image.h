@@ -66,6 +66,9 @@ class RbdImage : public Napi::ObjectWrap<RbdImage> {
   ~RbdImage() override;
 
  private:
+  // The batch Drain() is handing to JS; swapped with the queue's vector, so
+  // both keep their capacity and a steady load allocates nothing per batch.
+  std::vector<RbdDone> draining_;
   Napi::Value Open(const Napi::CallbackInfo& info);
   Napi::Value Read(const Napi::CallbackInfo& info);
   Napi::Value Write(const Napi::CallbackInfo& info);

@@ -139,6 +139,28 @@ rbdTest('rbd: the backend seam: write same, write zeroes, compare and write with
   await t.throwsAsync(backend.read(Buffer.alloc(512), 4 * MiB), { code: 'EINVAL' });
 });
 
+rbdTest('rbd: the backend seam: plain and FUA writes read back; a write past the end or to a read-only image is refused', async (t) => {
+  const backend = await RbdBackend.open({ pool: ceph().pool, image: 'seam', conf: ceph().conf, timeoutSeconds: 3, readOnly: false });
+  t.teardown(() => backend.close());
+  const plain = pattern(4096, 6);
+  const fua = pattern(4096, 7);
+  await Promise.all([backend.write(plain, MiB), backend.write(fua, MiB + 4096, { fua: true })]);
+  const got = Buffer.alloc(8192);
+  await backend.read(got, MiB);
+  t.true(got.subarray(0, 4096).equals(plain), 'the plain write reads back');
+  t.true(got.subarray(4096).equals(fua), 'the FUA write reads back');
+  await t.throwsAsync(backend.write(Buffer.alloc(512), 4 * MiB), { code: 'EINVAL' });
+  await t.throwsAsync(backend.write(Buffer.alloc(512), 4 * MiB, { fua: true }), { code: 'EINVAL' });
+
+  const readOnly = await RbdBackend.open({ pool: ceph().pool, image: 'seam', conf: ceph().conf, timeoutSeconds: 3, readOnly: true });
+  t.teardown(() => readOnly.close());
+  await t.throwsAsync(readOnly.write(pattern(4096, 8), MiB), { code: 'EROFS' });
+  await t.throwsAsync(readOnly.write(pattern(4096, 8), MiB, { fua: true }), { code: 'EROFS' });
+  const again = Buffer.alloc(8192);
+  await readOnly.read(again, MiB);
+  t.true(again.equals(got), 'the refused writes changed nothing');
+});
+
 rbdTest('rbd: two gateways on one image: writes through A read back through B; of racing COMPARE AND WRITEs exactly one wins', async (t) => {
   const [pa, pb] = await Promise.all([gateway(t, 'shared'), gateway(t, 'shared')]);
   const [sa, sb] = await Promise.all([session(t, pa), session(t, pb, 'iqn.2026-11.io.rblk:rbd-b')]);
