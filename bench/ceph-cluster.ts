@@ -5,7 +5,7 @@
 // daemons run in the foreground as our children, so stop() kills exactly them.
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -114,6 +114,17 @@ export async function startCephCluster(): Promise<CephCluster> {
     rmSync(dir, { recursive: true, force: true });
   };
   const ceph = (args: string[]): Promise<Buffer> => exec('ceph', ['-c', conf, ...args]);
+  /** The end of the monitor's and the OSD's logs, for an error that says why the cluster did not serve. */
+  const logTails = (): string =>
+    ['mon.a', 'osd.0']
+      .map((n) => {
+        try {
+          return `--- ${n}.log (end):\n${readFileSync(join(dir, `${n}.log`), 'utf8').split('\n').slice(-25).join('\n')}`;
+        } catch {
+          return `--- ${n}.log: none`;
+        }
+      })
+      .join('\n');
   try {
     await exec('monmaptool', ['--create', '--addv', 'a', `[v2:127.0.0.1:${port}]`, '--fsid', fsid, join(dir, 'monmap')]);
     await exec('ceph-mon', ['-c', conf, '--mkfs', '-i', 'a', '--monmap', join(dir, 'monmap')]);
@@ -146,7 +157,7 @@ export async function startCephCluster(): Promise<CephCluster> {
           await exec('rados', ['-c', conf, '--rados-osd-op-timeout', '5', '-p', 'rbd', 'stat', 'rbd_directory']);
           return;
         } catch (e) {
-          if (Date.now() > until) throw e;
+          if (Date.now() > until) throw new Error(`${e instanceof Error ? e.message : String(e)}\n${logTails()}`);
         }
       }
     },

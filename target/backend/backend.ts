@@ -89,6 +89,11 @@ export interface SharedRecordEvents {
 export interface SharedRecord {
   /** How operators find it (a RADOS object in a pool), for logs and errors. */
   readonly where: string;
+  /**
+   * How long one operation on the store may take before it fails (rbd:
+   * timeout_s); commands fenced while the record is read again wait at most this.
+   */
+  readonly timeoutMs: number;
   /** The data and its version; null when the record does not exist. */
   read(): Promise<{ version: string; data: Buffer } | null>;
   /**

@@ -32,16 +32,6 @@ const KEEP_EVENTS = 64;
 const MAX_ATTEMPTS = 64;
 /** Between attempts to watch and read again after the watch broke. */
 const RECOVER_DELAY_MS = 500;
-/**
- * How long a command the reservation governs waits for the state to be read
- * again before it is answered ABORTED COMMAND. librados reports a broken watch
- * up to a few seconds after the cluster is back (its objecter ticks every 5 s),
- * and the re-read then takes a round trip: a command that waits rides out such
- * a blip, where failing at once made every initiator's few quick retries fail
- * too (seen in test/daemon/rbd.test.ts). It stays well inside an initiator's
- * command timeout (30 s for Linux and for rblk).
- */
-const FENCE_WAIT_MS = 10_000;
 
 interface PrEvent {
   readonly version: number;
@@ -171,6 +161,17 @@ export class SharedReservationStore implements ReservationStore {
     return this.#current;
   }
 
+  /**
+   * A command the reservation governs waits for the state to be read again,
+   * as long as one operation on the record may take (SharedRecord.timeoutMs,
+   * the same bound as the volume's I/O), before it is answered ABORTED COMMAND.
+   * librados reports a broken watch up to a few seconds after the cluster is
+   * back (its objecter ticks every 5 s), and the re-read then takes a round
+   * trip: a command that waits rides out such a blip, where failing at once
+   * made an initiator's quick retries all fail too (seen in
+   * test/daemon/rbd.test.ts); while the cluster stays away it fails in the time
+   * its I/O would have.
+   */
   whenCurrent(): Promise<boolean> {
     if (this.#current) return Promise.resolve(true);
     if (this.#closed) return Promise.resolve(false);
@@ -180,7 +181,7 @@ export class SharedReservationStore implements ReservationStore {
         this.#waiters.delete(done);
         resolve(current);
       };
-      const timer = setTimeout(() => done(false), FENCE_WAIT_MS);
+      const timer = setTimeout(() => done(false), this.#record.timeoutMs);
       timer.unref();
       this.#waiters.add(done);
     });

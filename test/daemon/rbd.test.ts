@@ -111,8 +111,16 @@ rbdTest('rbd: a volume served by rblkd reads back through the library and rbd ex
   // rbd resize from outside: rblkd's update watch raises CAPACITY DATA HAS CHANGED.
   const resized = new Promise<number>((resolve) => v.once('resize', () => resolve(v.size)));
   await ceph().run('rbd', ['resize', '--size', `${16 * MiB}B`, `${ceph().pool}/one`]);
-  // The unit attention reaches the initiator with its next command.
-  await v.read(0, 512).catch(() => undefined);
+  // The unit attention reaches the initiator with its next command once rblkd has
+  // seen the change: librbd's update watch tells it a moment after `rbd resize`
+  // returns (later still while the watch re-registers after the pause above), so
+  // read until it arrives (bounded by the test's timeout, not timed).
+  let seen = false;
+  void resized.then(() => (seen = true));
+  while (!seen) {
+    await v.read(0, 512).catch(() => undefined);
+    if (!seen) await new Promise((r) => setTimeout(r, 100));
+  }
   t.is(await resized, 16 * MiB);
 });
 

@@ -15,6 +15,7 @@ const WATCH_TIMEOUT_FLOOR_S = 30;
 
 export class RbdRecord implements SharedRecord {
   readonly where: string;
+  readonly timeoutMs: number;
   readonly #image: RbdImage;
   readonly #gate: IoGate;
   readonly #oid: string;
@@ -26,6 +27,7 @@ export class RbdRecord implements SharedRecord {
     this.#oid = oid;
     this.where = where;
     this.#timeoutSeconds = timeoutSeconds;
+    this.timeoutMs = timeoutSeconds * 1000;
   }
 
   read(): Promise<{ version: string; data: Buffer } | null> {
