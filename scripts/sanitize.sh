@@ -2,6 +2,7 @@
 # Runs a command with the native addon built with AddressSanitizer and
 # UndefinedBehaviorSanitizer (docs/transport.md "Sanitizer build"):
 #   scripts/sanitize.sh npx ava test/native
+#   scripts/sanitize.sh --build-only      only (re)build the variant
 # The variant is built into build-asan/ (rebuilt when native/src or
 # CMakeLists.txt changed), so the normal build/ is never touched. The first
 # sanitizer report ends the process with a non-zero status.
@@ -21,6 +22,7 @@ if [ ! -e "$out" ] || [ -n "$(find native/src CMakeLists.txt package.json -newer
   npx cmake-js compile --out build-asan --CDRBLK_SANITIZE=ON --log-level error >/dev/null
   touch "$out"
 fi
+[ "$1" = "--build-only" ] && exit 0
 
 # The addon links libasan, but the runtime must be the first library in the
 # process, so node itself starts with it preloaded.

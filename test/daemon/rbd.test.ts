@@ -49,14 +49,20 @@ async function gateway(t: ExecutionContext, image: string, rbd: Record<string, u
   return port;
 }
 
-async function session(t: ExecutionContext, port: number, name = 'iqn.2026-11.io.rblk:rbd-a'): Promise<Session> {
-  const s = await connect({ address: '127.0.0.1', port, provider: 'tcp', initiatorName: name });
+async function session(t: ExecutionContext, port: number, name = 'iqn.2026-11.io.rblk:rbd-a', busyRetries?: number): Promise<Session> {
+  const s = await connect({ address: '127.0.0.1', port, provider: 'tcp', initiatorName: name, ...(busyRetries === undefined ? {} : { busyRetries }) });
   t.teardown(() => s.close());
   return s;
 }
 
 rbdTest('rbd: a volume served by rblkd reads back through the library and rbd export; a cluster that goes away fails I/O with ABORTED COMMAND, then I/O resumes; a resize is seen', async (t) => {
-  const s = await session(t, await gateway(t, 'one', { timeout_s: 2 }));
+  // No retries of ABORTED COMMAND inside the library: the failing write below then
+  // ends after one timeout_s, so the cluster is frozen for about 2 s. With the
+  // library's five retries it was frozen for 12 s or more, and twice on a loaded
+  // CI machine the throw-away cluster then served no rbd_open for the rest of
+  // this file (likely cause: a freeze past the OSD's own thread timeout,
+  // osd_op_thread_timeout, 15 s). The test retries itself, as an initiator would.
+  const s = await session(t, await gateway(t, 'one', { timeout_s: 2 }), undefined, 0);
   const v = await s.open('vol');
   t.is(v.size, 8 * MiB, "the volume's size is the image's");
 
@@ -97,13 +103,15 @@ rbdTest('rbd: a volume served by rblkd reads back through the library and rbd ex
   // librados reconnects by itself: the next write goes through. (Elsewhere: the timed-out
   // write may still reach the OSD from its socket buffer, as after any SCSI timeout.)
   const again = pattern(4096, 8);
-  // As an initiator does, retry ABORTED COMMAND a few times while rblkd's librados reconnects.
+  // As an initiator does, retry ABORTED COMMAND while rblkd's librados reconnects and
+  // re-reads its reservation record (bounded, not timed: 60 tries 250 ms apart).
   for (let tries = 1; ; tries++) {
     try {
       await v.write(7 * MiB, again);
       break;
     } catch (err) {
-      if (!(err instanceof RblkError) || err.sense?.key !== 0x0b || tries >= 10) throw err;
+      if (!(err instanceof RblkError) || err.sense?.key !== 0x0b || tries >= 60) throw err;
+      await new Promise((r) => setTimeout(r, 250));
     }
   }
   t.true((await v.read(7 * MiB, 4096)).equals(again));
