@@ -78,6 +78,8 @@ const sizeValue = { type: ['integer', 'string'] };
 
 /** TARGET PORT GROUP and RELATIVE TARGET PORT IDENTIFIER are 16 bits; 0 is reserved (SPC-4 7.8.6.6, 7.8.6.7). */
 const portGroupNumber = { type: 'integer', minimum: 1, maximum: 65535 };
+/** One target port group, as this gateway and each of its peers are described under `alua`. */
+const portGroupProperties = { group: portGroupNumber, state: { enum: [...ALUA_STATES] }, relative_port: portGroupNumber };
 
 const initiatorName = {
   type: 'string',
@@ -234,22 +236,8 @@ export const configSchema: SchemaObject = {
       additionalProperties: false,
       required: ['group'],
       properties: {
-        group: portGroupNumber,
-        state: { enum: [...ALUA_STATES] },
-        relative_port: portGroupNumber,
-        peers: {
-          type: 'array',
-          items: {
-            type: 'object',
-            additionalProperties: false,
-            required: ['group'],
-            properties: {
-              group: portGroupNumber,
-              state: { enum: [...ALUA_STATES] },
-              relative_port: portGroupNumber,
-            },
-          },
-        },
+        ...portGroupProperties,
+        peers: { type: 'array', items: { type: 'object', additionalProperties: false, required: ['group'], properties: portGroupProperties } },
       },
     },
     // READ and WRITE on the native fast path (docs/operations.md "fast_path"); on unless off.
