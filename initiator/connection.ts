@@ -489,10 +489,10 @@ export class Connection {
     s[8] = f.keyLo;
     s[9] = f.length;
     if (q.submit(1) !== 1) return null;
-    const slot = s[10];
-    this.fast[slot] = w;
+    // Word 11: the tag's low word, with the slot's generation (initiator-queue.h).
+    this.fast[s[10]] = w;
     this.lastSent = Date.now();
-    return QUEUE_TAG_BIT + BigInt(slot);
+    return BigInt(s[11]);
   }
 
   /** One CQ drain's completions of the native queue (native/src/initiator-queue.cc). */

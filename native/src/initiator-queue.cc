@@ -26,12 +26,14 @@ constexpr uint32_t kSendSlot = 128;
 constexpr uint32_t kGoodRsp = 32;
 constexpr uint32_t kMaxCreditDelta = 4096;
 constexpr uint32_t kTagBit = 0x80000000u;
+constexpr uint32_t kGenShift = 16, kGenMask = 0x7fff, kSlotMask = 0xffff;
 // SBC-4 5.15, 5.16, 5.46, 5.47: READ/WRITE (10) and (16); FUA is bit 3 of byte 1.
 constexpr uint8_t kRead10 = 0x28, kWrite10 = 0x2a, kRead16 = 0x88, kWrite16 = 0x8a;
 constexpr uint8_t kFua = 0x08;
 
 // A submission: lun, lba hi, lba lo, blocks, flags, address hi, address lo,
-// key hi, key lo, length; the queue writes the slot it took into word 10.
+// key hi, key lo, length; the queue writes the slot it took into word 10 and
+// the low word of the command's tag into word 11.
 constexpr uint32_t kSubWords = 12;
 constexpr uint32_t kFlagWrite = 1, kFlagFua = 2;
 // Completion results (native/initiator-queue.ts).
@@ -198,7 +200,8 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
       throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "InitiatorQueue.submit", "LUN above 16383 or an empty transfer");
     uint32_t slot = free_.back();
     uint8_t* b = SendBuf(slot);
-    uint32_t tag = kTagBit + slot;
+    uint16_t gen = static_cast<uint16_t>((slots_[slot].gen + 1) & kGenMask);
+    uint32_t tag = kTagBit | (static_cast<uint32_t>(gen) << kGenShift) | slot;
     // §5 header, §9.1 CMD, §9.2 LUN, one direct descriptor.
     std::memset(b, 0, kCmdSize);
     b[0] = kOpCmd;
@@ -243,9 +246,11 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
     s.awaiting = true;
     s.send_pending = !inject_;
     s.read = !write;
+    s.gen = gen;
     credits[0]--;
     outstanding_++;
     e[10] = slot;
+    e[11] = tag;
   }
   return Napi::Number::New(env, posted);
 }
@@ -273,14 +278,20 @@ void InitiatorQueue::Complete(uint32_t slot, uint32_t result, const uint8_t* ans
   if (done_count_ == slots_.size()) Flush();
 }
 
+bool InitiatorQueue::Current(uint32_t low, uint32_t* slot) const {
+  if ((low & kTagBit) == 0) return false;
+  uint32_t i = low & kSlotMask;
+  if (i >= slots_.size() || !slots_[i].awaiting || slots_[i].gen != ((low >> kGenShift) & kGenMask)) return false;
+  *slot = i;
+  return true;
+}
+
 bool InitiatorQueue::TryReceive(OpRecord* op, size_t length) {
   if (closed_ || endpoint_ == nullptr || op->recv_buf == nullptr || length < 16) return false;
   const uint8_t* b = op->recv_buf;
   if (b[0] != kOpRsp || Be32(b + 8) != 0) return false;
-  uint32_t low = Be32(b + 12);
-  if ((low & kTagBit) == 0) return false;
-  uint32_t slot = low - kTagBit;
-  if (slot >= slots_.size() || !slots_[slot].awaiting) return false;
+  uint32_t slot = 0;
+  if (!Current(Be32(b + 12), &slot)) return false;
   uint32_t delta = 0;
   if (PlainGood(b, length, &delta)) {
     credits_ref_.Value().Data()[0] += static_cast<int32_t>(delta);
@@ -299,9 +310,8 @@ bool InitiatorQueue::TryReceive(OpRecord* op, size_t length) {
 }
 
 bool InitiatorQueue::TryRemoteData(uint32_t data, OpRecord* consumed) {
-  if (closed_ || endpoint_ == nullptr || !remote_data_ || (data & kTagBit) == 0) return false;
-  uint32_t slot = data - kTagBit;
-  if (slot >= slots_.size() || !slots_[slot].awaiting || !slots_[slot].read) return false;
+  uint32_t slot = 0;
+  if (closed_ || endpoint_ == nullptr || !remote_data_ || !Current(data, &slot) || !slots_[slot].read) return false;
   // §12.1: the data is placed; GOOD, no sense, no residual, credit delta 1.
   credits_ref_.Value().Data()[0] += 1;
   Complete(slot, kGood, nullptr, 0);

@@ -14,9 +14,14 @@
 // protocol errors stay JavaScript's). Completions reach JS as one call per
 // CQ drain: (slot, result, answer length) triples.
 //
-// Tags: the queue's are 0x80000000 + slot; JS never uses a tag whose low 32
-// bits have bit 31 set while a queue is attached, so the tags, and the low 32
-// bits the target answers reads with, never collide (§5, §12.1).
+// Tags: the queue's have a high word of 0 and a low word of bit 31, the
+// slot's generation (15 bits) and the slot (16 bits); JS never uses a tag
+// whose low 32 bits have bit 31 set while a queue is attached, so the tags,
+// and the low 32 bits the target answers reads with, never collide (§5,
+// §12.1). The generation changes each time a slot is taken, so an answer
+// meant for a slot's earlier command (a target that answers twice, or late)
+// never completes the command now in it: it goes up to JS, which treats an
+// answer to no outstanding tag as the protocol error it is.
 #pragma once
 #include <napi.h>
 
@@ -50,6 +55,7 @@ class InitiatorQueue : public Napi::ObjectWrap<InitiatorQueue> {
     bool awaiting = false;      // no answer yet
     bool send_pending = false;  // the CMD's send is still in the CQ
     bool read = false;
+    uint16_t gen = 0;  // 15 bits, in the tag above the slot
   };
 
   Napi::Value Submit(const Napi::CallbackInfo& info);
@@ -61,6 +67,8 @@ class InitiatorQueue : public Napi::ObjectWrap<InitiatorQueue> {
   void Flush();
   void MaybeFree(uint32_t slot);
   uint8_t* SendBuf(uint32_t slot) const;
+  // The slot a tag's low word names, if it is this queue's current command in it.
+  bool Current(uint32_t low, uint32_t* slot) const;
 
   Endpoint* endpoint_ = nullptr;
   Napi::ObjectReference endpoint_ref_;

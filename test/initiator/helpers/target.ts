@@ -9,6 +9,7 @@ import { TargetServer } from '../../../target/server.js';
 import { rblkSessions } from '../../../target/session/session.js';
 import { FabricTargetTransport } from '../../../target/transport/fabric-transport.js';
 import { LoopTargetTransport } from '../../../target/transport/loop-transport.js';
+import type { TargetTransport } from '../../../target/transport/transport.js';
 import type { ConnectOptions } from '../../../initiator/index.js';
 import { LoopInitiatorTransport } from '../../../initiator/transport/loop-transport.js';
 import { memoryLog, TARGET_NAME, type LogLine, type TransportKind } from '../../helpers/target-fixture.js';
@@ -44,6 +45,8 @@ export interface ServerOptions {
   authRequired?: boolean;
   /** The highest protocol version the target speaks (1: as a version-1 target does). */
   protocolVersion?: number;
+  /** The target's transport, instead of the usual one for `kind` (a test's wrapper over it). */
+  transport?: TargetTransport;
 }
 
 export interface TestTarget {
@@ -94,7 +97,7 @@ export async function startServer(kind: TransportKind, volumes: VolumeSpec[], op
   }
   const address = kind === 'loop' ? 'loop-initiator-test' : '127.0.0.1';
   const port = await server.listen({
-    transport: kind === 'loop' ? new LoopTargetTransport() : new FabricTargetTransport(),
+    transport: opts.transport ?? (kind === 'loop' ? new LoopTargetTransport() : new FabricTargetTransport()),
     provider: kind === 'loop' ? 'loop' : kind,
     address,
     port: opts.port ?? 0,
