@@ -39,5 +39,5 @@ if ! wait "$asan_build"; then
   status=1
 fi
 rm -f "$asan_log"
-bash scripts/sanitize.sh npx ava "$@" test/native test/target/fast-path-differential.test.ts test/initiator/fast-path-differential.test.ts || status=1
+bash scripts/sanitize.sh npx ava "$@" test/native test/target/fast-path-differential.test.ts test/initiator/fast-path-differential.test.ts test/initiator/fast-path-stale-answer.test.ts || status=1
 exit "$status"
