@@ -9,6 +9,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { diesWithParent } from './parent-death.js';
 
 const TOOLS = ['ceph-mon', 'ceph-osd', 'ceph', 'rbd', 'monmaptool'];
 /** A guard against a hang, never an assertion about speed. */
@@ -97,7 +98,9 @@ export async function startCephCluster(): Promise<CephCluster> {
   );
   const children: ChildProcess[] = [];
   const daemon = (file: string, args: string[]): ChildProcess => {
-    const child = spawn(file, ['-f', '-c', conf, ...args], { stdio: 'ignore' });
+    // Killed with this process, should it die without stop() (a test worker's timeout).
+    const [cmd, ...argv] = diesWithParent([file, '-f', '-c', conf, ...args]);
+    const child = spawn(cmd, argv, { stdio: 'ignore' });
     child.on('error', () => undefined);
     children.push(child);
     return child;

@@ -4,6 +4,7 @@ import type { ExecutionContext } from 'ava';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import { diesWithParent } from '../../../bench/parent-death.js';
 import { notReturned, resources, type Resources } from '../../helpers/resources.js';
 
 export interface TargetVolumeSpec {
@@ -66,7 +67,8 @@ export async function stopAllTargets(): Promise<void> {
  * lives until stopAllTargets() (a target shared by a file's tests).
  */
 export async function startTargetProcess(t: ExecutionContext | null, spec: TargetSpec): Promise<TargetProcess> {
-  const child = spawn(process.execPath, ['--import=tsx', MAIN, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const [cmd, ...args] = diesWithParent([process.execPath, '--import=tsx', MAIN, JSON.stringify(spec)]);
+  const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   started.add(child);
   t?.teardown(() => stopChild(child));
   let stderr = '';

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ExecutionContext } from 'ava';
 import { dump } from 'js-yaml';
+import { diesWithParent } from '../../../bench/parent-death.js';
 
 export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const BIN = join(ROOT, 'bin-src', 'rblkd.ts');
@@ -75,7 +76,8 @@ export function spawnDaemon(t: ExecutionContext, args: string[], env: Record<str
   const argv = [process.execPath, '--import=tsx', BIN, ...args];
   // fdLimit: RLIMIT_NOFILE for rblkd, as LimitNOFILE= would set it; the shell execs, so the pid is rblkd's.
   const [file, ...rest] = opts.fdLimit === undefined ? argv : ['bash', '-c', `ulimit -n ${opts.fdLimit} && exec "$@"`, 'bash', ...argv];
-  const child = spawn(file, rest, { cwd: ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [cmd, ...cmdArgs] = diesWithParent([file, ...rest]);
+  const child = spawn(cmd, cmdArgs, { cwd: ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
   let out = '';
   let partial = '';
