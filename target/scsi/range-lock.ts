@@ -7,6 +7,20 @@
 
 export type Release = () => void;
 
+/**
+ * Runs fn once `lock` is granted and releases it when fn settles, whether it
+ * resolves or throws: every command that takes the lock holds it this way,
+ * so none can leave a range locked.
+ */
+export async function holding<T>(lock: Promise<Release>, fn: () => Promise<T>): Promise<T> {
+  const release = await lock;
+  try {
+    return await fn();
+  } finally {
+    release();
+  }
+}
+
 interface Entry {
   readonly start: number;
   readonly end: number;
@@ -37,6 +51,11 @@ export class RangeLock {
       e.grant = () => resolve(release);
       this.#waiting.push(e);
     });
+  }
+
+  /** Runs fn holding blocks [start, end), and releases them when it settles (holding). */
+  hold<T>(start: number, end: number, exclusive: boolean, fn: () => Promise<T>): Promise<T> {
+    return holding(this.acquire(start, end, exclusive), fn);
   }
 
   get activeCount(): number {
