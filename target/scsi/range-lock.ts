@@ -1,8 +1,9 @@
 // A per-LU lock over block ranges, so that COMPARE AND WRITE runs as one
 // uninterrupted read-compare-write (SBC-4 5.3) against every other command
 // on the same blocks, from any session. Ordinary reads and writes take the
-// range shared and never wait for each other; COMPARE AND WRITE takes it
-// exclusive. Waiters are served in arrival order, so a waiting exclusive
+// range shared and never wait for each other; COMPARE AND WRITE, ORWRITE,
+// WRITE ATOMIC and EXTENDED COPY's destination take it exclusive. Commands
+// take it through hold() (or holding()), which releases it however they end. Waiters are served in arrival order, so a waiting exclusive
 // holder is not starved by a stream of shared ones.
 
 export type Release = () => void;
