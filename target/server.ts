@@ -1,6 +1,6 @@
 // The target without its daemon wrapping: exported volumes (LUNs over logical
 // units), ports on transports, and the sessions on them, which the front end's
-// session factory makes (rblk's is rblkSessions in session/session.ts).
+// session factory makes (rblk's is rblkConnections in session/connection.ts).
 // rblkd (daemon.ts) builds one from the config; tests build one directly,
 // over the loop or the fabric transport.
 import { ScsiTarget, type Access, type LogicalUnit } from './scsi/index.js';

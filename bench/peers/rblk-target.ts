@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { openBackend } from '../../target/backend/open.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkSessions } from '../../target/session/session.js';
+import { rblkConnections } from '../../target/session/connection.js';
 import type { SessionLogger } from '../../target/session/environment.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 
@@ -37,7 +37,7 @@ async function main(): Promise<void> {
     authRequired: false,
     secrets: new Map(),
     log,
-  }, rblkSessions);
+  }, rblkConnections);
   server.addVolume({ name: 'bench', lun: 0, lu, access: () => 'rw' });
   const port = await server.listen({ transport: new FabricTargetTransport(), provider, address: '127.0.0.1', port: 0 });
   process.stdout.write(JSON.stringify({ port: port.port }) + '\n');

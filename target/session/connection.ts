@@ -1,7 +1,7 @@
 // One initiator connection on the target, from accept to disconnect
 // (docs/protocol.md §4): login with optional mutual HMAC authentication, then
 // commands, task management, keep-alive and logout. Every capsule is decoded
-// strictly; any violation ends this session alone, with a logged reason
+// strictly; any violation ends this connection alone, with a logged reason
 // (§15), and nothing else notices.
 import { randomBytes } from 'node:crypto';
 import { getSystemErrorName } from 'node:util';
@@ -69,7 +69,7 @@ interface Outstanding<B extends DataBuffer> {
   done: Promise<void>;
 }
 
-export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedSession {
+export class RblkConnection<B extends DataBuffer = DataBuffer> implements ServedSession {
   readonly sessionId = nextSessionId++;
   private state: State = 'login';
   private limits: WireLimits;
@@ -794,4 +794,4 @@ function withMeta(log: SessionLogger, meta: Record<string, unknown>): SessionLog
 }
 
 /** The rblk wire protocol's sessions, for TargetServer: one per connection. */
-export const rblkSessions: SessionFactory = (conn, env) => new TargetSession(conn, env);
+export const rblkConnections: SessionFactory = (conn, env) => new RblkConnection(conn, env);
