@@ -37,7 +37,7 @@ import { errorText } from '../error-text.js';
 import { backendFailure, IO_CLASSES, LATENCY_BUCKETS_S, NO_RESIDUALS, ScsiRequest, SessionIo, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { ConnectionFastPath, DataBuffer, FastPathStats, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
-import { requestScopes, type LogoutKind, type MappedLun, type ServedSession, type SessionEnvironment, type SessionFactory, type SessionInfo, type SessionLogger } from './environment.js';
+import { requestScopes, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type ConnectionFactory, type SessionInfo, type SessionLogger } from './environment.js';
 
 let nextSessionId = 1n;
 /** Stands in for the secret of a name that has none (§10): random, known to nobody. */
@@ -69,7 +69,7 @@ interface Outstanding<B extends DataBuffer> {
   done: Promise<void>;
 }
 
-export class RblkConnection<B extends DataBuffer = DataBuffer> implements ServedSession {
+export class RblkConnection<B extends DataBuffer = DataBuffer> implements ServedConnection {
   readonly sessionId = nextSessionId++;
   private state: State = 'login';
   private limits: WireLimits;
@@ -103,7 +103,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
   /** takeCounts' scratch: six totals and two histograms. */
   private readonly fastCounts = new Float64Array(6 + 2 * (LATENCY_BUCKETS_S.length + 1));
   /** Called once when the session has ended and released everything. */
-  onEnd: ((session: ServedSession) => void) | null = null;
+  onEnd: ((session: ServedConnection) => void) | null = null;
   /** Commands and bytes of this session, counted by the request core. */
   readonly io = new SessionIo();
   private readonly since = new Date();
@@ -111,7 +111,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
 
   constructor(
     readonly conn: TargetConnection<B>,
-    private readonly env: SessionEnvironment,
+    private readonly env: ConnectionEnvironment,
   ) {
     this.log = env.log;
     this.host = {
@@ -794,4 +794,4 @@ function withMeta(log: SessionLogger, meta: Record<string, unknown>): SessionLog
 }
 
 /** The rblk wire protocol's sessions, for TargetServer: one per connection. */
-export const rblkConnections: SessionFactory = (conn, env) => new RblkConnection(conn, env);
+export const rblkConnections: ConnectionFactory = (conn, env) => new RblkConnection(conn, env);
