@@ -4,7 +4,7 @@
 // rblkd (daemon.ts) builds one from the config; tests build one directly,
 // over the loop or the fabric transport.
 import { ScsiTarget, type Access, type LogicalUnit } from './scsi/index.js';
-import type { MappedLun, ServedConnection, ConnectionEnvironment, ConnectionFactory, SessionLimits, SessionLogger } from './session/environment.js';
+import type { MappedLun, ServedConnection, ConnectionEnvironment, ConnectionFactory, SessionLimits, TargetLogger } from './session/environment.js';
 import type { DataBuffer, TargetConnection, TargetPort, TargetTransport } from './transport/transport.js';
 import { ConnectRejectReason, MAX_CAPSULE_SIZE, MIN_CAPSULE_SIZE, CONTROL_RECV_BUFFERS } from '../protocol/wire/index.js';
 import { ThrottledLog } from './throttled-log.js';
@@ -40,7 +40,7 @@ export interface TargetServerOptions {
   authRequired: boolean;
   /** Per-initiator secrets (auth.initiators). */
   secrets: ReadonlyMap<string, string>;
-  log: SessionLogger;
+  log: TargetLogger;
   /** READ and WRITE on the native fast path where a session can (fast_path; on unless false). */
   fastPath?: boolean;
   /**
@@ -112,7 +112,7 @@ export class TargetServer {
     return n;
   }
 
-  get log(): SessionLogger {
+  get log(): TargetLogger {
     return this.opts.log;
   }
 

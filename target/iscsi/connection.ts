@@ -10,7 +10,7 @@ import type { Socket } from 'node:net';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
 import { ScsiRequest, SessionIo, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
-import { requestScopes, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type SessionInfo, type SessionLogger } from '../session/environment.js';
+import { requestScopes, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type SessionInfo, type TargetLogger } from '../session/environment.js';
 import { ChapError, CHAP_MD5, chapResponse, decodeBinary, encodeBinary, newChallenge, verifyResponse, type ChapChallenge } from './chap.js';
 import { AlignedBuffers } from './aligned-buffers.js';
 import { crc32c } from './crc32c.js';
@@ -127,7 +127,7 @@ export class IscsiConnection implements ServedConnection, TaskHost {
   private phase: Phase = 'login';
   private readonly reader: PduReader;
   params: SessionParams;
-  private log: SessionLogger;
+  private log: TargetLogger;
   // Login state.
   private stage: Stage = 0;
   private loginText: Buffer[] = [];
@@ -1073,7 +1073,7 @@ function residualFlags(residual: number): number {
 /** Stands in for the secret of a name that has none: random, known to nobody. */
 const UNKNOWN_SECRET = randomBytes(16);
 
-function withMeta(log: SessionLogger, meta: Record<string, unknown>): SessionLogger {
+function withMeta(log: TargetLogger, meta: Record<string, unknown>): TargetLogger {
   const m = (extra?: Record<string, unknown>): Record<string, unknown> => ({ ...meta, ...extra });
   return {
     error: (msg, x) => log.error(msg, m(x)),

@@ -37,7 +37,7 @@ import { errorText } from '../error-text.js';
 import { backendFailure, IO_CLASSES, LATENCY_BUCKETS_S, NO_RESIDUALS, ScsiRequest, SessionIo, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { ConnectionFastPath, DataBuffer, FastPathStats, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
-import { requestScopes, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type ConnectionFactory, type SessionInfo, type SessionLogger } from './environment.js';
+import { requestScopes, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type ConnectionFactory, type SessionInfo, type TargetLogger } from './environment.js';
 
 let nextSessionId = 1n;
 /** Stands in for the secret of a name that has none (§10): random, known to nobody. */
@@ -90,7 +90,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
   private timer: NodeJS.Timeout | null = null;
   private draining = false;
   private readonly idle: (() => void)[] = [];
-  private log: SessionLogger;
+  private log: TargetLogger;
   private closedPromise: Promise<void>;
   private resolveClosed!: () => void;
   private ending: Promise<void> | null = null;
@@ -783,7 +783,7 @@ function opName(op: number): string {
   return `0x${op.toString(16)}`;
 }
 
-function withMeta(log: SessionLogger, meta: Record<string, unknown>): SessionLogger {
+function withMeta(log: TargetLogger, meta: Record<string, unknown>): TargetLogger {
   const m = (extra?: Record<string, unknown>): Record<string, unknown> => ({ ...meta, ...extra });
   return {
     error: (msg, x) => log.error(msg, m(x)),

@@ -11,7 +11,8 @@
 import type { Access, LogicalUnit, Nexus, RequestScope, ScsiTarget, SessionIo } from '../scsi/index.js';
 import type { DataBuffer, TargetConnection } from '../transport/transport.js';
 
-export interface SessionLogger {
+/** The target's log as the server and its front ends' connections write it (the daemon's logger, or a test's). */
+export interface TargetLogger {
   error(message: string, meta?: Record<string, unknown>): void;
   warn(message: string, meta?: Record<string, unknown>): void;
   info(message: string, meta?: Record<string, unknown>): void;
@@ -32,7 +33,7 @@ export function requestScopes(
   nexus: Nexus,
   luns: ReadonlyMap<number, MappedLun>,
   env: ConnectionEnvironment,
-  log: SessionLogger,
+  log: TargetLogger,
   io: SessionIo,
 ): { scopes: ReadonlyMap<number, RequestScope>; unmapped: RequestScope } {
   const visibleLuns = [...luns.keys()].sort((a, b) => a - b);
@@ -70,7 +71,7 @@ export interface ConnectionEnvironment {
   readonly targetName: string;
   readonly scsi: ScsiTarget;
   readonly limits: SessionLimits;
-  readonly log: SessionLogger;
+  readonly log: TargetLogger;
   /** The LUNs this initiator may see, with its access to each (ACL applied). */
   lunsFor(initiator: string): ReadonlyMap<number, MappedLun>;
   /** The initiator's secret, or null when it has none configured. */

@@ -6,7 +6,7 @@ import { MemoryBackend } from '../../target/backend/memory.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer, type ExportedVolume } from '../../target/server.js';
 import { rblkConnections } from '../../target/session/connection.js';
-import type { SessionLogger } from '../../target/session/environment.js';
+import type { TargetLogger } from '../../target/session/environment.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { LoopTargetTransport } from '../../target/transport/loop-transport.js';
 import type { TargetTransport } from '../../target/transport/transport.js';
@@ -26,7 +26,7 @@ export interface LogLine {
   meta?: Record<string, unknown>;
 }
 
-export function memoryLog(lines: LogLine[] = []): SessionLogger & { lines: LogLine[] } {
+export function memoryLog(lines: LogLine[] = []): TargetLogger & { lines: LogLine[] } {
   const at = (level: string) => (message: string, meta?: Record<string, unknown>) => void lines.push({ level, message, meta });
   return { lines, error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug') };
 }
