@@ -9,7 +9,8 @@ import { createHistogram } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { createInterface } from 'node:readline';
-import { Domain, type Endpoint, type RemoteRegion } from '../native/fabric.js';
+import { Domain, type Endpoint } from '../native/fabric.js';
+import type { DataDescriptor } from '../protocol/wire/index.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = here.endsWith(join('dist', 'bench')) ? join(here, '..', '..') : join(here, '..');
@@ -126,7 +127,7 @@ async function messageRate(ep: Endpoint, domain: Domain, seconds: number): Promi
   return { provider: domain.provider, test: 'echo 64 B, 32 in flight (messages/s each way)', opsPerSec: got / total };
 }
 
-async function rma(ep: Endpoint, domain: Domain, remote: RemoteRegion, op: 'read' | 'write', size: number, qd: number, seconds: number): Promise<Row> {
+async function rma(ep: Endpoint, domain: Domain, remote: DataDescriptor, op: 'read' | 'write', size: number, qd: number, seconds: number): Promise<Row> {
   const mr = domain.register(qd * size);
   const h = createHistogram();
   let done = 0;
@@ -135,7 +136,7 @@ async function rma(ep: Endpoint, domain: Domain, remote: RemoteRegion, op: 'read
   const t0 = process.hrtime.bigint();
   const worker = async (slot: number): Promise<void> => {
     const local = mr.slice(slot * size, size);
-    const where: RemoteRegion = { address: remote.address + BigInt((slot * size) % Math.max(size, remote.length - size)), key: remote.key, length: size };
+    const where: DataDescriptor = { address: remote.address + BigInt((slot * size) % Math.max(size, remote.length - size)), key: remote.key, length: size };
     while (!stop) {
       const s = process.hrtime.bigint();
       if (op === 'read') await ep.read(local, where);
@@ -200,7 +201,7 @@ export async function runTransportBench(args: Args): Promise<Row[]> {
     try {
       const ep = await domain.connect({ address: '127.0.0.1', port });
       const pd = ep.peerPrivateData;
-      const remote: RemoteRegion = { address: pd.readBigUInt64BE(0), key: pd.readBigUInt64BE(8), length: pd.readUInt32BE(16) };
+      const remote: DataDescriptor = { address: pd.readBigUInt64BE(0), key: pd.readBigUInt64BE(8), length: pd.readUInt32BE(16) };
       const iters = provider === 'sockets' ? Math.min(args.pingpongIters, 5000) : args.pingpongIters;
       const ref = await fiPingpong(provider, iters);
       const withRef = (pp: Row): Row => {

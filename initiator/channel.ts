@@ -6,10 +6,10 @@
 import { testUnitReady } from '../protocol/scsi/cdb.js';
 import { LogoutReason, TaskFunction, TaskResponse } from '../protocol/wire/index.js';
 import { reconnectDelay } from './backoff.js';
-import { Connection, TransportError, type FastWaiter, type LoginOptions } from './connection.js';
+import { Connection, TransportError, type FastWaiter, type LoginOptions, type QueueAddressWords } from './connection.js';
 import { Deadlines } from './deadlines.js';
 import type { PathAddress, ResolvedOptions } from './options.js';
-import { copyLive, MemoryReleased, RegisteredBuffer, type RemoteWords } from './registered-buffer.js';
+import { copyLive, MemoryReleased, queueAddressOf, RegisteredBuffer } from './registered-buffer.js';
 import type { ScsiRequest, ScsiResponse } from './scsi-request.js';
 import type { InitiatorTransport, IoBuffer } from './transport/transport.js';
 import { nextTurn, Sleep, within } from './wait.js';
@@ -289,7 +289,7 @@ export class Channel {
         dataIn = into.buffer.view(into.offset, into.length);
       }
       // A pool chunk is registered memory too: the native queue takes it as it takes the caller's (sendFast).
-      const io = pooled !== null && req.rw !== undefined && conn.hasFastPath ? remoteWords(pooled) : null;
+      const io = pooled !== null && req.rw !== undefined && conn.hasFastPath ? queueAddressOf(pooled) : null;
       const fast = io !== null ? this.viaQueue(conn, req, io, pooled!.buffer.length, att, false) : null;
       const r =
         fast !== null
@@ -340,7 +340,7 @@ export class Channel {
    * it now. With `own`, the command's in-flight count and end are kept here
    * (sendFast); otherwise send()'s own bookkeeping does it (a pool chunk).
    */
-  private viaQueue(conn: Connection, req: ScsiRequest, at: RemoteWords, length: number, att: Attempt, own: boolean): Promise<ScsiResponse> | null {
+  private viaQueue(conn: Connection, req: ScsiRequest, at: QueueAddressWords, length: number, att: Attempt, own: boolean): Promise<ScsiResponse> | null {
     const rw = req.rw!;
     let waiter!: FastWaiter;
     const p = new Promise<ScsiResponse>((resolve, reject) => {
@@ -363,7 +363,7 @@ export class Channel {
       };
     });
     const tag = conn.fastCommand(
-      { lun: req.lun, write: rw.write, fua: rw.fua, lba: rw.lba, blocks: rw.blocks, length, addressHi: at.addressHi, addressLo: at.addressLo, keyHi: at.keyHi, keyLo: at.keyLo },
+      { lun: req.lun, write: rw.write, fua: rw.fua, lba: rw.lba, blocks: rw.blocks, length, ...at },
       waiter,
     );
     if (tag === null) return null;
@@ -471,13 +471,6 @@ export class Channel {
     if (conn !== null) await conn.logout();
     for (const b of [...this.buffers]) b.release();
   }
-}
-
-/** The target's view of buffer[0] of one-region memory as the native queue's u32 halves, or null. */
-function remoteWords(io: IoBuffer): RemoteWords | null {
-  const b = io.base;
-  if (b === undefined) return null;
-  return { addressHi: Number(b.address >> 32n), addressLo: Number(b.address & 0xffffffffn), keyHi: Number(b.key >> 32n), keyLo: Number(b.key & 0xffffffffn) };
 }
 
 function asError(e: unknown): Error {

@@ -92,8 +92,22 @@ export interface CommandRequest {
   onTag?: (tag: bigint) => void;
 }
 
-/** A READ or WRITE for the native queue: registered memory, whole blocks. */
-export interface FastCommand {
+/**
+ * Where a native queue command's data is for the target: the remote address
+ * and key of its first byte, each as two u32 halves, as the queue's
+ * submission words take them (native/initiator-queue.ts). Not a
+ * DataDescriptor: it has no length (the command's blocks give it), and the
+ * queue encodes the one descriptor itself from these words.
+ */
+export interface QueueAddressWords {
+  addressHi: number;
+  addressLo: number;
+  keyHi: number;
+  keyLo: number;
+}
+
+/** A READ or WRITE for the native queue: registered memory, whole blocks; the data is at the address words. */
+export interface FastCommand extends QueueAddressWords {
   lun: number;
   write: boolean;
   fua: boolean;
@@ -101,11 +115,6 @@ export interface FastCommand {
   blocks: number;
   /** Bytes the command moves (blocks × block size). */
   length: number;
-  /** The target's view of the data: remote address and key, each as two u32 halves. */
-  addressHi: number;
-  addressLo: number;
-  keyHi: number;
-  keyLo: number;
 }
 
 /** Who hears of a fast command's end: exactly one of the two is called, once. */

@@ -2,8 +2,9 @@
 // connections (docs/architecture.md "Memory"). A read or write whose buffer lies in such
 // a region is sent with a descriptor naming it, so the target RDMA-writes or
 // -reads the caller's bytes directly; nothing is copied through the I/O pool.
-import { TransportError } from './connection.js';
-import type { IoBuffer, RemoteSegment } from './transport/transport.js';
+import type { DataDescriptor } from '../protocol/wire/index.js';
+import { TransportError, type QueueAddressWords } from './connection.js';
+import type { IoBuffer } from './transport/transport.js';
 
 /**
  * Finds the registered buffer a Buffer view lies in (any subarray of one
@@ -42,12 +43,11 @@ export class MemoryReleased extends TransportError {
   }
 }
 
-/** A remote address and key as the native queue's submission words (native/initiator-queue.ts). */
-export interface RemoteWords {
-  addressHi: number;
-  addressLo: number;
-  keyHi: number;
-  keyLo: number;
+/** The target's view of buffer[0] of one-region memory (IoBuffer.base) as the native queue's address words, or null. */
+export function queueAddressOf(io: IoBuffer): QueueAddressWords | null {
+  const b = io.base;
+  if (b === undefined) return null;
+  return { addressHi: Number(b.address >> 32n), addressLo: Number(b.address & 0xffffffffn), keyHi: Number(b.key >> 32n), keyLo: Number(b.key & 0xffffffffn) };
 }
 
 /**
@@ -68,7 +68,7 @@ export class RegisteredBuffer {
   readonly length: number;
   #io: IoBuffer | null;
   /** buffer[0]'s remote address and key as u32 halves, for the native queue (null: not one region). */
-  readonly #remote: RemoteWords | null;
+  readonly #remote: QueueAddressWords | null;
   readonly #connectionAlive: () => boolean;
   readonly #onRelease: (b: RegisteredBuffer) => void;
 
@@ -79,11 +79,7 @@ export class RegisteredBuffer {
     this.buffer = io.buffer.subarray(0, length);
     this.#connectionAlive = connectionAlive;
     this.#onRelease = onRelease;
-    const b = io.base;
-    this.#remote =
-      b === undefined
-        ? null
-        : { addressHi: Number(b.address >> 32n), addressLo: Number(b.address & 0xffffffffn), keyHi: Number(b.key >> 32n), keyLo: Number(b.key & 0xffffffffn) };
+    this.#remote = queueAddressOf(io);
     byMemory.set(this.buffer.buffer, this);
   }
 
@@ -91,7 +87,7 @@ export class RegisteredBuffer {
    * @internal The remote address of buffer[offset] and the key, as u32 halves
    * (the native queue's submission words), or null when released or not one region.
    */
-  remoteAt(offset: number): RemoteWords | null {
+  remoteAt(offset: number): QueueAddressWords | null {
     const r = this.#remote;
     if (r === null || this.#io === null) return null;
     const lo = r.addressLo + offset;
@@ -104,7 +100,7 @@ export class RegisteredBuffer {
   }
 
   /** @internal The descriptors for [offset, offset + length) of the buffer. */
-  segments(offset: number, length: number): RemoteSegment[] {
+  segments(offset: number, length: number): DataDescriptor[] {
     if (this.#io === null) throw new RangeError('the registered buffer was released');
     return this.#io.segments(offset, length);
   }

@@ -114,7 +114,7 @@ export interface NativeListenerCtor {
 
 /** A local piece of registered memory: [region, offset, length]. */
 export type NativeIov = [NativeMemoryRegion, number, number];
-/** A remote piece: [address, length, key]. */
+/** A DataDescriptor as the addon takes it: a tuple in fi_rma_iov's order [address, length, key], built by native/fabric.ts; an encoding, not a second descriptor type. */
 export type NativeRmaIov = [bigint, number, bigint];
 
 export interface NativeEndpoint {

@@ -18,6 +18,11 @@ import {
   type MrModeRequest,
   type ProviderInfo,
 } from './binding.js';
+// A peer's registered memory is the wire's DataDescriptor (address, key,
+// length), one type from the fabric up (docs/architecture.md "Words"). The
+// import is type-only, erased at compile time: the fabric loads nothing of
+// the protocol.
+import type { DataDescriptor } from '../protocol/wire/fields.js';
 import { FabricError, FI_EAGAIN, FI_ECANCELED, FI_ESHUTDOWN, FI_ETIMEDOUT } from './fabric-error.js';
 
 export { FabricError } from './fabric-error.js';
@@ -75,13 +80,6 @@ export interface Slice {
   readonly length: number;
   /** A view of exactly these bytes. */
   readonly buffer: Buffer;
-}
-
-/** Where a peer's registered memory is: what travels in a data descriptor. */
-export interface RemoteRegion {
-  address: bigint;
-  key: bigint;
-  length: number;
 }
 
 export class Domain {
@@ -242,7 +240,7 @@ export class MemoryRegion {
   }
 
   /** What a peer needs to reach [offset, offset+length) of this region. */
-  remote(offset = 0, length = this.size - offset): RemoteRegion {
+  remote(offset = 0, length = this.size - offset): DataDescriptor {
     return { address: this.remoteBase + BigInt(offset), key: this.key, length };
   }
 
@@ -823,7 +821,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     }
   }
 
-  private rma(isWrite: boolean, local: Slice | Slice[], remote: RemoteRegion | RemoteRegion[], deliveryComplete: boolean, remoteData?: number): Promise<number> {
+  private rma(isWrite: boolean, local: Slice | Slice[], remote: DataDescriptor | DataDescriptor[], deliveryComplete: boolean, remoteData?: number): Promise<number> {
     const locals = Array.isArray(local) ? local : [local];
     const remotes = Array.isArray(remote) ? remote : [remote];
     const iov: NativeIov[] = locals.map((s) => [s.mr.native, s.offset, s.length]);
@@ -835,7 +833,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /** RDMA READ: pulls the remote bytes into the local slice(s). */
-  read(local: Slice | Slice[], remote: RemoteRegion | RemoteRegion[]): Promise<number> {
+  read(local: Slice | Slice[], remote: DataDescriptor | DataDescriptor[]): Promise<number> {
     return this.rma(false, local, remote, false);
   }
 
@@ -846,13 +844,13 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * fi_writedata: the peer's onRemoteData gets it once the data is placed
    * (needs domain.hasRemoteData; FI_EOPNOTSUPP otherwise).
    */
-  write(local: Slice | Slice[], remote: RemoteRegion | RemoteRegion[], opts: { deliveryComplete?: boolean; remoteData?: number } = {}): Promise<number> {
+  write(local: Slice | Slice[], remote: DataDescriptor | DataDescriptor[], opts: { deliveryComplete?: boolean; remoteData?: number } = {}): Promise<number> {
     const d = opts.remoteData;
     if (d !== undefined && (!Number.isInteger(d) || d < 0 || d > 0xffffffff)) return Promise.reject(new RangeError('remoteData must be an integer from 0 to 2^32 - 1'));
     return this.rma(true, local, remote, opts.deliveryComplete ?? false, d);
   }
 
-  private async atomic(kind: 'add' | 'cswap', remote: { address: bigint; key: bigint }, operand: bigint, compare: bigint): Promise<bigint> {
+  private async atomic(kind: 'add' | 'cswap', remote: Pick<DataDescriptor, 'address' | 'key'>, operand: bigint, compare: bigint): Promise<bigint> {
     const name = kind === 'add' ? 'fi_fetch_atomic' : 'fi_compare_atomic';
     this.checkOpen(name);
     if (!this.domain.hasAtomics)
@@ -875,12 +873,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   }
 
   /** 64-bit fetch-and-add on remote memory; resolves the value before the add. */
-  fetchAdd(remote: { address: bigint; key: bigint }, value: bigint): Promise<bigint> {
+  fetchAdd(remote: Pick<DataDescriptor, 'address' | 'key'>, value: bigint): Promise<bigint> {
     return this.atomic('add', remote, value, 0n);
   }
 
   /** 64-bit compare-and-swap; resolves the value found (swap happened iff it equals compare). */
-  compareSwap(remote: { address: bigint; key: bigint }, compare: bigint, swap: bigint): Promise<bigint> {
+  compareSwap(remote: Pick<DataDescriptor, 'address' | 'key'>, compare: bigint, swap: bigint): Promise<bigint> {
     return this.atomic('cswap', remote, swap, compare);
   }
 

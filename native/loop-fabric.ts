@@ -3,7 +3,7 @@
 // "remote" memory reached by (address, key) with the same checks a provider
 // makes. Nothing here is registered with libfabric.
 import { FabricError } from './fabric-error.js';
-import type { RemoteRegion } from './fabric.js';
+import type { DataDescriptor } from '../protocol/wire/fields.js';
 
 interface Region {
   buffer: Buffer;
@@ -64,7 +64,7 @@ export class LoopMemory {
     regions.set(this.key, { buffer: this.buffer, remote: opts.remote ?? false });
   }
 
-  remote(offset = 0, length = this.buffer.length - offset): { address: bigint; key: bigint; length: number } {
+  remote(offset = 0, length = this.buffer.length - offset): DataDescriptor {
     return { address: BigInt(offset), key: this.key, length };
   }
 
@@ -75,7 +75,7 @@ export class LoopMemory {
   }
 }
 
-function resolve(seg: RemoteRegion, op: string): Buffer {
+function resolve(seg: DataDescriptor, op: string): Buffer {
   const r = regions.get(seg.key);
   // The checks a provider makes at the responder: key, access, bounds.
   if (!r || !r.remote) throw new FabricError(13, op, `${op}: no remotely accessible region has key ${seg.key} (FI_EACCES)`, 'FI_EACCES');
@@ -86,7 +86,7 @@ function resolve(seg: RemoteRegion, op: string): Buffer {
 }
 
 /** RMA read: gathers the remote segments into `into`, in order. */
-export async function loopRead(into: Buffer, segments: readonly RemoteRegion[]): Promise<void> {
+export async function loopRead(into: Buffer, segments: readonly DataDescriptor[]): Promise<void> {
   await Promise.resolve();
   let at = 0;
   for (const s of segments) {
@@ -98,7 +98,7 @@ export async function loopRead(into: Buffer, segments: readonly RemoteRegion[]):
 }
 
 /** RMA write: scatters `from` across the remote segments, in order. */
-export async function loopWrite(from: Buffer, segments: readonly RemoteRegion[]): Promise<void> {
+export async function loopWrite(from: Buffer, segments: readonly DataDescriptor[]): Promise<void> {
   await Promise.resolve();
   let at = 0;
   for (const s of segments) {

@@ -1,10 +1,10 @@
 // The target without its daemon wrapping: exported volumes (LUNs over logical
 // units), ports on transports, and the sessions on them, which the front end's
-// session factory makes (rblk's is rblkSessions in session/session.ts).
+// session factory makes (rblk's is rblkConnections in session/connection.ts).
 // rblkd (daemon.ts) builds one from the config; tests build one directly,
 // over the loop or the fabric transport.
 import { ScsiTarget, type Access, type LogicalUnit } from './scsi/index.js';
-import type { MappedLun, ServedSession, SessionEnvironment, SessionFactory, SessionLimits, SessionLogger } from './session/environment.js';
+import type { MappedLun, ServedConnection, ConnectionEnvironment, ConnectionFactory, SessionLimits, TargetLogger } from './session/environment.js';
 import type { DataBuffer, TargetConnection, TargetPort, TargetTransport } from './transport/transport.js';
 import { ConnectRejectReason, MAX_CAPSULE_SIZE, MIN_CAPSULE_SIZE, CONTROL_RECV_BUFFERS } from '../protocol/wire/index.js';
 import { ThrottledLog } from './throttled-log.js';
@@ -40,7 +40,7 @@ export interface TargetServerOptions {
   authRequired: boolean;
   /** Per-initiator secrets (auth.initiators). */
   secrets: ReadonlyMap<string, string>;
-  log: SessionLogger;
+  log: TargetLogger;
   /** READ and WRITE on the native fast path where a session can (fast_path; on unless false). */
   fastPath?: boolean;
   /**
@@ -52,16 +52,16 @@ export interface TargetServerOptions {
 
 /**
  * What a front end with its own listener (iSCSI's TCP portal, target/iscsi/)
- * gets from the server: the sessions' environment, admission of a new
+ * gets from the server: the connections' environment, admission of a new
  * connection against the drain and the pre-login limit, and a place for its
- * sessions, so that limits, reload, drain and close treat them as rblk's.
+ * connections, so that limits, reload, drain and close treat them as rblk's.
  */
 export interface PortHost {
-  environment(portName: string): SessionEnvironment;
+  environment(portName: string): ConnectionEnvironment;
   /** Whether a connection just accepted may stay; refusals are logged (throttled). */
   admitConnection(portName: string): boolean;
-  /** A session on a new connection: counted, drained, closed and refreshed with the rest. */
-  adopt(session: ServedSession): void;
+  /** A served connection: counted, drained, closed and refreshed with the rest. */
+  adopt(connection: ServedConnection): void;
 }
 
 export interface ListenOptions {
@@ -85,7 +85,8 @@ export class TargetServer {
   readonly scsi = new ScsiTarget();
   private readonly volumes = new Map<string, ExportedVolume>();
   private readonly ports = new Set<TargetPort>();
-  readonly sessions = new Set<ServedSession>();
+  /** The served connections, which ctl, metrics and max_sessions call sessions (docs/architecture.md "Words"). */
+  readonly sessions = new Set<ServedConnection>();
   private draining = false;
   private opts: TargetServerOptions;
   /** Connection requests admitted whose accept has not finished yet: pre-login too. */
@@ -96,8 +97,8 @@ export class TargetServer {
 
   constructor(
     opts: TargetServerOptions,
-    /** Starts the front end's session on each new connection. */
-    private readonly newSession: SessionFactory,
+    /** Serves each new connection with the front end's ServedConnection. */
+    private readonly newConnection: ConnectionFactory,
   ) {
     this.opts = opts;
     this.refusals = new ThrottledLog(REFUSAL_LOG_INTERVAL_MS, (m) => this.opts.log.warn(m));
@@ -111,7 +112,7 @@ export class TargetServer {
     return n;
   }
 
-  get log(): SessionLogger {
+  get log(): TargetLogger {
     return this.opts.log;
   }
 
@@ -121,7 +122,7 @@ export class TargetServer {
   }
 
   /** The session with this id (SessionInfo.id), if it is still there. */
-  session(id: string): ServedSession | undefined {
+  session(id: string): ServedConnection | undefined {
     for (const s of this.sessions) if (s.id === id) return s;
     return undefined;
   }
@@ -168,7 +169,7 @@ export class TargetServer {
     return m;
   }
 
-  private environment(portName: string): SessionEnvironment {
+  private environment(portName: string): ConnectionEnvironment {
     const self = this;
     return {
       get targetName() {
@@ -201,7 +202,7 @@ export class TargetServer {
   async listen(o: ListenOptions): Promise<TargetPort> {
     const limits = this.opts.limits;
     const maxCapsule = Math.min(MAX_CAPSULE_SIZE, Math.max(MIN_CAPSULE_SIZE, limits.maxCapsule ?? Math.max(DEFAULT_MAX_CAPSULE, limits.inCapsuleData + 48)));
-    let env: SessionEnvironment | null = null;
+    let env: ConnectionEnvironment | null = null;
     const port = await o.transport.listen(
       {
         provider: o.provider,
@@ -234,8 +235,8 @@ export class TargetServer {
         connected: <B extends DataBuffer>(conn: TargetConnection<B>) => {
           this.accepting--;
           this.opts.log.debug(`accepted a connection on ${env?.portName ?? o.provider}`, { connection: conn.id, peer: conn.peer, provider: conn.provider });
-          const s = this.newSession(conn, env!);
-          this.adoptSession(s);
+          const s = this.newConnection(conn, env!);
+          this.adoptConnection(s);
         },
         acceptFailed: (e: Error) => this.acceptFailed(env?.portName ?? `${o.provider}:${o.address}:${o.port}`, e),
         acceptAbandoned: () => {
@@ -266,14 +267,14 @@ export class TargetServer {
         }
         return true;
       },
-      adopt: (s) => this.adoptSession(s),
+      adopt: (s) => this.adoptConnection(s),
     });
     this.ports.add(port);
     return port;
   }
 
   /** A session on a new connection: counted while it lasts; its end lets the heap give memory back. */
-  private adoptSession(s: ServedSession): void {
+  private adoptConnection(s: ServedConnection): void {
     this.sessions.add(s);
     s.onEnd = () => {
       this.sessions.delete(s);

@@ -7,8 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { openBackend } from '../../target/backend/open.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkSessions } from '../../target/session/session.js';
-import type { SessionLogger } from '../../target/session/environment.js';
+import { rblkConnections } from '../../target/session/connection.js';
+import type { TargetLogger } from '../../target/session/environment.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 
 async function main(): Promise<void> {
@@ -18,7 +18,7 @@ async function main(): Promise<void> {
   if (blockSize !== 512 && blockSize !== 4096) throw new Error(`LBA size ${lba} must be 512 or 4096`);
   const quiet = (): void => undefined;
   const loud = (message: string): void => void process.stderr.write(`rblk-target: ${message}\n`);
-  const log: SessionLogger = { error: loud, warn: loud, info: quiet, debug: quiet };
+  const log: TargetLogger = { error: loud, warn: loud, info: quiet, debug: quiet };
   // O_DIRECT, as every server in this bench (see peers.ts on the page cache).
   const backend = await openBackend({ path, direct: true, logicalBlockSize: blockSize });
   const lu = new LogicalUnit({ name: 'bench', backend, identifier: randomUUID(), blockSize });
@@ -37,7 +37,7 @@ async function main(): Promise<void> {
     authRequired: false,
     secrets: new Map(),
     log,
-  }, rblkSessions);
+  }, rblkConnections);
   server.addVolume({ name: 'bench', lun: 0, lu, access: () => 'rw' });
   const port = await server.listen({ transport: new FabricTargetTransport(), provider, address: '127.0.0.1', port: 0 });
   process.stdout.write(JSON.stringify({ port: port.port }) + '\n');

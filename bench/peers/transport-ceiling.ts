@@ -7,7 +7,8 @@
 // It counts our addon and JavaScript as part of the limit; the report's
 // ratios use the C ceiling (rma-ceiling.ts) instead, and this row stays to
 // show what our own loop costs against it.
-import { Domain, type Endpoint, type MemoryRegion, type RemoteRegion } from '../../native/fabric.js';
+import { Domain, type Endpoint, type MemoryRegion } from '../../native/fabric.js';
+import type { DataDescriptor } from '../../protocol/wire/index.js';
 import { endDaemon, nodeScript, scriptExists, startDaemon, stopDaemon, waitForLine, type Daemon } from './children.js';
 import { CpuMeter } from './cpu.js';
 import { runLoop } from './load-loop.js';
@@ -31,7 +32,7 @@ async function startPeer(provider: string): Promise<{ d: Daemon; port: number }>
   }
 }
 
-async function measure(ctx: BenchContext, provider: string, ep: Endpoint, domain: Domain, remote: RemoteRegion, peerPid: number): Promise<Measurement[]> {
+async function measure(ctx: BenchContext, provider: string, ep: Endpoint, domain: Domain, remote: DataDescriptor, peerPid: number): Promise<Measurement[]> {
   const out: Measurement[] = [];
   for (const w of ctx.workloads) {
     ctx.progress(`ceiling ${provider}: ${w.label}`);
@@ -44,7 +45,7 @@ async function measure(ctx: BenchContext, provider: string, ep: Endpoint, domain
         { name: 'transport peer', side: 'client', pid: peerPid },
       ]);
       const r = await runLoop(w, remote.length, ctx.seconds, async (slot, offset) => {
-        const where: RemoteRegion = { address: remote.address + BigInt(offset), key: remote.key, length: w.blockSize };
+        const where: DataDescriptor = { address: remote.address + BigInt(offset), key: remote.key, length: w.blockSize };
         if (op === 'write') await ep.write(slices[slot], where);
         else await ep.read(slices[slot], where);
       });
@@ -69,7 +70,7 @@ export async function runCeiling(ctx: BenchContext, provider: string): Promise<S
   try {
     const ep = await domain.connect({ address: '127.0.0.1', port: peer.port });
     const pd = ep.peerPrivateData;
-    const remote: RemoteRegion = { address: pd.readBigUInt64BE(0), key: pd.readBigUInt64BE(8), length: pd.readUInt32BE(16) };
+    const remote: DataDescriptor = { address: pd.readBigUInt64BE(0), key: pd.readBigUInt64BE(8), length: pd.readUInt32BE(16) };
     const measurements = await measure(ctx, provider, ep, domain, remote, peer.d.pid);
     await ep.close();
     return { system, measurements };

@@ -1,17 +1,17 @@
 // The initiator's libfabric transport: one FI_EP_MSG endpoint per connection,
 // a remote-accessible I/O pool the target RDMA-reads and -writes, and receive
 // buffers for the target's answers posted before fi_connect.
-import { connectDataBuffer, ConnectKind, decodeConnectData, type ConnectAcceptData } from '../../protocol/wire/index.js';
+import { connectDataBuffer, ConnectKind, decodeConnectData, type ConnectAcceptData, type DataDescriptor } from '../../protocol/wire/index.js';
 import { Domain, FabricError, Pool, type Endpoint, type MemoryRegion, type Slice } from '../../native/fabric.js';
 import { InitiatorQueue, type InitiatorQueueOptions } from '../../native/initiator-queue.js';
 import { MemoryReleased } from '../registered-buffer.js';
-import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, RemoteSegment } from './transport.js';
+import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer } from './transport.js';
 import { checkAcceptVersion, negotiateVersion } from './version.js';
 
 function ioBuffer(slice: Slice, release: () => void): IoBuffer {
   return {
     buffer: slice.buffer,
-    segments(offset = 0, length = slice.length - offset): RemoteSegment[] {
+    segments(offset = 0, length = slice.length - offset): DataDescriptor[] {
       if (offset < 0 || length < 0 || offset + length > slice.length) throw new RangeError('segment outside the buffer');
       return [{ address: slice.mr.remoteBase + BigInt(slice.offset + offset), key: slice.mr.key, length }];
     },

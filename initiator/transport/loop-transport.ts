@@ -1,15 +1,15 @@
 // The initiator's side of the in-process loop transport (tests): the same
 // contract as the fabric transport, over native/loop-fabric.ts.
-import { connectDataBuffer, ConnectKind, decodeConnectData, type ConnectAcceptData } from '../../protocol/wire/index.js';
+import { connectDataBuffer, ConnectKind, decodeConnectData, type ConnectAcceptData, type DataDescriptor } from '../../protocol/wire/index.js';
 import { FabricError } from '../../native/fabric-error.js';
 import { LoopChunkPool, loopConnect, LoopMemory, type LoopEnd } from '../../native/loop-fabric.js';
-import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, RemoteSegment } from './transport.js';
+import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer } from './transport.js';
 import { checkAcceptVersion, negotiateVersion } from './version.js';
 
 function ioBuffer(memory: LoopMemory, offset: number, length: number, release: () => void): IoBuffer {
   return {
     buffer: memory.buffer.subarray(offset, offset + length),
-    segments(o = 0, l = length - o): RemoteSegment[] {
+    segments(o = 0, l = length - o): DataDescriptor[] {
       if (o < 0 || l < 0 || o + l > length) throw new RangeError('segment outside the buffer');
       return [{ address: BigInt(offset + o), key: memory.key, length: l }];
     },

@@ -2,22 +2,15 @@
 // private data, move capsules, and hand out memory the target may RDMA into or
 // out of (the initiator's I/O pool, registered for remote access).
 import type { InitiatorQueue, InitiatorQueueOptions } from '../../native/initiator-queue.js';
-import type { ConnectAcceptData } from '../../protocol/wire/index.js';
-
-/** What a data descriptor carries: where in the initiator's memory, and its key. */
-export interface RemoteSegment {
-  address: bigint;
-  key: bigint;
-  length: number;
-}
+import type { ConnectAcceptData, DataDescriptor } from '../../protocol/wire/index.js';
 
 /** Registered, remote-accessible memory for one command's data (or a user's zero-copy buffer). */
 export interface IoBuffer {
   readonly buffer: Buffer;
   /** The descriptor(s) naming buffer[offset, offset+length) to the target. */
-  segments(offset?: number, length?: number): RemoteSegment[];
+  segments(offset?: number, length?: number): DataDescriptor[];
   /** Where buffer[0] is for the target, when the buffer is one region (the native queue's descriptors). */
-  readonly base?: { readonly address: bigint; readonly key: bigint };
+  readonly base?: Readonly<Pick<DataDescriptor, 'address' | 'key'>>;
   release(): void;
 }
 

@@ -131,7 +131,13 @@ export function decodeName(buf: Buffer, start: number, length: number, what: str
   return name;
 }
 
-/** Where the target moves data to or from: a registered region of the initiator's memory. */
+/**
+ * A peer's registered memory as RMA names it: address, key and length, what
+ * libfabric's fi_rma_iov carries and what a CMD's descriptors encode
+ * (docs/protocol.md §9). The one type for remote memory on both sides and in
+ * the fabric layer (docs/architecture.md "Words"): the target moves data to
+ * or from the initiator's memory named by one.
+ */
 export interface DataDescriptor {
   /** Remote address: an offset into the region, or a virtual address under FI_MR_VIRT_ADDR. */
   address: bigint;

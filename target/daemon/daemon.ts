@@ -8,7 +8,7 @@ import type { Config, ListenerConfig, MetricsConfig } from '../../config/schema.
 import { IscsiPortal } from '../iscsi/portal.js';
 import { TargetPortGroups } from '../scsi/index.js';
 import { TargetServer, type TargetServerOptions } from '../server.js';
-import { rblkSessions } from '../session/session.js';
+import { rblkConnections } from '../session/connection.js';
 import { FabricTargetTransport } from '../transport/fabric-transport.js';
 import type { TargetPort, TargetTransport } from '../transport/transport.js';
 import { ControlServer, ControlSocketTaken } from './control-server.js';
@@ -115,7 +115,7 @@ export class Daemon {
     this.log = opts.log;
     this.notifier = opts.notifier ?? systemdNotifier(opts.log);
     this.transport = opts.transport ?? new FabricTargetTransport();
-    this.server = new TargetServer(serverOptions(config, opts.log), rblkSessions);
+    this.server = new TargetServer(serverOptions(config, opts.log), rblkConnections);
     this.portGroups = config.alua ? new TargetPortGroups(config.alua) : undefined;
   }
 

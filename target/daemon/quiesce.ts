@@ -3,13 +3,13 @@
 // not have reached the backend yet (waiting for a data buffer, or for the
 // RDMA READ of their data). The backend may close only when those are done:
 // every such command was outstanding at the moment of removal, and
-// ServedSession.settled(lun) resolves when those have responded.
-import type { ServedSession } from '../session/environment.js';
+// ServedConnection.settled(lun) resolves when those have responded.
+import type { ServedConnection } from '../session/environment.js';
 
-export type QuiesceSession = Pick<ServedSession, 'settled'>;
+export type QuiesceConnection = Pick<ServedConnection, 'settled'>;
 
 /** Resolves true once every session's commands on the LUN have settled, false if timeoutMs passed first. */
-export async function quiesce(sessions: readonly QuiesceSession[], lun: number, timeoutMs: number): Promise<boolean> {
+export async function quiesce(sessions: readonly QuiesceConnection[], lun: number, timeoutMs: number): Promise<boolean> {
   let timer: NodeJS.Timeout | null = null;
   const deadline = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
   try {

@@ -10,7 +10,7 @@ import type { Socket } from 'node:net';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
 import { ScsiRequest, SessionIo, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
-import { requestScopes, type LogoutKind, type MappedLun, type ServedSession, type SessionEnvironment, type SessionInfo, type SessionLogger } from '../session/environment.js';
+import { requestScopes, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type SessionInfo, type TargetLogger } from '../session/environment.js';
 import { ChapError, CHAP_MD5, chapResponse, decodeBinary, encodeBinary, newChallenge, verifyResponse, type ChapChallenge } from './chap.js';
 import { AlignedBuffers } from './aligned-buffers.js';
 import { crc32c } from './crc32c.js';
@@ -63,7 +63,7 @@ export interface SessionRegistry {
 }
 
 export interface ConnectionContext {
-  readonly env: SessionEnvironment;
+  readonly env: ConnectionEnvironment;
   readonly registry: SessionRegistry;
   readonly offer: TargetOffer;
   /** Bytes of data buffers one connection may hold at once (limits.connection_memory, at least max_io). */
@@ -122,12 +122,12 @@ class Budget {
   }
 }
 
-export class IscsiConnection implements ServedSession, TaskHost {
+export class IscsiConnection implements ServedConnection, TaskHost {
   readonly id = `iscsi-${nextConnectionId++}`;
   private phase: Phase = 'login';
   private readonly reader: PduReader;
   params: SessionParams;
-  private log: SessionLogger;
+  private log: TargetLogger;
   // Login state.
   private stage: Stage = 0;
   private loginText: Buffer[] = [];
@@ -171,7 +171,7 @@ export class IscsiConnection implements ServedSession, TaskHost {
   private closedResolve!: () => void;
   readonly closed: Promise<void>;
   private logoutRequested: (() => void) | null = null;
-  onEnd: ((session: ServedSession) => void) | null = null;
+  onEnd: ((session: ServedConnection) => void) | null = null;
   /** Commands, bytes and errors, counted by the request core (`rblkd ctl sessions`). */
   readonly io = new SessionIo();
   private readonly since = new Date();
@@ -205,7 +205,7 @@ export class IscsiConnection implements ServedSession, TaskHost {
     }, ctx.env.limits.loginTimeoutMs);
   }
 
-  // ServedSession.
+  // ServedConnection.
   info(): SessionInfo {
     return {
       id: this.tsih !== 0 ? `iscsi:${this.isid}:${this.tsih}` : this.id,
@@ -1073,7 +1073,7 @@ function residualFlags(residual: number): number {
 /** Stands in for the secret of a name that has none: random, known to nobody. */
 const UNKNOWN_SECRET = randomBytes(16);
 
-function withMeta(log: SessionLogger, meta: Record<string, unknown>): SessionLogger {
+function withMeta(log: TargetLogger, meta: Record<string, unknown>): TargetLogger {
   const m = (extra?: Record<string, unknown>): Record<string, unknown> => ({ ...meta, ...extra });
   return {
     error: (msg, x) => log.error(msg, m(x)),

@@ -55,8 +55,7 @@ export const compareAndWrite = defineCommand<CawParams>({
     const off = p.lba * lu.blockSize;
     const verify = io.data.subarray(0, len);
     const write = io.data.subarray(len, 2 * len);
-    const release = await lu.rangeLock.acquire(p.lba, p.lba + p.blocks, true);
-    try {
+    return lu.rangeLock.hold(p.lba, p.lba + p.blocks, true, async () => {
       const atomic = lu.backend.compareAndWrite?.bind(lu.backend);
       if (atomic !== undefined) {
         const miscompare = await backendIo(
@@ -78,8 +77,6 @@ export const compareAndWrite = defineCommand<CawParams>({
         await backendIo('write', lu.backend.write(write, off, { fua: p.fua || !lu.modes.wce }));
         return good();
       });
-    } finally {
-      release();
-    }
+    });
   },
 });

@@ -22,7 +22,7 @@ import { dataIn, dataOut, defineCommand } from './command-spec.js';
 import type { LogicalUnit } from './logical-unit.js';
 import { nexusKey } from './nexus.js';
 import { check, good, invalidCdb, invalidParameter, isFailure, respond, type Failure } from './outcome.js';
-import type { Release } from './range-lock.js';
+import { holding, type Release } from './range-lock.js';
 import { SLOT_BYTES, withScratch } from './scratch.js';
 import { io as backendIo } from './sense-map.js';
 
@@ -166,8 +166,7 @@ export const extendedCopy = defineCommand<{ length: number }>({
       }
       const src = Number(s.srcLba);
       const dst = Number(s.dstLba);
-      const release = await lockCopy(lu, src, dst, s.blocks);
-      try {
+      await holding(lockCopy(lu, src, dst, s.blocks), async () => {
         const chunk = Math.max(1, Math.floor(SLOT_BYTES / lu.blockSize));
         // Front to back, or back to front when the destination starts inside the source, so that no block is read after it was overwritten.
         const backwards = dst > src && dst < src + s.blocks;
@@ -182,9 +181,7 @@ export const extendedCopy = defineCommand<{ length: number }>({
           done += n;
           bytes += n * lu.blockSize;
         }
-      } finally {
-        release();
-      }
+      });
       processed++;
     }
     finish(true);

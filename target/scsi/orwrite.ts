@@ -54,16 +54,13 @@ export const orWrite16 = defineCommand<OrWriteParams>({
     if (isFailure(start)) return start;
     const len = p.blocks * lu.blockSize;
     const off = p.lba * lu.blockSize;
-    const release = await lu.rangeLock.acquire(p.lba, p.lba + p.blocks, true);
-    try {
-      return await withScratch(len, async (current) => {
+    return lu.rangeLock.hold(p.lba, p.lba + p.blocks, true, () =>
+      withScratch(len, async (current) => {
         await backendIo('read', lu.backend.read(current, off));
         orInto(current, io.data.subarray(0, len));
         await backendIo('write', lu.backend.write(current, off, { fua: p.fua || !lu.modes.wce }));
         return good();
-      });
-    } finally {
-      release();
-    }
+      }),
+    );
   },
 });

@@ -1,11 +1,26 @@
 // A per-LU lock over block ranges, so that COMPARE AND WRITE runs as one
 // uninterrupted read-compare-write (SBC-4 5.3) against every other command
 // on the same blocks, from any session. Ordinary reads and writes take the
-// range shared and never wait for each other; COMPARE AND WRITE takes it
-// exclusive. Waiters are served in arrival order, so a waiting exclusive
+// range shared and never wait for each other; COMPARE AND WRITE, ORWRITE,
+// WRITE ATOMIC and EXTENDED COPY's destination take it exclusive. Commands
+// take it through hold() (or holding()), which releases it however they end. Waiters are served in arrival order, so a waiting exclusive
 // holder is not starved by a stream of shared ones.
 
 export type Release = () => void;
+
+/**
+ * Runs fn once `lock` is granted and releases it when fn settles, whether it
+ * resolves or throws: every command that takes the lock holds it this way,
+ * so none can leave a range locked.
+ */
+export async function holding<T>(lock: Promise<Release>, fn: () => Promise<T>): Promise<T> {
+  const release = await lock;
+  try {
+    return await fn();
+  } finally {
+    release();
+  }
+}
 
 interface Entry {
   readonly start: number;
@@ -37,6 +52,11 @@ export class RangeLock {
       e.grant = () => resolve(release);
       this.#waiting.push(e);
     });
+  }
+
+  /** Runs fn holding blocks [start, end), and releases them when it settles (holding). */
+  hold<T>(start: number, end: number, exclusive: boolean, fn: () => Promise<T>): Promise<T> {
+    return holding(this.acquire(start, end, exclusive), fn);
   }
 
   get activeCount(): number {

@@ -78,17 +78,14 @@ function rw(op: number, name: string, write: boolean, size: Size): CommandEntry 
       if (isFailure(start)) return start;
       const len = p.blocks * lu.blockSize;
       const buf = io.data.subarray(0, len);
-      const release = await lu.rangeLock.acquire(p.lba, p.lba + p.blocks, false);
-      try {
+      return lu.rangeLock.hold(p.lba, p.lba + p.blocks, false, async () => {
         if (write) {
           await backendIo('write', lu.backend.write(buf, p.lba * lu.blockSize, { fua: p.fua || !lu.modes.wce }));
           return good();
         }
         await backendIo('read', lu.backend.read(buf, p.lba * lu.blockSize));
         return good(len);
-      } finally {
-        release();
-      }
+      });
     },
   });
 }

@@ -56,12 +56,7 @@ export const unmap = defineCommand<UnmapParams>({
       if (blocks > 0) ranges.push({ lba: Number(lba), blocks });
     }
     for (const r of ranges) {
-      const release = await lu.rangeLock.acquire(r.lba, r.lba + r.blocks, false);
-      try {
-        await backendIo('discard', lu.backend.discard(r.lba * lu.blockSize, r.blocks * lu.blockSize));
-      } finally {
-        release();
-      }
+      await lu.rangeLock.hold(r.lba, r.lba + r.blocks, false, () => backendIo('discard', lu.backend.discard(r.lba * lu.blockSize, r.blocks * lu.blockSize)));
     }
     return good();
   },

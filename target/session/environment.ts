@@ -1,13 +1,18 @@
-// The seam between TargetServer and the sessions of a front end. What a
-// session needs from the daemon: the SCSI target, the negotiated limits, LUN
-// masking and secrets for an initiator, and a logger. Sessions never read the
-// config themselves, so a reload changes what the next lookup returns and
-// nothing else. What the server needs from a session: ServedSession, made by
-// the front end's SessionFactory (docs/architecture.md "Seams").
+// The seam between TargetServer and the connections of a front end (rblk's
+// RblkConnection, iSCSI's IscsiConnection). What a connection needs from the
+// daemon: the SCSI target, the negotiated limits, LUN masking and secrets for
+// an initiator, and a logger. Connections never read the config themselves,
+// so a reload changes what the next lookup returns and nothing else. What the
+// server needs from a connection: ServedConnection, made by the front end's
+// ConnectionFactory (docs/architecture.md "Seams"). The server and the
+// operator call a served connection a session (TargetServer.sessions,
+// max_sessions, `rblkd ctl sessions`): one logged-in connection each
+// (docs/architecture.md "Words").
 import type { Access, LogicalUnit, Nexus, RequestScope, ScsiTarget, SessionIo } from '../scsi/index.js';
 import type { DataBuffer, TargetConnection } from '../transport/transport.js';
 
-export interface SessionLogger {
+/** The target's log as the server and its front ends' connections write it (the daemon's logger, or a test's). */
+export interface TargetLogger {
   error(message: string, meta?: Record<string, unknown>): void;
   warn(message: string, meta?: Record<string, unknown>): void;
   info(message: string, meta?: Record<string, unknown>): void;
@@ -20,15 +25,15 @@ export interface MappedLun {
 }
 
 /**
- * What every command of a session runs against, per mapped LUN, and for a LUN
+ * What every command of a connection runs against, per mapped LUN, and for a LUN
  * that is not mapped (read-only, no LU: the core answers it). Any front end
  * builds its scopes here when it maps its LUNs.
  */
 export function requestScopes(
   nexus: Nexus,
   luns: ReadonlyMap<number, MappedLun>,
-  env: SessionEnvironment,
-  log: SessionLogger,
+  env: ConnectionEnvironment,
+  log: TargetLogger,
   io: SessionIo,
 ): { scopes: ReadonlyMap<number, RequestScope>; unmapped: RequestScope } {
   const visibleLuns = [...luns.keys()].sort((a, b) => a - b);
@@ -39,7 +44,7 @@ export function requestScopes(
     visibleLuns,
     log,
     io,
-    // limits.max_io as it is now: a reload changes it for running sessions too.
+    // limits.max_io as it is now: a reload changes it for running connections too.
     get maxTransfer() {
       return env.limits.maxIo;
     },
@@ -61,29 +66,29 @@ export interface SessionLimits {
   loginTimeoutMs: number;
 }
 
-export interface SessionEnvironment {
+export interface ConnectionEnvironment {
   /** The name initiators log in to (LOGIN_REQ targetName). */
   readonly targetName: string;
   readonly scsi: ScsiTarget;
   readonly limits: SessionLimits;
-  readonly log: SessionLogger;
+  readonly log: TargetLogger;
   /** The LUNs this initiator may see, with its access to each (ACL applied). */
   lunsFor(initiator: string): ReadonlyMap<number, MappedLun>;
   /** The initiator's secret, or null when it has none configured. */
   secretFor(initiator: string): string | null;
   /** Whether every initiator must authenticate (auth.required). */
   readonly authRequired: boolean;
-  /** Whether a new session may start (max_sessions, draining); a reason when not. */
+  /** Whether a new connection may log in (max_sessions, draining); a reason when not. */
   admitSession(): 'ok' | 'full' | 'draining';
   /** The target port's name for the I_T nexus ("tcp:127.0.0.1:7471"). */
   readonly portName: string;
-  /** Whether new sessions run READ and WRITE on the native fast path where they can (fast_path, docs/operations.md). */
+  /** Whether new connections run READ and WRITE on the native fast path where they can (fast_path, docs/operations.md). */
   readonly fastPath?: boolean;
 }
 
-/** Why the target ends a session: it is stopping, or an administrator (or a reload) asked. */
+/** Why the target ends a connection: it is stopping, or an administrator (or a reload) asked. */
 export type LogoutKind = 'shutdown' | 'admin';
-/** What `rblkd ctl sessions` shows of one session (docs/operations.md "The control socket"). */
+/** What `rblkd ctl sessions` shows of one connection (docs/operations.md "The control socket"). */
 export interface SessionInfo {
   /** The session id granted at login (LOGIN_RSP), or "c<connection>" before it. */
   readonly id: string;
@@ -109,34 +114,34 @@ export interface SessionInfo {
   readonly loggedInAt: string | null;
 }
 
-/** One session as the server and the daemon see it, whichever front end runs it. */
-export interface ServedSession {
+/** One logged-in connection as the server and the daemon see it (a "session" to them), whichever front end runs it. */
+export interface ServedConnection {
   /** As SessionInfo.id. */
   readonly id: string;
   /** For `rblkd ctl sessions`. */
   info(): SessionInfo;
-  /** Whether the login was granted (it stays true while the session ends). */
+  /** Whether the login was granted (it stays true while the connection ends). */
   readonly loggedIn: boolean;
   /** Logged in and not ending: counts against max_sessions. */
   readonly isActive: boolean;
   /**
    * Resolves when every command outstanding on this LUN right now has
-   * responded (or the session ended): what a removed volume waits for.
+   * responded (or the connection ended): what a removed volume waits for.
    */
   settled(lun: number): Promise<void>;
-  /** After a reload: recompute this session's LUN map (removed LUNs vanish, added ones appear). */
+  /** After a reload: recompute this connection's LUN map (removed LUNs vanish, added ones appear). */
   refreshLuns(): void;
-  /** New commands get BUSY, running ones finish (within timeoutMs), then the session ends. */
+  /** New commands get BUSY, running ones finish (within timeoutMs), then the connection ends. */
   drain(timeoutMs: number): Promise<void>;
   /**
-   * Ends the session administratively; each front end tells its initiator in
+   * Ends the connection administratively; each front end tells its initiator in
    * its own terms. A number is the front end's own reason code (rblk's
    * LogoutReason, docs/protocol.md §14), for tests that provoke one.
    */
   logout(kind?: LogoutKind | number, why?: string): Promise<void>;
-  /** Called once when the session has ended and released everything. */
-  onEnd: ((session: ServedSession) => void) | null;
+  /** Called once when the connection has ended and released everything. */
+  onEnd: ((connection: ServedConnection) => void) | null;
 }
 
-/** How a front end takes a new connection on a port: it starts one session over it. */
-export type SessionFactory = <B extends DataBuffer>(conn: TargetConnection<B>, env: SessionEnvironment) => ServedSession;
+/** How a front end takes a new connection on a port: it serves it with one ServedConnection. */
+export type ConnectionFactory = <B extends DataBuffer>(conn: TargetConnection<B>, env: ConnectionEnvironment) => ServedConnection;

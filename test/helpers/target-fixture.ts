@@ -5,8 +5,8 @@ import { randomUUID } from 'node:crypto';
 import { MemoryBackend } from '../../target/backend/memory.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer, type ExportedVolume } from '../../target/server.js';
-import { rblkSessions } from '../../target/session/session.js';
-import type { SessionLogger } from '../../target/session/environment.js';
+import { rblkConnections } from '../../target/session/connection.js';
+import type { TargetLogger } from '../../target/session/environment.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { LoopTargetTransport } from '../../target/transport/loop-transport.js';
 import type { TargetTransport } from '../../target/transport/transport.js';
@@ -26,7 +26,7 @@ export interface LogLine {
   meta?: Record<string, unknown>;
 }
 
-export function memoryLog(lines: LogLine[] = []): SessionLogger & { lines: LogLine[] } {
+export function memoryLog(lines: LogLine[] = []): TargetLogger & { lines: LogLine[] } {
   const at = (level: string) => (message: string, meta?: Record<string, unknown>) => void lines.push({ level, message, meta });
   return { lines, error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug') };
 }
@@ -94,7 +94,7 @@ export async function startTarget(
     authRequired: opts.authRequired ?? false,
     secrets: new Map(Object.entries(opts.secrets ?? {})),
     log,
-  }, rblkSessions);
+  }, rblkConnections);
   for (const v of volumes) server.addVolume(exportMemoryVolume(v));
   const transport: TargetTransport = kind === 'loop' ? new LoopTargetTransport() : new FabricTargetTransport();
   const initiatorTransport: InitiatorTransport = kind === 'loop' ? new LoopInitiatorTransport() : new FabricInitiatorTransport();

@@ -17,7 +17,7 @@ import * as cdb from '../../protocol/scsi/cdb.js';
 import { FileBackend } from '../../target/backend/file.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkSessions } from '../../target/session/session.js';
+import { rblkConnections } from '../../target/session/connection.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { connect, type RblkError, type RecoveryEvent, type Session } from '../../initiator/index.js';
 import type { RegisteredBuffer } from '../../initiator/registered-buffer.js';
@@ -55,7 +55,7 @@ async function run(fastPath: boolean, seed: number): Promise<Run> {
       secrets: new Map(),
       log: memoryLog(),
     },
-    rblkSessions,
+    rblkConnections,
   );
   const transcript: string[] = [];
   const volumes: FileBackend[] = [];

@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process';
 import { exportMemoryVolume, memoryLog, type LogLine, type VolumeDef } from '../helpers/target-fixture.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkSessions } from '../../target/session/session.js';
+import { rblkConnections } from '../../target/session/connection.js';
 import { IscsiPortal } from '../../target/iscsi/portal.js';
 
 export const IQN = 'iqn.2026-12.io.rblk:iscsi-test';
@@ -42,7 +42,7 @@ export async function startIscsi(
       secrets: new Map(Object.entries(opts.secrets ?? {})),
       log,
     },
-    rblkSessions,
+    rblkConnections,
   );
   const backends = volumes.map((v) => exportMemoryVolume(v));
   for (const b of backends) server.addVolume(b);

@@ -23,7 +23,7 @@ import { capsuleBuffer, DataDirection, DataFormat, decodeCapsule, Opcode, TaskAt
 import { FileBackend } from '../../target/backend/file.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkSessions, type TargetSession } from '../../target/session/session.js';
+import { rblkConnections, type RblkConnection } from '../../target/session/connection.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { FastPath } from '../../native/fast-path.js';
 import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
@@ -179,7 +179,7 @@ async function run(fastPath: boolean, seed: number, version = 1): Promise<Run> {
       log,
       fastPath,
     },
-    rblkSessions,
+    rblkConnections,
   );
   const transcript: string[] = [];
   let taken = 0;
@@ -204,8 +204,8 @@ async function run(fastPath: boolean, seed: number, version = 1): Promise<Run> {
     const int = (n: number): number => Math.floor(rand() * n);
     const countTaken = (): void => {
       for (const s of server.sessions) {
-        taken += (s as TargetSession).fastPathStats?.taken ?? 0;
-        byData += (s as TargetSession).fastPathStats?.answeredByData ?? 0;
+        taken += (s as RblkConnection).fastPathStats?.taken ?? 0;
+        byData += (s as RblkConnection).fastPathStats?.answeredByData ?? 0;
       }
     };
     const countAnswers = (c: RawClient): void => {
@@ -333,7 +333,7 @@ for (const version of [1, 2]) {
       log: memoryLog(),
       fastPath: true,
     },
-    rblkSessions,
+    rblkConnections,
   );
   const vol = await FileBackend.open({ path: join(dir, 'rw'), size: BLOCKS * BLOCK });
   let c: RawClient | null = null;
@@ -354,7 +354,7 @@ for (const version of [1, 2]) {
     t.is(r, `remote-data ${Number(readTag & 0xffff_ffffn).toString(16)} ${data.toString('hex')}`);
     t.is(c.rsps, rspsBefore, 'no RSP for the READ');
     t.is(c.byData, 1);
-    const stats = ([...server.sessions][0] as TargetSession).fastPathStats!;
+    const stats = ([...server.sessions][0] as RblkConnection).fastPathStats!;
     t.is(stats.taken, 2, 'both commands ran on the fast path');
     t.is(stats.answeredByData, 1);
     t.is(stats.handedOff, 0);

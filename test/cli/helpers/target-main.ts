@@ -8,7 +8,7 @@ import { FileBackend } from '../../../target/backend/file.js';
 import { MemoryBackend } from '../../../target/backend/memory.js';
 import { LogicalUnit } from '../../../target/scsi/index.js';
 import { TargetServer } from '../../../target/server.js';
-import { rblkSessions } from '../../../target/session/session.js';
+import { rblkConnections } from '../../../target/session/connection.js';
 import { FabricTargetTransport } from '../../../target/transport/fabric-transport.js';
 import { DEFAULT_TARGET_NAME } from '../../../protocol/wire/index.js';
 import { memoryLog } from '../../helpers/target-fixture.js';
@@ -30,7 +30,7 @@ async function main(spec: TargetSpec): Promise<void> {
     authRequired: spec.authRequired ?? false,
     secrets: new Map(Object.entries(spec.secrets ?? {})),
     log: memoryLog(),
-  }, rblkSessions);
+  }, rblkConnections);
   const backends: Backend[] = [];
   for (const v of spec.volumes) {
     const backend: Backend =

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Backend } from '../../../target/backend/backend.js';
 import { LogicalUnit, type Access, type LuLimits } from '../../../target/scsi/index.js';
 import { TargetServer } from '../../../target/server.js';
-import { rblkSessions } from '../../../target/session/session.js';
+import { rblkConnections } from '../../../target/session/connection.js';
 import { FabricTargetTransport } from '../../../target/transport/fabric-transport.js';
 import { LoopTargetTransport } from '../../../target/transport/loop-transport.js';
 import type { TargetTransport } from '../../../target/transport/transport.js';
@@ -79,7 +79,7 @@ export async function startServer(kind: TransportKind, volumes: VolumeSpec[], op
     secrets: new Map(Object.entries(opts.secrets ?? {})),
     log,
     protocolVersion: opts.protocolVersion,
-  }, rblkSessions);
+  }, rblkConnections);
   const units = new Map<string, { lu: LogicalUnit; backend: Backend }>();
   for (const v of volumes) {
     const backend = v.backend ?? new GatedBackend(v.size ?? 4 << 20, { name: v.name });

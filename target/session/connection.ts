@@ -1,7 +1,7 @@
 // One initiator connection on the target, from accept to disconnect
 // (docs/protocol.md §4): login with optional mutual HMAC authentication, then
 // commands, task management, keep-alive and logout. Every capsule is decoded
-// strictly; any violation ends this session alone, with a logged reason
+// strictly; any violation ends this connection alone, with a logged reason
 // (§15), and nothing else notices.
 import { randomBytes } from 'node:crypto';
 import { getSystemErrorName } from 'node:util';
@@ -37,7 +37,7 @@ import { errorText } from '../error-text.js';
 import { backendFailure, IO_CLASSES, LATENCY_BUCKETS_S, NO_RESIDUALS, ScsiRequest, SessionIo, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { ConnectionFastPath, DataBuffer, FastPathStats, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
-import { requestScopes, type LogoutKind, type MappedLun, type ServedSession, type SessionEnvironment, type SessionFactory, type SessionInfo, type SessionLogger } from './environment.js';
+import { requestScopes, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type ConnectionFactory, type SessionInfo, type TargetLogger } from './environment.js';
 
 let nextSessionId = 1n;
 /** Stands in for the secret of a name that has none (§10): random, known to nobody. */
@@ -69,7 +69,7 @@ interface Outstanding<B extends DataBuffer> {
   done: Promise<void>;
 }
 
-export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedSession {
+export class RblkConnection<B extends DataBuffer = DataBuffer> implements ServedConnection {
   readonly sessionId = nextSessionId++;
   private state: State = 'login';
   private limits: WireLimits;
@@ -90,7 +90,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   private timer: NodeJS.Timeout | null = null;
   private draining = false;
   private readonly idle: (() => void)[] = [];
-  private log: SessionLogger;
+  private log: TargetLogger;
   private closedPromise: Promise<void>;
   private resolveClosed!: () => void;
   private ending: Promise<void> | null = null;
@@ -102,16 +102,16 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   private readonly fastCollectors = new Map<number, () => void>();
   /** takeCounts' scratch: six totals and two histograms. */
   private readonly fastCounts = new Float64Array(6 + 2 * (LATENCY_BUCKETS_S.length + 1));
-  /** Called once when the session has ended and released everything. */
-  onEnd: ((session: ServedSession) => void) | null = null;
-  /** Commands and bytes of this session, counted by the request core. */
+  /** Called once when the connection has ended and released everything. */
+  onEnd: ((session: ServedConnection) => void) | null = null;
+  /** Commands and bytes of this connection, counted by the request core. */
   readonly io = new SessionIo();
   private readonly since = new Date();
   private loggedInAt: Date | null = null;
 
   constructor(
     readonly conn: TargetConnection<B>,
-    private readonly env: SessionEnvironment,
+    private readonly env: ConnectionEnvironment,
   ) {
     this.log = env.log;
     this.host = {
@@ -172,21 +172,21 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   get isActive(): boolean {
     return this.state === 'active';
   }
-  /** What the native fast path has done on this session, or null without one (docs/target.md "Fast path"). */
+  /** What the native fast path has done on this connection, or null without one (docs/target.md "Fast path"). */
   get fastPathStats(): FastPathStats | null {
     return this.fast?.stats ?? null;
   }
-  /** Whether LOGIN_RSP was granted (it stays true while the session ends). */
+  /** Whether LOGIN_RSP was granted (it stays true while the connection ends). */
   get loggedIn(): boolean {
     return this.nexus !== null;
   }
-  /** Resolves when the session has ended. */
+  /** Resolves when the connection has ended. */
   get closed(): Promise<void> {
     return this.closedPromise;
   }
   /**
    * Resolves when every command outstanding on this LUN right now has
-   * responded (or the session ended): what a removed volume waits for.
+   * responded (or the connection ended): what a removed volume waits for.
    */
   settled(lun: number): Promise<void> {
     const running = [...this.outstanding.values()].filter((s) => s.lun === lun).map((s) => s.done);
@@ -389,7 +389,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     this.syncFast();
   }
 
-  /** The fast path's view of the session's share of the credits: it takes nothing while JS holds a command. */
+  /** The fast path's view of the connection's share of the credits: it takes nothing while JS holds a command. */
   private syncFast(): void {
     this.fast?.setCounters(this.outstanding.size + this.outstandingTasks, this.credits);
   }
@@ -419,7 +419,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
       };
       this.fastBindings.set(lun, lu.fastPath.bind({ nexusKey: key, allow, revoke: () => fast.revoke(lun), idle: () => fast.idle(lun) }));
       // The fast path's GOOD answers count where the request core counts
-      // (target/scsi/request/io-stats.ts). Kept until the session has ended,
+      // (target/scsi/request/io-stats.ts). Kept until the connection has ended,
       // so that commands answered after the LUN was revoked are counted too.
       if (!this.fastCollectors.has(lun)) {
         const collect = (): void => this.collectFast(fast, lun, lu);
@@ -432,13 +432,13 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     }
   }
 
-  /** The session has ended and nothing of it runs natively any more: the last counts, then no collectors. */
+  /** The connection has ended and nothing of it runs natively any more: the last counts, then no collectors. */
   private finishFastCounts(): void {
     for (const done of this.fastCollectors.values()) done();
     this.fastCollectors.clear();
   }
 
-  /** Moves what the fast path counted on one LUN into the LU's and the session's counters. */
+  /** Moves what the fast path counted on one LUN into the LU's and the connection's counters. */
   private collectFast(fast: ConnectionFastPath, lun: number, lu: LogicalUnit): void {
     const out = this.fastCounts;
     if (fast.takeCounts(lun, out) === 0) return;
@@ -456,7 +456,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     this.fastBindings.clear();
   }
 
-  /** Waits for every fast-path command of this session (each LUN revoked first). */
+  /** Waits for every fast-path command of this connection (each LUN revoked first). */
   private fastIdle(): Promise<void> {
     const fast = this.fast;
     if (fast === null) return Promise.resolve();
@@ -501,7 +501,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   private startKeepAlive(): void {
     const ka = this.env.limits.keepAliveMs;
     if (ka <= 0) return;
-    // §13: silence for 2 × keepAliveMs ends the session.
+    // §13: silence for 2 × keepAliveMs ends the connection.
     this.timer = setInterval(() => {
       if (Date.now() - this.lastHeard > 2 * ka) {
         this.log.warn(`no capsule for ${Date.now() - this.lastHeard} ms: the initiator is gone`);
@@ -623,7 +623,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
    * Sends a capsule. It never throws and never rejects: a send that fails,
    * whether the native post throws at once (fi_inject on sockets fails with
    * FI_ENOENT when the peer has just disconnected) or its completion fails
-   * later, means the connection is unusable, so the session ends with the
+   * later, means the connection is unusable, so it ends with the
    * reason logged (docs/protocol.md §15) and the caller carries on.
    */
   private async sendCapsule(c: Capsule): Promise<void> {
@@ -632,7 +632,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
       await this.conn.send(capsuleBuffer(c));
     } catch (e) {
       // While closing, the peer may well be gone already, and whoever set
-      // 'closing' ends the session with its own reason.
+      // 'closing' ends the connection with its own reason.
       // (A method, not a comparison: TypeScript keeps the narrowing from before the await.)
       if (this.endingOrEnded()) return;
       this.log.warn(`could not send ${opName(c.op)} (tag ${c.tag}), ending the session: ${errorText(e)}`, this.meta());
@@ -647,9 +647,9 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   /**
    * For work nobody awaits (a reply sent from a receive callback, a timer's
    * logout). Each such promise is written not to reject; if one does anyway,
-   * that is a bug here, and it ends this session, logged at error, instead of
+   * that is a bug here, and it ends this connection, logged at error, instead of
    * reaching the daemon's unhandled-rejection handler, which would exit
-   * (docs/operations.md "Errors nobody caught") and drop every other session.
+   * (docs/operations.md "Errors nobody caught") and drop every other connection.
    */
   private detach(p: Promise<unknown>, what: string): void {
     p.catch((e: unknown) => {
@@ -660,7 +660,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
   }
 
   private meta(): Record<string, unknown> {
-    // Every session line carries the peer, so a journal search by address finds them all.
+    // Every line about a connection carries the peer, so a journal search by address finds them all.
     return { session: Number(this.sessionId), initiator: this.login?.initiatorName, connection: this.conn.id, peer: this.conn.peer };
   }
 
@@ -686,7 +686,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
 
   /**
    * Drain (SIGTERM): new commands get BUSY, running ones finish, then
-   * T_LOGOUT (shutting down) and disconnect. Resolves when the session ended.
+   * T_LOGOUT (shutting down) and disconnect. Resolves when the connection ended.
    */
   async drain(timeoutMs: number): Promise<void> {
     if (this.state === 'closed') return;
@@ -700,14 +700,14 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     await this.logoutAndEnd(LogoutReason.SHUTDOWN, 'target shutting down');
   }
 
-  /** Ends the session administratively (a volume it used was removed, forced logout). */
+  /** Ends the connection administratively (a volume it used was removed, forced logout). */
   logout(kind: LogoutKind | number = 'admin', why = 'administrative logout'): Promise<void> {
     if (this.state !== 'active') return this.end(why);
     const reason = kind === 'shutdown' ? LogoutReason.SHUTDOWN : kind === 'admin' ? LogoutReason.ADMIN : kind;
     return this.logoutAndEnd(reason, why);
   }
 
-  /** After a reload: recompute this session's LUN map (removed LUNs vanish, added ones appear). */
+  /** After a reload: recompute this connection's LUN map (removed LUNs vanish, added ones appear). */
   refreshLuns(): void {
     if (this.state === 'active' && this.login) this.mapLuns(this.env.lunsFor(this.login.initiatorName));
   }
@@ -729,7 +729,7 @@ export class TargetSession<B extends DataBuffer = DataBuffer> implements ServedS
     try {
       await this.conn.close(why);
     } catch (e) {
-      // The session ends all the same; what the transport could not release is its to report.
+      // The connection ends all the same; what the transport could not release is its to report.
       this.log.warn(`closing the connection failed: ${errorText(e)}`, this.meta());
     }
     await Promise.allSettled(running);
@@ -783,7 +783,7 @@ function opName(op: number): string {
   return `0x${op.toString(16)}`;
 }
 
-function withMeta(log: SessionLogger, meta: Record<string, unknown>): SessionLogger {
+function withMeta(log: TargetLogger, meta: Record<string, unknown>): TargetLogger {
   const m = (extra?: Record<string, unknown>): Record<string, unknown> => ({ ...meta, ...extra });
   return {
     error: (msg, x) => log.error(msg, m(x)),
@@ -793,5 +793,5 @@ function withMeta(log: SessionLogger, meta: Record<string, unknown>): SessionLog
   };
 }
 
-/** The rblk wire protocol's sessions, for TargetServer: one per connection. */
-export const rblkSessions: SessionFactory = (conn, env) => new TargetSession(conn, env);
+/** rblk's ConnectionFactory, for TargetServer: one RblkConnection per connection. */
+export const rblkConnections: ConnectionFactory = (conn, env) => new RblkConnection(conn, env);
