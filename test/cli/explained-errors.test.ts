@@ -51,6 +51,34 @@ test('a refused connection names HOST:PORT and keeps the fabric code', async (t)
   t.regex(r.stderr, new RegExp(`^rblk: connection refused at localhost:${port} \\((127\\.0\\.0\\.1|::1)\\): nothing listens on port ${port} there .*\\(FI_ECONNREFUSED\\) \\[LOGIN_FAILED\\]\\n$`));
 });
 
+/** A TCP server on 127.0.0.1 that is not an rblk target: each connection gets `answer` once the client has spoken, then is closed. */
+async function notATarget(t: { teardown(f: () => Promise<void>): void }, answer: string): Promise<number> {
+  const s: Server = createServer((c) => {
+    c.on('error', () => undefined);
+    c.once('data', () => c.end(answer));
+  });
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => s.close(() => r())));
+  return (s.address() as { port: number }).port;
+}
+
+test('a port where another service answers says it is not an rblk target, not that the host is unreachable', async (t) => {
+  // What an HTTP server, or a proxy that answers for every address, sends back to libfabric's connection header.
+  const port = await notATarget(t, 'HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+  const r = await rblk(['info', `rblk://127.0.0.1:${port}/vol0?provider=tcp`, '--connect-timeout', '5s']);
+  t.is(r.code, 1);
+  t.regex(r.stderr, new RegExp(`^rblk: 127\\.0\\.0\\.1:${port} answered, but not as an rblk target: .*\\(FI_ENOPROTOOPT\\) \\[LOGIN_FAILED\\]\\n$`));
+  t.notRegex(r.stderr, /unreachable|Protocol not available/);
+});
+
+test('a port that accepts and closes without answering says so', async (t) => {
+  const port = await notATarget(t, '');
+  const r = await rblk(['info', `rblk://127.0.0.1:${port}/vol0?provider=tcp`, '--connect-timeout', '5s']);
+  t.is(r.code, 1);
+  t.regex(r.stderr, new RegExp(`^rblk: 127\\.0\\.0\\.1:${port} accepted the connection and closed it before answering .*\\(FI_EINPROGRESS\\) \\[LOGIN_FAILED\\]\\n$`));
+  t.notRegex(r.stderr, /Operation now in progress/);
+});
+
 test('attach --nbd-port on a port in use names the program listening there', async (t) => {
   const tp = await target();
   const holder: Server = createServer();
