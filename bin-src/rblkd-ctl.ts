@@ -7,6 +7,7 @@ import { dirname, resolve as resolvePath } from 'node:path';
 import { load } from 'js-yaml';
 import yargs from 'yargs';
 import { formatSize } from '../config/size.js';
+import { nearest } from '../initiator/cli/suggest.js';
 import { DEFAULT_CONFIG_PATH, DEFAULT_CONTROL_SOCKET } from '../config/schema.js';
 import { ControlError, controlRequest } from '../target/daemon/control-client.js';
 import type { ControlCommand } from '../target/daemon/control-server.js';
@@ -124,6 +125,34 @@ function text(verb: ControlCommand, result: unknown): string {
   }
 }
 
+const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload'] as const;
+const OPTIONS = ['json', 'socket', 'config', 'help'] as const;
+const VALUED = new Set(['--socket', '--config']);
+
+/**
+ * yargs' usage errors said as `rblk` says them (docs/cli.md "Errors say what
+ * happened"): a mistyped verb or option gets the nearest one, a missing
+ * session id says where ids come from. Anything else comes back unchanged.
+ */
+export function explainUsage(msg: string, argv: readonly string[]): string {
+  const words = argv.filter((a, i) => !a.startsWith('-') && !VALUED.has(argv[i - 1] ?? ''));
+  if (/^Not enough non-option arguments/.test(msg) && words[0] === 'kick') return 'kick needs a SESSION id (rblkd ctl sessions lists them)';
+  const m = /^Unknown arguments?: (.+)$/.exec(msg);
+  if (m === null) return msg;
+  return m[1]!
+    .split(', ')
+    .map((w) => {
+      if (argv.some((a) => a.startsWith('-') && a.replace(/^-+/, '').split('=')[0] === w)) {
+        const near = nearest(w, OPTIONS);
+        return near === undefined ? `unknown option --${w}` : `unknown option --${w}: did you mean --${near}?`;
+      }
+      if (w !== words[0]) return `unexpected argument '${w}'`;
+      const near = nearest(w, VERBS);
+      return near === undefined ? `unknown command '${w}': the commands are ${VERBS.join(', ')}` : `unknown command '${w}': did you mean '${near}'?`;
+    })
+    .join('; ');
+}
+
 function parse(argv: string[]): CtlArgs {
   let verb: ControlCommand | undefined;
   const p = yargs(argv)
@@ -153,7 +182,7 @@ function parse(argv: string[]): CtlArgs {
     .alias('help', 'h')
     .version(false)
     .fail((msg, err) => {
-      process.stderr.write(`rblkd ctl: ${msg ?? err?.message ?? 'invalid command line'} (see rblkd ctl --help)\n`);
+      process.stderr.write(`rblkd ctl: ${explainUsage(msg ?? err?.message ?? 'invalid command line', argv)} (see rblkd ctl --help)\n`);
       process.exit(EX_USAGE);
     });
   const parsed = p.parseSync();

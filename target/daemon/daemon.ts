@@ -81,6 +81,16 @@ function sameMetrics(a: MetricsConfig | null, b: MetricsConfig | null): boolean 
   return a === b || (a !== null && b !== null && a.address === b.address && a.port === b.port);
 }
 
+/** A bound listener's name in `rblkd ctl`, the metrics' `listener` label and log lines: `tcp:10.0.0.1:7471`. */
+function portName(p: TargetPort): string {
+  return `${p.provider}:${p.address}:${p.port}`;
+}
+
+/** The same name for a listener that is not bound: its configured port. */
+function configuredName(l: ListenerConfig): string {
+  return `${l.protocol === 'iscsi' ? 'iscsi' : l.provider}:${l.address}:${l.port}`;
+}
+
 function plural(n: number, what: string): string {
   return `${n} ${what}${n === 1 ? '' : 's'}`;
 }
@@ -186,7 +196,7 @@ export class Daemon {
   private listenersInfo(): { name: string; provider: string; address: string; port: number; sessions: number; connections: number; pool: ReturnType<NonNullable<TargetPort['poolUse']>> }[] {
     const infos = [...this.server.sessions].map((s) => s.info());
     return [...this.ports.values()].map((p) => {
-      const name = `${p.provider}:${p.address}:${p.port}`;
+      const name = portName(p);
       const mine = infos.filter((i) => i.port === name);
       return {
         name,
@@ -250,10 +260,13 @@ export class Daemon {
     const s = this.server.session(id);
     if (!s) throw new Error(`no session ${id} (rblkd ctl sessions lists them)`);
     const info = s.info();
+    // The fields every session line has (docs/operations.md "Logs and the journal"); `session` is a
+    // number, so a connection not logged in yet (id c<N>) has only its connection number.
     this.log.warn(`session ${id} kicked by the administrator (rblkd ctl kick)`, {
-      session: Number.isSafeInteger(Number(id)) ? Number(id) : id,
+      ...(/^\d+$/.test(id) ? { session: Number(id) } : {}),
       initiator: info.initiator ?? undefined,
       peer: info.peer,
+      connection: info.connection,
     });
     await s.logout('admin', 'kicked by the administrator (rblkd ctl kick)');
     return { kicked: id, initiator: info.initiator, peer: info.peer };
@@ -275,7 +288,8 @@ export class Daemon {
     }
     this.ports.set(listenerKey(l), port);
     // Tests parse this line for the port that `port: 0` picked.
-    this.log.info(`listening ${port.provider} ${port.address}:${port.port}`, { listener: listenerKey(l) });
+    // `listener` is the name `rblkd ctl` and the metrics give it (provider:address:bound port).
+    this.log.info(`listening ${port.provider} ${port.address}:${port.port}`, { listener: portName(port) });
   }
 
   /** STATUS= text, and the ready line: what is served where. */
@@ -405,13 +419,13 @@ export class Daemon {
       this.ports.delete(key);
       // Established sessions stay; the port closes with the server at stop.
       await port?.stopAccepting();
-      this.log.info(`stopped listening on ${key}`, { listener: key });
+      this.log.info(`stopped listening on ${key}`, { listener: port ? portName(port) : configuredName(l) });
     }
     for (const l of plan.listenersAdded) {
       try {
         await this.listen(l, next.source);
       } catch (e) {
-        this.log.error(errorMessage(e), { listener: listenerKey(l) });
+        this.log.error(errorMessage(e), { listener: configuredName(l) });
         result.errors.push(errorMessage(e));
       }
     }
