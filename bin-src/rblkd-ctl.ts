@@ -7,7 +7,7 @@ import { dirname, resolve as resolvePath } from 'node:path';
 import { load } from 'js-yaml';
 import yargs from 'yargs';
 import { formatSize } from '../config/size.js';
-import { nearest } from '../initiator/cli/suggest.js';
+import { explainUnknown } from '../initiator/cli/suggest.js';
 import { DEFAULT_CONFIG_PATH, DEFAULT_CONTROL_SOCKET } from '../config/schema.js';
 import { ControlError, controlRequest } from '../target/daemon/control-client.js';
 import type { ControlCommand } from '../target/daemon/control-server.js';
@@ -127,7 +127,7 @@ function text(verb: ControlCommand, result: unknown): string {
 
 const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload'] as const;
 const OPTIONS = ['json', 'socket', 'config', 'help'] as const;
-const VALUED = new Set(['--socket', '--config']);
+const VALUED = ['--socket', '--config'];
 
 /**
  * yargs' usage errors said as `rblk` says them (docs/cli.md "Errors say what
@@ -135,22 +135,9 @@ const VALUED = new Set(['--socket', '--config']);
  * session id says where ids come from. Anything else comes back unchanged.
  */
 export function explainUsage(msg: string, argv: readonly string[]): string {
-  const words = argv.filter((a, i) => !a.startsWith('-') && !VALUED.has(argv[i - 1] ?? ''));
-  if (/^Not enough non-option arguments/.test(msg) && words[0] === 'kick') return 'kick needs a SESSION id (rblkd ctl sessions lists them)';
-  const m = /^Unknown arguments?: (.+)$/.exec(msg);
-  if (m === null) return msg;
-  return m[1]!
-    .split(', ')
-    .map((w) => {
-      if (argv.some((a) => a.startsWith('-') && a.replace(/^-+/, '').split('=')[0] === w)) {
-        const near = nearest(w, OPTIONS);
-        return near === undefined ? `unknown option --${w}` : `unknown option --${w}: did you mean --${near}?`;
-      }
-      if (w !== words[0]) return `unexpected argument '${w}'`;
-      const near = nearest(w, VERBS);
-      return near === undefined ? `unknown command '${w}': the commands are ${VERBS.join(', ')}` : `unknown command '${w}': did you mean '${near}'?`;
-    })
-    .join('; ');
+  const first = argv.find((a, i) => !a.startsWith('-') && !VALUED.includes(argv[i - 1] ?? ''));
+  if (/^Not enough non-option arguments/.test(msg) && first === 'kick') return 'kick needs a SESSION id (rblkd ctl sessions lists them)';
+  return explainUnknown(msg, argv, VERBS, OPTIONS, VALUED) ?? msg;
 }
 
 function parse(argv: string[]): CtlArgs {

@@ -81,6 +81,20 @@ function sameMetrics(a: MetricsConfig | null, b: MetricsConfig | null): boolean 
   return a === b || (a !== null && b !== null && a.address === b.address && a.port === b.port);
 }
 
+/**
+ * The metrics endpoint, or an error that names it, its address and the file, as a listener's
+ * does (docs/operations.md "Troubleshooting"): Node's own says only `listen EADDRINUSE`.
+ */
+async function openMetrics(metrics: MetricsConfig, source: string, src: MetricsSource, log: DaemonLogger): Promise<MetricsServer> {
+  try {
+    return await MetricsServer.open(metrics, src, log);
+  } catch (e) {
+    const c = e as NodeJS.ErrnoException;
+    const why = c.code === 'EADDRINUSE' ? 'the port is in use (EADDRINUSE)' : c.code === 'EADDRNOTAVAIL' ? 'the address is not one of this host (EADDRNOTAVAIL)' : errorMessage(e);
+    throw Object.assign(new Error(`cannot serve metrics on ${metrics.address}:${metrics.port} (${source}, metrics): ${why}`, { cause: e }), { code: c.code });
+  }
+}
+
 /** A bound listener's name in `rblkd ctl`, the metrics' `listener` label and log lines: `tcp:10.0.0.1:7471`. */
 function portName(p: TargetPort): string {
   return `${p.provider}:${p.address}:${p.port}`;
@@ -145,7 +159,7 @@ export class Daemon {
       }
       for (const l of config.listeners) await d.listen(l, config.source);
       await d.openControl(config);
-      if (config.metrics) d.metrics = await MetricsServer.open(config.metrics, d.metricsSource(), d.log);
+      if (config.metrics) d.metrics = await openMetrics(config.metrics, config.source, d.metricsSource(), d.log);
     } catch (e) {
       await d.control?.close().catch(() => undefined);
       await d.server.close().catch(() => undefined);
@@ -351,10 +365,10 @@ export class Daemon {
     let metrics: MetricsServer | null | undefined;
     if (!sameMetrics(this.config.metrics, next.metrics) && next.metrics) {
       try {
-        metrics = await MetricsServer.open(next.metrics, this.metricsSource(), this.log);
+        metrics = await openMetrics(next.metrics, next.source, this.metricsSource(), this.log);
       } catch (e) {
         for (const v of opened) await v.close().catch(() => null);
-        return this.refuse('the metrics endpoint could not move', [`metrics ${next.metrics.address}:${next.metrics.port}: ${errorMessage(e)}`]);
+        return this.refuse('the metrics endpoint could not move', [errorMessage(e)]);
       }
     } else if (!next.metrics) metrics = null;
     const result = await this.apply(next, plan, opened);
