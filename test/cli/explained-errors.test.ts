@@ -36,6 +36,15 @@ test('a mistyped option gets the nearest one of that command', async (t) => {
   t.is(r.stderr, 'rblk: unknown option --offest: did you mean --offset?; unknown option --zzzzzz (see --help)\n');
 });
 
+test('a value outside an option\'s choices gets the nearest choice, per option', async (t) => {
+  const r = await rblk(['bench', 'rblk://127.0.0.1/vol0', '--rw', 'rea', '--pattern', 'rnd']);
+  t.is(r.code, 2);
+  t.is(r.stderr, 'rblk: --rw rea is not one of read, write, mixed: did you mean read?; --pattern rnd is not one of rand, seq: did you mean rand? (see --help)\n');
+  const far = await rblk(['info', 'rblk://127.0.0.1/vol0', '--fast-path', 'maybe']);
+  t.is(far.code, 2);
+  t.is(far.stderr, 'rblk: --fast-path maybe is not one of on, off (see --help)\n');
+});
+
 test('a host that does not resolve says so, with the resolver code', async (t) => {
   // .invalid never resolves (RFC 6761 6.4).
   const r = await rblk(['info', 'rblk://no-such-host.invalid/vol0?provider=tcp']);
