@@ -6,21 +6,12 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { RblkError } from '../errors.js';
+import { dnsWords } from '../host-lookup.js';
 
 /** `host:port`, with IPv6 in brackets. */
 function where(host: string, port: number): string {
   return `${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
-
-const DNS_WORDS: Readonly<Record<string, string>> = {
-  ENOTFOUND: 'no such host',
-  EAI_NONAME: 'no such host',
-  EAI_AGAIN: 'the name server did not answer (try again later)',
-  ESERVFAIL: 'the name server failed',
-  ENODATA: 'the name has no address',
-  ECONNREFUSED: 'the name server refused the query',
-  ETIMEOUT: 'the name server did not answer',
-};
 
 /**
  * The address to connect to: `host` itself when it is an IP address, else
@@ -32,9 +23,7 @@ export async function resolveHost(host: string, port: number): Promise<string> {
   try {
     return (await lookup(host)).address;
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code ?? 'EAI_FAIL';
-    const words = DNS_WORDS[code] ?? 'the lookup failed';
-    throw new RblkError('LOGIN_FAILED', `cannot resolve host '${host}' (for ${where(host, port)}): ${words} (${code})`, { cause: e });
+    throw new RblkError('LOGIN_FAILED', `cannot resolve host '${host}' (for ${where(host, port)}): ${dnsWords(e)}`, { cause: e });
   }
 }
 
