@@ -7,6 +7,7 @@ import { dirname, resolve as resolvePath } from 'node:path';
 import { load } from 'js-yaml';
 import yargs from 'yargs';
 import { formatSize } from '../config/size.js';
+import { explainUnknown } from '../initiator/cli/suggest.js';
 import { DEFAULT_CONFIG_PATH, DEFAULT_CONTROL_SOCKET } from '../config/schema.js';
 import { ControlError, controlRequest } from '../target/daemon/control-client.js';
 import type { ControlCommand } from '../target/daemon/control-server.js';
@@ -124,6 +125,21 @@ function text(verb: ControlCommand, result: unknown): string {
   }
 }
 
+const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload'] as const;
+const OPTIONS = ['json', 'socket', 'config', 'help'] as const;
+const VALUED = ['--socket', '--config'];
+
+/**
+ * yargs' usage errors said as `rblk` says them (docs/cli.md "Errors say what
+ * happened"): a mistyped verb or option gets the nearest one, a missing
+ * session id says where ids come from. Anything else comes back unchanged.
+ */
+export function explainUsage(msg: string, argv: readonly string[]): string {
+  const first = argv.find((a, i) => !a.startsWith('-') && !VALUED.includes(argv[i - 1] ?? ''));
+  if (/^Not enough non-option arguments/.test(msg) && first === 'kick') return 'kick needs a SESSION id (rblkd ctl sessions lists them)';
+  return explainUnknown(msg, argv, VERBS, OPTIONS, VALUED) ?? msg;
+}
+
 function parse(argv: string[]): CtlArgs {
   let verb: ControlCommand | undefined;
   const p = yargs(argv)
@@ -153,7 +169,7 @@ function parse(argv: string[]): CtlArgs {
     .alias('help', 'h')
     .version(false)
     .fail((msg, err) => {
-      process.stderr.write(`rblkd ctl: ${msg ?? err?.message ?? 'invalid command line'} (see rblkd ctl --help)\n`);
+      process.stderr.write(`rblkd ctl: ${explainUsage(msg ?? err?.message ?? 'invalid command line', argv)} (see rblkd ctl --help)\n`);
       process.exit(EX_USAGE);
     });
   const parsed = p.parseSync();

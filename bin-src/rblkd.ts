@@ -11,6 +11,7 @@ import { DEFAULT_CONFIG_PATH, EX_CONFIG, type Config } from '../config/schema.js
 import type { Daemon } from '../target/daemon/daemon.js';
 import { createDaemonLogger, describeError, errorMessage, type DaemonLogger } from '../target/daemon/logger.js';
 import { installCrashHandlers, installSignals } from '../target/daemon/signals.js';
+import { explainUnknown, nearest } from '../initiator/cli/suggest.js';
 import { packageVersion } from './package-version.js';
 
 /** sysexits.h EX_USAGE. */
@@ -43,9 +44,17 @@ function parseArgs(argv: string[]): Args {
     .help()
     .alias('help', 'h')
     .strict()
-    .fail((msg, err) => fail(msg ?? err?.message ?? 'invalid command line', EX_USAGE))
+    .fail((msg, err) => {
+      const raw = msg ?? err?.message ?? 'invalid command line';
+      // ctl is rblkd's one command (dispatched before this parser): a near miss is a typo of it.
+      const said = explainUnknown(raw, argv, ['ctl'], ['config', 'check-config', 'state-dir', 'version', 'help'], ['--config', '--state-dir']);
+      fail(said === undefined ? raw : `${said} (see --help)`, EX_USAGE);
+    })
     .parseSync();
-  if (parsed._.length > 0) fail(`unexpected argument '${String(parsed._[0])}' (see --help)`, EX_USAGE);
+  if (parsed._.length > 0) {
+    const word = String(parsed._[0]);
+    fail(`unknown command '${word}': ${nearest(word, ['ctl']) !== undefined ? "did you mean 'ctl'?" : "rblkd's one command is ctl"} (see --help)`, EX_USAGE);
+  }
   return {
     config: parsed.config,
     ...(parsed['check-config'] !== undefined ? { checkConfig: parsed['check-config'] } : {}),

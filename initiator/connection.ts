@@ -29,6 +29,7 @@ import {
   type WireLimits,
 } from '../protocol/wire/index.js';
 import { QueueResult, SUBMISSION_WORDS, SUBMIT_FUA, SUBMIT_WRITE, type InitiatorQueue } from '../native/initiator-queue.js';
+import { connectFailureText } from './host-lookup.js';
 import type { InitiatorConnection, InitiatorTransport, IoBuffer } from './transport/transport.js';
 
 export interface LoginOptions {
@@ -208,7 +209,7 @@ export class Connection {
         protocolVersion: o.protocolVersion,
       });
     } catch (e) {
-      throw new LoginError(`cannot connect to ${o.address}:${o.port}: ${(e as Error).message}`, 'CONNECT_FAILED');
+      throw new LoginError(`cannot connect to ${o.address}:${o.port}: ${await connectFailureText(e, o.address)}`, 'CONNECT_FAILED');
     }
     const c = new Connection(conn, o);
     conn.onCapsule = (buf) => c.onCapsule(buf);

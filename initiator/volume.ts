@@ -213,7 +213,7 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
    * writes into it; registered memory the target writes directly, even then.
    */
   async read(offset: number, target: number | Uint8Array | RegisteredBuffer, opts: IoOptions = {}): Promise<Buffer> {
-    const t = typeof target === 'number' || target instanceof RegisteredBuffer ? target : asBuffer(target);
+    const t = typeof target === 'number' || target instanceof RegisteredBuffer ? target : asBuffer(target, 'read: the second argument', 'a length, or a Buffer, Uint8Array or RegisteredBuffer to fill');
     const signal = opts.signal;
     if (signal === undefined) return this.readNow(offset, t);
     const what = this.what('read', offset, typeof t === 'number' ? t : t.length);
@@ -278,7 +278,7 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
    * bytes are copied, or sent in the capsule.
    */
   async write(offset: number, data: Uint8Array | RegisteredBuffer, opts: WriteOptions = {}): Promise<void> {
-    const d = data instanceof RegisteredBuffer ? data : asBuffer(data);
+    const d = data instanceof RegisteredBuffer ? data : asBuffer(data, 'write: data');
     return abortable(opts.signal, this.what('write', offset, d.length), () => this.writeNow(offset, d, opts));
   }
 
@@ -410,7 +410,9 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
    * fit the volume's COMPARE AND WRITE limit (VPD B0h); it is never split.
    */
   async compareAndWrite(offset: number, expected: Uint8Array, data: Uint8Array, opts: WriteOptions = {}): Promise<void> {
-    return abortable(opts.signal, this.what('compareAndWrite', offset, data.length), () => this.compareAndWriteNow(offset, asBuffer(expected), asBuffer(data), opts));
+    const e = asBuffer(expected, 'compareAndWrite: expected', 'a Buffer or a Uint8Array');
+    const d = asBuffer(data, 'compareAndWrite: data', 'a Buffer or a Uint8Array');
+    return abortable(opts.signal, this.what('compareAndWrite', offset, d.length), () => this.compareAndWriteNow(offset, e, d, opts));
   }
 
   private async compareAndWriteNow(offset: number, expected: Buffer, data: Buffer, opts: WriteOptions): Promise<void> {

@@ -6,21 +6,12 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { RblkError } from '../errors.js';
+import { dnsWords } from '../host-lookup.js';
 
 /** `host:port`, with IPv6 in brackets. */
 function where(host: string, port: number): string {
   return `${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
-
-const DNS_WORDS: Readonly<Record<string, string>> = {
-  ENOTFOUND: 'no such host',
-  EAI_NONAME: 'no such host',
-  EAI_AGAIN: 'the name server did not answer (try again later)',
-  ESERVFAIL: 'the name server failed',
-  ENODATA: 'the name has no address',
-  ECONNREFUSED: 'the name server refused the query',
-  ETIMEOUT: 'the name server did not answer',
-};
 
 /**
  * The address to connect to: `host` itself when it is an IP address, else
@@ -32,17 +23,20 @@ export async function resolveHost(host: string, port: number): Promise<string> {
   try {
     return (await lookup(host)).address;
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code ?? 'EAI_FAIL';
-    const words = DNS_WORDS[code] ?? 'the lookup failed';
-    throw new RblkError('LOGIN_FAILED', `cannot resolve host '${host}' (for ${where(host, port)}): ${words} (${code})`, { cause: e });
+    throw new RblkError('LOGIN_FAILED', `cannot resolve host '${host}' (for ${where(host, port)}): ${dnsWords(e)}`, { cause: e });
   }
 }
 
 /** Fabric codes of a connection attempt that reached nothing, and what each means to a user. */
 const CONNECT_WORDS: Readonly<Record<string, (at: string, port: number) => string>> = {
   FI_ECONNREFUSED: (at, port) => `connection refused at ${at}: nothing listens on port ${port} there (is rblkd running, and on that port?)`,
-  // The tcp provider reports a connection that found no route as ENOPROTOOPT (libfabric 1.17, seen here).
-  FI_ENOPROTOOPT: (at) => `${at} is unreachable: no route to the host, or it did not answer`,
+  // libfabric 1.17's tcp provider: the TCP connection was made, but the peer's first bytes were not
+  // its connection header (another service on the port, or an HTTP proxy or firewall answering
+  // for the address); measured against an HTTP server and against this sandbox's egress proxy.
+  FI_ENOPROTOOPT: (at) =>
+    `${at} answered, but not as an rblk target: what came back was not libfabric's connection handshake (another service on that port, a proxy or firewall answering for the host, or another provider)`,
+  // The same provider, when the peer accepted and then closed without answering.
+  FI_EINPROGRESS: (at) => `${at} accepted the connection and closed it before answering (is that an rblk target, and is the provider the same?)`,
   FI_EHOSTUNREACH: (at) => `${at} is unreachable: no route to the host`,
   FI_ENETUNREACH: (at) => `${at} is unreachable: no route to its network`,
   FI_ETIMEDOUT: (at) => `${at} did not answer: the connection attempt timed out (is that an rblk target, and is the provider the same?)`,

@@ -50,6 +50,22 @@ function unknownOptions(msg: string, known: readonly string[]): string | undefin
   return parts.join('; ');
 }
 
+/**
+ * yargs' "Invalid values: Argument: rw, Given: "rea", Choices: "read", ..."
+ * (after the newlines became ": ") said per option, with the nearest choice:
+ * `--rw rea is not one of read, write, mixed: did you mean read?`.
+ */
+function invalidChoices(msg: string): string | undefined {
+  if (!msg.startsWith('Invalid values:')) return undefined;
+  const parts = [...msg.matchAll(/Argument: ([^,]+), Given: ("(?:[^"\\]|\\.)*"|[^,]+), Choices: ((?:"[^"]*"(?:, )?)+)/g)].map((m) => {
+    const given = m[2].startsWith('"') ? (JSON.parse(m[2]) as string) : m[2];
+    const choices = [...m[3].matchAll(/"([^"]*)"/g)].map((c) => c[1]);
+    const near = nearest(given, choices);
+    return `--${m[1]} ${given} is not one of ${choices.join(', ')}${near === undefined ? '' : `: did you mean ${near}?`}`;
+  });
+  return parts.length === 0 ? undefined : parts.join('; ');
+}
+
 /** Whether argv asks for stack traces (looked at before parsing, so parse errors honour it too). */
 function wantsDebug(argv: readonly string[]): boolean {
   return argv.includes('--debug');
@@ -90,7 +106,7 @@ export async function main(argv: string[], version: string): Promise<number> {
         if (err !== undefined && err !== null && err.name !== 'YError') throw err;
         // Some yargs messages span lines ("Invalid values:\n  Argument: ..."); an error is one line.
         const raw = (msg ?? err?.message ?? 'invalid command line').replace(/:?\s*\n\s*/g, ': ');
-        const text = unknownOptions(raw, optionNames(parser)) ?? raw;
+        const text = unknownOptions(raw, optionNames(parser)) ?? invalidChoices(raw) ?? raw;
         throw new UsageError(`${text} (see --help)`);
       })
       .version(version)

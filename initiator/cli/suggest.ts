@@ -37,3 +37,31 @@ export function nearest(word: string, candidates: readonly string[]): string | u
   }
   return bestD <= limit ? best : undefined;
 }
+
+/**
+ * yargs' "Unknown argument(s): a, b" said word by word, for a command line
+ * whose first word is a verb of `verbs`: a word typed as an option gets the
+ * nearest of `options`, the first plain word the nearest verb, and a later
+ * plain word is an unexpected argument. `valued` are the options that take
+ * the next word as their value. Undefined when `msg` is another message.
+ */
+export function explainUnknown(msg: string, argv: readonly string[], verbs: readonly string[], options: readonly string[], valued: readonly string[] = []): string | undefined {
+  const m = /^Unknown arguments?: (.+)$/.exec(msg);
+  if (m === null) return undefined;
+  const words = argv.filter((a, i) => !a.startsWith('-') && !valued.includes(argv[i - 1] ?? ''));
+  const said = m[1].split(', ');
+  // yargs names a dashed option twice, as typed and camel-cased (chek-config, chekConfig): say it once.
+  const kebab = (w: string): string => w.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+  return said
+    .filter((w) => !/[A-Z]/.test(w) || !said.includes(kebab(w)))
+    .map((w) => {
+      if (argv.some((a) => a.startsWith('-') && a.replace(/^-+/, '').split('=')[0] === w)) {
+        const near = nearest(w, options);
+        return near === undefined ? `unknown option --${w}` : `unknown option --${w}: did you mean --${near}?`;
+      }
+      if (w !== words[0]) return `unexpected argument '${w}'`;
+      const near = nearest(w, verbs);
+      return near === undefined ? `unknown command '${w}': the commands are ${verbs.join(', ')}` : `unknown command '${w}': did you mean '${near}'?`;
+    })
+    .join('; ');
+}

@@ -6,8 +6,10 @@ import type { ConnectOptions } from '../options.js';
 import type { Session } from '../session.js';
 import { DEFAULT_PORT, parseRblkUrl, type RblkUrl } from '../url.js';
 import type { Volume } from '../volume.js';
+import { describeSense } from '../../protocol/scsi/sense.js';
 import { UsageError } from './cli-error.js';
 import { explainConnectFailure, resolveHost } from './connect-failure.js';
+import { CliLogger } from './logger.js';
 import { parseDuration } from './size.js';
 
 export const connectionOptions = {
@@ -28,6 +30,8 @@ export interface ConnectionArgs {
   connections?: number;
   'connect-timeout': string;
   'fast-path'?: string;
+  /** The global --debug: the session's life on stderr (traceSession). */
+  debug?: boolean;
 }
 
 /** Parses an rblk:// URL; a malformed one is a usage error. */
@@ -96,11 +100,28 @@ export async function openSession(url: string, a: ConnectionArgs, extra: Partial
   const paths = parsed.paths && (await Promise.all(parsed.paths.map(async (p) => ({ address: await resolveHost(p.address, p.port), port: p.port }))));
   // Loaded on first use: the session brings the native addon, which --help and usage errors do without.
   const { connect } = await import('../index.js');
+  let session: Session;
   try {
-    return await connect({ ...parsed, address, ...(paths ? { paths } : {}) }, options);
+    session = await connect({ ...parsed, address, ...(paths ? { paths } : {}) }, options);
   } catch (e) {
     throw explainConnectFailure(e, parsed.address, address, parsed.port);
   }
+  if (a.debug === true) traceSession(session, new CliLogger('debug'), `${parsed.address}:${parsed.port}${address === parsed.address ? '' : ` (${address})`}`);
+  return session;
+}
+
+/**
+ * --debug for every command that logs in (docs/cli.md): the login, and then
+ * what the library reports as events, one stderr line each: state changes,
+ * recovery steps, unit attentions absorbed, path changes.
+ */
+function traceSession(session: Session, log: CliLogger, at: string): void {
+  const up = session.connections.filter((c) => c.up);
+  log.debug(`logged in at ${at}: ${up.length} of ${session.connections.length} connection(s) up, provider ${up[0]?.provider ?? 'none'}, max transfer ${session.maxTransfer} bytes`);
+  session.on('state', (state, previous) => log.debug(`session ${previous} -> ${state}`));
+  session.on('recovery', (e) => log.debug(`recovery: ${e.action} on connection ${e.connection}${e.lun !== undefined ? `, LUN ${e.lun}` : ''}${e.tag !== undefined ? `, tag ${e.tag}` : ''}: ${e.reason}`));
+  session.on('unitAttention', (lun, sense) => log.debug(`unit attention on LUN ${lun}: ${describeSense(sense)} (absorbed)`));
+  session.on('path', (p) => log.debug(`path ${p.index} ${p.address}:${p.port}: ${p.state}, ALUA ${p.alua}${p.reason !== undefined ? ` (${p.reason})` : ''}`));
 }
 
 /** The session and the URL's volume, closed (logged out) after fn, whether it succeeds or not. */

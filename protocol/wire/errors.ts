@@ -1,4 +1,4 @@
-// The one error type every wire decoder throws (docs/protocol.md "Decode errors").
+// The one error type every wire decoder throws (docs/protocol.md §15, "Errors and how each side reacts").
 // The reason is a stable code for logs, metrics and tests; the message is for people.
 
 export type ProtocolErrorReason =

@@ -81,6 +81,30 @@ function sameMetrics(a: MetricsConfig | null, b: MetricsConfig | null): boolean 
   return a === b || (a !== null && b !== null && a.address === b.address && a.port === b.port);
 }
 
+/**
+ * The metrics endpoint, or an error that names it, its address and the file, as a listener's
+ * does (docs/operations.md "Troubleshooting"): Node's own says only `listen EADDRINUSE`.
+ */
+async function openMetrics(metrics: MetricsConfig, source: string, src: MetricsSource, log: DaemonLogger): Promise<MetricsServer> {
+  try {
+    return await MetricsServer.open(metrics, src, log);
+  } catch (e) {
+    const c = e as NodeJS.ErrnoException;
+    const why = c.code === 'EADDRINUSE' ? 'the port is in use (EADDRINUSE)' : c.code === 'EADDRNOTAVAIL' ? 'the address is not one of this host (EADDRNOTAVAIL)' : errorMessage(e);
+    throw Object.assign(new Error(`cannot serve metrics on ${metrics.address}:${metrics.port} (${source}, metrics): ${why}`, { cause: e }), { code: c.code });
+  }
+}
+
+/** A bound listener's name in `rblkd ctl`, the metrics' `listener` label and log lines: `tcp:10.0.0.1:7471`. */
+function portName(p: TargetPort): string {
+  return `${p.provider}:${p.address}:${p.port}`;
+}
+
+/** The same name for a listener that is not bound: its configured port. */
+function configuredName(l: ListenerConfig): string {
+  return `${l.protocol === 'iscsi' ? 'iscsi' : l.provider}:${l.address}:${l.port}`;
+}
+
 function plural(n: number, what: string): string {
   return `${n} ${what}${n === 1 ? '' : 's'}`;
 }
@@ -135,7 +159,7 @@ export class Daemon {
       }
       for (const l of config.listeners) await d.listen(l, config.source);
       await d.openControl(config);
-      if (config.metrics) d.metrics = await MetricsServer.open(config.metrics, d.metricsSource(), d.log);
+      if (config.metrics) d.metrics = await openMetrics(config.metrics, config.source, d.metricsSource(), d.log);
     } catch (e) {
       await d.control?.close().catch(() => undefined);
       await d.server.close().catch(() => undefined);
@@ -186,7 +210,7 @@ export class Daemon {
   private listenersInfo(): { name: string; provider: string; address: string; port: number; sessions: number; connections: number; pool: ReturnType<NonNullable<TargetPort['poolUse']>> }[] {
     const infos = [...this.server.sessions].map((s) => s.info());
     return [...this.ports.values()].map((p) => {
-      const name = `${p.provider}:${p.address}:${p.port}`;
+      const name = portName(p);
       const mine = infos.filter((i) => i.port === name);
       return {
         name,
@@ -250,10 +274,13 @@ export class Daemon {
     const s = this.server.session(id);
     if (!s) throw new Error(`no session ${id} (rblkd ctl sessions lists them)`);
     const info = s.info();
+    // The fields every session line has (docs/operations.md "Logs and the journal"); `session` is a
+    // number, so a connection not logged in yet (id c<N>) has only its connection number.
     this.log.warn(`session ${id} kicked by the administrator (rblkd ctl kick)`, {
-      session: Number.isSafeInteger(Number(id)) ? Number(id) : id,
+      ...(/^\d+$/.test(id) ? { session: Number(id) } : {}),
       initiator: info.initiator ?? undefined,
       peer: info.peer,
+      connection: info.connection,
     });
     await s.logout('admin', 'kicked by the administrator (rblkd ctl kick)');
     return { kicked: id, initiator: info.initiator, peer: info.peer };
@@ -275,7 +302,8 @@ export class Daemon {
     }
     this.ports.set(listenerKey(l), port);
     // Tests parse this line for the port that `port: 0` picked.
-    this.log.info(`listening ${port.provider} ${port.address}:${port.port}`, { listener: listenerKey(l) });
+    // `listener` is the name `rblkd ctl` and the metrics give it (provider:address:bound port).
+    this.log.info(`listening ${port.provider} ${port.address}:${port.port}`, { listener: portName(port) });
   }
 
   /** STATUS= text, and the ready line: what is served where. */
@@ -337,10 +365,10 @@ export class Daemon {
     let metrics: MetricsServer | null | undefined;
     if (!sameMetrics(this.config.metrics, next.metrics) && next.metrics) {
       try {
-        metrics = await MetricsServer.open(next.metrics, this.metricsSource(), this.log);
+        metrics = await openMetrics(next.metrics, next.source, this.metricsSource(), this.log);
       } catch (e) {
         for (const v of opened) await v.close().catch(() => null);
-        return this.refuse('the metrics endpoint could not move', [`metrics ${next.metrics.address}:${next.metrics.port}: ${errorMessage(e)}`]);
+        return this.refuse('the metrics endpoint could not move', [errorMessage(e)]);
       }
     } else if (!next.metrics) metrics = null;
     const result = await this.apply(next, plan, opened);
@@ -405,13 +433,13 @@ export class Daemon {
       this.ports.delete(key);
       // Established sessions stay; the port closes with the server at stop.
       await port?.stopAccepting();
-      this.log.info(`stopped listening on ${key}`, { listener: key });
+      this.log.info(`stopped listening on ${key}`, { listener: port ? portName(port) : configuredName(l) });
     }
     for (const l of plan.listenersAdded) {
       try {
         await this.listen(l, next.source);
       } catch (e) {
-        this.log.error(errorMessage(e), { listener: listenerKey(l) });
+        this.log.error(errorMessage(e), { listener: configuredName(l) });
         result.errors.push(errorMessage(e));
       }
     }

@@ -47,7 +47,8 @@ export class ServedVolume implements ExportedVolume {
     await mkdir(ctx.stateDir, { recursive: true, mode: 0o755 });
     ctx.log.debug(
       `volume ${config.name}: opening its ${config.backing.kind} backing (${size !== undefined ? formatSize(size) : 'size of the store'}, io_engine ${config.ioEngine}${config.direct ? ', O_DIRECT' : ''}${config.readOnly ? ', read-only' : ''})`,
-      { volume: config.name },
+      // Every volume line carries volume and lun (docs/operations.md "Logs and the journal").
+      { volume: config.name, lun: config.lun },
     );
     const backend = await openVolumeBackend(config.backing, {
       name: config.name,
@@ -82,6 +83,7 @@ export class ServedVolume implements ExportedVolume {
       const b = backend as Backend & { ioEngine?: string; ioEngineFallback?: string | null };
       ctx.log.debug(`volume ${config.name}: backend open, ${formatSize(backend.size)}${b.ioEngine !== undefined ? `, engine ${b.ioEngine}` : ''}${b.ioEngineFallback ? ` (io_uring unavailable: ${b.ioEngineFallback})` : ''}, identity ${identity.uuid}`, {
         volume: config.name,
+        lun: config.lun,
       });
       const served = new ServedVolume(config, lu);
       // A store resized outside rblkd (rbd resize on any host): CAPACITY DATA HAS CHANGED.
@@ -89,9 +91,9 @@ export class ServedVolume implements ExportedVolume {
         const from = backend.size;
         served.lu.refreshCapacity().then(
           (changed) => {
-            if (changed) ctx.log.info(`volume ${config.name}: capacity changed from ${formatSize(from)} to ${formatSize(backend.size)}`);
+            if (changed) ctx.log.info(`volume ${config.name}: capacity changed from ${formatSize(from)} to ${formatSize(backend.size)}`, { volume: config.name, lun: config.lun });
           },
-          (e: unknown) => ctx.log.warn(`volume ${config.name}: re-reading the capacity failed: ${e instanceof Error ? e.message : String(e)}`),
+          (e: unknown) => ctx.log.warn(`volume ${config.name}: re-reading the capacity failed: ${e instanceof Error ? e.message : String(e)}`, { volume: config.name, lun: config.lun }),
         );
       });
       return served;

@@ -1,5 +1,6 @@
 // Page-aligned data buffers for one iSCSI connection. A volume opened with
-// O_DIRECT needs the buffer's address aligned too (docs/target.md "Backends"),
+// O_DIRECT needs the buffer's address aligned too (open(2), "O_DIRECT"; the
+// volume's `direct`, docs/operations.md "The configuration file"),
 // and a plain Buffer's is not; rblk's own front end gets aligned memory from
 // its registered pool, this is the iSCSI portal's equivalent. Buffers are kept
 // by power-of-two size class and reused, so a steady load allocates nothing;

@@ -180,6 +180,11 @@ test('verify writes and checks the pattern; a corrupted block is reported by LBA
   t.is(err[err.length - 1], 'rblk: verify found 8192 bad blocks in volume disk');
   for (const line of err.slice(0, -1)) t.regex(line, /^ {0,2}\d+% {2}checked [\d.]+ \S+ of 4 MiB {2}/);
 
+  // --max-mismatches 0: the count alone, without a pointer to the option just given.
+  const none = await rblk(['verify', url, '--read-only', '--seed', '43', '--max-mismatches', '0', '--length', '64k']);
+  t.is(none.code, 1);
+  t.is(none.out, 'verify disk [0, +65536) (64 KiB, 128 blocks), seed 43: 128 bad blocks\n');
+
   const j = await rblk(['verify', url, '--read-only', '--seed', '43', '--json', '--max-mismatches', '2', '--length', '64k']);
   t.is(j.code, 1);
   const v = JSON.parse(j.out) as { ok: boolean; badBlocks: number; unlisted: number; blocks: number; mismatches: Array<{ lba: number; byte: number; expected: string; found: string }> };

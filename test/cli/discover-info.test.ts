@@ -77,6 +77,21 @@ test('info shows size, blocks, block size, read-only, serial, id, max transfer a
   t.is(f.provider, 'tcp');
 });
 
+test('--debug traces the session on stderr: the login, unit attentions absorbed, the logout; stdout is unchanged', async (t) => {
+  const tp = await target();
+  const plain = await rblk(['info', tp.url('vol0')]);
+  const r = await rblk(['info', tp.url('vol0'), '--debug']);
+  t.is(r.code, 0, r.stderr);
+  // The serial and id are the volume's; the output is the same with and without --debug.
+  t.is(r.out, plain.out);
+  const lines = r.stderr.trimEnd().split('\n');
+  t.is(lines[0], `rblk: debug: logged in at ${tp.hostPort}: 1 of 1 connection(s) up, provider tcp, max transfer 1048576 bytes`);
+  // A new I_T nexus starts with the power-on unit attention (SAM-5 5.14), which the library absorbs.
+  t.true(lines.includes('rblk: debug: unit attention on LUN 0: UNIT ATTENTION 29/00 POWER ON, RESET, OR BUS DEVICE RESET OCCURRED (absorbed)'), r.stderr);
+  t.is(lines[lines.length - 1], 'rblk: debug: session connected -> closed');
+  t.is(plain.stderr, '');
+});
+
 test('info --json of a read-only volume', async (t) => {
   const tp = await target();
   const r = await rblk(['info', `rblk://127.0.0.1:${tp.port}/ro`, '--provider', 'tcp', '--json']);

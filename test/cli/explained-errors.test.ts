@@ -36,6 +36,15 @@ test('a mistyped option gets the nearest one of that command', async (t) => {
   t.is(r.stderr, 'rblk: unknown option --offest: did you mean --offset?; unknown option --zzzzzz (see --help)\n');
 });
 
+test('a value outside an option\'s choices gets the nearest choice, per option', async (t) => {
+  const r = await rblk(['bench', 'rblk://127.0.0.1/vol0', '--rw', 'rea', '--pattern', 'rnd']);
+  t.is(r.code, 2);
+  t.is(r.stderr, 'rblk: --rw rea is not one of read, write, mixed: did you mean read?; --pattern rnd is not one of rand, seq: did you mean rand? (see --help)\n');
+  const far = await rblk(['info', 'rblk://127.0.0.1/vol0', '--fast-path', 'maybe']);
+  t.is(far.code, 2);
+  t.is(far.stderr, 'rblk: --fast-path maybe is not one of on, off (see --help)\n');
+});
+
 test('a host that does not resolve says so, with the resolver code', async (t) => {
   // .invalid never resolves (RFC 6761 6.4).
   const r = await rblk(['info', 'rblk://no-such-host.invalid/vol0?provider=tcp']);
@@ -49,6 +58,34 @@ test('a refused connection names HOST:PORT and keeps the fabric code', async (t)
   const r = await rblk(['info', `rblk://localhost:${port}/vol0?provider=tcp`]);
   t.is(r.code, 1);
   t.regex(r.stderr, new RegExp(`^rblk: connection refused at localhost:${port} \\((127\\.0\\.0\\.1|::1)\\): nothing listens on port ${port} there .*\\(FI_ECONNREFUSED\\) \\[LOGIN_FAILED\\]\\n$`));
+});
+
+/** A TCP server on 127.0.0.1 that is not an rblk target: each connection gets `answer` once the client has spoken, then is closed. */
+async function notATarget(t: { teardown(f: () => Promise<void>): void }, answer: string): Promise<number> {
+  const s: Server = createServer((c) => {
+    c.on('error', () => undefined);
+    c.once('data', () => c.end(answer));
+  });
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => s.close(() => r())));
+  return (s.address() as { port: number }).port;
+}
+
+test('a port where another service answers says it is not an rblk target, not that the host is unreachable', async (t) => {
+  // What an HTTP server, or a proxy that answers for every address, sends back to libfabric's connection header.
+  const port = await notATarget(t, 'HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+  const r = await rblk(['info', `rblk://127.0.0.1:${port}/vol0?provider=tcp`, '--connect-timeout', '5s']);
+  t.is(r.code, 1);
+  t.regex(r.stderr, new RegExp(`^rblk: 127\\.0\\.0\\.1:${port} answered, but not as an rblk target: .*\\(FI_ENOPROTOOPT\\) \\[LOGIN_FAILED\\]\\n$`));
+  t.notRegex(r.stderr, /unreachable|Protocol not available/);
+});
+
+test('a port that accepts and closes without answering says so', async (t) => {
+  const port = await notATarget(t, '');
+  const r = await rblk(['info', `rblk://127.0.0.1:${port}/vol0?provider=tcp`, '--connect-timeout', '5s']);
+  t.is(r.code, 1);
+  t.regex(r.stderr, new RegExp(`^rblk: 127\\.0\\.0\\.1:${port} accepted the connection and closed it before answering .*\\(FI_EINPROGRESS\\) \\[LOGIN_FAILED\\]\\n$`));
+  t.notRegex(r.stderr, /Operation now in progress/);
 });
 
 test('attach --nbd-port on a port in use names the program listening there', async (t) => {

@@ -18,8 +18,8 @@ const usageErrors: Array<[string, string[], RegExp]> = [
   ['a bad duration', ['bench', 'rblk://127.0.0.1/vol0', '--runtime', 'soon'], /^rblk: --runtime: invalid duration 'soon'/],
   ['--runtime with --size', ['bench', 'rblk://127.0.0.1/vol0', '--runtime', '1s', '--size', '1m'], /^rblk: give --runtime or --size, not both/],
   ['--fuse with --nbd-port', ['attach', 'rblk://127.0.0.1/vol0', '--fuse', '/tmp/x', '--nbd-port', '1'], /^rblk: Arguments fuse and nbd-port are mutually exclusive/],
-  ['a bad bench choice', ['bench', 'rblk://127.0.0.1/vol0', '--pattern', 'zigzag'], /^rblk: Invalid values: Argument: pattern, Given: "zigzag", Choices: "rand", "seq" \(see --help\)\n$/],
-  ['a bad --fast-path', ['info', 'rblk://127.0.0.1/vol0', '--fast-path', 'maybe'], /^rblk: Invalid values: Argument: fast-path, Given: "maybe", Choices: "on", "off" \(see --help\)\n$/],
+  ['a bad bench choice', ['bench', 'rblk://127.0.0.1/vol0', '--pattern', 'zigzag'], /^rblk: --pattern zigzag is not one of rand, seq \(see --help\)\n$/],
+  ['a bad --fast-path', ['info', 'rblk://127.0.0.1/vol0', '--fast-path', 'maybe'], /^rblk: --fast-path maybe is not one of on, off \(see --help\)\n$/],
 ];
 
 for (const [what, args, message] of usageErrors) {

@@ -57,7 +57,14 @@ test.serial('--version prints the package version; a bad option is one line and 
   t.is(v.stdout.trim(), version);
   const bad = await runDaemon(t, ['--bogus']);
   t.is(bad.code, 64);
-  t.is(bad.stderr.trim(), 'rblkd: Unknown argument: bogus');
+  t.is(bad.stderr.trim(), 'rblkd: unknown option --bogus (see --help)');
+  // A near miss gets the nearest name, as rblk's does (docs/cli.md "Errors say what happened").
+  const typo = await runDaemon(t, ['--chek-config']);
+  t.is(typo.code, 64);
+  t.is(typo.stderr.trim(), 'rblkd: unknown option --chek-config: did you mean --check-config? (see --help)');
+  const verb = await runDaemon(t, ['clt', 'status']);
+  t.is(verb.code, 64);
+  t.is(verb.stderr.trim(), "rblkd: unknown command 'clt': did you mean 'ctl'?; unexpected argument 'status' (see --help)");
 });
 
 /** A config whose second listener is on line 6, as written. */
@@ -86,6 +93,19 @@ test.serial('a listener whose port is in use fails the start with exit 1, naming
     r.stderr.includes(`error: cannot start: cannot listen on tcp 127.0.0.1:${port} (${w.configPath}:6): fi_passive_ep: Address already in use (FI_EADDRINUSE)`),
     r.stderr,
   );
+  t.notRegex(r.stderr, /rblkd ready/);
+});
+
+test.serial('a metrics port in use fails the start with exit 1, naming the endpoint, its address and the file', async (t) => {
+  const w = workdir(t);
+  const busy = createServer();
+  await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => busy.close(() => r())));
+  const port = (busy.address() as AddressInfo).port;
+  w.writeConfig(baseConfig(w, [{ name: 'a', memory: true, size: '1MiB' }], { metrics: { address: '127.0.0.1', port } }));
+  const r = await runDaemon(t, ['--config', w.configPath]);
+  t.is(r.code, 1);
+  t.true(r.stderr.includes(`error: cannot start: cannot serve metrics on 127.0.0.1:${port} (${w.configPath}, metrics): the port is in use (EADDRINUSE)`), r.stderr);
   t.notRegex(r.stderr, /rblkd ready/);
 });
 

@@ -135,6 +135,8 @@ test('control socket: sessions with their peer, volume counters, kick, reload, m
   t.is(m.get('rblk_volume_latency_seconds_bucket{volume="a",op="write",le="+Inf"}'), 1);
   t.is(m.get('rblk_volume_size_bytes{volume="a"}'), 4 * 1024 * 1024);
   t.is(m.get(`rblk_listener_sessions{listener="tcp:127.0.0.1:${port}"}`), 1);
+  // The log names a listener as the metrics and rblkd ctl do, so one name finds it in all three.
+  t.true(d.lines.some((l) => l.endsWith(`listening tcp 127.0.0.1:${port} listener=tcp:127.0.0.1:${port}`)), d.lines.join('\n'));
   t.true((m.get('process_resident_memory_bytes') ?? 0) > 0);
   t.is((await fetch(`http://127.0.0.1:${metricsPort}/other`)).status, 404);
 
@@ -144,6 +146,9 @@ test('control socket: sessions with their peer, volume counters, kick, reload, m
   t.is(kicked.code, 0, kicked.stderr);
   t.regex(kicked.stdout, new RegExp(`session ${mine!.id} \\(iqn.2026-11.io.rblk:ops, 127\\.0\\.0\\.1:\\d+\\) logged out`));
   await d.waitForLine(/session ended: kicked by the administrator/, from);
+  // The kick's own line carries the fields of every session line, the connection number included.
+  const kickLine = d.lines.slice(from).find((l) => l.includes(`session ${mine!.id} kicked by the administrator`));
+  t.regex(kickLine ?? '', new RegExp(`warn: .* session=${mine!.id} initiator=iqn\\.2026-11\\.io\\.rblk:ops peer=127\\.0\\.0\\.1:\\d+ connection=${mine!.connection}$`));
   await until(() => c.logoutReason === LogoutReason.ADMIN, 'the initiator to hear T_LOGOUT');
   t.false(((await controlRequest(socket, 'sessions')) as SessionInfo[]).some((s) => s.id === mine!.id));
   const missing = await ctl(['kick', mine!.id, '--socket', socket]);
@@ -192,6 +197,24 @@ test('control socket: sessions with their peer, volume counters, kick, reload, m
   d.kill('SIGTERM');
   t.is((await d.exited).code, 0);
   t.false(existsSync(socket));
+});
+
+test('rblkd ctl: a mistyped verb or option gets the nearest one, kick without an id says where ids come from; exit 64', async (t) => {
+  // Usage errors are found before the socket is opened, so no daemon is needed.
+  const socket = ['--socket', '/nonexistent/rblkd.ctl'];
+  const cases: [string[], string][] = [
+    [['stauts'], "unknown command 'stauts': did you mean 'status'?"],
+    [['frob'], "unknown command 'frob': the commands are status, sessions, volumes, kick, reload"],
+    [['sessions', '--jsn'], 'unknown option --jsn: did you mean --json?'],
+    [['kick'], 'kick needs a SESSION id (rblkd ctl sessions lists them)'],
+    [['status', 'extra'], "unexpected argument 'extra'"],
+  ];
+  for (const [args, said] of cases) {
+    const r = await ctl([...args, ...socket]);
+    t.is(r.code, 64, args.join(' '));
+    t.is(r.stderr, `rblkd ctl: ${said} (see rblkd ctl --help)\n`);
+    t.is(r.stdout, '');
+  }
 });
 
 test('a control socket another rblkd answers on refuses the start; a stale one is replaced', async (t) => {

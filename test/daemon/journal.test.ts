@@ -112,6 +112,10 @@ test('JSON logs: session, connection and lun are numbers wherever they appear; p
   for (const e of typed) {
     for (const k of ['session', 'connection', 'lun']) if (k in e) t.is(typeof e[k], 'number', `${k} in ${JSON.stringify(e)}`);
   }
+  // Volume lines, debug ones included, carry both the volume and its LUN.
+  const volumeLines = entries.filter((e) => /^(volume a:|serving volume a )/.test(String(e.message)));
+  t.true(volumeLines.length >= 3, JSON.stringify(volumeLines));
+  for (const e of volumeLines) t.like(e, { volume: 'a', lun: 0 }, JSON.stringify(e));
   const sessionLines = entries.filter((e) => 'session' in e);
   t.true(sessionLines.length >= 2);
   for (const e of sessionLines) t.regex(String(e.peer), /^127\.0\.0\.1:\d+$/, JSON.stringify(e));

@@ -43,6 +43,21 @@ test('Uint8Array in, Uint8Array out: writes and reads the same bytes, views incl
   t.is(into2[511], 9);
 });
 
+test('what is not a buffer is a TypeError naming the call and what it got; other views are taken as their bytes', async (t) => {
+  const { s } = await setup(t);
+  const vol = await s.open('vol0');
+  // A JavaScript caller can pass anything: the error says what was wrong, not what Buffer.from disliked.
+  const bad = (v: unknown): Uint8Array => v as Uint8Array;
+  await t.throwsAsync(vol.write(0, bad('hello')), { instanceOf: TypeError, code: 'ERR_INVALID_ARG_TYPE', message: 'write: data must be a Buffer, a Uint8Array or a RegisteredBuffer; got string' });
+  await t.throwsAsync(vol.write(0, bad(undefined)), { instanceOf: TypeError, message: /^write: data must be .*; got undefined$/ });
+  await t.throwsAsync(vol.read(0, bad('4096')), { instanceOf: TypeError, message: 'read: the second argument must be a length, or a Buffer, Uint8Array or RegisteredBuffer to fill; got string' });
+  await t.throwsAsync(vol.compareAndWrite(0, bad([1, 2]), new Uint8Array(512)), { instanceOf: TypeError, message: 'compareAndWrite: expected must be a Buffer or a Uint8Array; got Array' });
+  // A DataView or another typed array is its bytes, as for Node's fs.write.
+  const words = new Uint32Array(128).fill(0x01020304);
+  await vol.write(1024, bad(new DataView(words.buffer)));
+  t.true((await vol.read(1024, 512)).equals(Buffer.from(words.buffer)));
+});
+
 test('an already aborted signal rejects with ABORT_ERR and sends nothing', async (t) => {
   const { target, s } = await setup(t);
   const vol = await s.open('vol0');

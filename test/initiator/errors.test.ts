@@ -139,6 +139,14 @@ test('LOGIN_FAILED: an unknown target name, and nothing listening', async (t) =>
   t.regex(e?.message ?? '', /^cannot log in to .* cannot connect to loop-initiator-test:\d+: .*FI_ECONNREFUSED/);
 });
 
+test('LOGIN_FAILED: a host name that does not resolve says so, not that no libfabric provider fits', async (t) => {
+  // .invalid never resolves (RFC 6761 6.4); libfabric's tcp provider reports that as FI_ENODATA from fi_getinfo.
+  const e = await t.throwsAsync(connect('rblk://no-such-host.invalid/vol0?provider=tcp', { timeouts: { connectMs: 5000 } }), { instanceOf: RblkError });
+  t.is(e?.code, 'LOGIN_FAILED');
+  t.regex(e?.message ?? '', /cannot connect to no-such-host\.invalid:7471: cannot resolve host 'no-such-host\.invalid': .* \((ENOTFOUND|EAI_AGAIN|EAI_NONAME)\)$/);
+  t.notRegex(e?.message ?? '', /FI_ENODATA|no libfabric provider/);
+});
+
 test.serial('AUTH_FAILED and the three places a secret comes from', async (t) => {
   const secret = 'correct horse battery staple';
   const target = await startServer('loop', [{ name: 'vol0', lun: 0, size: MiB }], { authRequired: true, secrets: { [INITIATOR]: secret } });

@@ -51,7 +51,8 @@ export function attachCommand<T extends { debug: boolean }>(y: Argv<T>): Argv<T>
       const undo: Array<() => Promise<void>> = [() => session.close()];
       let failed = true;
       try {
-        session.on('state', (state, previous) => log.log(state === 'closed' ? 'debug' : 'warn', `session ${previous} -> ${state}`));
+        // With --debug, openSession's trace logs state changes already.
+        if (a.debug !== true) session.on('state', (state, previous) => log.log(state === 'closed' ? 'debug' : 'warn', `session ${previous} -> ${state}`));
         session.on('error', (e) => log.warn(`session: ${e.message}`));
         const vol = await session.open();
         undo.push(async () => vol.close());

@@ -146,7 +146,8 @@ export function verifyCommand<T>(y: Argv<T>): Argv<T> {
       }
       const blocks = (n: number): string => `${n} bad block${n === 1 ? '' : 's'}`;
       if (!a.json) {
-        const more = bad > listed.length ? ` (the first ${listed.length} listed; --max-mismatches N for more)` : '';
+        // --max-mismatches 0 asked for the count alone: nothing to point at.
+        const more = bad > listed.length && max > 0 ? ` (the first ${listed.length} listed; --max-mismatches N for more)` : '';
         process.stdout.write(`verify ${what}: ${blocks(bad)}${more}\n`);
       }
       process.stderr.write(`rblk: verify found ${blocks(bad)} in volume ${outcome.name}\n`);
