@@ -19,7 +19,7 @@ import type { LogicalUnit } from '../../target/scsi/logical-unit.js';
 import type { Nexus } from '../../target/scsi/nexus.js';
 import { DataOutUnusable, type DataOffer, type RequestBuffer, type RequestFrontEnd, type RequestScope, type Residuals } from '../../target/scsi/request/front-end.js';
 import { ScsiRequest } from '../../target/scsi/request/request.js';
-import { makeLu, pattern, ready } from './helpers/harness.js';
+import { makeLu, nexus, pattern, ready } from './helpers/harness.js';
 
 interface Answer {
   status: number;
@@ -375,4 +375,21 @@ test('a fetchDataOut that rejects with DataOutUnusable answers CHECK CONDITION w
   t.deepEqual(senseOf(fe.answers[0]), code(PROTOCOL_SERVICE_CRC_ERROR));
   t.deepEqual(fe.answers[0].residuals, { dataOut: 1024, dataIn: 0 });
   t.true(backend.bytes.subarray(40 * 512, 42 * 512).equals(Buffer.alloc(1024)), 'nothing written');
+});
+
+test("a unit attention is not counted as an error in the volume's counters; a command that fails is", async (t) => {
+  const { lu } = makeLu();
+  // A nexus that has not yet heard of the power-on reset (SAM-5 5.14): its first command gets 06 29/00.
+  const n = nexus('host-ua');
+  const fe = new TestFrontEnd(Buffer.alloc(512));
+  await runOne(fe, scope(n, lu), cdb.testUnitReady(), { direction: 'none', length: 0 });
+  t.is(fe.answers[0].status, ScsiStatus.CHECK_CONDITION);
+  t.is(senseOf(fe.answers[0])?.key, 0x06, 'the unit attention');
+  t.is(lu.stats.byClass().other.ops, 1);
+  t.is(lu.stats.byClass().other.errors, 0, 'an event the initiator is told of, not a failure');
+  // LBA past the end: 05 21/00, an error.
+  const past = new TestFrontEnd(Buffer.alloc(512));
+  await runOne(past, scope(n, lu), cdb.read10(lu.blocks + 1, 1), { direction: 'in', length: 512 });
+  t.is(senseOf(past.answers[0])?.key, 0x05);
+  t.is(lu.stats.byClass().read.errors, 1);
 });

@@ -5,8 +5,8 @@
 // An abort is checked before every step, so an aborted command answers TASK
 // ABORTED and never moves data again (SAM-5 7.2); a bug answers HARDWARE
 // ERROR rather than leave the command hanging (docs/target.md "One command").
-import { buildSense } from '../../../protocol/scsi/sense.js';
-import { INTERNAL_TARGET_FAILURE, INVALID_FIELD_IN_CDB, INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT, type SenseCode } from '../../../protocol/scsi/sense-codes.js';
+import { buildSense, decodeSense } from '../../../protocol/scsi/sense.js';
+import { INTERNAL_TARGET_FAILURE, INVALID_FIELD_IN_CDB, INVALID_FIELD_IN_COMMAND_INFORMATION_UNIT, SenseKey, type SenseCode } from '../../../protocol/scsi/sense-codes.js';
 import { ScsiStatus } from '../../../protocol/scsi/status.js';
 import { parseCommand, type ScsiCommand } from '../scsi-command.js';
 import { DataOutUnusable, type DataOffer, type RequestBuffer, type RequestFrontEnd, type RequestScope, type Residuals } from './front-end.js';
@@ -146,7 +146,7 @@ export class ScsiRequest<B extends RequestBuffer> {
   private respond(status: number, sense: Buffer | undefined, residuals: Residuals): Promise<void> {
     if (this.#ended) return Promise.resolve();
     this.#ended = true;
-    this.count(status !== ScsiStatus.GOOD && status !== ScsiStatus.CONDITION_MET);
+    this.count(failed(status, sense));
     if (this.#aborted) return this.frontEnd.complete(ScsiStatus.TASK_ABORTED, undefined, residuals);
     return this.frontEnd.complete(status, sense, residuals);
   }
@@ -170,4 +170,18 @@ export class ScsiRequest<B extends RequestBuffer> {
     this.scope.lu?.stats.record(cls, bytes, error, ms);
     this.scope.io?.record(cls, bytes, error);
   }
+}
+
+/**
+ * Whether an answer counts as an error in the volume's and session's counters
+ * (docs/operations.md, `rblk_volume_errors_total`). A unit attention is the
+ * target telling the initiator of an event (a login's power-on reset, a
+ * resize, a mode change: SAM-5 5.14), not a failure of the command's I/O: it
+ * is retried at once, and counted as an error it would make every login of a
+ * healthy volume raise an error alert.
+ */
+function failed(status: number, sense: Buffer | undefined): boolean {
+  if (status === ScsiStatus.GOOD || status === ScsiStatus.CONDITION_MET) return false;
+  if (status === ScsiStatus.CHECK_CONDITION && sense !== undefined && decodeSense(sense)?.key === SenseKey.UNIT_ATTENTION) return false;
+  return true;
 }
