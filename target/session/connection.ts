@@ -661,7 +661,8 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
 
   private meta(): Record<string, unknown> {
     // Every line about a connection carries the peer, so a journal search by address finds them all.
-    return { session: Number(this.sessionId), initiator: this.login?.initiatorName, connection: this.conn.id, peer: this.conn.peer };
+    // `session` only once the login has granted the id (docs/operations.md "Logs"): a refused login has none.
+    return { ...(this.nexus ? { session: Number(this.sessionId) } : {}), initiator: this.login?.initiatorName, connection: this.conn.id, peer: this.conn.peer };
   }
 
   /** A protocol violation: log it, tell the initiator (best effort), disconnect (§15). */
