@@ -16,7 +16,7 @@ import { connect } from '../initiator/index.js';
 import { freePort } from './peers/children.js';
 import { startRblkd } from './rblkd-child.js';
 
-const FILE = 64 << 20;
+const FILE = 256 << 20;
 
 interface Workload {
   label: string;
@@ -27,6 +27,7 @@ interface Workload {
 }
 
 const WORKLOADS: Workload[] = [
+  { label: '4 KiB random read, QD1', write: false, size: 4096, depth: 1, random: true },
   { label: '4 KiB random read, QD32', write: false, size: 4096, depth: 32, random: true },
   { label: '4 KiB random write, QD32', write: true, size: 4096, depth: 32, random: true },
   { label: '128 KiB sequential read, QD8', write: false, size: 131072, depth: 8, random: false },
