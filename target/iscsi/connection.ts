@@ -10,7 +10,7 @@ import type { Socket } from 'node:net';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
 import { ScsiRequest, SessionIo, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
-import { requestScopes, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type SessionInfo, type TargetLogger } from '../session/environment.js';
+import { requestScopes, withMeta, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type SessionInfo, type TargetLogger } from '../session/environment.js';
 import { ChapError, CHAP_MD5, chapResponse, decodeBinary, encodeBinary, newChallenge, verifyResponse, type ChapChallenge } from './chap.js';
 import { AlignedBuffers } from './aligned-buffers.js';
 import { crc32c } from './crc32c.js';
@@ -1072,14 +1072,4 @@ function residualFlags(residual: number): number {
 
 /** Stands in for the secret of a name that has none: random, known to nobody. */
 const UNKNOWN_SECRET = randomBytes(16);
-
-function withMeta(log: TargetLogger, meta: Record<string, unknown>): TargetLogger {
-  const m = (extra?: Record<string, unknown>): Record<string, unknown> => ({ ...meta, ...extra });
-  return {
-    error: (msg, x) => log.error(msg, m(x)),
-    warn: (msg, x) => log.warn(msg, m(x)),
-    info: (msg, x) => log.info(msg, m(x)),
-    debug: (msg, x) => log.debug(msg, m(x)),
-  };
-}
 

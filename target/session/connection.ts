@@ -37,7 +37,7 @@ import { errorText } from '../error-text.js';
 import { backendFailure, IO_CLASSES, LATENCY_BUCKETS_S, NO_RESIDUALS, ScsiRequest, SessionIo, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { ConnectionFastPath, DataBuffer, FastPathStats, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
-import { requestScopes, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type ConnectionFactory, type SessionInfo, type TargetLogger } from './environment.js';
+import { requestScopes, withMeta, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type ConnectionFactory, type SessionInfo, type TargetLogger } from './environment.js';
 
 let nextSessionId = 1n;
 /** Stands in for the secret of a name that has none (§10): random, known to nobody. */
@@ -782,16 +782,6 @@ function taskResponseName(r: number): string {
 function opName(op: number): string {
   for (const [k, v] of Object.entries(Opcode)) if (v === op) return k;
   return `0x${op.toString(16)}`;
-}
-
-function withMeta(log: TargetLogger, meta: Record<string, unknown>): TargetLogger {
-  const m = (extra?: Record<string, unknown>): Record<string, unknown> => ({ ...meta, ...extra });
-  return {
-    error: (msg, x) => log.error(msg, m(x)),
-    warn: (msg, x) => log.warn(msg, m(x)),
-    info: (msg, x) => log.info(msg, m(x)),
-    debug: (msg, x) => log.debug(msg, m(x)),
-  };
 }
 
 /** rblk's ConnectionFactory, for TargetServer: one RblkConnection per connection. */

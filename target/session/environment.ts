@@ -19,6 +19,17 @@ export interface TargetLogger {
   debug(message: string, meta?: Record<string, unknown>): void;
 }
 
+/** The logger with fixed fields (a connection's session, peer, ...) added to every line; a line's own fields win. */
+export function withMeta(log: TargetLogger, meta: Record<string, unknown>): TargetLogger {
+  const m = (extra?: Record<string, unknown>): Record<string, unknown> => ({ ...meta, ...extra });
+  return {
+    error: (msg, x) => log.error(msg, m(x)),
+    warn: (msg, x) => log.warn(msg, m(x)),
+    info: (msg, x) => log.info(msg, m(x)),
+    debug: (msg, x) => log.debug(msg, m(x)),
+  };
+}
+
 export interface MappedLun {
   readonly lu: LogicalUnit;
   readonly access: Access;
