@@ -9,6 +9,9 @@ import { existsSync } from 'node:fs';
 
 const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
 
+/** Whether diesWithParent can bind a child to this process here (util-linux's setpriv is installed). */
+export const canDieWithParent = SETPRIV !== undefined;
+
 /** argv, prefixed so that the command is killed when this process dies; unchanged where setpriv is missing. */
 export function diesWithParent(argv: readonly string[]): [string, ...string[]] {
   if (argv.length === 0) throw new RangeError('diesWithParent: empty argv');

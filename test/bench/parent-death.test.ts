@@ -3,8 +3,9 @@
 // an ava worker ended by its timeout does), and keeps its own pid.
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { canDieWithParent } from '../../bench/parent-death.js';
 
 const HELPER = fileURLToPath(new URL('../../bench/parent-death.ts', import.meta.url));
 
@@ -17,8 +18,7 @@ function alive(pid: number): boolean {
   }
 }
 
-const hasSetpriv = ['/usr/bin/setpriv', '/bin/setpriv'].some((p) => existsSync(p));
-(hasSetpriv ? test : test.skip)('a child started through diesWithParent dies with its parent (SIGKILL), and has its own pid', async (t) => {
+(canDieWithParent ? test : test.skip)('a child started through diesWithParent dies with its parent (SIGKILL), and has its own pid', async (t) => {
   // The parent: a node process that starts `sleep 300` through the helper, prints its pid, and waits.
   const script = `import { spawn } from 'node:child_process';
 import { diesWithParent } from ${JSON.stringify(HELPER)};
