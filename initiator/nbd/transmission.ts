@@ -74,6 +74,8 @@ export class Transmission {
   #running = 0;
   #idleWaiters: Array<() => void> = [];
   #stopping = false;
+  /** The socket is corked until the end of this tick (#corkUntilTick). */
+  #corked = false;
   readonly #buffers: IoBuffers;
 
   constructor(socket: Socket, reader: ByteReader, negotiated: Negotiated, opts: TransmissionOptions) {
@@ -325,7 +327,7 @@ export class Transmission {
     // The slot is held until the reply reaches the kernel, so a client that
     // stops reading replies stops being read from too; the data's memory is
     // reused only then.
-    socket.cork();
+    this.#corkUntilTick(socket);
     parts.forEach((part, i) =>
       socket.write(
         part,
@@ -337,6 +339,21 @@ export class Transmission {
           : undefined,
       ),
     );
-    socket.uncork();
+  }
+
+  /**
+   * Holds the socket's writes until the current tick ends: the device
+   * completes its commands in batches (docs/initiator.md "Fast path": one
+   * call into JavaScript per batch of completions), and the replies of one
+   * batch then leave in one writev instead of one each.
+   */
+  #corkUntilTick(socket: Socket): void {
+    if (this.#corked) return;
+    this.#corked = true;
+    socket.cork();
+    process.nextTick(() => {
+      this.#corked = false;
+      socket.uncork();
+    });
   }
 }
