@@ -506,7 +506,8 @@ void FastPath::HandOff(uint32_t slot, const char* kind, int err) {
   }
 }
 
-// setLun(lun, { fd, blockSize, blocks, maxBlocks, align, readable, writable, writeThrough }):
+// setLun(lun, { fd, blockSize, blocks, maxBlocks, align, readable, writable, writeThrough, rbdApi?, rbdImage? }):
+// with rbdApi (rblk_rbd's table, rbd-c-api.h) and rbdImage, an RBD volume whose I/O goes to librbd; fd is then unused.
 // publishes the LUN's eligibility record and allows it.
 Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -514,7 +515,9 @@ Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
   if (!info[1].IsObject()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath.setLun", "record must be an object");
   Napi::Object o = info[1].As<Napi::Object>();
   Lun& lun = luns_[n];
-  lun.fd = static_cast<int>(Prop(env, o, "fd"));
+  Napi::Value api = o.Get("rbdApi");
+  bool rbd = !api.IsUndefined() && !api.IsNull();
+  lun.fd = rbd ? -1 : static_cast<int>(Prop(env, o, "fd"));  // an rbd volume has none
   lun.block_size = Prop(env, o, "blockSize");
   lun.blocks = static_cast<uint64_t>(ToSafeInteger(env, o.Get("blocks"), "FastPath.setLun", "blocks"));
   lun.max_blocks = Prop(env, o, "maxBlocks");
@@ -524,8 +527,7 @@ Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
   lun.write_through = Flag(o, "writeThrough");
   lun.rbd_api = nullptr;
   lun.rbd_image = nullptr;
-  Napi::Value api = o.Get("rbdApi");
-  if (!api.IsUndefined() && !api.IsNull()) {
+  if (rbd) {
     Napi::Value image = o.Get("rbdImage");
     if (!api.IsExternal() || !image.IsExternal())
       throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath.setLun", "rbdApi and rbdImage must come from rblk_rbd");
