@@ -3,7 +3,9 @@
 // throw-away cluster (bench/ceph-cluster.ts: one memstore OSD, so the OSD's
 // own cost dominates and both sides share it), fills the image so that reads
 // hit written objects, then runs each workload with `rbd bench` and with
-// `rblk bench` through a real rblkd over the tcp provider.
+// `rblk bench` through a real rblkd over the tcp provider, once with READ and
+// WRITE on the target's native fast path and once through JavaScript (a second
+// volume on the same image with rbd.fast_path false).
 //   node dist/bench/rbd.js [--seconds N]
 // Prints a Markdown table. Figures on a shared machine are indicative only.
 import { spawn } from 'node:child_process';
@@ -21,7 +23,8 @@ const USAGE = `usage: node dist/bench/rbd.js [--seconds N]
 Starts a throw-away Ceph cluster (one monitor, one memstore OSD), fills a
 256 MiB image, and runs 4 KiB random and 128 KiB sequential reads and writes at
 QD32 with \`rbd bench\` (librbd directly) and with \`rblk bench\` through rblkd
-over tcp on the same image. Both sides use the same ceph.conf and the same
+over tcp on the same image, with the target's native fast path and without
+(rbd.fast_path false, the same image). Both sides use the same ceph.conf and the same
 librbd settings (no client cache, rblkd's default timeouts). The reference is
 measured before and after each rblk run; the ratio is against their mean.
   --seconds N   rblk bench runtime per workload (default 5)
@@ -96,6 +99,8 @@ async function main(): Promise<void> {
         logging: { level: 'info' },
         volumes: [
           { name: 'bench', rbd: { pool: c.pool, image: 'bench', conf: c.conf } },
+          // The same image through JavaScript: the fast path off, in the same run.
+          { name: 'bench-js', rbd: { pool: c.pool, image: 'bench', conf: c.conf, fast_path: false } },
           // The same rblk path without Ceph: what this machine's CPUs leave for rblk itself.
           { name: 'ram', memory: true, size: IMAGE_BYTES },
         ],
@@ -116,8 +121,8 @@ async function main(): Promise<void> {
     const rows: string[] = [
       `load average before: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`,
       '',
-      '| workload (QD32) | rbd bench IOPS, before / after | rblk on rbd IOPS | ratio to their mean | rblk on a memory volume IOPS |',
-      '|---|---|---|---|---|',
+      '| workload (QD32) | rbd bench IOPS, before / after | rblk on rbd IOPS, fast path | ratio to their mean | rblk on rbd IOPS, fast path off | ratio | rblk on a memory volume IOPS |',
+      '|---|---|---|---|---|---|---|',
     ];
     const rblkBench = async (volume: string, w: Workload): Promise<number> => {
       const json = await run([rblk, 'bench', `rblk://127.0.0.1:${port}/${volume}`, '--provider', 'tcp', '--rw', w.rw, '--bs', String(w.bs), '--qd', '32', '--pattern', w.pattern, '--runtime', `${seconds}s`, '--json', '--yes']);
@@ -127,10 +132,13 @@ async function main(): Promise<void> {
       // The machine's load drifts (it is shared): a reference on either side of the rblk run.
       const before = await rbdBench(c, w);
       const ours = await rblkBench('bench', w);
+      const js = await rblkBench('bench-js', w);
       const after = await rbdBench(c, w);
       const ram = await rblkBench('ram', w);
       const ref = (before + after) / 2;
-      rows.push(`| ${w.name} | ${Math.round(before)} / ${Math.round(after)} | ${Math.round(ours)} | ${(ours / ref).toFixed(2)} | ${Math.round(ram)} |`);
+      rows.push(
+        `| ${w.name} | ${Math.round(before)} / ${Math.round(after)} | ${Math.round(ours)} | ${(ours / ref).toFixed(2)} | ${Math.round(js)} | ${(js / ref).toFixed(2)} | ${Math.round(ram)} |`,
+      );
       process.stderr.write(`${rows[rows.length - 1]}\n`);
     }
     rows.push('', `load average after: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`);
