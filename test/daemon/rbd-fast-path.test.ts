@@ -324,3 +324,29 @@ rbdTest('rbd fast path: an initiator killed (its connection dropped) with librbd
   t.true((await v.read(MiB, c.length)).equals(c));
   t.true((await ceph().run('rbd', ['export', `${ceph().pool}/killed`, '-'])).subarray(MiB, MiB + c.length).equals(c));
 });
+
+rbdTest('rbd fast path: a registration made through another gateway of the image (kept in the cluster) sends this gateway\'s I/O to JavaScript, and its removal brings the fast path back', async (t) => {
+  await ceph().createImage('twogw', 4 * MiB);
+  const one = await serve(t, 'twogw', true);
+  const two = await serve(t, 'twogw', true);
+  const a = await (await session(t, one.port, 'iqn.2026-12.io.rblk:gw-a')).open('vol');
+  const b = await (await session(t, two.port, 'iqn.2026-12.io.rblk:gw-b')).open('vol');
+  const d = Buffer.alloc(4096, 0x4b);
+  await b.write(0, d);
+  // The first command after login reports the unit attention, through JavaScript: one more to see the path.
+  let before = two.taken();
+  await b.write(4096, d);
+  t.is(two.taken() - before, 1, 'gateway two serves natively to begin with');
+
+  // PERSISTENT RESERVE OUT completes once every gateway has read the new record.
+  await a.reservations.register(0x77n);
+  before = two.taken();
+  await b.write(0, d);
+  t.true((await b.read(0, 4096)).equals(d));
+  t.is(two.taken() - before, 0, 'a registration through gateway one revokes gateway two\'s fast path');
+
+  await a.reservations.unregister();
+  before = two.taken();
+  for (let i = 0; i < 3; i++) t.true((await b.read(0, 4096)).equals(d));
+  t.true(two.taken() - before >= 2, 'unregistered through gateway one: gateway two is native again');
+});
