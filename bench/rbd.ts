@@ -24,9 +24,10 @@ Starts a throw-away Ceph cluster (one monitor, one memstore OSD), fills a
 256 MiB image, and runs 4 KiB random and 128 KiB sequential reads and writes at
 QD32 with \`rbd bench\` (librbd directly) and with \`rblk bench\` through rblkd
 over tcp on the same image, with the target's native fast path and without
-(a second rblkd with fast_path off, on the same image). Both sides use the same ceph.conf and the same
-librbd settings (no client cache, rblkd's default timeouts). The reference is
-measured before and after each rblk run; the ratio is against their mean.
+(a second rblkd with fast_path off, on the same image). Both sides use the
+same ceph.conf and the same librbd settings (no client cache, rblkd's default
+timeouts). The reference is measured before and after each rblk run; the
+ratio is against their mean.
   --seconds N   rblk bench runtime per workload (default 5)
 `;
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
