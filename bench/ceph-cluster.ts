@@ -47,9 +47,20 @@ function freePort(): Promise<number> {
   });
 }
 
+/**
+ * Ceph's own tools and daemons run without the sanitizer runtime that a
+ * sanitized test run preloads (scripts/sanitize.sh): they are not ours, and
+ * the Python `ceph` CLI aborts under a preloaded libasan.
+ */
+function cephEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  delete env.LD_PRELOAD;
+  return env;
+}
+
 function exec(file: string, args: string[], input?: Buffer): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const child = execFile(file, args, { encoding: 'buffer', timeout: STEP_MS, maxBuffer: 256 * 1024 * 1024 }, (err, stdout, stderr) => {
+    const child = execFile(file, args, { encoding: 'buffer', timeout: STEP_MS, maxBuffer: 256 * 1024 * 1024, env: cephEnv() }, (err, stdout, stderr) => {
       if (err) reject(new Error(`${file} ${args.join(' ')}: ${err.message}\n${stderr.toString()}`));
       else resolve(stdout);
     });
@@ -100,7 +111,7 @@ export async function startCephCluster(): Promise<CephCluster> {
   const daemon = (file: string, args: string[]): ChildProcess => {
     // Killed with this process, should it die without stop() (a test worker's timeout).
     const [cmd, ...argv] = diesWithParent([file, '-f', '-c', conf, ...args]);
-    const child = spawn(cmd, argv, { stdio: 'ignore' });
+    const child = spawn(cmd, argv, { stdio: 'ignore', env: cephEnv() });
     child.on('error', () => undefined);
     children.push(child);
     return child;

@@ -3,7 +3,9 @@
 // throw-away cluster (bench/ceph-cluster.ts: one memstore OSD, so the OSD's
 // own cost dominates and both sides share it), fills the image so that reads
 // hit written objects, then runs each workload with `rbd bench` and with
-// `rblk bench` through a real rblkd over the tcp provider.
+// `rblk bench` through a real rblkd over the tcp provider, once with READ and
+// WRITE on the target's native fast path and once through JavaScript (a second
+// rblkd on the same image with fast_path off).
 //   node dist/bench/rbd.js [--seconds N]
 // Prints a Markdown table. Figures on a shared machine are indicative only.
 import { spawn } from 'node:child_process';
@@ -21,9 +23,11 @@ const USAGE = `usage: node dist/bench/rbd.js [--seconds N]
 Starts a throw-away Ceph cluster (one monitor, one memstore OSD), fills a
 256 MiB image, and runs 4 KiB random and 128 KiB sequential reads and writes at
 QD32 with \`rbd bench\` (librbd directly) and with \`rblk bench\` through rblkd
-over tcp on the same image. Both sides use the same ceph.conf and the same
-librbd settings (no client cache, rblkd's default timeouts). The reference is
-measured before and after each rblk run; the ratio is against their mean.
+over tcp on the same image, with the target's native fast path and without
+(a second rblkd with fast_path off, on the same image). Both sides use the
+same ceph.conf and the same librbd settings (no client cache, rblkd's default
+timeouts). The reference is measured before and after each rblk run; the
+ratio is against their mean.
   --seconds N   rblk bench runtime per workload (default 5)
 `;
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
@@ -83,60 +87,71 @@ function run(args: string[], stdin = 'ignore' as const): Promise<string> {
 async function main(): Promise<void> {
   const c = await startCephCluster();
   const dir = mkdtempSync(join(tmpdir(), 'rblk-rbd-bench-'));
-  let daemon: ReturnType<typeof spawn> | undefined;
+  const daemons: ReturnType<typeof spawn>[] = [];
   try {
     await c.createImage('bench', IMAGE_BYTES);
     await c.run('rbd', ['bench', '--io-type', 'write', '--io-size', '4M', '--io-threads', '16', '--io-pattern', 'seq', '--io-total', String(IMAGE_BYTES), `${c.pool}/bench`]);
-    const config = join(dir, 'rblkd.yaml');
-    writeFileSync(
-      config,
-      JSON.stringify({
-        listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }],
-        state_dir: join(dir, 'state'),
-        logging: { level: 'info' },
-        volumes: [
-          { name: 'bench', rbd: { pool: c.pool, image: 'bench', conf: c.conf } },
-          // The same rblk path without Ceph: what this machine's CPUs leave for rblk itself.
-          { name: 'ram', memory: true, size: IMAGE_BYTES },
-        ],
-      }),
-    );
     const rblkd = join(ROOT, 'dist', 'bin-src', 'rblkd.js');
     const rblk = join(ROOT, 'dist', 'bin-src', 'rblk.js');
-    daemon = spawn(process.execPath, [rblkd, '--config', config], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
-    const port = await new Promise<number>((resolve, reject) => {
-      let buf = '';
-      daemon!.stderr!.on('data', (b: Buffer) => {
-        buf += b.toString();
-        const m = /listening tcp 127\.0\.0\.1:(\d+)/.exec(buf);
-        if (m !== null && /rblkd ready/.test(buf)) resolve(Number(m[1]));
+    // Two gateways on the image (one volume per image per rblkd): the target's
+    // native fast path on, and off (`fast_path: off`), measured in the same run.
+    const gateway = (name: string, fastPath: boolean): Promise<number> => {
+      const config = join(dir, `${name}.yaml`);
+      writeFileSync(
+        config,
+        JSON.stringify({
+          listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }],
+          state_dir: join(dir, `state-${name}`),
+          logging: { level: 'info' },
+          fast_path: fastPath,
+          volumes: [
+            { name: 'bench', rbd: { pool: c.pool, image: 'bench', conf: c.conf } },
+            // The same rblk path without Ceph: what this machine's CPUs leave for rblk itself.
+            ...(fastPath ? [{ name: 'ram', memory: true, size: IMAGE_BYTES }] : []),
+          ],
+        }),
+      );
+      const d = spawn(process.execPath, [rblkd, '--config', config], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+      daemons.push(d);
+      return new Promise<number>((resolve, reject) => {
+        let buf = '';
+        d.stderr.on('data', (b: Buffer) => {
+          buf += b.toString();
+          const m = /listening tcp 127\.0\.0\.1:(\d+)/.exec(buf);
+          if (m !== null && /rblkd ready/.test(buf)) resolve(Number(m[1]));
+        });
+        d.on('exit', (code) => reject(new Error(`rblkd exited ${code}: ${buf}`)));
       });
-      daemon!.on('exit', (code) => reject(new Error(`rblkd exited ${code}: ${buf}`)));
-    });
+    };
+    const port = await gateway('fast', true);
+    const jsPort = await gateway('js', false);
     const rows: string[] = [
       `load average before: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`,
       '',
-      '| workload (QD32) | rbd bench IOPS, before / after | rblk on rbd IOPS | ratio to their mean | rblk on a memory volume IOPS |',
-      '|---|---|---|---|---|',
+      '| workload (QD32) | rbd bench IOPS, before / after | rblk on rbd IOPS, fast path | ratio to their mean | rblk on rbd IOPS, fast path off | ratio | rblk on a memory volume IOPS |',
+      '|---|---|---|---|---|---|---|',
     ];
-    const rblkBench = async (volume: string, w: Workload): Promise<number> => {
-      const json = await run([rblk, 'bench', `rblk://127.0.0.1:${port}/${volume}`, '--provider', 'tcp', '--rw', w.rw, '--bs', String(w.bs), '--qd', '32', '--pattern', w.pattern, '--runtime', `${seconds}s`, '--json', '--yes']);
+    const rblkBench = async (volume: string, w: Workload, at = port): Promise<number> => {
+      const json = await run([rblk, 'bench', `rblk://127.0.0.1:${at}/${volume}`, '--provider', 'tcp', '--rw', w.rw, '--bs', String(w.bs), '--qd', '32', '--pattern', w.pattern, '--runtime', `${seconds}s`, '--json', '--yes']);
       return (JSON.parse(json) as { iops: number }).iops;
     };
     for (const w of WORKLOADS) {
       // The machine's load drifts (it is shared): a reference on either side of the rblk run.
       const before = await rbdBench(c, w);
       const ours = await rblkBench('bench', w);
+      const js = await rblkBench('bench', w, jsPort);
       const after = await rbdBench(c, w);
       const ram = await rblkBench('ram', w);
       const ref = (before + after) / 2;
-      rows.push(`| ${w.name} | ${Math.round(before)} / ${Math.round(after)} | ${Math.round(ours)} | ${(ours / ref).toFixed(2)} | ${Math.round(ram)} |`);
+      rows.push(
+        `| ${w.name} | ${Math.round(before)} / ${Math.round(after)} | ${Math.round(ours)} | ${(ours / ref).toFixed(2)} | ${Math.round(js)} | ${(js / ref).toFixed(2)} | ${Math.round(ram)} |`,
+      );
       process.stderr.write(`${rows[rows.length - 1]}\n`);
     }
     rows.push('', `load average after: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`);
     process.stdout.write(`${rows.join('\n')}\n`);
   } finally {
-    daemon?.kill('SIGTERM');
+    for (const d of daemons) d.kill('SIGTERM');
     await c.stop();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -228,6 +228,9 @@ export interface NativeFastLun {
   writable: boolean;
   /** WCE 0: every write durable before GOOD. */
   writeThrough: boolean;
+  /** An RBD volume (fd unused): rblk_rbd's table and the open image (native/src/rbd-c-api.h). */
+  rbdApi?: NativeRbdApi;
+  rbdImage?: NativeRbdHandle;
 }
 
 export interface NativeFastPathOptions {
@@ -269,6 +272,11 @@ export interface NativeFastPath {
   readonly stats: NativeFastPathStats;
   close(): void;
 }
+
+/** Opaque: rblk_rbd's C function table (native/src/rbd-c-api.h). */
+export type NativeRbdApi = { readonly __rbdApi: unique symbol };
+/** Opaque: one open image's librbd handle (RbdImage.fastHandle), valid until the image's close. */
+export type NativeRbdHandle = { readonly __rbdHandle: unique symbol };
 
 /** Opaque: rblk_uring's C function table (native/src/uring-c-api.h). */
 export type NativeUringApi = { readonly __uringApi: unique symbol };
@@ -394,6 +402,8 @@ export interface NativeRbdImage {
   size(): number;
   /** `<cluster fsid>/<pool id>/<image id>`: the same from every host, for the image's life. */
   id(): string;
+  /** The image's librbd handle for the core addon's fast path; valid until close(). */
+  fastHandle(): NativeRbdHandle;
   close(token: number): void;
   // A record: a small RADOS object next to the image (native/src/rbd-record.cc).
   /** Result: bytes read into buffer, or -ENOENT. */
@@ -434,6 +444,8 @@ export interface NativeRbdImageCtor {
 /** rblk_rbd.node: librbd (target/backend/rbd/ is its only user). */
 export interface NativeRbdAddon {
   RbdImage: NativeRbdImageCtor;
+  /** The librbd table the core addon's fast path uses (native/src/rbd-c-api.h). */
+  fastRbdApi(): NativeRbdApi;
 }
 
 /** rblk_systemd.node: libsystemd's sd_notify(0, state): >0 sent, 0 no NOTIFY_SOCKET, <0 -errno. */

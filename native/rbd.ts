@@ -4,7 +4,7 @@
 // never reads or writes memory that JS has let go. Errors carry .code, .errno
 // and .op like every native error; a miscompare carries .mismatchOffset.
 import { getSystemErrorName } from 'node:util';
-import { rbdAddon, type NativeRbdImage, type NativeRbdOpenOptions } from './binding.js';
+import { rbdAddon, type NativeRbdApi, type NativeRbdHandle, type NativeRbdImage, type NativeRbdOpenOptions } from './binding.js';
 
 export type RbdOpenOptions = NativeRbdOpenOptions;
 
@@ -183,6 +183,15 @@ export class RbdImage {
 
   onRecord(fn: ((e: RecordEvent) => void) | null): void {
     this.#onRecord = fn;
+  }
+
+  /**
+   * What the native fast path needs to call librbd on this image itself
+   * (native/src/rbd-c-api.h): valid until close(), which the caller starts
+   * only once no fast-path command runs on it (docs/target.md "Fast path").
+   */
+  fastTarget(): { api: NativeRbdApi; image: NativeRbdHandle } {
+    return { api: rbdAddon().fastRbdApi(), image: this.#image.fastHandle() };
   }
 
   /** Waits for nothing: the caller has let every I/O complete. Disconnects from the cluster. */

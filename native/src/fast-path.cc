@@ -88,6 +88,16 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
     throw MakeError(env, EIO, "uv_poll_start", false);
   }
   ring_poller_.SetRef(false);  // the endpoint keeps the loop alive; an idle ring must not
+  // librbd's completions (RBD volumes), on the same loop as the ring's.
+  rbd_ = new FastRbd;
+  if (int rc = rbd_->Start(loop, [this](uint64_t u, int64_t r) { OnRbd(u, r); }); rc != 0) {
+    delete rbd_;
+    rbd_ = nullptr;
+    ring_poller_.Stop();
+    uring_->close(ring_);
+    ring_ = nullptr;
+    throw MakeError(env, rc < 0 ? -rc : EIO, "eventfd", false);
+  }
 
   cmds_.resize(slots);
   free_.reserve(slots);
@@ -122,6 +132,11 @@ void FastPath::Shutdown() {
   ring_poller_.Stop();
   if (ring_ != nullptr) uring_->close(ring_);
   ring_ = nullptr;
+  // librbd cannot be waited for here (a cluster that is away answers only at
+  // its timeout): what it still holds keeps the slots' pages alive instead.
+  if (memory_ != nullptr && rbd_ != nullptr && rbd_->in_flight() > 0) memory_->Retain();
+  FastRbd::Orphan(rbd_, rbd_ != nullptr && rbd_->in_flight() > 0 ? memory_ : nullptr);
+  rbd_ = nullptr;
   if (endpoint_ != nullptr && endpoint_->fast_ == this) endpoint_->fast_ = nullptr;
   endpoint_ = nullptr;
   if (memory_ != nullptr) memory_->Release();
@@ -283,6 +298,13 @@ void FastPath::StartIo(uint32_t slot) {
   Cmd& cmd = cmds_[slot];
   cmd.stage = Stage::kIo;
   Lun& lun = luns_[cmd.lun];
+  cmd.flushing = false;
+  if (lun.rbd_image != nullptr) {
+    int r = rbd_->Submit(lun.rbd_api, lun.rbd_image, cmd.write ? kRbdFastWrite : kRbdFastRead, SlotData(slot), cmd.length,
+                         cmd.offset, slot);
+    if (r < 0) HandOff(slot, cmd.write ? "write" : "read", -r);
+    return;
+  }
   int rc = uring_->queue(ring_, cmd.write ? kUringWrite : kUringRead, lun.fd, SlotData(slot), cmd.length, cmd.offset, cmd.dsync, slot);
   if (rc == -EBUSY) io_backlog_.push_back(slot);
   else if (rc < 0) HandOff(slot, cmd.write ? "write" : "read", -rc);
@@ -312,23 +334,7 @@ void FastPath::OnRing() {
     unsigned n = uring_->reap(ring_, done, kReap);
     if (n == 0) break;
     for (unsigned i = 0; i < n; ++i) {
-      uint32_t slot = static_cast<uint32_t>(done[i].user_data);
-      if (slot >= cmds_.size() || cmds_[slot].stage != Stage::kIo) continue;
-      Cmd& cmd = cmds_[slot];
-      if (endpoint_ == nullptr) {
-        Finish(slot);
-      } else if (done[i].res < 0 || static_cast<uint32_t>(done[i].res) != cmd.length) {
-        // A short transfer is EIO to the SCSI core, as a failed one (sense-map.ts).
-        HandOff(slot, cmd.write ? "write" : "read", done[i].res < 0 ? -done[i].res : EIO);
-      } else if (cmd.write) {
-        SendRsp(slot);
-      } else if (remote_data_) {
-        AnswerByData(slot);
-      } else {
-        cmd.stage = Stage::kDataIn;
-        if (!Post(slot, kDataIn)) HandOff(slot, "transfer", EIO);
-        else if (ordered_) SendRsp(slot);
-      }
+      IoDone(static_cast<uint32_t>(done[i].user_data), done[i].res);
       if (closed_) return;
     }
   }
@@ -336,6 +342,52 @@ void FastPath::OnRing() {
   for (const Cmd& c : cmds_) busy = busy || c.stage == Stage::kIo;
   if (!busy) ring_poller_.SetRef(false);
   AfterDrain();
+}
+
+// One backend I/O of a command ended (the ring's CQE or librbd's result):
+// bytes, or -errno.
+void FastPath::IoDone(uint32_t slot, int64_t res) {
+  if (slot >= cmds_.size() || cmds_[slot].stage != Stage::kIo) return;
+  Cmd& cmd = cmds_[slot];
+  if (endpoint_ == nullptr) {
+    Finish(slot);
+  } else if (res < 0 || static_cast<uint64_t>(res) != cmd.length) {
+    // A short transfer is EIO to the SCSI core, as a failed one (sense-map.ts).
+    HandOff(slot, cmd.write ? "write" : "read", res < 0 ? static_cast<int>(-res) : EIO);
+  } else if (cmd.write) {
+    SendRsp(slot);
+  } else if (remote_data_) {
+    AnswerByData(slot);
+  } else {
+    cmd.stage = Stage::kDataIn;
+    if (!Post(slot, kDataIn)) HandOff(slot, "transfer", EIO);
+    else if (ordered_) SendRsp(slot);
+  }
+}
+
+// librbd's result for a command's write, read or flush. A FUA write (or any
+// write with WCE 0) is the write, then a flush, as RbdBackend.write does it.
+void FastPath::OnRbd(uint64_t user_data, int64_t result) {
+  if (closed_) return;
+  uint32_t slot = static_cast<uint32_t>(user_data);
+  if (slot >= cmds_.size() || cmds_[slot].stage != Stage::kIo) return;
+  Napi::Env env = Env();
+  Napi::HandleScope scope(env);
+  Cmd& cmd = cmds_[slot];
+  if (cmd.write && result >= 0) {
+    if (cmd.dsync && !cmd.flushing && endpoint_ != nullptr) {
+      auto it = luns_.find(cmd.lun);
+      cmd.flushing = true;
+      int r = it == luns_.end() ? -EBADF : rbd_->Submit(it->second.rbd_api, it->second.rbd_image, kRbdFastFlush, nullptr, 0, 0, slot);
+      if (r < 0) HandOff(slot, "write", -r);
+      return;
+    }
+    result = cmd.length;  // librbd's write and flush results are not byte counts to check
+  }
+  IoDone(slot, result);
+  if (closed_) return;
+  Retry();
+  if (endpoint_ != nullptr) endpoint_->before_block_.Arm();
 }
 
 void FastPath::SendRsp(uint32_t slot) {
@@ -454,7 +506,8 @@ void FastPath::HandOff(uint32_t slot, const char* kind, int err) {
   }
 }
 
-// setLun(lun, { fd, blockSize, blocks, maxBlocks, align, readable, writable, writeThrough }):
+// setLun(lun, { fd, blockSize, blocks, maxBlocks, align, readable, writable, writeThrough, rbdApi?, rbdImage? }):
+// with rbdApi (rblk_rbd's table, rbd-c-api.h) and rbdImage, an RBD volume whose I/O goes to librbd; fd is then unused.
 // publishes the LUN's eligibility record and allows it.
 Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -462,7 +515,9 @@ Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
   if (!info[1].IsObject()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath.setLun", "record must be an object");
   Napi::Object o = info[1].As<Napi::Object>();
   Lun& lun = luns_[n];
-  lun.fd = static_cast<int>(Prop(env, o, "fd"));
+  Napi::Value api = o.Get("rbdApi");
+  bool rbd = !api.IsUndefined() && !api.IsNull();
+  lun.fd = rbd ? -1 : static_cast<int>(Prop(env, o, "fd"));  // an rbd volume has none
   lun.block_size = Prop(env, o, "blockSize");
   lun.blocks = static_cast<uint64_t>(ToSafeInteger(env, o.Get("blocks"), "FastPath.setLun", "blocks"));
   lun.max_blocks = Prop(env, o, "maxBlocks");
@@ -470,6 +525,20 @@ Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
   lun.readable = Flag(o, "readable");
   lun.writable = Flag(o, "writable");
   lun.write_through = Flag(o, "writeThrough");
+  lun.rbd_api = nullptr;
+  lun.rbd_image = nullptr;
+  if (rbd) {
+    Napi::Value image = o.Get("rbdImage");
+    if (!api.IsExternal() || !image.IsExternal())
+      throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath.setLun", "rbdApi and rbdImage must come from rblk_rbd");
+    const RbdApi* t = api.As<Napi::External<RbdApi>>().Data();
+    if (t == nullptr || t->magic != kRbdApiMagic || t->version != kRbdApiVersion)
+      throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, "FastPath.setLun", "rblk_rbd's table is of another version");
+    lun.rbd_api = t;
+    lun.rbd_image = image.As<Napi::External<void>>().Data();
+    if (lun.rbd_image == nullptr || rbd_ == nullptr)
+      throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, "FastPath.setLun", "the rbd image is not open");
+  }
   if (lun.block_size == 0) throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "FastPath.setLun", "blockSize must be positive");
   lun.allowed = !closed_;
   return env.Undefined();

@@ -29,7 +29,9 @@
 
 #include "fast-capsule.h"
 #include "fast-cdb.h"
+#include "fast-rbd.h"
 #include "poller.h"
+#include "rbd-c-api.h"
 #include "uring-c-api.h"
 
 namespace rblk {
@@ -65,6 +67,9 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
     bool readable = false;
     bool writable = false;
     bool write_through = false;  // WCE 0: every write durable
+    // An RBD volume: I/O goes to librbd through rblk_rbd's table (fast-rbd.h), not to fd.
+    const RbdApi* rbd_api = nullptr;
+    void* rbd_image = nullptr;
     bool allowed = false;
     bool watch = false;  // onIdle wanted when in_flight reaches 0
     uint32_t in_flight = 0;
@@ -83,6 +88,7 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
     bool rsp_sent = false;  // answered (RSP posted, or the remote-data write): holds no credit or tag
     bool by_data = false;   // a READ answered by its data write's remote CQ data (docs/protocol.md §12.1)
     bool failed = false;  // a transfer failed: freed when its last op completes
+    bool flushing = false;  // RBD FUA: the write is done, its flush is in librbd
     uint64_t started_ns = 0;  // CLOCK_MONOTONIC at the receive, for the latency histogram
   };
   // What the fast path answered GOOD on one LUN since JS last took the counts
@@ -110,6 +116,8 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   bool Post(uint32_t slot, int kind);
   void StartIo(uint32_t slot);
   void OnRing();
+  void OnRbd(uint64_t user_data, int64_t result);
+  void IoDone(uint32_t slot, int64_t result);
   void SendRsp(uint32_t slot);
   void AnswerByData(uint32_t slot);
   void Finish(uint32_t slot);
@@ -126,6 +134,9 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   const UringApi* uring_ = nullptr;
   void* ring_ = nullptr;
   FdPoller ring_poller_;
+  // RBD completions: one more source, watched where the ring's is (owned;
+  // orphaned at Shutdown while librbd still holds I/O of ours).
+  FastRbd* rbd_ = nullptr;
   FastLimits limits_;
   uint32_t slot_size_ = 0;
   bool ordered_ = false;  // FI_ORDER_SAW: the RSP may follow the RDMA WRITE at once

@@ -76,6 +76,7 @@ Napi::Function RbdImage::Init(Napi::Env env) {
                          InstanceMethod<&RbdImage::CompareAndWrite>("compareAndWrite"),
                          InstanceMethod<&RbdImage::Size>("size"),
                          InstanceMethod<&RbdImage::Id>("id"),
+                         InstanceMethod<&RbdImage::FastHandle>("fastHandle"),
                          InstanceMethod<&RbdImage::Close>("close"),
                          InstanceAccessor<&RbdImage::Completions>("completions"),
                          InstanceAccessor<&RbdImage::FailedStep>("failedStep"),
@@ -327,6 +328,15 @@ Napi::Value RbdImage::Id(const Napi::CallbackInfo& info) {
   if (rc < 0) throw MakeError(env, -rc, "rados_cluster_fsid", false);
   std::string out = std::string(fsid) + "/" + std::to_string(rados_ioctx_get_id(ioctx_)) + "/" + id;
   return Napi::String::New(env, out);
+}
+
+// fastHandle(): the open image (rbd_image_t) as an External, for the core
+// addon's fast path (rbd-c-api.h). Valid until close(): JS revokes the fast
+// path and waits for its commands before closing (docs/target.md "Fast path").
+Napi::Value RbdImage::FastHandle(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (image_ == nullptr || busy_ || closed_) throw MakeUsageError(env, "ERR_INVALID_STATE", EBADF, "rbd fastHandle", "the image is not open");
+  return Napi::External<void>::New(env, static_cast<void*>(image_));
 }
 
 // close(token): after every I/O has completed; runs off the loop, since

@@ -4,6 +4,8 @@
 // errno to sense in exactly one place (target/scsi/sense-map.ts); backends never
 // know about SCSI.
 
+import type { NativeRbdApi, NativeRbdHandle } from '../../native/binding.js';
+
 /** Whether a byte range holds data or is a hole (SBC-4 5.5 GET LBA STATUS). */
 export interface Extent {
   offset: number;
@@ -16,6 +18,13 @@ export interface WriteOptions {
   fua?: boolean;
 }
 
+/** Backend.fastPathTarget: what the native fast path reads and writes itself. */
+export interface FastPathTarget {
+  readonly fd: number;
+  readonly align: number;
+  readonly rbd?: { readonly api: NativeRbdApi; readonly image: NativeRbdHandle };
+}
+
 export interface Backend {
   /** Bytes; the SCSI core derives block counts from it. */
   readonly size: number;
@@ -24,10 +33,11 @@ export interface Backend {
   readonly canDiscard: boolean;
   /**
    * Where the native fast path may read and write this store itself
-   * (docs/target.md "Fast path"): a descriptor and its O_DIRECT alignment.
+   * (docs/target.md "Fast path"): a descriptor and its O_DIRECT alignment, or
+   * (rbd) librbd's table and the open image, fd then -1.
    * Absent or null: every command goes through read() and write().
    */
-  readonly fastPathTarget?: { fd: number; align: number } | null;
+  readonly fastPathTarget?: FastPathTarget | null;
   /** Reads exactly buf.length bytes at offset into buf (no copy: buf may be registered memory). */
   read(buf: Buffer, offset: number): Promise<void>;
   write(buf: Buffer, offset: number, opts?: WriteOptions): Promise<void>;

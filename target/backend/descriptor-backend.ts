@@ -4,7 +4,7 @@
 // I/O, and the checks every read and write passes. Each subclass adds how its
 // kind of store discards, zeroes, maps extents and learns its size.
 import type { FileHandle } from 'node:fs/promises';
-import type { Backend, Extent, WriteOptions } from './backend.js';
+import type { Backend, Extent, FastPathTarget, WriteOptions } from './backend.js';
 import { backendError } from './backend-error.js';
 import { IoGate } from './io-gate.js';
 import { PositionalIo, type EngineSelection, type IoEngine, type PositionalTarget } from './positional-io.js';
@@ -64,7 +64,7 @@ export abstract class DescriptorBackend implements Backend {
    * (docs/target.md "Fast path"): the descriptor, and the O_DIRECT alignment
    * (1 when buffered). Null once close() has begun.
    */
-  get fastPathTarget(): { fd: number; align: number } | null {
+  get fastPathTarget(): FastPathTarget | null {
     if (this.gate.closed) return null;
     return { fd: this.fh.fd, align: this.direct ? this.logicalBlockSize : 1 };
   }

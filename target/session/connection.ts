@@ -415,6 +415,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
           readable: true,
           writable: access === 'rw' && !lu.readOnly,
           writeThrough: !lu.modes.wce,
+          ...(target.rbd !== undefined ? { rbdApi: target.rbd.api, rbdImage: target.rbd.image } : {}),
         });
       };
       this.fastBindings.set(lun, lu.fastPath.bind({ nexusKey: key, allow, revoke: () => fast.revoke(lun), idle: () => fast.idle(lun) }));

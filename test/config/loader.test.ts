@@ -605,6 +605,7 @@ test('rbd volumes: pool and image, files relative to the config, and the size is
     clientId: 'rblk',
     keyring: join(dir, 'ceph/rblk.keyring'),
     timeoutSeconds: 30,
+    fastPath: true,
   });
   t.false(config.volumes[0].direct);
 

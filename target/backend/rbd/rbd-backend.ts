@@ -7,7 +7,7 @@
 // ETIMEDOUT (rados_osd_op_timeout), never hang; later ones work again once the
 // cluster is back, since librados reconnects by itself.
 import { RbdImage, type RbdOpenOptions } from '../../../native/rbd.js';
-import type { Backend, Extent, SharedRecord, WriteOptions } from '../backend.js';
+import type { Backend, Extent, FastPathTarget, SharedRecord, WriteOptions } from '../backend.js';
 import { backendError } from '../backend-error.js';
 import { IoGate } from '../io-gate.js';
 import { checkRange } from '../range-check.js';
@@ -32,8 +32,9 @@ export class RbdBackend implements Backend {
   readonly #timeoutSeconds: number;
   #record: RbdRecord | undefined;
   #size: number;
+  readonly #fast: FastPathTarget | null;
 
-  private constructor(image: RbdImage, what: string, options: RbdOpenOptions) {
+  private constructor(image: RbdImage, what: string, options: RbdOpenOptions, fastPath: boolean) {
     this.#image = image;
     this.#what = what;
     this.readOnly = options.readOnly;
@@ -42,12 +43,30 @@ export class RbdBackend implements Backend {
     this.#size = image.size();
     this.sharedIdentity = image.id();
     this.#gate = new IoGate(what);
+    this.#fast = fastPath ? { fd: -1, align: 1, rbd: image.fastTarget() } : null;
   }
 
-  static async open(options: RbdOpenOptions): Promise<RbdBackend> {
+  /** fastPath false (the volume's `rbd.fast_path`): every READ and WRITE goes through read() and write(). */
+  static async open(options: RbdOpenOptions, fastPath = true): Promise<RbdBackend> {
     const image = await RbdImage.open(options);
     const ns = options.namespace !== undefined && options.namespace !== '' ? `${options.namespace}/` : '';
-    return new RbdBackend(image, `rbd image ${options.pool}/${ns}${options.image}`, options);
+    try {
+      return new RbdBackend(image, `rbd image ${options.pool}/${ns}${options.image}`, options, fastPath);
+    } catch (e) {
+      await image.close().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /**
+   * librbd's table and this image's handle, for the native fast path to
+   * submit READ and WRITE itself (docs/target.md "Fast path"). Null once
+   * close() has begun, or when the volume's rbd.fast_path is false; the LU
+   * revokes the fast path and waits for it before the close (as for a file).
+   */
+  get fastPathTarget(): FastPathTarget | null {
+    if (this.#gate.closed) return null;
+    return this.#fast;
   }
 
   /**

@@ -18,6 +18,8 @@ export interface RbdBacking {
   readonly keyring?: string;
   /** Seconds a cluster operation may take before it fails (connect, monitor and OSD operations). */
   readonly timeoutSeconds: number;
+  /** READ and WRITE on the target's native fast path (docs/target.md "Fast path"); default true. */
+  readonly fastPath: boolean;
 }
 
 export const RBD_DEFAULT_TIMEOUT_SECONDS = 30;
@@ -44,6 +46,7 @@ export const rbdKind: BackendKind<RbdBacking> = {
         client_id: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$', patternMessage: 'must be a cephx user name without client., such as rblk' },
         keyring: { type: 'string', minLength: 1 },
         timeout_s: { type: 'integer', minimum: 1, maximum: 600 },
+        fast_path: { type: 'boolean' },
       },
     },
   },
@@ -82,6 +85,7 @@ export const rbdKind: BackendKind<RbdBacking> = {
       ...(typeof r.client_id === 'string' ? { clientId: r.client_id } : {}),
       ...(keyring !== undefined ? { keyring } : {}),
       timeoutSeconds: typeof r.timeout_s === 'number' ? r.timeout_s : RBD_DEFAULT_TIMEOUT_SECONDS,
+      fastPath: r.fast_path !== false,
     };
   },
   claim: (b) => `rbd image ${b.pool}/${b.namespace !== undefined ? `${b.namespace}/` : ''}${b.image} (of ${b.conf ?? 'the default ceph.conf'})`,
@@ -100,6 +104,6 @@ export const rbdKind: BackendKind<RbdBacking> = {
       ...(b.keyring !== undefined ? { keyring: b.keyring } : {}),
       timeoutSeconds: b.timeoutSeconds,
       readOnly: o.readOnly,
-    });
+    }, b.fastPath);
   },
 };

@@ -1,0 +1,352 @@
+// RBD volumes on the target's native fast path (docs/target.md "Fast path";
+// native/src/fast-rbd.h), against the throw-away cluster of bench/ceph-cluster.ts
+// and a target in this process, so that the fast path's own counters say which
+// path answered. Without Ceph or rblk_rbd.node every test skips and says why.
+import test, { type ExecutionContext } from 'ava';
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { connect, RblkError, ReservationType, type Session } from '../../initiator/index.js';
+import { nativeFeatures } from '../../native/binding.js';
+import { FastPath } from '../../native/fast-path.js';
+import { diesWithParent } from '../../bench/parent-death.js';
+import { FileBackend } from '../../target/backend/file.js';
+import { RbdBackend } from '../../target/backend/rbd/rbd-backend.js';
+import { LogicalUnit } from '../../target/scsi/index.js';
+import { SharedReservationStore } from '../../target/scsi/shared-reservation-store.js';
+import { TargetServer } from '../../target/server.js';
+import { rblkConnections, type RblkConnection } from '../../target/session/connection.js';
+import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
+import { cephMissing, startCephCluster, type CephCluster } from '../helpers/ceph-cluster.js';
+import { memoryLog, TARGET_NAME } from '../helpers/target-fixture.js';
+import { resources } from '../helpers/resources.js';
+import { prng } from '../protocol/fuzz-corpus.js';
+import { ROOT } from './helpers/daemon-process.js';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const reason =
+  cephMissing() ??
+  (nativeFeatures().rbd ? null : 'rblk_rbd.node was not built (apt-get install librbd-dev, then rebuild)') ??
+  (FastPath.available() ? null : 'no native fast path on this host (rblk_uring.node)');
+// One at a time: tests pause the cluster.
+const rbdTest = reason === null ? test.serial : test.skip;
+if (reason !== null) test.skip(`rbd fast path tests: ${reason}`, () => undefined);
+
+let cluster: CephCluster | undefined;
+test.before(async () => {
+  if (reason === null) cluster = await startCephCluster();
+});
+test.after.always(async () => {
+  await cluster?.stop();
+});
+
+function ceph(): CephCluster {
+  if (cluster === undefined) throw new Error('the cluster did not start');
+  return cluster;
+}
+
+interface Served {
+  port: number;
+  server: TargetServer;
+  rbd: RbdBackend;
+  /** Fast-path commands taken and handed off so far, over every session (ended ones included). */
+  taken(): number;
+  handedOff(): number;
+}
+
+/** A target in this process with rbd volume `vol` on `image` at LUN 0 and, with file, a file volume `file` at LUN 1. */
+async function serve(t: ExecutionContext, image: string, fastPath: boolean, o: { file?: boolean; timeoutSeconds?: number } = {}): Promise<Served> {
+  const log = memoryLog();
+  const server = new TargetServer(
+    {
+      targetName: TARGET_NAME,
+      limits: { queueDepth: 32, maxIo: 1 << 20, inCapsuleData: 4096, maxDescriptors: 16, keepAliveMs: 0, loginTimeoutMs: 10_000, maxSessions: 8, dataBuffers: 32 },
+      authRequired: false,
+      secrets: new Map(),
+      log,
+      fastPath,
+    },
+    rblkConnections,
+  );
+  const rbd = await RbdBackend.open({ pool: ceph().pool, image, conf: ceph().conf, timeoutSeconds: o.timeoutSeconds ?? 3, readOnly: false });
+  const store = await SharedReservationStore.open(await rbd.openSharedRecord('pr'), log);
+  const lu = new LogicalUnit({ name: 'vol', backend: rbd, identifier: randomUUID(), limits: { maxTransferBlocks: 2048 }, reservationStore: store, log });
+  rbd.onResize(() => void lu.refreshCapacity().catch(() => undefined));
+  server.addVolume({ name: 'vol', lun: 0, lu, access: () => 'rw' });
+  let file: FileBackend | null = null;
+  let dir: string | null = null;
+  if (o.file === true) {
+    dir = await mkdtemp(join(tmpdir(), 'rblk-rbdfast-'));
+    file = await FileBackend.open({ path: join(dir, 'f'), size: 4 * MiB });
+    server.addVolume({ name: 'file', lun: 1, lu: new LogicalUnit({ name: 'file', backend: file, identifier: randomUUID(), limits: { maxTransferBlocks: 2048 } }), access: () => 'rw' });
+  }
+  const port = (await server.listen({ transport: new FabricTargetTransport(), provider: 'tcp', address: '127.0.0.1', port: 0 })).port;
+  // Sessions' counters vanish with them: sampled on every call, the ended ones kept.
+  const seen = new Map<RblkConnection, { taken: number; handedOff: number }>();
+  const sample = (): void => {
+    for (const s of server.sessions) {
+      const st = (s as RblkConnection).fastPathStats;
+      if (st !== null) seen.set(s as RblkConnection, { taken: st.taken, handedOff: st.handedOff });
+    }
+  };
+  const timer = setInterval(sample, 20);
+  t.teardown(async () => {
+    for (const l of log.lines) if (l.level === 'error' || l.level === 'warn') t.log(l.level, l.message, JSON.stringify(l.meta ?? {}));
+    clearInterval(timer);
+    await server.close();
+    await rbd.close();
+    await file?.close();
+    if (dir !== null) await rm(dir, { recursive: true, force: true });
+  });
+  const sum = (k: 'taken' | 'handedOff'): number => {
+    sample();
+    return [...seen.values()].reduce((a, v) => a + v[k], 0);
+  };
+  return { port, server, rbd, taken: () => sum('taken'), handedOff: () => sum('handedOff') };
+}
+
+async function session(t: ExecutionContext, port: number, name = 'iqn.2026-12.io.rblk:rbdfast'): Promise<Session> {
+  const s = await connect({ address: '127.0.0.1', port, provider: 'tcp', initiatorName: name, targetName: TARGET_NAME, busyRetries: 0 });
+  t.teardown(() => s.close());
+  return s;
+}
+
+/**
+ * A seeded mix of READ, WRITE and FUA WRITE, up to 16 at once on distinct
+ * 64 KiB chunks, against a model of the image; every read is checked. Resolves the model.
+ */
+async function mix(v: { write(o: number, d: Uint8Array, w?: { fua?: boolean }): Promise<void>; read(o: number, n: number): Promise<Buffer> }, size: number, seed: number, t: ExecutionContext): Promise<Buffer> {
+  const model = Buffer.alloc(size);
+  const rand = prng(seed);
+  const int = (n: number): number => Math.floor(rand() * n);
+  const chunk = 64 * KiB;
+  const chunks = size / chunk;
+  for (let batch = 0; batch < 30; batch++) {
+    const used = new Set<number>();
+    const ops: Promise<void>[] = [];
+    for (let i = 0; i < 16; i++) {
+      const c = int(chunks);
+      if (used.has(c)) continue;
+      used.add(c);
+      const blocks = 1 + int(128); // 512 B .. 64 KiB
+      const at = c * chunk + int(128 - blocks + 1) * 512;
+      const length = blocks * 512;
+      if (rand() < 0.55) {
+        const data = Buffer.alloc(length);
+        for (let j = 0; j < length; j++) data[j] = (seed * 7 + batch * 13 + i * 29 + j * 31 + (j >> 9)) & 0xff;
+        data.copy(model, at);
+        ops.push(v.write(at, data, { fua: rand() < 0.3 }));
+      } else {
+        const want = Buffer.from(model.subarray(at, at + length));
+        ops.push(v.read(at, length).then((got) => void t.true(got.equals(want), `seed ${seed} batch ${batch}: the read at ${at}+${length} differs`)));
+      }
+    }
+    await Promise.all(ops);
+  }
+  return model;
+}
+
+rbdTest('rbd fast path: a seeded mix of READ, WRITE and FUA WRITE reads back, and rbd export holds the same bytes, with the fast path on and off', async (t) => {
+  const size = 4 * MiB;
+  const exports: Buffer[] = [];
+  for (const fast of [true, false]) {
+    const image = `mix-${fast ? 'on' : 'off'}`;
+    await ceph().createImage(image, size);
+    const srv = await serve(t, image, fast);
+    const s = await session(t, srv.port);
+    const v = await s.open('vol');
+    const model = await mix(v, size, 41, t);
+    await s.close();
+    const taken = srv.taken();
+    if (fast) t.true(taken > 100, `the fast path took ${taken} commands`);
+    else t.is(taken, 0, 'fast_path off: nothing went the native way');
+    t.is(srv.handedOff(), 0, 'no command failed');
+    const exported = await ceph().run('rbd', ['export', `${ceph().pool}/${image}`, '-']);
+    t.is(exported.length, size);
+    t.true(exported.equals(model), `fast path ${fast ? 'on' : 'off'}: rbd export holds what was written`);
+    exports.push(exported);
+  }
+  t.true(exports[0]!.equals(exports[1]!), 'the same bytes whichever path wrote them');
+});
+
+rbdTest('rbd fast path: an rbd LUN and a file LUN in one session both go native; a reservation sends the rbd LUN to JavaScript until released; a resize re-publishes the capacity', async (t) => {
+  await ceph().createImage('both', 4 * MiB);
+  const srv = await serve(t, 'both', true, { file: true });
+  const s = await session(t, srv.port);
+  const rbd = await s.open('vol');
+  const file = await s.open('file');
+  const a = Buffer.alloc(64 * KiB, 0xa1);
+  const b = Buffer.alloc(64 * KiB, 0xb2);
+
+  let before = srv.taken();
+  for (let i = 0; i < 8; i++) await rbd.write(i * a.length, a);
+  t.is(srv.taken() - before, 8, 'the rbd LUN\'s writes went native');
+  before = srv.taken();
+  for (let i = 0; i < 8; i++) await file.write(i * b.length, b);
+  t.is(srv.taken() - before, 8, 'the file LUN\'s writes went native');
+  before = srv.taken();
+  const [ra, rb] = await Promise.all([rbd.read(7 * a.length, a.length), file.read(7 * b.length, b.length)]);
+  t.true(ra.equals(a));
+  t.true(rb.equals(b));
+  t.is(srv.taken() - before, 2, 'one read of each, at once, both native');
+
+  // A registration (kept in the cluster, in the image's rblk_pr record) revokes the rbd LUN.
+  await rbd.reservations.register(0x1234n);
+  await rbd.reservations.reserve(0x1234n, ReservationType.WRITE_EXCLUSIVE);
+  before = srv.taken();
+  await rbd.write(0, b);
+  t.true((await rbd.read(0, b.length)).equals(b));
+  t.is(srv.taken() - before, 0, 'with a reservation held, the rbd LUN goes through JavaScript');
+  const fileBefore = srv.taken();
+  await file.read(0, 4096);
+  t.is(srv.taken() - fileBefore, 1, 'the file LUN of the same session stays native');
+  await rbd.reservations.release(0x1234n, ReservationType.WRITE_EXCLUSIVE);
+  await rbd.reservations.unregister();
+  before = srv.taken();
+  t.true((await rbd.read(0, b.length)).equals(b));
+  t.is(srv.taken() - before, 1, 'released and unregistered: native again');
+
+  // rbd resize from outside: past the old end is refused until the capacity is re-published, then native.
+  const resized = new Promise<number>((resolve) => rbd.once('resize', () => resolve(rbd.size)));
+  await ceph().run('rbd', ['resize', '--size', `${8 * MiB}B`, `${ceph().pool}/both`]);
+  let seen = false;
+  void resized.then(() => (seen = true));
+  while (!seen) {
+    await rbd.read(0, 512).catch(() => undefined);
+    if (!seen) await new Promise((r) => setTimeout(r, 100));
+  }
+  t.is(await resized, 8 * MiB);
+  const c = Buffer.alloc(4096, 0xc3);
+  before = srv.taken();
+  await rbd.write(6 * MiB, c);
+  t.true((await rbd.read(6 * MiB, c.length)).equals(c));
+  t.is(srv.taken() - before, 2, 'past the old end, natively: the new capacity was published');
+});
+
+rbdTest('rbd fast path: a paused cluster (SIGSTOP) crashes nothing; its commands complete or fail with ABORTED COMMAND after the resume, and I/O works again', async (t) => {
+  await ceph().createImage('paused', 4 * MiB);
+  const srv = await serve(t, 'paused', true, { timeoutSeconds: 2 });
+  const s = await session(t, srv.port);
+  const v = await s.open('vol');
+  const data = Buffer.alloc(4096, 0x77);
+  await v.write(0, data);
+  const before = srv.taken();
+  ceph().pause();
+  let resumed = false;
+  t.teardown(async () => {
+    if (!resumed) await ceph().resume();
+  });
+  const ops = Array.from({ length: 16 }, (_, i) => (i % 2 === 0 ? v.write((i + 1) * 4096, data, { fua: i % 4 === 0 }) : v.read(0, 4096).then(() => undefined)));
+  const settled = Promise.allSettled(ops);
+  await new Promise((r) => setTimeout(r, 1000));
+  resumed = true;
+  await ceph().resume();
+  const results = await settled;
+  t.true(srv.taken() - before >= 1, 'they were taken natively');
+  for (const r of results) {
+    if (r.status === 'fulfilled') continue;
+    t.true(r.reason instanceof RblkError, String(r.reason));
+    t.is((r.reason as RblkError).sense?.key, 0x0b, String(r.reason));
+  }
+  t.pass();
+  // librados reconnects: retried as an initiator would (bounded tries, not timed).
+  const again = Buffer.alloc(4096, 0x78);
+  for (let tries = 1; ; tries++) {
+    try {
+      await v.write(8 * 4096, again);
+      break;
+    } catch (e) {
+      if (!(e instanceof RblkError) || e.sense?.key !== 0x0b || tries >= 60) throw e;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  t.true((await v.read(8 * 4096, 4096)).equals(again));
+});
+
+rbdTest('rbd fast path: an initiator killed (its connection dropped) with librbd I/O in flight: the target survives, its fds return, and the next session works', async (t) => {
+  await ceph().createImage('killed', 4 * MiB);
+  const srv = await serve(t, 'killed', true, { timeoutSeconds: 2 });
+  // The baseline after one session, so what librados and the fabric open once is in it.
+  {
+    const s0 = await session(t, srv.port, 'iqn.2026-12.io.rblk:warm');
+    await (await s0.open('vol')).write(0, Buffer.alloc(4096, 1));
+    await s0.close();
+  }
+  for (let i = 0; i < 100 && srv.server.sessions.size > 0; i++) await new Promise((r) => setTimeout(r, 50));
+  const base = resources().fds;
+  const before = srv.taken();
+
+  for (const paused of [true, false]) {
+    if (paused) ceph().pause();
+    const [cmd, ...args] = diesWithParent([process.execPath, '--import=tsx', join(ROOT, 'test', 'daemon', 'helpers', 'rbd-io-peer.ts'), String(srv.port), TARGET_NAME]);
+    const peer = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    t.teardown(() => void peer.kill('SIGKILL'));
+    const exited = new Promise((r) => peer.once('exit', r));
+    const lines = createInterface({ input: peer.stdout });
+    await new Promise<void>((resolve, reject) => {
+      lines.on('line', (l) => l === 'busy' && resolve());
+      peer.once('exit', (code) => reject(new Error(`the peer exited (${code}) before it was busy`)));
+    });
+    // Let its commands reach librbd (on a paused cluster they stay there), then kill it.
+    await new Promise((r) => setTimeout(r, 300));
+    peer.kill('SIGKILL');
+    await exited;
+    for (let i = 0; i < 200 && srv.server.sessions.size > 0; i++) await new Promise((r) => setTimeout(r, 50));
+    t.is(srv.server.sessions.size, 0, 'the dropped session is gone');
+    if (paused) await ceph().resume();
+  }
+  t.true(srv.taken() - before > 0, 'the killed initiators\' commands were taken natively');
+
+  // Everything the dead sessions held comes back once librbd has answered (polled, bounded).
+  let fds = resources().fds;
+  for (let i = 0; i < 200 && fds > base; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    fds = resources().fds;
+  }
+  t.true(fds <= base, `${fds} fds open, baseline ${base}`);
+
+  const s = await session(t, srv.port);
+  const v = await s.open('vol');
+  const c = Buffer.alloc(64 * KiB, 0x3c);
+  for (let tries = 1; ; tries++) {
+    try {
+      await v.write(MiB, c, { fua: true });
+      break;
+    } catch (e) {
+      if (!(e instanceof RblkError) || e.sense?.key !== 0x0b || tries >= 60) throw e;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  t.true((await v.read(MiB, c.length)).equals(c));
+  t.true((await ceph().run('rbd', ['export', `${ceph().pool}/killed`, '-'])).subarray(MiB, MiB + c.length).equals(c));
+});
+
+rbdTest('rbd fast path: a registration made through another gateway of the image (kept in the cluster) sends this gateway\'s I/O to JavaScript, and its removal brings the fast path back', async (t) => {
+  await ceph().createImage('twogw', 4 * MiB);
+  const one = await serve(t, 'twogw', true);
+  const two = await serve(t, 'twogw', true);
+  const a = await (await session(t, one.port, 'iqn.2026-12.io.rblk:gw-a')).open('vol');
+  const b = await (await session(t, two.port, 'iqn.2026-12.io.rblk:gw-b')).open('vol');
+  const d = Buffer.alloc(4096, 0x4b);
+  await b.write(0, d);
+  // The first command after login reports the unit attention, through JavaScript: one more to see the path.
+  let before = two.taken();
+  await b.write(4096, d);
+  t.is(two.taken() - before, 1, 'gateway two serves natively to begin with');
+
+  // PERSISTENT RESERVE OUT completes once every gateway has read the new record.
+  await a.reservations.register(0x77n);
+  before = two.taken();
+  await b.write(0, d);
+  t.true((await b.read(0, 4096)).equals(d));
+  t.is(two.taken() - before, 0, 'a registration through gateway one revokes gateway two\'s fast path');
+
+  await a.reservations.unregister();
+  before = two.taken();
+  for (let i = 0; i < 3; i++) t.true((await b.read(0, 4096)).equals(d));
+  t.true(two.taken() - before >= 2, 'unregistered through gateway one: gateway two is native again');
+});
