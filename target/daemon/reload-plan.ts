@@ -2,7 +2,7 @@
 // anything is touched, so that a reload is applied whole or not at all.
 // Volumes are matched by name. A served volume may gain a new ACL or a larger
 // size; anything else about it (backing path, block size, LUN, identity,
-// read-only, O_DIRECT, thin provisioning) is fixed while initiators may have
+// read-only, O_DIRECT, thin provisioning, an rbd volume's fast_path) is fixed while initiators may have
 // it open, and changing it refuses the reload.
 import { formatSize } from '../../config/size.js';
 import type { Config, ListenerConfig, VolumeConfig } from '../../config/schema.js';
@@ -52,6 +52,8 @@ export function volumeRefusals(from: VolumeConfig, to: VolumeConfig): string[] {
   fixed('thin', from.thin, to.thin);
   fixed('uuid', from.uuid ?? '(generated)', to.uuid ?? '(generated)');
   fixed('serial', from.serial ?? '(from the uuid)', to.serial ?? '(from the uuid)');
+  // Published to each connection's fast path when the volume is opened (docs/target.md "Fast path").
+  if (from.backing.kind === 'rbd' && to.backing.kind === 'rbd') fixed('rbd.fast_path', from.backing.fastPath, to.backing.fastPath);
   const a = sizeOf(from);
   const b = sizeOf(to);
   // The loader refuses a file larger than its size; a RAM volume has only its config to go by.

@@ -71,3 +71,11 @@ test('the I/O engine of a served volume cannot change on reload', (t) => {
   const plan = planReload(config([vol('a', 0)]), config([vol('a', 0, { ioEngine: 'threads' })]));
   t.deepEqual(plan.refusals, ['volume a: io_engine cannot change from auto to threads while it is served (remove it in one reload and add it back in the next)']);
 });
+
+test("an rbd volume's fast_path cannot change on reload: it is published when the volume opens", (t) => {
+  const rbd = (fastPath: boolean) => vol('r', 0, { backing: { kind: 'rbd', pool: 'rbd', image: 'img', timeoutSeconds: 30, fastPath } });
+  t.deepEqual(volumeRefusals(rbd(false), rbd(false)), []);
+  t.deepEqual(volumeRefusals(rbd(true), rbd(false)), [
+    'volume r: rbd.fast_path cannot change from true to false while it is served (remove it in one reload and add it back in the next)',
+  ]);
+});
