@@ -9,6 +9,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { diesWithParent } from './parent-death.js';
 
 const TOOLS = ['ceph-mon', 'ceph-osd', 'ceph', 'rbd', 'monmaptool'];
@@ -177,4 +178,51 @@ export async function startCephCluster(): Promise<CephCluster> {
     },
     stop,
   };
+}
+
+export interface RbdGatewayOptions {
+  /** The image to serve, as volume `volume` (default: the image's name). */
+  image: string;
+  volume?: string;
+  /** Top-level fast_path of its rblkd.yaml; absent: the default (on). */
+  fastPath?: boolean;
+  /** Bytes of a memory volume `ram` beside the image: the same rblk path without Ceph. */
+  ramBytes?: number;
+}
+
+/**
+ * One rblkd gateway (rblkd.js of dist/, the repository root as its cwd) on
+ * 127.0.0.1, any free port, serving one image of `c`; its config and state go
+ * in `dir` under `name`. Resolves once it is ready, with its port; the child
+ * dies with this process.
+ */
+export async function startRbdGateway(c: CephCluster, dir: string, name: string, o: RbdGatewayOptions): Promise<{ port: number; child: ChildProcess }> {
+  // bench/ when run by tsx, dist/bench/ when compiled.
+  const root = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../' : '../../', import.meta.url));
+  const config = join(dir, `${name}.yaml`);
+  writeFileSync(
+    config,
+    JSON.stringify({
+      listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }],
+      state_dir: join(dir, `state-${name}`),
+      logging: { level: 'info' },
+      ...(o.fastPath === undefined ? {} : { fast_path: o.fastPath }),
+      volumes: [
+        { name: o.volume ?? o.image, rbd: { pool: c.pool, image: o.image, conf: c.conf } },
+        ...(o.ramBytes === undefined ? [] : [{ name: 'ram', memory: true, size: o.ramBytes }]),
+      ],
+    }),
+  );
+  const [cmd, ...argv] = diesWithParent([process.execPath, join(root, 'dist', 'bin-src', 'rblkd.js'), '--config', config]);
+  const child = spawn(cmd, argv, { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    let buf = '';
+    child.stderr!.on('data', (b: Buffer) => {
+      buf += b.toString();
+      const m = /listening tcp 127\.0\.0\.1:(\d+)/.exec(buf);
+      if (m !== null && /rblkd ready/.test(buf)) resolve(Number(m[1]));
+    });
+    child.on('exit', (code) => reject(new Error(`rblkd exited ${String(code)}: ${buf}`)));
+  });
+  return { port, child };
 }

@@ -7,44 +7,19 @@
 // Also READ KEYS, which reads the gateway's copy on both.
 //   node dist/bench/rbd-reservations.js [--ops N]
 // Prints a Markdown table. Figures on a shared machine are indicative only.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { connect, type Volume } from '../initiator/index.js';
-import { startCephCluster, type CephCluster } from './ceph-cluster.js';
+import { startCephCluster, startRbdGateway, type CephCluster } from './ceph-cluster.js';
 
-const ROOT = fileURLToPath(new URL(process.argv[1].endsWith('.ts') ? '../' : '../../', import.meta.url));
 const at = process.argv.indexOf('--ops');
 const OPS = (at > 0 ? Number(process.argv[at + 1]) : 200) || 200;
 
-async function gateway(c: CephCluster, dir: string, name: string, withRam: boolean): Promise<{ port: number; child: ChildProcess }> {
-  const config = join(dir, `${name}.yaml`);
-  writeFileSync(
-    config,
-    JSON.stringify({
-      listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }],
-      state_dir: join(dir, `state-${name}`),
-      logging: { level: 'info' },
-      volumes: [
-        { name: 'pr', rbd: { pool: c.pool, image: 'pr', conf: c.conf } },
-        ...(withRam ? [{ name: 'ram', memory: true, size: 4 * 1024 * 1024 }] : []),
-      ],
-    }),
-  );
-  const child = spawn(process.execPath, [join(ROOT, 'dist', 'bin-src', 'rblkd.js'), '--config', config], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
-  const port = await new Promise<number>((resolve, reject) => {
-    let buf = '';
-    child.stderr!.on('data', (b: Buffer) => {
-      buf += b.toString();
-      const m = /listening tcp 127\.0\.0\.1:(\d+)/.exec(buf);
-      if (m !== null && /rblkd ready/.test(buf)) resolve(Number(m[1]));
-    });
-    child.on('exit', (code) => reject(new Error(`rblkd exited ${String(code)}: ${buf}`)));
-  });
-  return { port, child };
+function gateway(c: CephCluster, dir: string, name: string, withRam: boolean): Promise<{ port: number; child: ChildProcess }> {
+  return startRbdGateway(c, dir, name, { image: 'pr', ramBytes: withRam ? 4 * 1024 * 1024 : undefined });
 }
 
 /** Mean microseconds per call over OPS calls, after a few to warm up. */

@@ -9,12 +9,12 @@
 //   node dist/bench/rbd.js [--seconds N]
 // Prints a Markdown table. Figures on a shared machine are indicative only.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RBD_DEFAULT_TIMEOUT_SECONDS } from '../target/backend/rbd/rbd-kind.js';
-import { startCephCluster, type CephCluster } from './ceph-cluster.js';
+import { startCephCluster, startRbdGateway, type CephCluster } from './ceph-cluster.js';
 
 const ROOT = fileURLToPath(new URL(process.argv[1].endsWith('.ts') ? '../' : '../../', import.meta.url));
 const IMAGE_BYTES = 256 * 1024 * 1024;
@@ -91,37 +91,15 @@ async function main(): Promise<void> {
   try {
     await c.createImage('bench', IMAGE_BYTES);
     await c.run('rbd', ['bench', '--io-type', 'write', '--io-size', '4M', '--io-threads', '16', '--io-pattern', 'seq', '--io-total', String(IMAGE_BYTES), `${c.pool}/bench`]);
-    const rblkd = join(ROOT, 'dist', 'bin-src', 'rblkd.js');
     const rblk = join(ROOT, 'dist', 'bin-src', 'rblk.js');
     // Two gateways on the image (one volume per image per rblkd): the target's
     // native fast path on, and off (`fast_path: off`), measured in the same run.
-    const gateway = (name: string, fastPath: boolean): Promise<number> => {
-      const config = join(dir, `${name}.yaml`);
-      writeFileSync(
-        config,
-        JSON.stringify({
-          listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }],
-          state_dir: join(dir, `state-${name}`),
-          logging: { level: 'info' },
-          fast_path: fastPath,
-          volumes: [
-            { name: 'bench', rbd: { pool: c.pool, image: 'bench', conf: c.conf } },
-            // The same rblk path without Ceph: what this machine's CPUs leave for rblk itself.
-            ...(fastPath ? [{ name: 'ram', memory: true, size: IMAGE_BYTES }] : []),
-          ],
-        }),
-      );
-      const d = spawn(process.execPath, [rblkd, '--config', config], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
-      daemons.push(d);
-      return new Promise<number>((resolve, reject) => {
-        let buf = '';
-        d.stderr.on('data', (b: Buffer) => {
-          buf += b.toString();
-          const m = /listening tcp 127\.0\.0\.1:(\d+)/.exec(buf);
-          if (m !== null && /rblkd ready/.test(buf)) resolve(Number(m[1]));
-        });
-        d.on('exit', (code) => reject(new Error(`rblkd exited ${code}: ${buf}`)));
-      });
+    const gateway = async (name: string, fastPath: boolean): Promise<number> => {
+      // With the fast path on, a memory volume beside the image: the same rblk path without Ceph,
+      // what this machine's CPUs leave for rblk itself.
+      const g = await startRbdGateway(c, dir, name, { image: 'bench', fastPath, ramBytes: fastPath ? IMAGE_BYTES : undefined });
+      daemons.push(g.child);
+      return g.port;
     };
     const port = await gateway('fast', true);
     const jsPort = await gateway('js', false);
