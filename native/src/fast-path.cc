@@ -88,16 +88,6 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
     throw MakeError(env, EIO, "uv_poll_start", false);
   }
   ring_poller_.SetRef(false);  // the endpoint keeps the loop alive; an idle ring must not
-  // librbd's completions (RBD volumes), on the same loop as the ring's.
-  rbd_ = new FastRbd;
-  if (int rc = rbd_->Start(loop, [this](uint64_t u, int64_t r) { OnRbd(u, r); }); rc != 0) {
-    delete rbd_;
-    rbd_ = nullptr;
-    ring_poller_.Stop();
-    uring_->close(ring_);
-    ring_ = nullptr;
-    throw MakeError(env, rc < 0 ? -rc : EIO, "eventfd", false);
-  }
 
   cmds_.resize(slots);
   free_.reserve(slots);
@@ -134,8 +124,9 @@ void FastPath::Shutdown() {
   ring_ = nullptr;
   // librbd cannot be waited for here (a cluster that is away answers only at
   // its timeout): what it still holds keeps the slots' pages alive instead.
-  if (memory_ != nullptr && rbd_ != nullptr && rbd_->in_flight() > 0) memory_->Retain();
-  FastRbd::Orphan(rbd_, rbd_ != nullptr && rbd_->in_flight() > 0 ? memory_ : nullptr);
+  Memory* held = rbd_ != nullptr && rbd_->in_flight() > 0 ? memory_ : nullptr;
+  if (held != nullptr) held->Retain();
+  FastRbd::Orphan(rbd_, held);
   rbd_ = nullptr;
   if (endpoint_ != nullptr && endpoint_->fast_ == this) endpoint_->fast_ = nullptr;
   endpoint_ = nullptr;
@@ -536,8 +527,22 @@ Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
       throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, "FastPath.setLun", "rblk_rbd's table is of another version");
     lun.rbd_api = t;
     lun.rbd_image = image.As<Napi::External<void>>().Data();
-    if (lun.rbd_image == nullptr || rbd_ == nullptr)
+    if (lun.rbd_image == nullptr)
       throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, "FastPath.setLun", "the rbd image is not open");
+    if (rbd_ == nullptr && !closed_) {
+      // librbd's completions, watched on the loop the ring's are: started with
+      // the first RBD LUN, so a connection to file volumes has no eventfd for it.
+      uv_loop_t* loop = nullptr;
+      napi_get_uv_event_loop(env, &loop);
+      rbd_ = new FastRbd;
+      if (int rc = rbd_->Start(loop, [this](uint64_t u, int64_t r) { OnRbd(u, r); }); rc != 0) {
+        FastRbd::Orphan(rbd_, nullptr);  // nothing in flight: frees it
+        rbd_ = nullptr;
+        lun.rbd_api = nullptr;
+        lun.rbd_image = nullptr;
+        throw MakeError(env, rc < 0 ? -rc : EIO, "eventfd", false);
+      }
+    }
   }
   if (lun.block_size == 0) throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "FastPath.setLun", "blockSize must be positive");
   lun.allowed = !closed_;

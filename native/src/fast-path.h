@@ -134,8 +134,9 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   const UringApi* uring_ = nullptr;
   void* ring_ = nullptr;
   FdPoller ring_poller_;
-  // RBD completions: one more source, watched where the ring's is (owned;
-  // orphaned at Shutdown while librbd still holds I/O of ours).
+  // RBD completions: one more source, watched where the ring's is, started
+  // by the first RBD LUN (owned; orphaned at Shutdown while librbd still
+  // holds I/O of ours).
   FastRbd* rbd_ = nullptr;
   FastLimits limits_;
   uint32_t slot_size_ = 0;
