@@ -1049,6 +1049,10 @@ export class IscsiConnection implements ServedConnection, TaskHost {
       r.request?.abort();
       r.task.cancel(why, true);
     }
+    // What is still inside a backend fences later commands on its blocks, so
+    // that a task the initiator retries elsewhere cannot land before it
+    // (LogicalUnit.fenceLost, docs/target.md "A lost connection's commands").
+    if (this.nexus && !this.discovery) for (const { lu } of this.luns.values()) lu.fenceLost(this.nexus);
     this.socket.destroy();
     await Promise.allSettled([...this.running.values()].map((r) => r.done));
     this.phase = 'closed';

@@ -55,7 +55,7 @@ export const compareAndWrite = defineCommand<CawParams>({
     const off = p.lba * lu.blockSize;
     const verify = io.data.subarray(0, len);
     const write = io.data.subarray(len, 2 * len);
-    return lu.rangeLock.hold(p.lba, p.lba + p.blocks, true, async () => {
+    return lu.rangeLock.hold(io.nexus, p.lba, p.lba + p.blocks, true, async () => {
       const atomic = lu.backend.compareAndWrite?.bind(lu.backend);
       if (atomic !== undefined) {
         const miscompare = await backendIo(

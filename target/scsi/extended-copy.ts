@@ -120,10 +120,16 @@ function inRange(lu: LogicalUnit, lba: bigint, blocks: number): boolean {
 }
 
 /** Locks for a copy from [src, src+n) to [dst, dst+n): ascending LBA order, one lock when they overlap. */
-async function lockCopy(lu: LogicalUnit, src: number, dst: number, n: number): Promise<Release> {
-  if (src < dst + n && dst < src + n) return lu.rangeLock.acquire(Math.min(src, dst), Math.max(src, dst) + n, true);
-  const first = src < dst ? await lu.rangeLock.acquire(src, src + n, false) : await lu.rangeLock.acquire(dst, dst + n, true);
-  const second = src < dst ? await lu.rangeLock.acquire(dst, dst + n, true) : await lu.rangeLock.acquire(src, src + n, false);
+async function lockCopy(lu: LogicalUnit, owner: object, src: number, dst: number, n: number): Promise<Release> {
+  if (src < dst + n && dst < src + n) return lu.rangeLock.acquire(owner, Math.min(src, dst), Math.max(src, dst) + n, true);
+  const first = src < dst ? await lu.rangeLock.acquire(owner, src, src + n, false) : await lu.rangeLock.acquire(owner, dst, dst + n, true);
+  let second: Release;
+  try {
+    second = src < dst ? await lu.rangeLock.acquire(owner, dst, dst + n, true) : await lu.rangeLock.acquire(owner, src, src + n, false);
+  } catch (e) {
+    first(); // refused: the owner's connection was lost meanwhile (range-lock.ts fence)
+    throw e;
+  }
   return () => {
     second();
     first();
@@ -166,7 +172,7 @@ export const extendedCopy = defineCommand<{ length: number }>({
       }
       const src = Number(s.srcLba);
       const dst = Number(s.dstLba);
-      await holding(lockCopy(lu, src, dst, s.blocks), async () => {
+      await holding(lockCopy(lu, io.nexus, src, dst, s.blocks), async () => {
         const chunk = Math.max(1, Math.floor(SLOT_BYTES / lu.blockSize));
         // Front to back, or back to front when the destination starts inside the source, so that no block is read after it was overwritten.
         const backwards = dst > src && dst < src + s.blocks;

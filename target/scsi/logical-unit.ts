@@ -17,7 +17,7 @@ import type { ModeSettings } from './mode-pages.js';
 import { nexusKey, type Nexus } from './nexus.js';
 import type { TargetPortGroups } from './port-groups.js';
 import { FastPathGate } from './fast-path-gate.js';
-import { RangeLock } from './range-lock.js';
+import { holding, RangeLock } from './range-lock.js';
 import type { ReservationStore } from './reservation-store.js';
 import { CopyResults } from './copy-results.js';
 import { Reservations } from './reservations.js';
@@ -172,6 +172,31 @@ export class LogicalUnit {
   readonly defaultModes: ModeSettings;
   #modes: ModeSettings;
   #lastBlocks: number;
+
+  /**
+   * A connection that used this LU is gone, and commands of it may still be
+   * inside the backend (a stalled device, a cluster that does not answer):
+   * each range they hold fences later commands on those blocks, from any
+   * connection, until it is released, and nothing more of `owner` starts
+   * (range-lock.ts, docs/target.md "A lost connection's commands"). Returns
+   * how many ranges were fenced.
+   */
+  fenceLost(owner: Nexus): number {
+    return this.rangeLock.fence(owner);
+  }
+
+  /**
+   * The same for I/O that runs natively, whose blocks JavaScript does not know
+   * (the fast path's librbd requests of a lost connection): every later
+   * command on this LU waits until `settled`, those in JavaScript at the range
+   * lock and those of the fast path by the gate, which sends them to
+   * JavaScript meanwhile. `settled` must not reject.
+   */
+  fenceUntil(settled: Promise<void>): void {
+    // Queued now, before anything else can be: later commands line up behind it.
+    const barrier = this.rangeLock.acquire(undefined, 0, Number.MAX_SAFE_INTEGER, true);
+    this.fastPath.hold(() => holding(barrier, () => settled)).catch((e: unknown) => this.log.warn('fence of a lost connection failed', { lu: this.name, error: String(e) }));
+  }
 
   constructor(o: LogicalUnitOptions) {
     const blockSize = o.blockSize ?? 512;

@@ -54,7 +54,7 @@ export const orWrite16 = defineCommand<OrWriteParams>({
     if (isFailure(start)) return start;
     const len = p.blocks * lu.blockSize;
     const off = p.lba * lu.blockSize;
-    return lu.rangeLock.hold(p.lba, p.lba + p.blocks, true, () =>
+    return lu.rangeLock.hold(io.nexus, p.lba, p.lba + p.blocks, true, () =>
       withScratch(len, async (current) => {
         await backendIo('read', lu.backend.read(current, off));
         orInto(current, io.data.subarray(0, len));

@@ -57,6 +57,8 @@ export const RESERVATION_CONFLICT: StatusOnly = Object.freeze({
 });
 
 export const BUSY: StatusOnly = Object.freeze({ kind: 'status', status: ScsiStatus.BUSY });
+/** A command of a lost connection that never reached the backend (range-lock.ts fence). */
+export const TASK_ABORTED: StatusOnly = Object.freeze({ kind: 'status', status: ScsiStatus.TASK_ABORTED });
 
 export function isFailure(x: unknown): x is Failure {
   return typeof x === 'object' && x !== null && (x as { kind?: unknown }).kind === 'check';

@@ -78,7 +78,7 @@ function rw(op: number, name: string, write: boolean, size: Size): CommandEntry 
       if (isFailure(start)) return start;
       const len = p.blocks * lu.blockSize;
       const buf = io.data.subarray(0, len);
-      return lu.rangeLock.hold(p.lba, p.lba + p.blocks, false, async () => {
+      return lu.rangeLock.hold(io.nexus, p.lba, p.lba + p.blocks, false, async () => {
         if (write) {
           await backendIo('write', lu.backend.write(buf, p.lba * lu.blockSize, { fua: p.fua || !lu.modes.wce }));
           return good();

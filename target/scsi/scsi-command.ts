@@ -13,7 +13,8 @@ import type { CommandEntry, CommandIo, Direction, Prepared } from './command-spe
 import type { LogicalUnit } from './logical-unit.js';
 import { silentLogger } from './logger.js';
 import { nexusKey, type Access, type Nexus } from './nexus.js';
-import { check, invalidCdb, isFailure, RESERVATION_CONFLICT, type Outcome } from './outcome.js';
+import { check, invalidCdb, isFailure, RESERVATION_CONFLICT, TASK_ABORTED, type Outcome } from './outcome.js';
+import { CommandAborted } from './range-lock.js';
 import { BackendIoError, outcomeForError } from './sense-map.js';
 
 export interface Completion {
@@ -144,6 +145,8 @@ export class ScsiCommand {
       if (lu && entry.exclusive === true) return await lu.fastPath.hold(() => this.#prepared.run(io));
       return await this.#prepared.run(io);
     } catch (e) {
+      // Its connection was lost and fenced before its range was granted: nothing ran.
+      if (e instanceof CommandAborted) return TASK_ABORTED;
       const meta = {
         command: this.name,
         lu: lu?.name,

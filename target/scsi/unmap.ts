@@ -56,7 +56,7 @@ export const unmap = defineCommand<UnmapParams>({
       if (blocks > 0) ranges.push({ lba: Number(lba), blocks });
     }
     for (const r of ranges) {
-      await lu.rangeLock.hold(r.lba, r.lba + r.blocks, false, () => backendIo('discard', lu.backend.discard(r.lba * lu.blockSize, r.blocks * lu.blockSize)));
+      await lu.rangeLock.hold(io.nexus, r.lba, r.lba + r.blocks, false, () => backendIo('discard', lu.backend.discard(r.lba * lu.blockSize, r.blocks * lu.blockSize)));
     }
     return good();
   },

@@ -92,7 +92,7 @@ function verify(op: number, name: string, size: Size): CommandEntry {
     async execute(p, io): Promise<Outcome> {
       if (p.blocks === 0) return good();
       const lu = io.lu;
-      return lu.rangeLock.hold(p.lba, p.lba + p.blocks, false, async () => {
+      return lu.rangeLock.hold(io.nexus, p.lba, p.lba + p.blocks, false, async () => {
         const at = await readAndCompare(lu, p.lba, p.blocks, expectation(io.data, lu.blockSize, p.bytchk));
         return at >= 0 ? check(MISCOMPARE_DURING_VERIFY, { information: at }) : good();
       });
@@ -125,7 +125,7 @@ function writeAndVerify(op: number, name: string, size: Size): CommandEntry {
       const lu = io.lu;
       const len = p.blocks * lu.blockSize;
       const data = io.data.subarray(0, len);
-      return lu.rangeLock.hold(p.lba, p.lba + p.blocks, false, async () => {
+      return lu.rangeLock.hold(io.nexus, p.lba, p.lba + p.blocks, false, async () => {
         // The verify reads the medium, so the write must reach it first.
         await backendIo('write', lu.backend.write(data, p.lba * lu.blockSize, { fua: true }));
         const at = await readAndCompare(lu, p.lba, p.blocks, p.bytchk === 1 ? expectation(data, lu.blockSize, 1) : undefined);

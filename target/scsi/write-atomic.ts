@@ -50,7 +50,7 @@ export const writeAtomic16 = defineCommand<WriteAtomicParams>({
     const start = checkRange(lu, p.lba, p.blocks);
     if (isFailure(start)) return start;
     const len = p.blocks * lu.blockSize;
-    return lu.rangeLock.hold(p.lba, p.lba + p.blocks, true, async () => {
+    return lu.rangeLock.hold(io.nexus, p.lba, p.lba + p.blocks, true, async () => {
       await backendIo('write', lu.backend.write(io.data.subarray(0, len), p.lba * lu.blockSize, { fua: p.fua || !lu.modes.wce }));
       return good();
     });

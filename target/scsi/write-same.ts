@@ -79,7 +79,7 @@ function writeSame(op: number, name: string, sixteen: boolean): CommandEntry {
       if (p.blocks === 0) return good();
       const start = checkRange(lu, p.lba, p.blocks);
       if (isFailure(start)) return start;
-      return lu.rangeLock.hold(p.lba, p.lba + p.blocks, false, async () => {
+      return lu.rangeLock.hold(io.nexus, p.lba, p.lba + p.blocks, false, async () => {
         const block = p.ndob ? undefined : io.data.subarray(0, lu.blockSize);
         const off = p.lba * lu.blockSize;
         const len = p.blocks * lu.blockSize;

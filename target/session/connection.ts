@@ -681,7 +681,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     if (this.state === 'closing' || this.state === 'closed') return;
     this.state = 'closing';
     // Stop outstanding commands before they touch the initiator's memory again.
-    for (const s of this.outstanding.values()) s.request?.abort();
+    this.abortAll();
     await this.sendCapsule({ op: Opcode.T_LOGOUT, tag: 0n, reason: reason as LogoutReasonCode });
     await this.end(why);
   }
@@ -714,6 +714,22 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     if (this.state === 'active' && this.login) this.mapLuns(this.env.lunsFor(this.login.initiatorName));
   }
 
+  /**
+   * The connection is ending: every command of it answers TASK ABORTED at its
+   * next abort point, and what of it is still inside a backend fences later
+   * commands on its blocks (LogicalUnit.fenceLost). The initiator reissues its
+   * unanswered commands on another connection; this keeps such a copy, and
+   * anything written after it, from landing before the first one
+   * (docs/target.md "A lost connection's commands").
+   */
+  private abortAll(): void {
+    for (const s of this.outstanding.values()) s.request?.abort();
+    if (this.nexus === null) return;
+    let fenced = 0;
+    for (const { lu } of this.luns.values()) fenced += lu.fenceLost(this.nexus);
+    if (fenced > 0) this.log.info(`connection lost with ${fenced} command${fenced === 1 ? '' : 's'} still in the backend: later commands on those blocks wait for them`, this.meta());
+  }
+
   /** Disconnects and releases; every caller gets the one ending (a failed send may race a logout). */
   private end(why: string): Promise<void> {
     if (this.state === 'closed') return this.closedPromise;
@@ -724,7 +740,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
   private async endOnce(why: string): Promise<void> {
     this.state = 'closing';
     this.unbindFastPath();
-    for (const s of this.outstanding.values()) s.request?.abort();
+    this.abortAll();
     // Commands settle (their RMA fails once the connection is down); wait so
     // nothing touches target memory after the pool may be released.
     const running = [...this.outstanding.values()].map((s) => s.done);
@@ -743,7 +759,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     if (this.state !== 'closing') {
       // The peer went away first: abort and wait as end() does.
       this.state = 'closing';
-      for (const s of this.outstanding.values()) s.request?.abort();
+      this.abortAll();
       await Promise.allSettled([...this.outstanding.values()].map((s) => s.done));
     }
     this.state = 'closed';

@@ -63,6 +63,11 @@ export class GatedBackend implements Backend {
     return g;
   }
 
+  /** Lets new calls of `op` through again; those already held stay at their gate until it is released. */
+  unhold(op: Op): void {
+    this.gates.delete(op);
+  }
+
   /** Makes every call of `op` fail with errno `code` until heal(op). */
   fail(op: Op, code: string): void {
     this.faults.set(op, code);
