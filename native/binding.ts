@@ -270,7 +270,12 @@ export interface NativeFastPath {
   /** GOOD answers on the LUN since the last call, then zeroed (native/src/fast-path.cc TakeCounts for the layout); returns the ops. */
   takeCounts(lun: number, out: Float64Array): number;
   readonly stats: NativeFastPathStats;
-  close(): void;
+  /**
+   * Waits for the ring, then frees everything; returns how many librbd
+   * requests outlive the close (they keep the slots' pages), and calls
+   * onSettled once they have ended (only when there are any).
+   */
+  close(onSettled?: () => void): number;
 }
 
 /** Opaque: rblk_rbd's C function table (native/src/rbd-c-api.h). */

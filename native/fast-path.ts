@@ -115,11 +115,19 @@ export class FastPath {
     for (const w of list ?? []) w();
   }
 
+  /**
+   * Called within close() when librbd requests outlive it (a write among them
+   * may still land), with a promise that resolves once they have all ended.
+   */
+  onOrphans: ((settled: Promise<void>) => void) | null = null;
+
   /** Waits for the ring's I/O (the kernel may be using the slots), then frees everything. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#native.close();
+    let settle!: () => void;
+    const settled = new Promise<void>((resolve) => (settle = resolve));
+    if (this.#native.close(() => settle()) > 0) this.onOrphans?.(settled);
     for (const lun of [...this.#idle.keys()]) this.#wake(lun);
     await this.#region.close();
   }

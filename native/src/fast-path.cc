@@ -116,17 +116,18 @@ uint8_t* FastPath::SlotRsp(uint32_t slot) const {
 
 // Stops taking commands and waits for the ring (the kernel may be writing
 // into the slots); the endpoint's own close releases the op records.
-void FastPath::Shutdown() {
-  if (closed_) return;
+size_t FastPath::Shutdown(std::function<void()> settled) {
+  if (closed_) return 0;
   closed_ = true;
   ring_poller_.Stop();
   if (ring_ != nullptr) uring_->close(ring_);
   ring_ = nullptr;
   // librbd cannot be waited for here (a cluster that is away answers only at
   // its timeout): what it still holds keeps the slots' pages alive instead.
-  Memory* held = rbd_ != nullptr && rbd_->in_flight() > 0 ? memory_ : nullptr;
+  size_t orphaned = rbd_ != nullptr ? rbd_->in_flight() : 0;
+  Memory* held = orphaned > 0 ? memory_ : nullptr;
   if (held != nullptr) held->Retain();
-  FastRbd::Orphan(rbd_, held);
+  FastRbd::Orphan(rbd_, held, orphaned > 0 ? std::move(settled) : nullptr);
   rbd_ = nullptr;
   if (endpoint_ != nullptr && endpoint_->fast_ == this) endpoint_->fast_ = nullptr;
   endpoint_ = nullptr;
@@ -138,6 +139,7 @@ void FastPath::Shutdown() {
   on_idle_.Reset();
   endpoint_ref_.Reset();
   region_ref_.Reset();
+  return orphaned;
 }
 
 void FastPath::EndpointClosed() {
@@ -623,9 +625,23 @@ Napi::Value FastPath::TakeCounts(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, ops);
 }
 
+// close(onSettled?): returns how many librbd requests are still running (a
+// write among them may yet land); onSettled() is called once they have all
+// ended, so that JavaScript can fence their volume until then
+// (docs/target.md "A lost connection's commands").
 Napi::Value FastPath::Close(const Napi::CallbackInfo& info) {
-  Shutdown();
-  return info.Env().Undefined();
+  Napi::Env env = info.Env();
+  std::function<void()> settled;
+  if (!closed_ && info.Length() > 0 && info[0].IsFunction() && rbd_ != nullptr && rbd_->in_flight() > 0) {
+    // Called from the loop thread in FastRbd::Done, outside any JS call: a
+    // thread-safe function is the N-API way to call back from there.
+    auto tsfn = std::make_shared<Napi::ThreadSafeFunction>(Napi::ThreadSafeFunction::New(env, info[0].As<Napi::Function>(), "rblk:rbdOrphanSettled", 0, 1));
+    settled = [tsfn]() {
+      tsfn->NonBlockingCall();
+      tsfn->Release();
+    };
+  }
+  return Napi::Number::New(env, static_cast<double>(Shutdown(std::move(settled))));
 }
 
 }  // namespace rblk

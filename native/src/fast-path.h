@@ -23,6 +23,7 @@
 #include <napi.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -110,7 +111,8 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   Napi::Value TakeCounts(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 
-  void Shutdown();
+  // Returns how many librbd requests outlive it; `settled` runs when they have ended.
+  size_t Shutdown(std::function<void()> settled = nullptr);
   uint8_t* SlotData(uint32_t slot) const;
   uint8_t* SlotRsp(uint32_t slot) const;
   bool Post(uint32_t slot, int kind);

@@ -99,6 +99,11 @@ void FastRbd::Done() {
   poller_.Stop();
   if (pages_ != nullptr) pages_->Release();
   pages_ = nullptr;
+  if (settled_) {
+    std::function<void()> settled = std::move(settled_);
+    settled_ = nullptr;
+    settled();
+  }
   if (loop_ == nullptr) {
     delete this;  // never started: no callback of it can be running
     return;
@@ -112,14 +117,18 @@ void FastRbd::Done() {
   });
 }
 
-void FastRbd::Orphan(FastRbd* self, Memory* pages) {
+void FastRbd::Orphan(FastRbd* self, Memory* pages, std::function<void()> settled) {
   if (self == nullptr) {
     if (pages != nullptr) pages->Release();
     return;
   }
   self->orphaned_ = true;
   self->pages_ = pages;
-  if (self->in_flight_ == 0 || self->queue_ == nullptr) self->Done();
+  if (self->in_flight_ == 0 || self->queue_ == nullptr) {
+    self->Done();  // nothing was left: `settled` is not called
+    return;
+  }
+  self->settled_ = std::move(settled);
 }
 
 }  // namespace rblk

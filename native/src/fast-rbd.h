@@ -49,8 +49,9 @@ class FastRbd {
   int Submit(const RbdApi* api, void* image, int op, void* buf, uint32_t len, uint64_t offset, uint64_t user_data);
   size_t in_flight() const { return in_flight_; }
   // The owner is going: no more on_done; frees itself (releasing `pages`,
-  // retained by the caller for it) once nothing is left in librbd.
-  static void Orphan(FastRbd* self, Memory* pages);
+  // retained by the caller for it) once nothing is left in librbd, and then
+  // calls `settled` (on the loop thread), if given and anything was left.
+  static void Orphan(FastRbd* self, Memory* pages, std::function<void()> settled = nullptr);
 
  private:
   void Drain();
@@ -64,6 +65,7 @@ class FastRbd {
   bool orphaned_ = false;
   bool ending_ = false;
   Memory* pages_ = nullptr;
+  std::function<void()> settled_;
   uv_loop_t* loop_ = nullptr;
 };
 

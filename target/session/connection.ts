@@ -135,6 +135,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
       this.log.debug(`transport closed the connection: ${reason}`, this.meta());
       this.detach(this.ended(reason), 'connection close');
     };
+    conn.onLost = () => this.abortAll();
     conn.onCapsule = (buf) => this.onCapsule(buf);
   }
 
@@ -386,6 +387,12 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     }
     if (this.fast === null) return;
     this.fast.onFailed = (tag, lun, kind, errno, length) => this.onFastFailed(tag, lun, kind, errno, length);
+    // librbd requests that outlive the connection: their blocks are not known here, so each rbd volume waits for them whole.
+    this.fast.onOrphans = (settled) => {
+      const lus = new Set([...this.luns.values()].filter(({ lu }) => lu.backend.fastPathTarget?.rbd !== undefined).map(({ lu }) => lu));
+      for (const lu of lus) lu.fenceUntil(settled);
+      if (lus.size > 0) this.log.info('connection lost with rbd requests still in the cluster: its rbd volumes wait for them', this.meta());
+    };
     this.syncFast();
   }
 

@@ -32,6 +32,7 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
   readonly version: number;
   readonly remoteData: boolean;
   onClose: ((reason: string) => void) | null = null;
+  onLost: (() => void) | null = null;
   private closed = false;
   /** The rest of the receive ring, registered by openReceiveRing. */
   private ringRegion: MemoryRegion | null = null;
@@ -173,6 +174,7 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
   private async finish(reason: string): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.onLost?.();
     let why = reason;
     try {
       // The fast path first: it waits for its ring, whose I/O uses its slots.

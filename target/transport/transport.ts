@@ -33,6 +33,13 @@ export interface ConnectionFastPath {
   readonly stats: FastPathStats;
   /** A command given back: an I/O error ('read', 'write') the session answers, or a failed transfer that ends it. */
   onFailed: ((tag: bigint, lun: number, kind: 'read' | 'write' | 'transfer', errno: number, length: number) => void) | null;
+  /**
+   * Called as the fast path closes when backend requests of it outlive the
+   * close (librbd's: a cluster that does not answer yet), with a promise that
+   * resolves once they have all ended; the session fences their volumes until
+   * then (docs/target.md "A lost connection's commands").
+   */
+  onOrphans: ((settled: Promise<void>) => void) | null;
   close(): Promise<void>;
 }
 
@@ -91,6 +98,13 @@ export interface TargetConnection<B extends DataBuffer = DataBuffer> {
   onCapsule: ((capsule: Buffer) => void) | null;
   /** Called once when the connection ends, whoever ended it. */
   onClose: ((reason: string) => void) | null;
+  /**
+   * Called once, synchronously, the moment the transport learns the connection
+   * is gone, before it releases anything (onClose may come turns later): the
+   * session fences what of it is still in a backend before other connections'
+   * commands run again. A transport whose onClose comes at once need not call it.
+   */
+  onLost?: (() => void) | null;
   /** Sends one capsule (the bytes are copied before it resolves, or before it returns). */
   send(capsule: Buffer): Promise<void>;
   /** Registered memory for one command's data; waits its turn when the pool is busy. */

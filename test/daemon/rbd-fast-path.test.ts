@@ -56,6 +56,8 @@ interface Served {
   /** Fast-path commands taken and handed off so far, over every session (ended ones included). */
   taken(): number;
   handedOff(): number;
+  log: ReturnType<typeof memoryLog>;
+  lu: LogicalUnit;
 }
 
 /** A target in this process with rbd volume `vol` on `image` at LUN 0 and, with file, a file volume `file` at LUN 1. */
@@ -106,11 +108,11 @@ async function serve(t: ExecutionContext, image: string, fastPath: boolean, o: {
     sample();
     return [...seen.values()].reduce((a, v) => a + v[k], 0);
   };
-  return { port, server, rbd, taken: () => sum('taken'), handedOff: () => sum('handedOff') };
+  return { port, server, rbd, taken: () => sum('taken'), handedOff: () => sum('handedOff'), log, lu };
 }
 
-async function session(t: ExecutionContext, port: number, name = 'iqn.2026-12.io.rblk:rbdfast'): Promise<Session> {
-  const s = await connect({ address: '127.0.0.1', port, provider: 'tcp', initiatorName: name, targetName: TARGET_NAME, busyRetries: 0 });
+async function session(t: ExecutionContext, port: number, name = 'iqn.2026-12.io.rblk:rbdfast', connections = 1): Promise<Session> {
+  const s = await connect({ address: '127.0.0.1', port, provider: 'tcp', initiatorName: name, targetName: TARGET_NAME, busyRetries: 0, connections });
   t.teardown(() => s.close());
   return s;
 }
@@ -349,4 +351,46 @@ rbdTest('rbd fast path: a registration made through another gateway of the image
   before = two.taken();
   for (let i = 0; i < 3; i++) t.true((await b.read(0, 4096)).equals(d));
   t.true(two.taken() - before >= 2, 'unregistered through gateway one: gateway two is native again');
+});
+
+rbdTest('rbd fast path: a connection dropped with a write still in librbd fences the volume until librbd has answered it; the reissued copy and a newer write land after it', async (t) => {
+  await ceph().createImage('orphan', 4 * MiB);
+  const srv = await serve(t, 'orphan', true, { timeoutSeconds: 20 });
+  const s = await session(t, srv.port, 'iqn.2026-12.io.rblk:orphan', 2);
+  const v = await s.open('vol');
+  await v.write(0, Buffer.alloc(8192, 0x01));
+  for (let i = 0; i < 200 && [...srv.server.sessions].filter((c) => c.isActive).length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+  const before = srv.taken();
+  ceph().pause();
+  let resumed = false;
+  t.teardown(async () => {
+    if (!resumed) await ceph().resume();
+  });
+  const b = Buffer.alloc(8192, 0xb0);
+  let bDone = false;
+  const wb = v.write(0, b).then(() => (bDone = true));
+  const carrierOf = (): RblkConnection | undefined => [...srv.server.sessions].find((c) => ((c as RblkConnection).fastPathStats?.inFlight ?? 0) > 0) as RblkConnection | undefined;
+  for (let i = 0; i < 200 && carrierOf() === undefined; i++) await new Promise((r) => setTimeout(r, 10));
+  const carrier = carrierOf();
+  if (carrier === undefined) return t.fail('the write never reached the fast path');
+  t.true(srv.taken() > before, 'the write was taken natively, into librbd');
+  // The target drops the connection while librbd holds the write (a paused cluster); the initiator reissues it on the other one.
+  const dropped = carrier.logout('admin', 'test: drop the connection with a write in librbd');
+  for (let i = 0; i < 200 && !srv.lu.fastPath.held; i++) await new Promise((r) => setTimeout(r, 10));
+  t.true(srv.lu.fastPath.held, 'the volume is fenced: the fast path is off for every connection');
+  t.true(srv.log.lines.some((l) => l.message.includes('rbd requests still in the cluster')), 'and the fence is logged');
+  t.false(bDone);
+  resumed = true;
+  await ceph().resume();
+  await wb;
+  await dropped;
+  const c = Buffer.alloc(8192, 0xc0);
+  await v.write(0, c);
+  t.true((await v.read(0, c.length)).equals(c), 'the newer, acknowledged write is what the image holds');
+  t.true((await ceph().run('rbd', ['export', `${ceph().pool}/orphan`, '-'])).subarray(0, c.length).equals(c), 'as rbd export sees it');
+  for (let i = 0; i < 200 && srv.lu.fastPath.held; i++) await new Promise((r) => setTimeout(r, 10));
+  t.false(srv.lu.fastPath.held, 'the fence ends once librbd has answered');
+  const taken = srv.taken();
+  await v.write(4096 * 4, c.subarray(0, 4096));
+  t.true(srv.taken() > taken, 'and the fast path serves the volume again');
 });
