@@ -4,7 +4,7 @@
 // SAM-5 7.2, 7.7), probes an idle connection when asked to, and logs in again
 // with jittered exponential backoff after the connection is lost.
 import { testUnitReady } from '../protocol/scsi/cdb.js';
-import { LogoutReason, TaskFunction, TaskResponse } from '../protocol/wire/index.js';
+import { FENCE_VERSION, LogoutReason, TaskFunction, TaskResponse } from '../protocol/wire/index.js';
 import { reconnectDelay } from './backoff.js';
 import { Connection, TransportError, type FastWaiter, type LoginOptions, type QueueAddressWords } from './connection.js';
 import { Deadlines } from './deadlines.js';
@@ -71,6 +71,8 @@ const MAX_PENDING_ATTEMPTS = 4;
 
 export class Channel {
   private current: Connection | null = null;
+  /** FENCE CONNECTION requests made, per connection and lost session id (fenceLost). */
+  private readonly fences = new WeakMap<Connection, Map<bigint, Promise<void>>>();
   private lost: { promise: Promise<never>; reject(e: Error): void } = Channel.lostSignal();
   private inflight = 0;
   private lastActive = Date.now();
@@ -405,6 +407,49 @@ export class Channel {
     if (att.settled || conn.isClosed) return;
     this.host.recovery({ action: 'reconnect', connection: this.index, lun, reason: `LOGICAL UNIT RESET did not end tag ${tag} within ${o.abortTimeoutMs} ms` });
     await conn.close();
+  }
+
+  /**
+   * Before commands lost with the connection of login session `sessionId` are
+   * reissued here, on the same path: asks the target to end that connection
+   * and fence what of it is still in a backend (TSK_MGMT FENCE CONNECTION,
+   * docs/protocol.md §14.1), since it may not have seen the loss yet and a
+   * first copy could otherwise land after the reissued one. Once per lost
+   * session and connection. Nothing to ask when the lost connection is this
+   * one, or this connection predates the function (version < 3). Rejects with
+   * a TransportError when the answer does not come within abortTimeoutMs, so
+   * that the command is dispatched again and the fence asked again.
+   */
+  fenceLost(sessionId: bigint): Promise<void> {
+    const conn = this.current;
+    if (conn === null || conn.isClosed) return Promise.reject(new TransportError('the connection is down'));
+    if (conn.version < FENCE_VERSION || conn.sessionId === sessionId) return Promise.resolve();
+    let asked = this.fences.get(conn);
+    if (asked === undefined) {
+      asked = new Map();
+      this.fences.set(conn, asked);
+    }
+    let p = asked.get(sessionId);
+    if (p === undefined) {
+      const fenced = conn.taskManagement(0, TaskFunction.FENCE_CONNECTION, sessionId).then(
+        (r) => {
+          // FAILED: the target says that session is another initiator's (an id from before a
+          // restart of it): nothing of ours to fence there.
+          if (r !== TaskResponse.COMPLETE && r !== TaskResponse.FAILED) throw new TransportError(`FENCE CONNECTION of session ${sessionId} answered 0x${r.toString(16)}`);
+        },
+      );
+      p = within(
+        fenced.then(() => true),
+        this.host.options.abortTimeoutMs,
+        false,
+      ).then((ok) => {
+        if (!ok) throw new TransportError(`FENCE CONNECTION of session ${sessionId} was not answered within ${this.host.options.abortTimeoutMs} ms`);
+      });
+      const map = asked;
+      p.catch(() => map.delete(sessionId));
+      asked.set(sessionId, p);
+    }
+    return p;
   }
 
   /** True when the target answered FUNCTION COMPLETE within abortMs. */

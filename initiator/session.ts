@@ -70,6 +70,8 @@ interface Route {
 interface Exchange {
   readonly req: ScsiRequest;
   readonly route: Route;
+  /** Connections the command was lost with, sent and unanswered: fenced before it is sent again on their path (Channel.fenceLost). */
+  lost?: { readonly sessionId: bigint; readonly path: number }[];
   resolve(r: ScsiResponse): void;
   reject(e: Error): void;
 }
@@ -472,6 +474,7 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
     const what = x.req.what;
     x.route.path = this.pathList[ch.pathIndex];
     try {
+      for (const l of x.lost ?? []) if (l.path === ch.pathIndex) await ch.fenceLost(l.sessionId);
       const r = await ch.send(x.req, att);
       if (att.timedOut && r.status === ScsiStatus.TASK_ABORTED) x.reject(this.timeout(what, 'aborted'));
       else x.resolve(r);
@@ -482,7 +485,10 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
         x.reject(new RblkError('CONNECTION_LOST', `${what}: the connection was lost with the command outstanding; it is not reissued because it is not idempotent`, { cause: e }));
       else if (registeredOf(x.req) !== undefined)
         x.reject(new RblkError('CONNECTION_LOST', `${what}: the connection its registered buffer belongs to was lost`, { cause: e }));
-      else this.dispatch(x);
+      else {
+        if (att.sent && att.conn !== undefined) (x.lost ??= []).push({ sessionId: att.conn.sessionId, path: ch.pathIndex });
+        this.dispatch(x);
+      }
     }
   }
 

@@ -190,6 +190,13 @@ export class TargetServer {
       },
       lunsFor: (initiator) => this.lunsFor(initiator),
       secretFor: (initiator) => this.opts.secrets.get(initiator) ?? null,
+      fenceConnection: (sessionId, initiator, why) => {
+        const s = this.session(sessionId);
+        if (s === undefined || !s.loggedIn) return 'gone';
+        if (s.info().initiator !== initiator) return 'refused';
+        s.fence(why);
+        return 'fenced';
+      },
       admitSession: () => {
         if (this.draining) return 'draining';
         const active = [...this.sessions].filter((s) => s.isActive).length;

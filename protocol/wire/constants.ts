@@ -1,4 +1,4 @@
-// Numbers of the rblk wire protocol, versions 1 and 2 (docs/protocol.md is normative).
+// Numbers of the rblk wire protocol, versions 1 to 3 (docs/protocol.md is normative).
 // Opcodes and code points reuse SRP's where SRP has the same thing (T10 SRP r16a 5,
 // Linux include/scsi/srp.h), so a trace reads like an SRP trace.
 
@@ -9,14 +9,20 @@ type ValueOf<T> = T[keyof T];
  * MIN_PROTOCOL_VERSION up. A connection's version is chosen by its CONNECT
  * and echoed by the ACCEPT (docs/protocol.md §3).
  */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 export const MIN_PROTOCOL_VERSION = 1;
 /**
  * From this protocol version on, the target may complete a GOOD read with an
  * RDMA WRITE carrying remote CQ data instead of an RSP (docs/protocol.md §12.1).
  */
 export const REMOTE_DATA_VERSION = 2;
-/** The version byte of every capsule header: the capsule format, which version 2 did not change (§5). */
+/**
+ * From this protocol version on, the initiator may fence a lost connection of
+ * its own through another one (TSK_MGMT FENCE CONNECTION, docs/protocol.md
+ * §14.1) before it reissues that connection's commands.
+ */
+export const FENCE_VERSION = 3;
+/** The version byte of every capsule header: the capsule format, which versions 2 and 3 did not change (§5). */
 export const CAPSULE_VERSION = 1;
 
 /** The name rblkd answers to when its config names none; initiators use it by default. */
@@ -166,6 +172,12 @@ export const TaskFunction = {
   CLEAR_TASK_SET: 0x04,
   LUN_RESET: 0x08,
   CLEAR_ACA: 0x40,
+  /**
+   * rblk's, version 3 on (vendor specific: SRP defines none at 0x80): ends
+   * another connection of the same initiator, named by its LOGIN_RSP session
+   * id in the task tag field, and fences its commands (docs/protocol.md §14.1).
+   */
+  FENCE_CONNECTION: 0x80,
 } as const;
 export type TaskFunction = ValueOf<typeof TaskFunction>;
 

@@ -1,4 +1,4 @@
-// The rblk wire protocol, versions 1 and 2: capsule codecs shared by target and initiator.
+// The rblk wire protocol, versions 1 to 3: capsule codecs shared by target and initiator.
 // docs/protocol.md is the normative description of every byte.
 
 export * from './constants.js';

@@ -245,6 +245,10 @@ export class IscsiConnection implements ServedConnection, TaskHost {
     if (this.running.size > 0) await Promise.race([new Promise<void>((r) => this.idle.push(r)), new Promise((r) => setTimeout(r, timeoutMs).unref())]);
     await this.requestLogout('target shutting down');
   }
+  fence(why: string): void {
+    this.detach(this.end(why));
+  }
+
   logout(_kind: LogoutKind | number = 'admin', why = 'administrative logout'): Promise<void> {
     if (this.phase !== 'full') return this.end(why);
     return this.requestLogout(why);

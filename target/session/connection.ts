@@ -3,12 +3,13 @@
 // commands, task management, keep-alive and logout. Every capsule is decoded
 // strictly; any violation ends this connection alone, with a logged reason
 // (§15), and nothing else notices.
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { getSystemErrorName } from 'node:util';
 import {
   capsuleBuffer,
   DataFormat,
   decodeCapsule,
+  FENCE_VERSION,
   LoginRejectReason,
   LogoutReason,
   MAX_TRANSFER_LENGTH,
@@ -39,7 +40,13 @@ import type { ConnectionFastPath, DataBuffer, FastPathStats, TargetConnection } 
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
 import { requestScopes, withMeta, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type ConnectionFactory, type SessionInfo, type TargetLogger } from './environment.js';
 
-let nextSessionId = 1n;
+/**
+ * Session ids (LOGIN_RSP) count up from a random start, so that an id an
+ * initiator remembers from an earlier rblkd process names no connection of
+ * this one: FENCE CONNECTION (docs/protocol.md §14.1) must not end a stranger.
+ * Below 2^53, as logs print them as numbers.
+ */
+let nextSessionId = BigInt(randomInt(1, 2 ** 20)) << 32n;
 /** Stands in for the secret of a name that has none (§10): random, known to nobody. */
 const UNKNOWN_NAME_SECRET = randomBytes(32);
 const EMPTY = Buffer.alloc(0);
@@ -580,6 +587,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
 
   // §14.1: abort what was asked, send each aborted command's RSP, then TSK_RSP.
   private onTaskManagement(t: TaskManagement): void {
+    if (t.function === TaskFunction.FENCE_CONNECTION) return this.fenceOther(t);
     if (this.tagInUse(t.tag)) throw new ProtocolViolation(`tag ${t.tag} is already outstanding`);
     if (this.inUse() >= this.credits) throw new ProtocolViolation('credit overrun', LogoutReason.CREDIT_OVERRUN);
     this.outstandingTasks++;
@@ -595,6 +603,41 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
       }),
       'task management',
     );
+  }
+
+  /**
+   * FENCE CONNECTION (§14.1, version 3): the initiator lost another of its
+   * connections and is about to reissue that one's commands here. The target
+   * may not have seen that loss yet; ending the connection now, and fencing
+   * what of it is still in a backend, keeps the first copies from landing
+   * after the reissued ones. Answered once the fence is in place.
+   */
+  private fenceOther(t: TaskManagement): void {
+    if (this.conn.version < FENCE_VERSION) throw new ProtocolViolation(`FENCE CONNECTION on a version ${this.conn.version} connection (it needs version ${FENCE_VERSION})`);
+    if (this.tagInUse(t.tag)) throw new ProtocolViolation(`tag ${t.tag} is already outstanding`);
+    if (this.inUse() >= this.credits) throw new ProtocolViolation('credit overrun', LogoutReason.CREDIT_OVERRUN);
+    const id = String(t.taskTag);
+    let response: TaskResponse = TaskResponse.COMPLETE;
+    if (id !== String(this.sessionId)) {
+      const r = this.env.fenceConnection(id, this.login!.initiatorName, `fenced by the initiator from session ${this.sessionId} (it lost this connection)`);
+      if (r === 'refused') response = TaskResponse.FAILED;
+      this.log.info(`FENCE CONNECTION of session ${id}: ${r}`, this.meta());
+    }
+    this.outstandingTasks++;
+    this.syncFast();
+    this.detach(
+      this.sendCapsule({ op: Opcode.TSK_RSP, tag: t.tag, creditDelta: 1, response }).finally(() => {
+        this.outstandingTasks--;
+        this.syncFast();
+      }),
+      'fence connection',
+    );
+  }
+
+  /** The initiator asked, through another connection (FENCE CONNECTION): end now, in silence. */
+  fence(why: string): void {
+    if (this.state === 'closing' || this.state === 'closed') return;
+    this.detach(this.end(why), 'fence');
   }
 
   private async runTask(t: TaskManagement): Promise<void> {

@@ -95,6 +95,13 @@ export interface ConnectionEnvironment {
   readonly portName: string;
   /** Whether new connections run READ and WRITE on the native fast path where they can (fast_path, docs/operations.md). */
   readonly fastPath?: boolean;
+  /**
+   * Ends the logged-in connection with this session id if `initiator` owns it,
+   * and fences what of it is still in a backend, before returning
+   * (docs/protocol.md §14.1 FENCE CONNECTION). 'gone': no such connection
+   * (it ended already, or never was here); 'refused': another initiator's.
+   */
+  fenceConnection(sessionId: string, initiator: string, why: string): 'fenced' | 'gone' | 'refused';
 }
 
 /** Why the target ends a connection: it is stopping, or an administrator (or a reload) asked. */
@@ -150,6 +157,13 @@ export interface ServedConnection {
    * LogoutReason, docs/protocol.md §14), for tests that provoke one.
    */
   logout(kind?: LogoutKind | number, why?: string): Promise<void>;
+  /**
+   * Ends the connection at once, without telling its initiator (which
+   * asked, through another connection): before this returns, no command of
+   * it starts on a backend any more and what is still running there fences
+   * later commands on its blocks (docs/target.md "A lost connection's commands").
+   */
+  fence(why: string): void;
   /** Called once when the connection has ended and released everything. */
   onEnd: ((connection: ServedConnection) => void) | null;
 }

@@ -7,8 +7,10 @@
 // landed, which then overwrote the newer, acknowledged data.
 import test from 'ava';
 import { connect } from '../../initiator/index.js';
+import { Opcode, TaskFunction } from '../../protocol/wire/index.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 import { GatedBackend } from './helpers/gated-backend.js';
+import { SpyTransport } from './helpers/spy-transport.js';
 import { pattern, startServer, TRANSPORTS, until } from './helpers/target.js';
 
 checkSuiteResources(test, { warmUp: () => warmUpFabric() });
@@ -31,6 +33,7 @@ for (const kind of TRANSPORTS) {
 
     // The first copy of B is stuck in the backend.
     const gate = backend.hold('write');
+    t.teardown(() => gate.release());
     const b = pattern(8192, 2);
     let bDone = false;
     const wb = vol.write(0, b).then(() => (bDone = true));
@@ -71,6 +74,7 @@ test.serial('loop: a lost connection fences only the blocks it holds; other bloc
   const vol = await s.open('vol0');
   await until(() => [...target.server.sessions].filter((c) => c.isActive).length === 2, 'both connections');
   const gate = backend.hold('write');
+  t.teardown(() => gate.release());
   const stuck = vol.write(0, pattern(4096, 4));
   await gate.reached;
   backend.unhold('write');
@@ -83,4 +87,51 @@ test.serial('loop: a lost connection fences only the blocks it holds; other bloc
   gate.release();
   await stuck;
   await dropped;
+});
+
+test.serial('loop: a connection lost on the initiator\'s side only is fenced through the other one (FENCE CONNECTION) before its write is reissued', async (t) => {
+  const backend = new GatedBackend(4 * MiB, { name: 'vol0' });
+  const target = await startServer('loop', [{ name: 'vol0', lun: 0, backend }]);
+  const options = target.options({ connections: 2, timeouts: { lossMs: 20_000 }, reconnect: { initialDelayMs: 20, maxDelayMs: 200 } });
+  const spy = options.transport as SpyTransport;
+  const s = await connect(options);
+  t.teardown(async () => {
+    // A severed connection the target did not end is closed here, or the target's close would wait for it.
+    for (const c of spy.connections) if (c.severed) await c.closeInner();
+    await s.close();
+    await target.close();
+  });
+  const vol = await s.open('vol0');
+  const lu = target.units.get('vol0')!.lu;
+  await until(() => [...target.server.sessions].filter((c) => c.isActive).length === 2, 'both connections');
+
+  const gate = backend.hold('write');
+  t.teardown(() => gate.release());
+  const b = pattern(8192, 6);
+  let bDone = false;
+  const wb = vol.write(0, b).then(() => (bDone = true));
+  await gate.reached;
+  backend.unhold('write');
+  const carrier = spy.connections.find((c) => c.sent.some((x) => x.op === Opcode.CMD && x.cdb[0] === 0x2a));
+  const served = [...target.server.sessions].find((c) => c.info().inFlight > 0);
+  if (carrier === undefined || served === undefined) return t.fail('no connection carries the write');
+  // The initiator loses the connection; the target does not see it go.
+  carrier.sever();
+  await until(() => bDone || lu.rangeLock.waitingCount > 0, 'the reissued copy to be answered or to wait');
+  t.false(bDone, 'the reissued copy waits for the first one');
+  const other = spy.connections.find((c) => c !== carrier && !c.severed);
+  const fence = other?.sent.find((x) => x.op === Opcode.TSK_MGMT && x.function === TaskFunction.FENCE_CONNECTION);
+  t.truthy(fence, 'FENCE CONNECTION went out on the other connection');
+  if (fence?.op === Opcode.TSK_MGMT) t.is(String(fence.taskTag), served.id, 'naming the lost connection');
+  t.false(served.isActive, 'and the target ended that connection');
+
+  gate.release();
+  await wb;
+  const c = pattern(8192, 7);
+  await vol.write(0, c);
+  t.true((await vol.read(0, c.length)).equals(c), 'the newer, acknowledged write is what the blocks hold');
+  const direct = Buffer.alloc(c.length);
+  await backend.inner.read(direct, 0);
+  t.true(direct.equals(c));
+  t.true(target.log.some((l) => l.message.includes('FENCE CONNECTION of session') && l.message.endsWith(': fenced')));
 });

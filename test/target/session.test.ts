@@ -207,6 +207,33 @@ for (const kind of ['loop', 'tcp'] as const) {
     t.is(ok.status, ScsiStatus.GOOD, 'the session carries on');
   });
 
+  test.serial(`${kind}: FENCE CONNECTION ends the initiator's own named connection only; version 2 may not send it`, async (t) => {
+    const f = await startTarget(kind);
+    t.teardown(() => f.close());
+    const c1 = await f.connect();
+    const c2 = await f.connect();
+    const stranger = await f.connect({ initiatorName: 'iqn.2026-11.io.rblk:stranger' });
+    t.not(c1.sessionId, c2.sessionId);
+    t.is(await stranger.taskManagement(0, TaskFunction.FENCE_CONNECTION, c1.sessionId), TaskResponse.FAILED, "another initiator's connection is refused");
+    t.is(await c2.taskManagement(0, TaskFunction.FENCE_CONNECTION, c2.sessionId + 1_000_000n), TaskResponse.COMPLETE, 'an id no connection has: nothing to fence');
+    t.is(await c2.taskManagement(0, TaskFunction.FENCE_CONNECTION, c2.sessionId), TaskResponse.COMPLETE, 'its own id: nothing happens');
+    t.false(c1.isClosed);
+    await c1.command({ lun: 0, cdb: cdb.testUnitReady() });
+    t.is(await c2.taskManagement(0, TaskFunction.FENCE_CONNECTION, c1.sessionId), TaskResponse.COMPLETE);
+    await waitFor(() => (c1.isClosed ? true : undefined), 'the fenced connection to close');
+    t.true(f.log.some((l) => l.message === `FENCE CONNECTION of session ${c1.sessionId}: fenced`));
+    const r = await c2.command({ lun: 0, cdb: cdb.testUnitReady() });
+    t.true(r.status === ScsiStatus.GOOD || r.status === ScsiStatus.CHECK_CONDITION, 'the asking connection carries on');
+    t.false(stranger.isClosed, "the refused stranger's connection is untouched too");
+
+    const old = await f.connect({ protocolVersion: 2 });
+    t.is(old.version, 2);
+    await t.throwsAsync(old.taskManagement(0, TaskFunction.FENCE_CONNECTION, c2.sessionId));
+    await waitFor(() => (old.isClosed ? true : undefined), 'the version-2 connection to be dropped');
+    t.true(f.log.some((l) => /FENCE CONNECTION on a version 2 connection/.test(l.message)));
+    t.false(c2.isClosed, 'and nothing else');
+  });
+
   test.serial(`${kind}: a silent initiator is logged out after twice the keep-alive interval`, async (t) => {
     const f = await startTarget(kind, undefined, { keepAliveMs: 150 });
     t.teardown(() => f.close());

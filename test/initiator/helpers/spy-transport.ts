@@ -9,6 +9,8 @@ export class SpyConnection implements InitiatorConnection {
   readonly sent: Capsule[] = [];
   /** Capsules are swallowed: the target never sees them. */
   blackhole = false;
+  /** sever() was called. */
+  severed = false;
 
   constructor(
     private readonly inner: InitiatorConnection,
@@ -59,6 +61,26 @@ export class SpyConnection implements InitiatorConnection {
     return this.inner.register(size);
   }
   close(): Promise<void> {
+    // Severed: the initiator's close does not reach the target (closeInner does).
+    if (this.severed) return Promise.resolve();
+    return this.inner.close();
+  }
+
+  /**
+   * The initiator sees the connection drop and the target does not (a link
+   * that died on the initiator's side): its capsules stop arriving here, and
+   * the target's end stays open until the target ends it or closeInner().
+   */
+  sever(reason = 'severed by the test'): void {
+    if (this.severed) return;
+    this.severed = true;
+    const onClose = this.inner.onClose;
+    this.inner.onClose = null;
+    this.inner.onCapsule = () => undefined;
+    onClose?.(reason);
+  }
+
+  closeInner(): Promise<void> {
     return this.inner.close();
   }
 }
