@@ -271,9 +271,9 @@ export interface NativeFastPath {
   takeCounts(lun: number, out: Float64Array): number;
   readonly stats: NativeFastPathStats;
   /**
-   * Waits for the ring, then frees everything; returns how many librbd
-   * requests outlive the close (they keep the slots' pages), and calls
-   * onSettled once they have ended (only when there are any).
+   * Frees everything; returns how many backend requests (the ring's and
+   * librbd's) outlive the close (they keep the slots' pages), and calls
+   * onSettled once they have all ended (only when there are any).
    */
   close(onSettled?: () => void): number;
 }

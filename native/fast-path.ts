@@ -116,12 +116,13 @@ export class FastPath {
   }
 
   /**
-   * Called within close() when librbd requests outlive it (a write among them
-   * may still land), with a promise that resolves once they have all ended.
+   * Called within close() when backend requests outlive it (the ring's on a
+   * slow device, librbd's: a write among them may still land), with a promise
+   * that resolves once they have all ended.
    */
   onOrphans: ((settled: Promise<void>) => void) | null = null;
 
-  /** Waits for the ring's I/O (the kernel may be using the slots), then frees everything. */
+  /** Frees everything; requests still in the ring or in librbd keep the slots' memory until they end (onOrphans). */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;

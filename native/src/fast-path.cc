@@ -14,6 +14,7 @@
 #include "endpoint.h"
 #include "errors.h"
 #include "memory-region.h"
+#include "ring-orphan.h"
 
 namespace rblk {
 
@@ -82,6 +83,8 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
   if (ring_ == nullptr) throw MakeError(env, err, "io_uring_queue_init", false);
   uv_loop_t* loop = nullptr;
   napi_get_uv_event_loop(env, &loop);
+  loop_ = loop;
+  ring_event_fd_ = event_fd;
   if (ring_poller_.Start(loop, event_fd, [this]() { OnRing(); }) != 0) {
     uring_->close(ring_);
     ring_ = nullptr;
@@ -116,19 +119,37 @@ uint8_t* FastPath::SlotRsp(uint32_t slot) const {
 
 // Stops taking commands and waits for the ring (the kernel may be writing
 // into the slots); the endpoint's own close releases the op records.
+bool FastPath::HasBackendIo() const {
+  return !closed_ && ((ring_ != nullptr && ring_in_flight_ > 0) || (rbd_ != nullptr && rbd_->in_flight() > 0));
+}
+
 size_t FastPath::Shutdown(std::function<void()> settled) {
   if (closed_) return 0;
   closed_ = true;
   ring_poller_.Stop();
-  if (ring_ != nullptr) uring_->close(ring_);
+  // Neither the ring nor librbd is waited for here: a slow or hung device (or
+  // a cluster that is away) would stop the loop, and every other connection,
+  // until it answered. What either still holds keeps the slots' pages alive
+  // instead, and `settled` runs once both have ended (docs/target.md
+  // "A lost connection's commands").
+  size_t ring_left = ring_ != nullptr ? ring_in_flight_ : 0;
+  size_t rbd_left = rbd_ != nullptr ? rbd_->in_flight() : 0;
+  auto parts = std::make_shared<int>((ring_left > 0 ? 1 : 0) + (rbd_left > 0 ? 1 : 0));
+  auto part = [parts, settled = std::move(settled)]() {
+    if (--*parts == 0 && settled) settled();
+  };
+  if (ring_ != nullptr && ring_left > 0) {
+    memory_->Retain();
+    RingOrphan::Adopt(loop_, uring_, ring_, ring_event_fd_, ring_left, memory_, part);
+  } else if (ring_ != nullptr) {
+    uring_->close(ring_);
+  }
   ring_ = nullptr;
-  // librbd cannot be waited for here (a cluster that is away answers only at
-  // its timeout): what it still holds keeps the slots' pages alive instead.
-  size_t orphaned = rbd_ != nullptr ? rbd_->in_flight() : 0;
-  Memory* held = orphaned > 0 ? memory_ : nullptr;
+  Memory* held = rbd_left > 0 ? memory_ : nullptr;
   if (held != nullptr) held->Retain();
-  FastRbd::Orphan(rbd_, held, orphaned > 0 ? std::move(settled) : nullptr);
+  FastRbd::Orphan(rbd_, held, rbd_left > 0 ? std::function<void()>(part) : nullptr);
   rbd_ = nullptr;
+  size_t orphaned = ring_left + rbd_left;
   if (endpoint_ != nullptr && endpoint_->fast_ == this) endpoint_->fast_ = nullptr;
   endpoint_ = nullptr;
   if (memory_ != nullptr) memory_->Release();
@@ -299,8 +320,9 @@ void FastPath::StartIo(uint32_t slot) {
     return;
   }
   int rc = uring_->queue(ring_, cmd.write ? kUringWrite : kUringRead, lun.fd, SlotData(slot), cmd.length, cmd.offset, cmd.dsync, slot);
-  if (rc == -EBUSY) io_backlog_.push_back(slot);
-  else if (rc < 0) HandOff(slot, cmd.write ? "write" : "read", -rc);
+  if (rc == 0) ring_in_flight_++;
+  else if (rc == -EBUSY) io_backlog_.push_back(slot);
+  else HandOff(slot, cmd.write ? "write" : "read", -rc);
   ring_poller_.SetRef(true);
 }
 
@@ -312,6 +334,7 @@ void FastPath::AfterDrain() {
     Cmd& cmd = cmds_[slot];
     Lun& lun = luns_[cmd.lun];
     if (uring_->queue(ring_, cmd.write ? kUringWrite : kUringRead, lun.fd, SlotData(slot), cmd.length, cmd.offset, cmd.dsync, slot) != 0) break;
+    ring_in_flight_++;
     io_backlog_.erase(io_backlog_.begin());
   }
   int rc = uring_->submit(ring_);
@@ -326,6 +349,7 @@ void FastPath::OnRing() {
   for (;;) {
     unsigned n = uring_->reap(ring_, done, kReap);
     if (n == 0) break;
+    ring_in_flight_ = n >= ring_in_flight_ ? 0 : ring_in_flight_ - n;
     for (unsigned i = 0; i < n; ++i) {
       IoDone(static_cast<uint32_t>(done[i].user_data), done[i].res);
       if (closed_) return;
@@ -632,7 +656,7 @@ Napi::Value FastPath::TakeCounts(const Napi::CallbackInfo& info) {
 Napi::Value FastPath::Close(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::function<void()> settled;
-  if (!closed_ && info.Length() > 0 && info[0].IsFunction() && rbd_ != nullptr && rbd_->in_flight() > 0) {
+  if (info.Length() > 0 && info[0].IsFunction() && HasBackendIo()) {
     // Called from the loop thread in FastRbd::Done, outside any JS call: a
     // thread-safe function is the N-API way to call back from there.
     auto tsfn = std::make_shared<Napi::ThreadSafeFunction>(Napi::ThreadSafeFunction::New(env, info[0].As<Napi::Function>(), "rblk:rbdOrphanSettled", 0, 1));

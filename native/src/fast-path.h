@@ -111,8 +111,11 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   Napi::Value TakeCounts(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 
-  // Returns how many librbd requests outlive it; `settled` runs when they have ended.
+  // Returns how many backend requests (the ring's and librbd's) outlive it;
+  // `settled` runs when they have all ended (ring-orphan.h, fast-rbd.h).
   size_t Shutdown(std::function<void()> settled = nullptr);
+  // Whether Shutdown would leave requests behind.
+  bool HasBackendIo() const;
   uint8_t* SlotData(uint32_t slot) const;
   uint8_t* SlotRsp(uint32_t slot) const;
   bool Post(uint32_t slot, int kind);
@@ -135,6 +138,9 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   void* desc_ = nullptr;
   const UringApi* uring_ = nullptr;
   void* ring_ = nullptr;
+  int ring_event_fd_ = -1;
+  size_t ring_in_flight_ = 0;  // queued in the ring and not yet reaped
+  uv_loop_t* loop_ = nullptr;
   FdPoller ring_poller_;
   // RBD completions: one more source, watched where the ring's is, started
   // by the first RBD LUN (owned; orphaned at Shutdown while librbd still

@@ -394,11 +394,12 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     }
     if (this.fast === null) return;
     this.fast.onFailed = (tag, lun, kind, errno, length) => this.onFastFailed(tag, lun, kind, errno, length);
-    // librbd requests that outlive the connection: their blocks are not known here, so each rbd volume waits for them whole.
+    // Native requests that outlive the connection (a slow device, a cluster away): their blocks are not known here,
+    // so each volume the fast path served waits for them whole (docs/target.md "A lost connection's commands").
     this.fast.onOrphans = (settled) => {
-      const lus = new Set([...this.luns.values()].filter(({ lu }) => lu.backend.fastPathTarget?.rbd !== undefined).map(({ lu }) => lu));
+      const lus = new Set([...this.luns.values()].filter(({ lu }) => lu.backend.fastPathTarget !== undefined).map(({ lu }) => lu));
       for (const lu of lus) lu.fenceUntil(settled);
-      if (lus.size > 0) this.log.info('connection lost with rbd requests still in the cluster: its rbd volumes wait for them', this.meta());
+      if (lus.size > 0) this.log.info(`connection lost with native requests still in the backend: ${[...lus].map((lu) => lu.name).join(', ')} wait for them`, this.meta());
     };
     this.syncFast();
   }

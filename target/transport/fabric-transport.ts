@@ -177,7 +177,7 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
     this.onLost?.();
     let why = reason;
     try {
-      // The fast path first: it waits for its ring, whose I/O uses its slots.
+      // The fast path first: what is still in its ring or in librbd keeps the slots' own memory (onOrphans).
       await this.fast?.close();
       await this.ep.close();
       await this.recvRegion.close();

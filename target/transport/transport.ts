@@ -35,7 +35,7 @@ export interface ConnectionFastPath {
   onFailed: ((tag: bigint, lun: number, kind: 'read' | 'write' | 'transfer', errno: number, length: number) => void) | null;
   /**
    * Called as the fast path closes when backend requests of it outlive the
-   * close (librbd's: a cluster that does not answer yet), with a promise that
+   * close (the ring's on a slow device, librbd's when a cluster does not answer yet), with a promise that
    * resolves once they have all ended; the session fences their volumes until
    * then (docs/target.md "A lost connection's commands").
    */

@@ -378,7 +378,7 @@ rbdTest('rbd fast path: a connection dropped with a write still in librbd fences
   const dropped = carrier.logout('admin', 'test: drop the connection with a write in librbd');
   for (let i = 0; i < 200 && !srv.lu.fastPath.held; i++) await new Promise((r) => setTimeout(r, 10));
   t.true(srv.lu.fastPath.held, 'the volume is fenced: the fast path is off for every connection');
-  t.true(srv.log.lines.some((l) => l.message.includes('rbd requests still in the cluster')), 'and the fence is logged');
+  t.true(srv.log.lines.some((l) => l.message.includes('native requests still in the backend')), 'and the fence is logged');
   t.false(bDone);
   resumed = true;
   await ceph().resume();
