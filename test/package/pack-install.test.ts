@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, closeSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { dump } from 'js-yaml';
 import { ROOT } from '../daemon/helpers/daemon-process.js';
 
@@ -144,6 +144,20 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
   ok(run(process.execPath, [join(installed, 'scripts', 'install-native.js')], installed), 'install-native.js');
   t.false(existsSync(join(installed, 'build')), 'install-native.js built nothing');
   t.true(existsSync(join(installed, 'dist', 'initiator', 'index.js')), 'dist/ is intact');
+  // Every relative import of the installed JavaScript and declarations lands on a file of the
+  // package: one into an unpacked folder (bench/, test/) would fail only on its code path.
+  const unresolved: string[] = [];
+  let imports = 0;
+  for (const f of readdirSync(join(installed, 'dist'), { recursive: true, encoding: 'utf8' }).filter((n) => /\.(js|d\.ts)$/.test(n))) {
+    const file = join(installed, 'dist', f);
+    for (const m of readFileSync(file, 'utf8').matchAll(/(?:from\s+|import\(\s*)['"](\.{1,2}\/[^'"]+)['"]/g)) {
+      imports++;
+      const target = join(dirname(file), f.endsWith('.d.ts') ? m[1]!.replace(/\.js$/, '.d.ts') : m[1]!);
+      if (!existsSync(target)) unresolved.push(`dist/${f}: ${m[1]!}`);
+    }
+  }
+  t.true(imports > 500, `only ${imports} relative imports found: is the pattern still right?`);
+  t.deepEqual(unresolved, [], 'relative imports that miss in the installed package');
 
   // --- ESM: importing loads no native code (binding.ts loads on first use)
   const esm = ok(
