@@ -63,39 +63,65 @@ function parseArgs(argv: string[]): Args {
 }
 
 async function serve(args: Args, config: Config, log: DaemonLogger): Promise<number> {
-  let daemon: Daemon;
+  // The handlers go in before the start: until a listener is added, Node leaves SIGTERM, SIGINT
+  // and SIGHUP at their default action, which ends the process at once, without the drain, and
+  // the start still runs for a moment after it has logged `rblkd ready` and sent READY=1. A
+  // signal that arrives while volumes open and listeners bind is acted on once that is done
+  // (docs/operations.md "Start-up").
+  let daemon: Daemon | null = null;
+  let pendingStop: boolean | null = null;
+  let pendingReload = false;
+  let deadline: NodeJS.Timeout | null = null;
+  let resolveStopped: (code: number) => void = () => undefined;
+  const stopped = new Promise<number>((resolve) => (resolveStopped = resolve));
+  const stop = (d: Daemon, force: boolean): void => {
+    d.stop(force).then(resolveStopped, (e: unknown) => {
+      log.error(`stop failed: ${describeError(e)}`);
+      resolveStopped(1);
+    });
+  };
+  const reload = (d: Daemon): void => {
+    // A reload that fails reports why and keeps serving the old configuration (docs/operations.md).
+    d.reload().catch((e: unknown) => log.error(`reload failed: ${describeError(e)}`));
+  };
+  const removeSignals = installSignals({
+    reload: () => {
+      if (daemon !== null) reload(daemon);
+      else if (!pendingReload) {
+        pendingReload = true;
+        log.info('reload requested while starting: reloading once started');
+      }
+    },
+    stop: (force) => {
+      if (deadline === null) {
+        // From the first signal, whether or not the start has finished.
+        const ms = (daemon?.currentConfig ?? config).limits.drainTimeoutMs + STOP_GRACE_MS;
+        deadline = setTimeout(() => {
+          log.error(`stop did not finish within ${ms} ms; exiting without it`);
+          process.exit(1);
+        }, ms);
+        deadline.unref();
+      }
+      if (daemon !== null) stop(daemon, force);
+      else {
+        if (pendingStop === null) log.info('stop requested while starting: stopping once started');
+        pendingStop = pendingStop === true || force;
+      }
+    },
+  });
   try {
     // Loaded here, not at the top: it loads the native addon, which --check-config and --help do without.
     const { Daemon } = await import('../target/daemon/daemon.js');
     daemon = await Daemon.start(config, { configPath: args.config, ...(args.stateDir !== undefined ? { stateDir: args.stateDir } : {}), log, version: packageVersion() });
   } catch (e) {
+    removeSignals();
     log.error(`cannot start: ${errorMessage(e)}`);
     log.debug(describeError(e));
     return 1;
   }
-  return new Promise<number>((resolve) => {
-    let deadline: NodeJS.Timeout | null = null;
-    installSignals({
-      // A reload that fails reports why and keeps serving the old configuration (docs/operations.md).
-      reload: () => {
-        daemon.reload().catch((e: unknown) => log.error(`reload failed: ${describeError(e)}`));
-      },
-      stop: (force) => {
-        if (deadline === null) {
-          const ms = daemon.currentConfig.limits.drainTimeoutMs + STOP_GRACE_MS;
-          deadline = setTimeout(() => {
-            log.error(`stop did not finish within ${ms} ms; exiting without it`);
-            process.exit(1);
-          }, ms);
-          deadline.unref();
-        }
-        daemon.stop(force).then(resolve, (e: unknown) => {
-          log.error(`stop failed: ${describeError(e)}`);
-          resolve(1);
-        });
-      },
-    });
-  });
+  if (pendingStop !== null) stop(daemon, pendingStop);
+  else if (pendingReload) reload(daemon);
+  return stopped;
 }
 
 async function main(): Promise<number> {

@@ -8,6 +8,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh --build-only
+
+# dist/ must be the compile of the sources as they are now. setup.sh compiles again when a
+# source is newer than its last build, which a deleted or renamed source is not: npm pack
+# would ship the old file's .js, or miss the new name's. A clean compile settles both.
+sources=(native protocol target initiator config bin-src)
+dist_mismatch() {
+  local f
+  while IFS= read -r f; do
+    [ -e "${f%.js}.ts" ] || { echo "prebuild: dist/$f has no source" >&2; return 0; }
+  done < <(cd dist && find "${sources[@]}" -name '*.js' 2>/dev/null)
+  while IFS= read -r f; do
+    [ -e "dist/${f%.ts}.js" ] || { echo "prebuild: $f is not compiled in dist/" >&2; return 0; }
+  done < <(find "${sources[@]}" -name '*.ts')
+  return 1
+}
+if dist_mismatch; then
+  rm -f dist/.rblk-built
+  bash scripts/setup.sh --build-only
+fi
+
 tuple=$(node -p 'process.platform + "-" + process.arch')
 out="prebuilds/$tuple"
 rm -rf "$out"

@@ -11,7 +11,7 @@ import type { Backend } from '../backend/backend.js';
 import { kindOf, openVolumeBackend } from '../backend/registry.js';
 import { LogicalUnit, SharedReservationStore, type Access, type TargetPortGroups } from '../scsi/index.js';
 import type { ExportedVolume } from '../server.js';
-import type { DaemonLogger } from './logger.js';
+import { errorMessage, type DaemonLogger } from './logger.js';
 
 export interface VolumeContext {
   /** Where generated identities are kept (state_dir). */
@@ -21,6 +21,22 @@ export interface VolumeContext {
   log: DaemonLogger;
   /** The gateway's target port groups (ALUA, target/scsi/port-groups.ts), when configured. */
   portGroups?: TargetPortGroups | undefined;
+}
+
+/**
+ * state_dir, or an error that says which key to change: its default, /var/lib/rblk, is the
+ * unit's StateDirectory and not writable by a user who starts rblkd by hand
+ * (docs/operations.md "Troubleshooting"); Node's own error names only the path.
+ */
+async function makeStateDir(dir: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true, mode: 0o755 });
+  } catch (e) {
+    const c = e as NodeJS.ErrnoException;
+    throw Object.assign(new Error(`cannot create state_dir ${dir}: ${errorMessage(e)} (set state_dir in the file, or run with --state-dir DIR)`, { cause: e }), {
+      code: c.code,
+    });
+  }
 }
 
 function configuredSize(v: VolumeConfig): number | undefined {
@@ -44,7 +60,7 @@ export class ServedVolume implements ExportedVolume {
   static async open(config: VolumeConfig, ctx: VolumeContext): Promise<ServedVolume> {
     const size = configuredSize(config);
     // Relative backing files are created in the state directory, before the identity is written there.
-    await mkdir(ctx.stateDir, { recursive: true, mode: 0o755 });
+    await makeStateDir(ctx.stateDir);
     ctx.log.debug(
       `volume ${config.name}: opening its ${config.backing.kind} backing (${size !== undefined ? formatSize(size) : 'size of the store'}, io_engine ${config.ioEngine}${config.direct ? ', O_DIRECT' : ''}${config.readOnly ? ', read-only' : ''})`,
       // Every volume line carries volume and lun (docs/operations.md "Logs and the journal").

@@ -1,9 +1,9 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { baseConfig, ROOT, runDaemon, workdir, type Workdir } from './helpers/daemon-process.js';
+import { baseConfig, ROOT, runDaemon, spawnDaemon, workdir, type Workdir } from './helpers/daemon-process.js';
 
 const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
@@ -107,6 +107,24 @@ test.serial('a metrics port in use fails the start with exit 1, naming the endpo
   t.is(r.code, 1);
   t.true(r.stderr.includes(`error: cannot start: cannot serve metrics on 127.0.0.1:${port} (${w.configPath}, metrics): the port is in use (EADDRINUSE)`), r.stderr);
   t.notRegex(r.stderr, /rblkd ready/);
+});
+
+test.serial('a state_dir that cannot be made fails the start with exit 1, naming it and how to choose another', async (t) => {
+  // A regular file where a parent directory should be: mkdir fails with ENOTDIR even for root,
+  // as /var/lib/rblk does with EACCES for a user who starts rblkd by hand.
+  const w = workdir(t);
+  const blocker = join(w.dir, 'not-a-dir');
+  writeFileSync(blocker, '');
+  w.writeConfig(baseConfig(w, [{ name: 'a', memory: true, size: '1MiB' }], { state_dir: join(blocker, 'state') }));
+  const r = await runDaemon(t, ['--config', w.configPath]);
+  t.is(r.code, 1);
+  t.regex(r.stderr, new RegExp(`error: cannot start: cannot create state_dir ${blocker}/state: ENOTDIR: .*\\(set state_dir in the file, or run with --state-dir DIR\\)`));
+  t.notRegex(r.stderr, /rblkd ready/);
+  // --state-dir replaces it, and the same file starts.
+  const d = spawnDaemon(t, ['--config', w.configPath, '--state-dir', w.state]);
+  await d.port();
+  d.kill('SIGTERM');
+  t.deepEqual(await d.exited, { code: 0, signal: null });
 });
 
 test.serial('a listener address that is not this host\'s is a config error on its line, before anything starts', async (t) => {

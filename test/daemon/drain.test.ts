@@ -86,3 +86,27 @@ test('SIGTERM on an idle daemon with a session logs it out and exits 0; a second
   t.regex(await closed, /SHUTDOWN/);
   t.deepEqual(await d.exited, { code: 0, signal: null });
 });
+
+// Node leaves a signal at its default action (the process ends at once) until a listener is
+// added, and a service manager may stop or reload a unit the moment it is started.
+test('a SIGTERM while rblkd is starting stops it once started: it drains and exits 0', async (t) => {
+  const w = workdir(t);
+  w.writeConfig(baseConfig(w, [{ name: 'a', path: 'a.img', size: '1MiB' }]));
+  const d = spawnDaemon(t, ['--config', w.configPath]);
+  // Volumes open before any listener binds: the start is not finished at this line.
+  await d.waitForLine(/serving volume a/);
+  d.kill('SIGTERM');
+  t.deepEqual(await d.exited, { code: 0, signal: null }, d.lines.join('\n'));
+  t.true(d.lines.some((l) => l.includes('stopped: every volume flushed and closed')), d.lines.join('\n'));
+});
+
+test('a SIGHUP while rblkd is starting is a reload once started, not the end of the process', async (t) => {
+  const w = workdir(t);
+  w.writeConfig(baseConfig(w, [{ name: 'a', path: 'a.img', size: '1MiB' }]));
+  const d = spawnDaemon(t, ['--config', w.configPath]);
+  await d.waitForLine(/serving volume a/);
+  d.kill('SIGHUP');
+  await d.waitForLine(/^.*reloaded.*serving 1 volume/);
+  d.kill('SIGTERM');
+  t.deepEqual(await d.exited, { code: 0, signal: null }, d.lines.join('\n'));
+});

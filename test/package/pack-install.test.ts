@@ -9,16 +9,16 @@
 // other suites keep resetting in `npm test`, and t.timeout below does not
 // lift it (measured: alone with the default, ava gives up at 60 s).
 import test from 'ava';
-import { spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { execFile, spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, closeSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, closeSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { dump } from 'js-yaml';
 import { ROOT } from '../daemon/helpers/daemon-process.js';
 
-/** A bound with some room: the package is about 560 files (dist JS and .d.ts, native sources, docs, prebuilds; 556 measured). */
+/** A bound with some room: the package is about 560 files (dist JS and .d.ts, native sources, docs, prebuilds; 563 measured). */
 const MAX_FILES = 600;
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
@@ -41,6 +41,41 @@ function ok(r: SpawnSyncReturns<string>, what: string): string {
   return r.stdout;
 }
 
+/**
+ * run(), without blocking the event loop: for the commands that talk to the daemon this test
+ * started, whose stderr it reads meanwhile (a full pipe would stall the daemon's writes).
+ */
+function runAsync(cmd: string, args: string[], cwd: string): Promise<string> {
+  const env = { ...process.env };
+  delete env.RBLK_NATIVE;
+  return new Promise((resolve, reject) => {
+    execFile(cmd, args, { cwd, env, encoding: 'utf8', maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${cmd} ${args.join(' ')}: ${err.message}\n${stdout}\n${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+/** The TypeScript sources compiled into the package's dist/ (package.json `files`). */
+const PACKED_SOURCES = ['native', 'protocol', 'target', 'initiator', 'config', 'bin-src'];
+
+function sourcesUnder(dir: string): string[] {
+  return readdirSync(join(ROOT, dir), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => `${dir}/${f}`);
+}
+
+/** The newest symbol version of `prefix` (GLIBC, GLIBCXX) that a shared object needs, from objdump -T. */
+function newestVersion(file: string, prefix: string): string {
+  const out = ok(spawnSync('objdump', ['-T', file], { encoding: 'utf8', maxBuffer: 16 << 20 }), `objdump -T ${file}`);
+  const versions = [...out.matchAll(new RegExp(`\\(${prefix}_([\\d.]+)\\)`, 'g'))].map((m) => m[1]!.split('.').map(Number));
+  versions.sort((a, b) => {
+    for (let i = 0; i < Math.max(a.length, b.length); i++) if ((a[i] ?? 0) !== (b[i] ?? 0)) return (a[i] ?? 0) - (b[i] ?? 0);
+    return 0;
+  });
+  return versions.at(-1)?.join('.') ?? 'none';
+}
+
 test('the packed tarball installs into a fresh project and works from ESM, CommonJS, TypeScript and its bins', async (t) => {
   t.timeout(300_000, 'npm pack builds, npm install unpacks ~90 packages, and the no-prebuilt case compiles');
   const dir = mkdtempSync(join(tmpdir(), 'rblk-pack-'));
@@ -55,8 +90,47 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
     paths.filter((p) => /^(test|bench|\.ci|scratch|build|examples)\//.test(p) || p.endsWith('.map') || p === 'scripts/setup.sh' || /^dist\/(test|bench)\//.test(p)),
     [],
   );
-  for (const want of ['LICENSE', 'README.md', 'CMakeLists.txt', 'bin/rblk.js', 'bin/rblkd.js', 'prebuilds/linux-x64/rblk_native.node', 'native/src/addon.cc', 'systemd/rblkd.service', 'config/rblkd.example.yaml', 'dist/initiator/index.d.ts', 'scripts/install-native.js'])
+  // What docs/operations.md "Installing from npm" and "From source" tell a user to install from the package, too.
+  for (const want of [
+    'LICENSE',
+    'README.md',
+    'CMakeLists.txt',
+    'bin/rblk.js',
+    'bin/rblkd.js',
+    'prebuilds/linux-x64/rblk_native.node',
+    'native/src/addon.cc',
+    'systemd/rblkd.service',
+    'systemd/rblk.sysusers.conf',
+    'config/rblkd.example.yaml',
+    'config/rblkd.default.yaml',
+    'docs/operations.md',
+    'dist/initiator/index.d.ts',
+    'scripts/install-native.js',
+  ])
     t.true(paths.includes(want), `${want} in the tarball`);
+  // dist/ is the compile of the sources as they are: no .js of a deleted source, none missing (scripts/prebuild.sh).
+  t.deepEqual(
+    paths.filter((p) => /^dist\/.*\.js$/.test(p) && !existsSync(join(ROOT, p.slice('dist/'.length).replace(/\.js$/, '.ts')))),
+    [],
+    'every packed .js has its source',
+  );
+  t.deepEqual(
+    PACKED_SOURCES.flatMap(sourcesUnder).filter((f) => !paths.includes(`dist/${f.replace(/\.ts$/, '.js')}`) || !paths.includes(`dist/${f.replace(/\.ts$/, '.d.ts')}`)),
+    [],
+    'every source is packed compiled, with its declarations',
+  );
+  // The prebuilt needs what docs/operations.md says it needs, and no newer glibc or libstdc++.
+  const claim = /it needs glibc (\d+\.\d+), the libstdc\+\+ of GCC \d+\s+\(GLIBCXX_([\d.]+)\)/.exec(readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8'));
+  t.truthy(claim, 'docs/operations.md states the glibc and libstdc++ the prebuilt needs');
+  const prebuilt = paths.filter((p) => /^prebuilds\/linux-x64\/.*\.node$/.test(p));
+  t.deepEqual(
+    {
+      glibc: prebuilt.map((p) => newestVersion(join(ROOT, p), 'GLIBC')).sort((a, b) => a.localeCompare(b, 'en', { numeric: true })).at(-1),
+      glibcxx: prebuilt.map((p) => newestVersion(join(ROOT, p), 'GLIBCXX')).sort((a, b) => a.localeCompare(b, 'en', { numeric: true })).at(-1),
+    },
+    { glibc: claim?.[1], glibcxx: claim?.[2] },
+    'the newest GLIBC_ and GLIBCXX_ symbol versions of the prebuilt are the ones docs/operations.md names',
+  );
   t.regex(readFileSync(join(ROOT, 'LICENSE'), 'utf8'), /Apache License\s+Version 2\.0/);
 
   // --- a fresh project that installs it
@@ -70,6 +144,20 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
   ok(run(process.execPath, [join(installed, 'scripts', 'install-native.js')], installed), 'install-native.js');
   t.false(existsSync(join(installed, 'build')), 'install-native.js built nothing');
   t.true(existsSync(join(installed, 'dist', 'initiator', 'index.js')), 'dist/ is intact');
+  // Every relative import of the installed JavaScript and declarations lands on a file of the
+  // package: one into an unpacked folder (bench/, test/) would fail only on its code path.
+  const unresolved: string[] = [];
+  let imports = 0;
+  for (const f of readdirSync(join(installed, 'dist'), { recursive: true, encoding: 'utf8' }).filter((n) => /\.(js|d\.ts)$/.test(n))) {
+    const file = join(installed, 'dist', f);
+    for (const m of readFileSync(file, 'utf8').matchAll(/(?:from\s+|import\(\s*)['"](\.{1,2}\/[^'"]+)['"]/g)) {
+      imports++;
+      const target = join(dirname(file), f.endsWith('.d.ts') ? m[1]!.replace(/\.js$/, '.d.ts') : m[1]!);
+      if (!existsSync(target)) unresolved.push(`dist/${f}: ${m[1]!}`);
+    }
+  }
+  t.true(imports > 500, `only ${imports} relative imports found: is the pattern still right?`);
+  t.deepEqual(unresolved, [], 'relative imports that miss in the installed package');
 
   // --- ESM: importing loads no native code (binding.ts loads on first use)
   const esm = ok(
@@ -140,6 +228,8 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
 
   // --- the CLI through npx
   t.is(ok(run('npx', ['--no-install', 'rblk', '--version'], app), 'npx rblk --version').trim(), VERSION);
+  // The default config the docs install as /etc/rblk/rblkd.yaml passes the installed rblkd's check.
+  t.is(ok(run('npx', ['--no-install', 'rblkd', '--check-config', join(installed, 'config', 'rblkd.default.yaml')], app), 'rblkd --check-config').trim(), 'OK');
 
   // --- rblkd from the installed package, on a free port, with one file-backed volume
   const image = join(dir, 'a.img');
@@ -151,6 +241,7 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
       volumes: [{ name: 'a', path: image, size: '4MiB', lun: 0 }],
       limits: { max_io: '128KiB', queue_depth: 16, drain_timeout_ms: 5000 },
       state_dir: join(dir, 'state'),
+      control: { socket: join(dir, 'rblkd.ctl') },
     }),
   );
   const env = { ...process.env };
@@ -214,6 +305,23 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
     closeSync(fd);
   }
   t.is(createHash('sha256').update(onDisk).digest('hex'), result.sha);
+
+  // --- the installed CLIs against it, as README "Using it" shows them
+  const npx = (...args: string[]): Promise<unknown> => runAsync('npx', ['--no-install', ...args, '--json'], app).then((o) => JSON.parse(o) as unknown);
+  const url = `rblk://127.0.0.1:${port}/a?provider=tcp`;
+  const [discovered, info, bench, status] = (await Promise.all([
+    npx('rblk', 'discover', `127.0.0.1:${port}`, '--provider', 'tcp'),
+    npx('rblk', 'info', url),
+    npx('rblk', 'bench', url, '--rw', 'read', '--size', '256KiB'),
+    npx('rblkd', 'ctl', 'status', '--socket', join(dir, 'rblkd.ctl')),
+  ])) as [{ volumes: { name: string; size: number; url: string }[] }, { name: string; size: number }, { ops: number; bytes: number }, { volumes: number; version: string }];
+  t.deepEqual(
+    discovered.volumes.map((v) => [v.name, v.size, v.url]),
+    [['a', 4 << 20, url]],
+  );
+  t.like(info, { name: 'a', size: 4 << 20 });
+  t.like(bench, { ops: 64, bytes: 256 << 10 });
+  t.like(status, { volumes: 1, version: VERSION });
 
   daemon.kill('SIGTERM');
   const [code] = (await exited) as [number | null];
