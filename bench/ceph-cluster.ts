@@ -69,7 +69,16 @@ function exec(file: string, args: string[], input?: Buffer): Promise<Buffer> {
   });
 }
 
-export async function startCephCluster(): Promise<CephCluster> {
+export interface CephClusterOptions {
+  /**
+   * More `key = value` lines for the `[global]` section of its ceph.conf (the
+   * monitor, the OSD and every client read it), such as a shorter
+   * `osd client watch timeout`.
+   */
+  readonly conf?: readonly string[];
+}
+
+export async function startCephCluster(options: CephClusterOptions = {}): Promise<CephCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'rblk-ceph-'));
   for (const d of ['mon', 'osd', 'run']) mkdirSync(join(dir, d));
   // The monitor's address is in the monmap, so it needs a port fixed before it starts.
@@ -105,6 +114,7 @@ export async function startCephCluster(): Promise<CephCluster> {
       `osd data = ${join(dir, 'osd')}`,
       'osd op num shards = 1',
       'osd op num threads per shard = 2',
+      ...(options.conf ?? []),
       '',
     ].join('\n'),
   );

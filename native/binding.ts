@@ -407,6 +407,8 @@ export interface NativeRbdImage {
   size(): number;
   /** `<cluster fsid>/<pool id>/<image id>`: the same from every host, for the image's life. */
   id(): string;
+  /** rbd_get_features: the image's RBD_FEATURE_* bits. */
+  features(): number;
   /** The image's librbd handle for the core addon's fast path; valid until close(). */
   fastHandle(): NativeRbdHandle;
   close(token: number): void;

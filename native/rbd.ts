@@ -3,10 +3,21 @@
 // included; each buffer stays referenced here until its completion, so librbd
 // never reads or writes memory that JS has let go. Errors carry .code, .errno
 // and .op like every native error; a miscompare carries .mismatchOffset.
+import { constants as osConstants } from 'node:os';
 import { getSystemErrorName } from 'node:util';
 import { rbdAddon, type NativeRbdApi, type NativeRbdHandle, type NativeRbdImage, type NativeRbdOpenOptions } from './binding.js';
 
 export type RbdOpenOptions = NativeRbdOpenOptions;
+
+/** librbd's features.h. */
+const RBD_FEATURE_EXCLUSIVE_LOCK = 1 << 2;
+/**
+ * The errno librados returns to a client the cluster has blocklisted
+ * (EBLOCKLISTED is ESHUTDOWN on Linux): every operation of that client fails
+ * with it until the client is made anew.
+ */
+export const EBLOCKLISTED = 'ESHUTDOWN';
+const EBLOCKLISTED_ERRNO = (osConstants.errno as Record<string, number | undefined>).ESHUTDOWN ?? 108;
 
 /** A librados or librbd call that failed, with the errno it returned. */
 export class RbdError extends Error {
@@ -54,6 +65,7 @@ export class RbdImage {
   #next = 1;
   #onChange: (() => void) | null = null;
   #onRecord: ((e: RecordEvent) => void) | null = null;
+  #onBlocklisted: (() => void) | null = null;
 
   private constructor() {
     const { RbdImage: Ctor } = rbdAddon();
@@ -84,17 +96,36 @@ export class RbdImage {
     this.#onChange = fn;
   }
 
+  /**
+   * Called (once per batch of completions) when an operation or a watch of
+   * this image failed with EBLOCKLISTED: the cluster blocklisted this client,
+   * and every operation of it fails from now on (docs/backends.md "rbd").
+   */
+  onBlocklisted(fn: (() => void) | null): void {
+    this.#onBlocklisted = fn;
+  }
+
   get inFlight(): number {
     return this.#pending.size;
   }
 
   size(): number {
-    return this.#image.size();
+    try {
+      return this.#image.size();
+    } catch (e) {
+      if ((e as { code?: unknown }).code === EBLOCKLISTED) this.#onBlocklisted?.();
+      throw e;
+    }
   }
 
   /** `<cluster fsid>/<pool id>/<image id>`: the same from every host, for the image's life. */
   id(): string {
     return this.#image.id();
+  }
+
+  /** Whether the image has the exclusive-lock feature (RBD_FEATURE_EXCLUSIVE_LOCK, rbd_get_features). */
+  hasExclusiveLock(): boolean {
+    return (this.#image.features() & RBD_FEATURE_EXCLUSIVE_LOCK) !== 0;
   }
 
   // READ and WRITE are the hot path (docs/performance.md "rblk over an RBD
@@ -198,6 +229,7 @@ export class RbdImage {
   async close(): Promise<void> {
     this.#onChange = null;
     this.#onRecord = null;
+    this.#onBlocklisted = null;
     await this.#call('rbd_close', [], (t) => this.#image.close(t));
   }
 
@@ -222,6 +254,7 @@ export class RbdImage {
   #complete(count: number): void {
     const c = this.#image.completions;
     let changed = false;
+    let blocklisted = false;
     for (let i = 0; i < count; i++) {
       const token = c[3 * i];
       const result = c[3 * i + 1];
@@ -235,6 +268,7 @@ export class RbdImage {
         continue;
       }
       if (token === this.#errorToken) {
+        if (result === -EBLOCKLISTED_ERRNO) blocklisted = true;
         this.#onRecord?.({ kind: 'error', error: new RbdError(-result, 'rados watch') });
         continue;
       }
@@ -242,11 +276,13 @@ export class RbdImage {
       if (p === undefined) continue;
       this.#pending.delete(token);
       if (result < 0) {
+        if (result === -EBLOCKLISTED_ERRNO) blocklisted = true;
         const e = new RbdError(-result, p.op);
         if (e.code === 'EILSEQ') e.mismatchOffset = offset;
         p.reject(e);
       } else p.resolve({ result, offset });
     }
+    if (blocklisted) this.#onBlocklisted?.();
     if (changed) this.#onChange?.();
   }
 }

@@ -76,6 +76,7 @@ Napi::Function RbdImage::Init(Napi::Env env) {
                          InstanceMethod<&RbdImage::CompareAndWrite>("compareAndWrite"),
                          InstanceMethod<&RbdImage::Size>("size"),
                          InstanceMethod<&RbdImage::Id>("id"),
+                         InstanceMethod<&RbdImage::Features>("features"),
                          InstanceMethod<&RbdImage::FastHandle>("fastHandle"),
                          InstanceMethod<&RbdImage::Close>("close"),
                          InstanceAccessor<&RbdImage::Completions>("completions"),
@@ -328,6 +329,18 @@ Napi::Value RbdImage::Id(const Napi::CallbackInfo& info) {
   if (rc < 0) throw MakeError(env, -rc, "rados_cluster_fsid", false);
   std::string out = std::string(fsid) + "/" + std::to_string(rados_ioctx_get_id(ioctx_)) + "/" + id;
   return Napi::String::New(env, out);
+}
+
+// features(): the image's feature bits (rbd_get_features: RBD_FEATURE_*), as a
+// number (they fit in 53 bits). Exclusive-lock is the one the gateways depend
+// on (docs/backends.md "rbd", "Several gateways and stale writes").
+Napi::Value RbdImage::Features(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (image_ == nullptr || busy_) throw MakeUsageError(env, "ERR_INVALID_STATE", EBADF, "rbd_get_features", "the image is not open");
+  uint64_t features = 0;
+  int rc = rbd_get_features(image_, &features);
+  if (rc < 0) throw MakeError(env, -rc, "rbd_get_features", false);
+  return Napi::Number::New(env, static_cast<double>(features));
 }
 
 // fastHandle(): the open image (rbd_image_t) as an External, for the core

@@ -78,6 +78,7 @@ class RbdImage : public Napi::ObjectWrap<RbdImage> {
   Napi::Value CompareAndWrite(const Napi::CallbackInfo& info);
   Napi::Value Size(const Napi::CallbackInfo& info);
   Napi::Value Id(const Napi::CallbackInfo& info);
+  Napi::Value Features(const Napi::CallbackInfo& info);
   Napi::Value FastHandle(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
   Napi::Value Completions(const Napi::CallbackInfo& info);

@@ -25,6 +25,12 @@ export interface FastPathTarget {
   readonly rbd?: { readonly api: NativeRbdApi; readonly image: NativeRbdHandle };
 }
 
+/** Something about the store for the operator: `message` names the store. */
+export interface BackendNotice {
+  readonly level: 'warn' | 'error';
+  readonly message: string;
+}
+
 export interface Backend {
   /** Bytes; the SCSI core derives block counts from it. */
   readonly size: number;
@@ -66,6 +72,20 @@ export interface Backend {
    * (an RBD image resized by `rbd resize`); the volume then re-reads its capacity.
    */
   onResize?(listener: (() => void) | null): void;
+  /**
+   * Optional: calls listener with what the operator must hear about the store,
+   * which the daemon logs under the volume's name: an RBD image without the
+   * exclusive-lock feature, a gateway the Ceph cluster blocklisted
+   * (docs/backends.md "rbd"). Notices raised before a listener was set are
+   * given to it when it is set.
+   */
+  /**
+   * Optional: true once the store has fenced this process out for good (an RBD
+   * image whose cluster blocklisted this gateway): every command of the LU but
+   * those an unavailable ALUA port serves is answered NOT READY 04/0C.
+   */
+  readonly fenced?: boolean;
+  onNotice?(listener: ((notice: BackendNotice) => void) | null): void;
   /**
    * Optional: whether one write() is all-or-nothing for every client of the
    * store once this process applies it under its exclusive range lock

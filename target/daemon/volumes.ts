@@ -102,6 +102,7 @@ export class ServedVolume implements ExportedVolume {
         lun: config.lun,
       });
       const served = new ServedVolume(config, lu);
+      backend.onNotice?.((n) => ctx.log[n.level](`volume ${config.name}: ${n.message}`, { volume: config.name, lun: config.lun }));
       // A store resized outside rblkd (rbd resize on any host): CAPACITY DATA HAS CHANGED.
       backend.onResize?.(() => {
         const from = backend.size;

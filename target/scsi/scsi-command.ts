@@ -4,7 +4,7 @@
 // front end send the Completion. Every SCSI error comes back as a Completion;
 // execute() never rejects.
 import { ScsiStatus } from '../../protocol/scsi/status.js';
-import { INTERNAL_TARGET_FAILURE, LOGICAL_UNIT_COMMUNICATION_FAILURE, LOGICAL_UNIT_NOT_SUPPORTED } from '../../protocol/scsi/sense-codes.js';
+import { ALUA_UNAVAILABLE, INTERNAL_TARGET_FAILURE, LOGICAL_UNIT_COMMUNICATION_FAILURE, LOGICAL_UNIT_NOT_SUPPORTED } from '../../protocol/scsi/sense-codes.js';
 import { buildSense, type SenseFormat } from '../../protocol/scsi/sense.js';
 import { accessRefusal } from './access.js';
 import { nacaSet } from './cdb-fields.js';
@@ -126,6 +126,10 @@ export class ScsiCommand {
       // ALUA (SPC-4 5.15.2.4): a standby or unavailable port refuses media access with NOT READY.
       const alua = lu.portGroups?.refusal(entry.alua);
       if (alua) return alua;
+      // A store that fenced this gateway out (an RBD image whose cluster blocklisted it,
+      // docs/backends.md "Several gateways and stale writes"): this LU is as unavailable
+      // through this port as an unavailable port group makes it, and says so the same way.
+      if (lu.backend.fenced === true && entry.alua !== 'unavailable') return check(ALUA_UNAVAILABLE);
       // A shared reservation store whose watch broke cannot say who holds the
       // reservation; the commands it governs wait until it has read the state
       // again, and are answered ABORTED COMMAND, which initiators retry, if that

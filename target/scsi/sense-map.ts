@@ -3,6 +3,7 @@
 // handlers wrap each backend call with `io()` so the operation kind travels
 // with the error, and the command lifecycle calls `outcomeForError()`.
 import {
+  ALUA_UNAVAILABLE,
   INTERNAL_TARGET_FAILURE,
   LOGICAL_UNIT_COMMUNICATION_FAILURE,
   LOGICAL_UNIT_COMMUNICATION_TIMEOUT,
@@ -59,12 +60,18 @@ export async function io<T>(kind: IoKind, call: Promise<T>): Promise<T> {
  *   ABORTED COMMAND 0B 55/03 would also be retried but counts as a failure.
  * - EOVERFLOW, EFBIG: the range lies past the store's end (it shrank under
  *   the command): LOGICAL BLOCK ADDRESS OUT OF RANGE (05 21/00).
- * - ETIMEDOUT, and ENOTCONN, ESHUTDOWN, ECONNREFUSED, EHOSTUNREACH,
+ * - ETIMEDOUT, and ENOTCONN, ECONNREFUSED, EHOSTUNREACH,
  *   ENETUNREACH: storage behind the target is out of reach (a Ceph cluster
  *   that does not answer within rados_osd_op_timeout, docs/backends.md "rbd").
  *   ABORTED COMMAND with LOGICAL UNIT COMMUNICATION TIME-OUT (0B 08/01) or
  *   FAILURE (0B 08/00): the command may be retried, here or through another
  *   gateway, and the medium is not reported bad.
+ * - ESHUTDOWN: librados's EBLOCKLISTED. The Ceph cluster fenced this gateway
+ *   from the image (another gateway broke its exclusive lock, docs/backends.md
+ *   "rbd"), and nothing it sends will be applied until rblkd opens the image
+ *   again: LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN UNAVAILABLE STATE
+ *   (02 04/0C, SPC-4 5.15.2.4.5), which a multipath initiator takes to another
+ *   path at once instead of retrying here.
  * - anything else, and non-errno exceptions: INTERNAL TARGET FAILURE (04 44/00).
  */
 export function outcomeForError(e: unknown): Outcome {
@@ -91,8 +98,9 @@ export function outcomeForError(e: unknown): Outcome {
       return check(LBA_OUT_OF_RANGE);
     case 'ETIMEDOUT':
       return check(LOGICAL_UNIT_COMMUNICATION_TIMEOUT);
-    case 'ENOTCONN':
     case 'ESHUTDOWN':
+      return check(ALUA_UNAVAILABLE);
+    case 'ENOTCONN':
     case 'ECONNREFUSED':
     case 'EHOSTUNREACH':
     case 'ENETUNREACH':

@@ -1,6 +1,7 @@
 import test from 'ava';
 import * as cdb from '../../protocol/scsi/cdb.js';
 import {
+  ALUA_UNAVAILABLE,
   INTERNAL_TARGET_FAILURE,
   INVALID_FIELD_IN_CDB,
   LBA_OUT_OF_RANGE,
@@ -148,6 +149,9 @@ test('backend errno maps to sense in one place', async (t) => {
   t.is(busy.completion.sense, undefined);
   backend.failNext('read', 'EOVERFLOW');
   assertSense(t, await run(lu, n, cdb.read10(0, 1)), LBA_OUT_OF_RANGE, 'EOVERFLOW');
+  // librados's EBLOCKLISTED: this gateway is fenced from the image (docs/backends.md "Several gateways and stale writes").
+  backend.failNext('write', 'ESHUTDOWN');
+  assertSense(t, await run(lu, n, cdb.write10(0, 1), out), ALUA_UNAVAILABLE, 'ESHUTDOWN');
   backend.failNext('read', 'ESTALE');
   assertSense(t, await run(lu, n, cdb.read10(0, 1)), INTERNAL_TARGET_FAILURE, 'anything else');
   assertGood(t, await run(lu, n, cdb.read10(0, 1)), 'the next read is fine');

@@ -6,8 +6,14 @@
 // Operations of a cluster that is away fail after the configured timeout with
 // ETIMEDOUT (rados_osd_op_timeout), never hang; later ones work again once the
 // cluster is back, since librados reconnects by itself.
-import { RbdImage, type RbdOpenOptions } from '../../../native/rbd.js';
-import type { Backend, Extent, FastPathTarget, SharedRecord, WriteOptions } from '../backend.js';
+// Several gateways on one image are kept from overtaking each other's writes by
+// librbd's exclusive lock (docs/backends.md "Several gateways and stale
+// writes"): a gateway that takes the lock from one that stopped answering
+// breaks it and has the cluster blocklist that one's client. A blocklisted
+// gateway's operations all fail with EBLOCKLISTED (ESHUTDOWN); this backend
+// then says so once and fences the volume: every later operation fails at once.
+import { EBLOCKLISTED, RbdImage, type RbdOpenOptions } from '../../../native/rbd.js';
+import type { Backend, BackendNotice, Extent, FastPathTarget, SharedRecord, WriteOptions } from '../backend.js';
 import { backendError } from '../backend-error.js';
 import { IoGate } from '../io-gate.js';
 import { checkRange } from '../range-check.js';
@@ -33,6 +39,10 @@ export class RbdBackend implements Backend {
   #record: RbdRecord | undefined;
   #size: number;
   readonly #fast: FastPathTarget | null;
+  /** Set once the cluster blocklisted this client: every operation fails with EBLOCKLISTED. */
+  #fenced = false;
+  #notices: BackendNotice[] = [];
+  #onNotice: ((notice: BackendNotice) => void) | null = null;
 
   private constructor(image: RbdImage, what: string, options: RbdOpenOptions, fastPath: boolean) {
     this.#image = image;
@@ -44,6 +54,51 @@ export class RbdBackend implements Backend {
     this.sharedIdentity = image.id();
     this.#gate = new IoGate(what);
     this.#fast = fastPath ? { fd: -1, align: 1, rbd: image.fastTarget() } : null;
+    image.onBlocklisted(() => this.#blocklisted());
+    if (!options.readOnly && !image.hasExclusiveLock()) {
+      this.#notice({
+        level: 'warn',
+        message:
+          `${what} has no exclusive-lock feature: if another gateway serves it too, a write this gateway held while frozen or cut off ` +
+          `can land after a newer one written through the other (docs/backends.md "Several gateways and stale writes"); ` +
+          `turn it on with \`rbd feature enable ${options.pool}/${options.namespace !== undefined && options.namespace !== '' ? `${options.namespace}/` : ''}${options.image} exclusive-lock\``,
+      });
+    }
+  }
+
+  get fenced(): boolean {
+    return this.#fenced;
+  }
+
+  onNotice(listener: ((notice: BackendNotice) => void) | null): void {
+    this.#onNotice = listener;
+    if (listener === null) return;
+    const pending = this.#notices;
+    this.#notices = [];
+    for (const n of pending) listener(n);
+  }
+
+  #notice(n: BackendNotice): void {
+    if (this.#onNotice !== null) this.#onNotice(n);
+    else this.#notices.push(n);
+  }
+
+  #blocklisted(): void {
+    if (this.#fenced) return;
+    this.#fenced = true;
+    this.#notice({
+      level: 'error',
+      message:
+        `${this.#what}: the Ceph cluster blocklisted this gateway (EBLOCKLISTED): another client broke its exclusive lock, ` +
+        'most likely a gateway that took over while this one was frozen or cut off. The OSDs refuse every write this gateway ' +
+        'still held, and the volume is fenced: each command fails NOT READY 04/0C, which sends multipath initiators to another path. ' +
+        'Restart rblkd on this host to serve the volume again (docs/operations.md "A gateway blocklisted by Ceph")',
+    });
+  }
+
+  /** Fails at once once the cluster blocklisted this client (see #blocklisted). */
+  #checkFence(op: string): void {
+    if (this.#fenced) throw backendError(EBLOCKLISTED, `${this.#what}: ${op} refused: the Ceph cluster blocklisted this gateway (EBLOCKLISTED)`);
   }
 
   /** fastPath false (the volume's `rbd.fast_path`): every READ and WRITE goes through read() and write(). */
@@ -94,6 +149,7 @@ export class RbdBackend implements Backend {
   read(buf: Buffer, offset: number): Promise<void> {
     // No async wrapper of our own: the gate's promise and librbd's are the only two per I/O.
     return this.#gate.run(() => {
+      this.#checkFence('read');
       checkRange(this.#what, 'read', offset, buf.length, this.#size);
       return buf.length > 0 ? this.#image.read(buf, offset) : Promise.resolve();
     });
@@ -118,7 +174,10 @@ export class RbdBackend implements Backend {
   }
 
   flush(): Promise<void> {
-    return this.#gate.run(() => this.#image.flush());
+    return this.#gate.run(() => {
+      this.#checkFence('flush');
+      return this.#image.flush();
+    });
   }
 
   discard(offset: number, length: number): Promise<void> {
@@ -163,6 +222,7 @@ export class RbdBackend implements Backend {
   /** librbd's allocation map (rbd_diff_iterate2) is not asked: every block reports as mapped. */
   extent(offset: number): Promise<Extent> {
     return this.#gate.run(async () => {
+      this.#checkFence('extent');
       checkRange(this.#what, 'extent', offset, 0, this.#size);
       return { offset, length: this.#size - offset, mapped: true };
     });
@@ -181,6 +241,7 @@ export class RbdBackend implements Backend {
   }
 
   #checkWritable(op: string): void {
+    this.#checkFence(op);
     if (this.readOnly) throw backendError('EROFS', `${this.#what}: ${op} refused: the volume is read-only`);
   }
 }
