@@ -108,13 +108,7 @@ void FastRbd::Done() {
     delete this;  // never started: no callback of it can be running
     return;
   }
-  auto* h = new uv_idle_t;
-  uv_idle_init(loop_, h);
-  h->data = this;
-  uv_close(reinterpret_cast<uv_handle_t*>(h), [](uv_handle_t* x) {
-    delete static_cast<FastRbd*>(x->data);
-    delete reinterpret_cast<uv_idle_t*>(x);
-  });
+  DeleteLater(loop_, this);
 }
 
 void FastRbd::Orphan(FastRbd* self, Memory* pages, std::function<void()> settled) {

@@ -8,6 +8,20 @@
 
 namespace rblk {
 
+// Deletes `self` on a later turn of `loop`, in the close callback of a handle
+// of its own: for an object whose poll callback may be running right now
+// (fast-rbd.cc, ring-orphan.cc).
+template <typename T>
+void DeleteLater(uv_loop_t* loop, T* self) {
+  auto* h = new uv_idle_t;
+  uv_idle_init(loop, h);
+  h->data = self;
+  uv_close(reinterpret_cast<uv_handle_t*>(h), [](uv_handle_t* x) {
+    delete static_cast<T*>(x->data);
+    delete reinterpret_cast<uv_idle_t*>(x);
+  });
+}
+
 class FdPoller {
  public:
   FdPoller() = default;

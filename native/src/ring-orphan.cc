@@ -51,13 +51,7 @@ void RingOrphan::Done() {
     settled_ = nullptr;
     settled();
   }
-  auto* h = new uv_idle_t;
-  uv_idle_init(loop_, h);
-  h->data = this;
-  uv_close(reinterpret_cast<uv_handle_t*>(h), [](uv_handle_t* x) {
-    delete static_cast<RingOrphan*>(x->data);
-    delete reinterpret_cast<uv_idle_t*>(x);
-  });
+  DeleteLater(loop_, this);
 }
 
 }  // namespace rblk

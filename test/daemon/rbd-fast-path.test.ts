@@ -21,7 +21,7 @@ import { TargetServer } from '../../target/server.js';
 import { rblkConnections, type RblkConnection } from '../../target/session/connection.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { cephMissing, startCephCluster, type CephCluster } from '../helpers/ceph-cluster.js';
-import { memoryLog, TARGET_NAME } from '../helpers/target-fixture.js';
+import { memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
 import { resources } from '../helpers/resources.js';
 import { prng } from '../protocol/fuzz-corpus.js';
 import { ROOT } from './helpers/daemon-process.js';
@@ -63,17 +63,7 @@ interface Served {
 /** A target in this process with rbd volume `vol` on `image` at LUN 0 and, with file, a file volume `file` at LUN 1. */
 async function serve(t: ExecutionContext, image: string, fastPath: boolean, o: { file?: boolean; timeoutSeconds?: number } = {}): Promise<Served> {
   const log = memoryLog();
-  const server = new TargetServer(
-    {
-      targetName: TARGET_NAME,
-      limits: { queueDepth: 32, maxIo: 1 << 20, inCapsuleData: 4096, maxDescriptors: 16, keepAliveMs: 0, loginTimeoutMs: 10_000, maxSessions: 8, dataBuffers: 32 },
-      authRequired: false,
-      secrets: new Map(),
-      log,
-      fastPath,
-    },
-    rblkConnections,
-  );
+  const server = new TargetServer(testServerOptions(log, { fastPath, limits: { queueDepth: 32, dataBuffers: 32 } }), rblkConnections);
   const rbd = await RbdBackend.open({ pool: ceph().pool, image, conf: ceph().conf, timeoutSeconds: o.timeoutSeconds ?? 3, readOnly: false });
   const store = await SharedReservationStore.open(await rbd.openSharedRecord('pr'), log);
   const lu = new LogicalUnit({ name: 'vol', backend: rbd, identifier: randomUUID(), limits: { maxTransferBlocks: 2048 }, reservationStore: store, log });

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { MemoryBackend } from '../../target/backend/memory.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
-import { TargetServer, type ExportedVolume } from '../../target/server.js';
+import { TargetServer, type ExportedVolume, type TargetServerOptions } from '../../target/server.js';
 import { rblkConnections } from '../../target/session/connection.js';
 import type { TargetLogger } from '../../target/session/environment.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
@@ -29,6 +29,25 @@ export interface LogLine {
 export function memoryLog(lines: LogLine[] = []): TargetLogger & { lines: LogLine[] } {
   const at = (level: string) => (message: string, meta?: Record<string, unknown>) => void lines.push({ level, message, meta });
   return { lines, error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug') };
+}
+
+/**
+ * A TargetServer's options for a test: one target name, no authentication,
+ * keep-alive off, and limits small enough for a test, each replaceable.
+ */
+export function testServerOptions(
+  log: TargetLogger,
+  o: { limits?: Partial<TargetServerOptions['limits']>; fastPath?: boolean; protocolVersion?: number } = {},
+): TargetServerOptions {
+  return {
+    targetName: TARGET_NAME,
+    limits: { queueDepth: 16, maxIo: 1 << 20, inCapsuleData: 4096, maxDescriptors: 16, keepAliveMs: 0, loginTimeoutMs: 10_000, maxSessions: 8, dataBuffers: 16, ...o.limits },
+    authRequired: false,
+    secrets: new Map(),
+    log,
+    ...(o.fastPath !== undefined ? { fastPath: o.fastPath } : {}),
+    ...(o.protocolVersion !== undefined ? { protocolVersion: o.protocolVersion } : {}),
+  };
 }
 
 export interface VolumeDef {

@@ -29,7 +29,7 @@ import { FastPath } from '../../native/fast-path.js';
 import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
 import type { InitiatorConnection, IoBuffer } from '../../initiator/transport/transport.js';
 import { prng } from '../protocol/fuzz-corpus.js';
-import { memoryLog, TARGET_NAME } from '../helpers/target-fixture.js';
+import { memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 
 checkSuiteResources(test, { warmUp: () => warmUpFabric() });
@@ -170,17 +170,7 @@ interface Run {
 async function run(fastPath: boolean, seed: number, version = 1): Promise<Run> {
   const dir = await mkdtemp(join(tmpdir(), 'rblk-fastpath-'));
   const log = memoryLog();
-  const server = new TargetServer(
-    {
-      targetName: TARGET_NAME,
-      limits: { queueDepth: 16, maxIo: 1 << 20, inCapsuleData: 4096, maxDescriptors: 16, keepAliveMs: 0, loginTimeoutMs: 10_000, maxSessions: 8, dataBuffers: 16 },
-      authRequired: false,
-      secrets: new Map(),
-      log,
-      fastPath,
-    },
-    rblkConnections,
-  );
+  const server = new TargetServer(testServerOptions(log, { fastPath }), rblkConnections);
   const transcript: string[] = [];
   let taken = 0;
   let byData = 0;

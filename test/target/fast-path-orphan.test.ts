@@ -21,7 +21,7 @@ import { TargetServer } from '../../target/server.js';
 import { rblkConnections, type RblkConnection } from '../../target/session/connection.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { tempDir } from '../fuse/helpers/fuse-fixture.js';
-import { memoryLog, TARGET_NAME } from '../helpers/target-fixture.js';
+import { memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 
 checkSuiteResources(test, { warmUp: () => warmUpFabric() });
@@ -86,17 +86,7 @@ async function until(cond: () => boolean, what: string): Promise<void> {
 async function slowTarget(t: ExecutionContext) {
   const dev = await slowDevice(t);
   const log = memoryLog();
-  const server = new TargetServer(
-    {
-      targetName: TARGET_NAME,
-      limits: { queueDepth: 16, maxIo: 1 << 20, inCapsuleData: 512, maxDescriptors: 16, keepAliveMs: 0, loginTimeoutMs: 10_000, maxSessions: 8, dataBuffers: 16 },
-      authRequired: false,
-      secrets: new Map(),
-      log,
-      fastPath: true,
-    },
-    rblkConnections,
-  );
+  const server = new TargetServer(testServerOptions(log, { fastPath: true, limits: { inCapsuleData: 512 } }), rblkConnections);
   const file = await FileBackend.open({ path: dev.path });
   const lu = new LogicalUnit({ name: 'slow', backend: file, identifier: randomUUID() });
   server.addVolume({ name: 'slow', lun: 0, lu, access: () => 'rw' });
