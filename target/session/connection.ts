@@ -637,7 +637,9 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
 
   /** The initiator asked, through another connection (FENCE CONNECTION): end now, in silence. */
   fence(why: string): void {
-    if (this.state === 'closing' || this.state === 'closed') return;
+    // Also while closing (a T_LOGOUT on its way): end() now, so that the fast
+    // path's close, and the fence of what it leaves in a backend, come before the answer.
+    if (this.state === 'closed') return;
     this.detach(this.end(why), 'fence');
   }
 
