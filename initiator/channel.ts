@@ -4,10 +4,11 @@
 // SAM-5 7.2, 7.7), probes an idle connection when asked to, and logs in again
 // with jittered exponential backoff after the connection is lost.
 import { testUnitReady } from '../protocol/scsi/cdb.js';
-import { FENCE_VERSION, LogoutReason, TaskFunction, TaskResponse } from '../protocol/wire/index.js';
+import { FENCE_VERSION, GATEWAY_FENCE_VERSION, LogoutReason, TaskFunction, TaskResponse } from '../protocol/wire/index.js';
 import { reconnectDelay } from './backoff.js';
 import { Connection, TransportError, type FastWaiter, type LoginOptions, type QueueAddressWords } from './connection.js';
 import { Deadlines } from './deadlines.js';
+import { RblkError } from './errors.js';
 import type { PathAddress, ResolvedOptions } from './options.js';
 import { copyLive, MemoryReleased, queueAddressOf, RegisteredBuffer } from './registered-buffer.js';
 import type { ScsiRequest, ScsiResponse } from './scsi-request.js';
@@ -16,7 +17,7 @@ import { nextTurn, Sleep, within } from './wait.js';
 
 /** A step the session took to get a stuck command or a dead connection going again. */
 export interface RecoveryEvent {
-  action: 'abort-task' | 'lun-reset' | 'reconnect' | 'keep-alive';
+  action: 'abort-task' | 'lun-reset' | 'reconnect' | 'keep-alive' | 'fence-gateway';
   /** Index of the session's connection (0-based). */
   connection: number;
   lun?: number;
@@ -73,6 +74,8 @@ export class Channel {
   private current: Connection | null = null;
   /** FENCE CONNECTION requests made, per connection and lost session id (fenceLost). */
   private readonly fences = new WeakMap<Connection, Map<bigint, Promise<void>>>();
+  /** FENCE GATEWAY requests made, per connection and `lun/group/lost session id` (fenceGateway). */
+  private readonly gatewayFences = new WeakMap<Connection, Map<string, Promise<void>>>();
   private lost: { promise: Promise<never>; reject(e: Error): void } = Channel.lostSignal();
   private inflight = 0;
   private lastActive = Date.now();
@@ -448,6 +451,48 @@ export class Channel {
       const map = asked;
       p.catch(() => map.delete(sessionId));
       asked.set(sessionId, p);
+    }
+    return p;
+  }
+
+  /**
+   * Before commands lost on another gateway are reissued here: asks this
+   * gateway to fence that one, the gateway of target port group `group`, out
+   * of the store of LUN `lun` (TSK_MGMT FENCE GATEWAY, docs/protocol.md §14.1).
+   * The lost gateway may be frozen or cut off with the commands still in
+   * hand; after the fence nothing of it lands after what this path writes.
+   * Once per LUN, group and lost connection (`sessionId`). Nothing to ask
+   * when this connection predates the function (version < 4). Rejects with
+   * an RblkError when the target refuses or does not answer within the
+   * command timeout: the command is then not reissued, since its first copy
+   * could still land late; with a TransportError when this connection fails
+   * meanwhile, so that the command is dispatched again and the fence asked again.
+   */
+  fenceGateway(lun: number, group: number, sessionId: bigint): Promise<void> {
+    const conn = this.current;
+    if (conn === null || conn.isClosed) return Promise.reject(new TransportError('the connection is down'));
+    if (conn.version < GATEWAY_FENCE_VERSION) return Promise.resolve();
+    let asked = this.gatewayFences.get(conn);
+    if (asked === undefined) {
+      asked = new Map();
+      this.gatewayFences.set(conn, asked);
+    }
+    const key = `${lun}/${group}/${sessionId}`;
+    let p = asked.get(key);
+    if (p === undefined) {
+      const ms = this.host.options.commandTimeoutMs;
+      this.host.recovery({ action: 'fence-gateway', connection: this.index, lun, reason: `commands lost on the gateway of target port group ${group} are reissued here` });
+      const fenced = conn.taskManagement(lun, TaskFunction.FENCE_GATEWAY, BigInt(group)).then((r) => {
+        if (r !== TaskResponse.COMPLETE) {
+          throw new RblkError('CONNECTION_LOST', `the gateway of target port group ${group} could not be fenced (FENCE GATEWAY answered 0x${r.toString(16)}), so commands lost there are not reissued: they could still land after newer writes`);
+        }
+      });
+      p = (ms > 0 ? within(fenced.then(() => true), ms, false) : fenced.then(() => true)).then((ok) => {
+        if (!ok) throw new RblkError('TIMEOUT', `FENCE GATEWAY of target port group ${group} was not answered within ${ms} ms; commands lost there are not reissued`);
+      });
+      const map = asked;
+      p.catch(() => map.delete(key));
+      asked.set(key, p);
     }
     return p;
   }

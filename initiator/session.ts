@@ -474,7 +474,14 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
     const what = x.req.what;
     x.route.path = this.pathList[ch.pathIndex];
     try {
-      for (const l of x.lost ?? []) if (l.path === ch.pathIndex) await ch.fenceLost(l.sessionId);
+      for (const l of x.lost ?? []) {
+        if (l.path === ch.pathIndex) await ch.fenceLost(l.sessionId);
+        else {
+          // Another gateway (docs/initiator.md "Multipath"): fenced through this one, when it says which group it is.
+          const group = this.pathList[l.path].group;
+          if (group !== undefined) await ch.fenceGateway(x.req.lun, group, l.sessionId);
+        }
+      }
       const r = await ch.send(x.req, att);
       if (att.timedOut && r.status === ScsiStatus.TASK_ABORTED) x.reject(this.timeout(what, 'aborted'));
       else x.resolve(r);

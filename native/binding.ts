@@ -425,6 +425,12 @@ export interface NativeRbdImage {
   /** Completes when every watcher acked, or with -ETIMEDOUT. */
   recordNotify(oid: string, timeoutMs: number, token: number): void;
   recordAck(seq: number): void;
+  // Gateways of one image (native/src/rbd-gateway.cc).
+  /** Sets xattr `name` of object `oid` to this client's address; gatewayResult is the address (or the failed step). */
+  gatewayPublish(oid: string, name: string, token: number): void;
+  /** Blocklists the address xattr `name` holds; result 0 (fenced), 1 (none published), 2 (this client's own), or -errno. */
+  gatewayFence(oid: string, name: string, token: number): void;
+  readonly gatewayResult: string;
 }
 
 export interface NativeRbdOpenOptions {

@@ -56,6 +56,9 @@ export type RecordEvent =
   /** The watch broke (the OSD or the cluster went away): notifies may have been missed. */
   | { readonly kind: 'error'; readonly error: RbdError };
 
+/** What gatewayFence did: blocklisted that address, found none published under the name, or found this client's own. */
+export type GatewayFence = { readonly kind: 'fenced'; readonly address: string } | { readonly kind: 'unknown' } | { readonly kind: 'self' };
+
 export class RbdImage {
   readonly #image: NativeRbdImage;
   readonly #watchToken: number;
@@ -210,6 +213,33 @@ export class RbdImage {
 
   recordAck(seq: number): void {
     this.#image.recordAck(seq);
+  }
+
+  /**
+   * Publishes this client's address as xattr `name` of object `oid`, for
+   * another gateway that may have to fence this one (gatewayFence). Resolves
+   * the address.
+   */
+  async gatewayPublish(oid: string, name: string): Promise<string> {
+    await this.#call('rados_setxattr', [], (t) => this.#image.gatewayPublish(oid, name, t)).catch((e: unknown) => {
+      throw e instanceof RbdError ? new RbdError(e.errno, this.#image.gatewayResult) : e;
+    });
+    return this.#image.gatewayResult;
+  }
+
+  /**
+   * Has the cluster blocklist the client whose address xattr `name` of `oid`
+   * holds, and waits until this client has the OSD map that carries the
+   * blocklist: no operation of the fenced client lands after this client's
+   * next ones (native/src/rbd-gateway.cc).
+   */
+  async gatewayFence(oid: string, name: string): Promise<GatewayFence> {
+    const { result } = await this.#call('rados_mon_command', [], (t) => this.#image.gatewayFence(oid, name, t)).catch((e: unknown) => {
+      throw e instanceof RbdError ? new RbdError(e.errno, this.#image.gatewayResult) : e;
+    });
+    if (result === 1) return { kind: 'unknown' };
+    if (result === 2) return { kind: 'self' };
+    return { kind: 'fenced', address: this.#image.gatewayResult };
   }
 
   onRecord(fn: ((e: RecordEvent) => void) | null): void {

@@ -88,6 +88,9 @@ Napi::Function RbdImage::Init(Napi::Env env) {
                          InstanceMethod<&RbdImage::RecordForget>("recordForget"),
                          InstanceMethod<&RbdImage::RecordNotify>("recordNotify"),
                          InstanceMethod<&RbdImage::RecordAck>("recordAck"),
+                         InstanceMethod<&RbdImage::GatewayPublish>("gatewayPublish"),
+                         InstanceMethod<&RbdImage::GatewayFence>("gatewayFence"),
+                         InstanceAccessor<&RbdImage::GatewayResult>("gatewayResult"),
                          StaticValue("WATCH_TOKEN", Napi::Number::New(env, kWatchToken)),
                          StaticValue("RECORD_NOTIFY_TOKEN", Napi::Number::New(env, kRecordNotifyToken)),
                          StaticValue("RECORD_ERROR_TOKEN", Napi::Number::New(env, kRecordErrorToken)),
@@ -119,6 +122,7 @@ RbdImage::~RbdImage() {
   // JS closes an image before dropping it; this is the last resort of a
   // process that exits with an image open (the cluster sees the client go).
   JoinWorker();
+  JoinGateway();
   poller_.Stop();
   UnwatchRecordNow();
   if (watching_) rbd_update_unwatch(image_, watch_handle_);
@@ -375,7 +379,10 @@ Napi::Value RbdImage::Close(const Napi::CallbackInfo& info) {
   busy_ = true;
   Started();
   std::shared_ptr<RbdQueue> q = queue_;
-  worker_ = std::thread([this, q, token, cluster, io, img, watching, handle, record_watching, record_handle]() {
+  // A gateway publish or fence still running uses the cluster handle: it ends first.
+  std::thread gateway = std::move(gateway_worker_);
+  worker_ = std::thread([this, q, token, cluster, io, img, watching, handle, record_watching, record_handle, gateway = std::move(gateway)]() mutable {
+    if (gateway.joinable()) gateway.join();
     int rc = 0;
     // The record's watch goes first, and its callbacks with it, before the ioctx they use.
     if (record_watching) {
@@ -435,6 +442,7 @@ void RbdImage::Drain() {
   if (in_flight_ == 0) {
     poller_.SetRef(false);
     if (!busy_) JoinWorker();
+    if (!gateway_busy_) JoinGateway();
   }
   while (releases-- > 0) Unref();
 }

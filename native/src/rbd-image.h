@@ -56,6 +56,8 @@ constexpr uint32_t kRecordErrorToken = 0xfffffffdu;
 
 // A Buffer or Uint8Array argument, or a usage error.
 Napi::Uint8Array ArgBytes(Napi::Env env, const Napi::Value& v, const char* op);
+// A non-empty string argument without NUL, or a usage error (rbd-record.cc).
+std::string ArgString(Napi::Env env, const Napi::Value& v, const char* op, const char* what);
 
 struct RadosOp;  // rbd-record.cc
 
@@ -91,6 +93,13 @@ class RbdImage : public Napi::ObjectWrap<RbdImage> {
   Napi::Value RecordForget(const Napi::CallbackInfo& info);
   Napi::Value RecordNotify(const Napi::CallbackInfo& info);
   Napi::Value RecordAck(const Napi::CallbackInfo& info);
+  // Gateways of one image (docs/backends.md "Fencing another gateway"): this
+  // client's address published under a name in a RADOS object's xattr, and
+  // another's looked up there and blocklisted (rbd-gateway.cc).
+  Napi::Value GatewayPublish(const Napi::CallbackInfo& info);
+  Napi::Value GatewayFence(const Napi::CallbackInfo& info);
+  Napi::Value GatewayResult(const Napi::CallbackInfo& info);
+  void JoinGateway();
   rados_completion_t NewRadosCompletion(Napi::Env env, const char* op, uint32_t token, RadosOp** arg);
   void SubmittedRados(Napi::Env env, int rc, const char* op, rados_completion_t c, RadosOp* arg);
   void UnwatchRecordNow();
@@ -115,6 +124,11 @@ class RbdImage : public Napi::ObjectWrap<RbdImage> {
   bool closed_ = false;
   std::string failed_step_;
   std::thread worker_;
+  // Publish and fence run here: librados has no asynchronous mon command, and
+  // a blocklist must be followed by a wait for the OSD map that carries it.
+  std::thread gateway_worker_;
+  std::atomic<bool> gateway_busy_{false};
+  std::string gateway_result_;  // written by gateway_worker_ before its Push, read after the completion
   size_t in_flight_ = 0;
   double* batch_ = nullptr;  // (token, result, offset) triples, backed by completions_
   Napi::Reference<Napi::Float64Array> completions_;

@@ -63,6 +63,8 @@ void OnWatchError(void* arg, uint64_t, int err) {
   static_cast<RbdQueue*>(arg)->Push({kRecordErrorToken, err < 0 ? err : -err, 0});
 }
 
+}  // namespace
+
 std::string ArgString(Napi::Env env, const Napi::Value& v, const char* op, const char* what) {
   if (!v.IsString()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, op, std::string(what) + " must be a string");
   std::string s = v.As<Napi::String>().Utf8Value();
@@ -70,8 +72,6 @@ std::string ArgString(Napi::Env env, const Napi::Value& v, const char* op, const
     throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, op, std::string(what) + " must be a non-empty string without NUL");
   return s;
 }
-
-}  // namespace
 
 rados_completion_t RbdImage::NewRadosCompletion(Napi::Env env, const char* op, uint32_t token, RadosOp** out) {
   if (ioctx_ == nullptr || busy_ || closed_) throw MakeUsageError(env, "ERR_INVALID_STATE", EBADF, op, "the image is not open");

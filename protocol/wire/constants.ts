@@ -1,4 +1,4 @@
-// Numbers of the rblk wire protocol, versions 1 to 3 (docs/protocol.md is normative).
+// Numbers of the rblk wire protocol, versions 1 to 4 (docs/protocol.md is normative).
 // Opcodes and code points reuse SRP's where SRP has the same thing (T10 SRP r16a 5,
 // Linux include/scsi/srp.h), so a trace reads like an SRP trace.
 
@@ -9,7 +9,7 @@ type ValueOf<T> = T[keyof T];
  * MIN_PROTOCOL_VERSION up. A connection's version is chosen by its CONNECT
  * and echoed by the ACCEPT (docs/protocol.md §3).
  */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 export const MIN_PROTOCOL_VERSION = 1;
 /**
  * From this protocol version on, the target may complete a GOOD read with an
@@ -22,7 +22,13 @@ export const REMOTE_DATA_VERSION = 2;
  * §14.1) before it reissues that connection's commands.
  */
 export const FENCE_VERSION = 3;
-/** The version byte of every capsule header: the capsule format, which versions 2 and 3 did not change (§5). */
+/**
+ * From this protocol version on, the initiator may ask a gateway to fence
+ * another gateway of the same volume (TSK_MGMT FENCE GATEWAY, docs/protocol.md
+ * §14.1) before it reissues there the commands it lost on that one.
+ */
+export const GATEWAY_FENCE_VERSION = 4;
+/** The version byte of every capsule header: the capsule format, which versions 2 to 4 did not change (§5). */
 export const CAPSULE_VERSION = 1;
 
 /** The name rblkd answers to when its config names none; initiators use it by default. */
@@ -178,6 +184,12 @@ export const TaskFunction = {
    * id in the task tag field, and fences its commands (docs/protocol.md §14.1).
    */
   FENCE_CONNECTION: 0x80,
+  /**
+   * rblk's, version 4 on: fences another gateway of the LUN's volume, named by
+   * its target port group in the task tag field, out of the store they share
+   * (docs/protocol.md §14.1).
+   */
+  FENCE_GATEWAY: 0x81,
 } as const;
 export type TaskFunction = ValueOf<typeof TaskFunction>;
 

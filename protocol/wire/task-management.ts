@@ -2,6 +2,7 @@
 // rblk answers with its own TSK_RSP rather than SRP's RSP-with-response-data.
 //   TSK_MGMT: 16 LUN | 24 function u8 | 25-31 reserved | 32 task tag u64
 //   (FENCE CONNECTION, version 3: LUN 0, and the task tag field holds the session id to fence)
+//   (FENCE GATEWAY, version 4: the volume's LUN, and the task tag field holds the target port group, 1 to 65535)
 //   TSK_RSP:  16 credit delta u32 | 20 response u8 | 21-23 reserved
 
 import { CapsuleSize, Opcode, TaskFunction, TaskResponse, valueGuard } from './constants.js';
@@ -15,7 +16,7 @@ export interface TaskManagement {
   tag: bigint;
   lun: number;
   function: TaskFunction;
-  /** The CMD to abort, for ABORT_TASK; the session id to fence, for FENCE_CONNECTION; 0n for every other function. */
+  /** The CMD to abort, for ABORT_TASK; the session id to fence, for FENCE_CONNECTION; the target port group, for FENCE_GATEWAY; 0n for every other function. */
   taskTag: bigint;
 }
 
@@ -28,15 +29,18 @@ export interface TaskManagementResponse {
 }
 
 const isTaskFunction = valueGuard(TaskFunction);
-const takesTaskTag = (fn: number): boolean => fn === TaskFunction.ABORT_TASK || fn === TaskFunction.FENCE_CONNECTION;
+const takesTaskTag = (fn: number): boolean => fn === TaskFunction.ABORT_TASK || fn === TaskFunction.FENCE_CONNECTION || fn === TaskFunction.FENCE_GATEWAY;
+/** SPC-4 7.8.6.7: a target port group is 1 to 65535 (0 is reserved). */
+const isPortGroup = (tag: bigint): boolean => tag >= 1n && tag <= 0xffffn;
 const isTaskResponse = valueGuard(TaskResponse);
 
 export function encodeTaskManagement(buf: Buffer, tm: TaskManagement): number {
   if (!isTaskFunction(tm.function)) fail('BAD_FIELD', `TSK_MGMT: unknown function ${tm.function}`);
   checkU64(tm.taskTag, 'TSK_MGMT: task tag');
   if (!takesTaskTag(tm.function) && tm.taskTag !== 0n) {
-    fail('BAD_FIELD', 'TSK_MGMT: a task tag is only for ABORT TASK and FENCE CONNECTION');
+    fail('BAD_FIELD', 'TSK_MGMT: a task tag is only for ABORT TASK, FENCE CONNECTION and FENCE GATEWAY');
   }
+  if (tm.function === TaskFunction.FENCE_GATEWAY && !isPortGroup(tm.taskTag)) fail('BAD_FIELD', `TSK_MGMT: FENCE GATEWAY of target port group ${tm.taskTag}, not 1 to 65535`);
   if (tm.function === TaskFunction.FENCE_CONNECTION && tm.lun !== 0) fail('BAD_FIELD', 'TSK_MGMT: FENCE CONNECTION is sent to LUN 0');
   writeHeader(buf, Opcode.TSK_MGMT, 0, CapsuleSize.TSK_MGMT, tm.tag);
   writeLun(buf, 16, tm.lun, 'TSK_MGMT');
@@ -53,10 +57,12 @@ export function readTaskManagement(buf: Buffer, header: CapsuleHeader): TaskMana
   const fn = buf[24];
   if (!isTaskFunction(fn)) fail('BAD_FIELD', `TSK_MGMT: unknown function ${hex(fn)}`);
   requireZero(buf, 25, 32, 'TSK_MGMT');
-  // Outside ABORT TASK and FENCE CONNECTION the task tag field is reserved.
+  // Outside ABORT TASK, FENCE CONNECTION and FENCE GATEWAY the task tag field is reserved.
   if (!takesTaskTag(fn)) requireZero(buf, 32, 40, 'TSK_MGMT');
   if (fn === TaskFunction.FENCE_CONNECTION && lun !== 0) fail('BAD_FIELD', `TSK_MGMT: FENCE CONNECTION to LUN ${lun}, not 0`);
-  return { op: Opcode.TSK_MGMT, tag: header.tag, lun, function: fn, taskTag: buf.readBigUInt64BE(32) };
+  const taskTag = buf.readBigUInt64BE(32);
+  if (fn === TaskFunction.FENCE_GATEWAY && !isPortGroup(taskTag)) fail('BAD_FIELD', `TSK_MGMT: FENCE GATEWAY of target port group ${taskTag}, not 1 to 65535`);
+  return { op: Opcode.TSK_MGMT, tag: header.tag, lun, function: fn, taskTag };
 }
 
 export function decodeTaskManagement(buf: Buffer, limits: WireLimits = PROTOCOL_LIMITS): TaskManagement {

@@ -105,7 +105,23 @@ export interface Backend {
    * hosts has one.
    */
   openSharedRecord?(purpose: string): Promise<SharedRecord>;
+  /**
+   * Optional, with fenceGateway: a store shared between gateways, which can
+   * keep one of them out of the store for good (an RBD image: the Ceph
+   * blocklist). Each gateway publishes, under its target port group, how the
+   * store names it (docs/backends.md "Fencing another gateway").
+   */
+  publishGateway?(group: number): Promise<string>;
+  /**
+   * Keeps the gateway of target port group `group` out of the store: nothing
+   * it sent or will send lands after this gateway's next operations. Resolves
+   * what was done; `unknown` when no gateway of that group ever published.
+   */
+  fenceGateway?(group: number): Promise<GatewayFenceResult>;
 }
+
+/** What fenceGateway did. */
+export type GatewayFenceResult = { readonly kind: 'fenced'; readonly address: string } | { readonly kind: 'unknown' } | { readonly kind: 'self' };
 
 /** What a SharedRecord's watcher hears. */
 export interface SharedRecordEvents {

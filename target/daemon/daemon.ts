@@ -401,6 +401,7 @@ export class Daemon {
 
     for (const { to } of plan.kept) this.volumes.get(to.name)?.reconfigure(to);
     // SPC-4 5.15.2.5: a changed access state is a unit attention for every nexus of every LU.
+    const groupBefore = this.portGroups?.local.group;
     if (this.portGroups && next.alua && this.portGroups.update(next.alua)) {
       for (const sv of this.volumes.values()) sv.lu.raiseAccessStateChanged();
       this.log.info(`target port group ${next.alua.local.group} is ${next.alua.local.state}`);
@@ -410,6 +411,18 @@ export class Daemon {
       this.volumes.set(sv.name, sv);
       this.server.addVolume(sv);
       this.log.info(`serving volume ${sv.describe()}`, { volume: sv.name, lun: sv.lun });
+    }
+    // A new group number: peers must find this gateway's client under it to fence it (docs/backends.md "Fencing another gateway").
+    if (this.portGroups && this.portGroups.local.group !== groupBefore) {
+      const group = this.portGroups.local.group;
+      for (const sv of this.volumes.values()) {
+        if (sv.backend.publishGateway === undefined) continue;
+        try {
+          await sv.backend.publishGateway(group);
+        } catch (e) {
+          this.log.error(`volume ${sv.name}: publishing this gateway as target port group ${group} failed, so no peer can fence it: ${e instanceof Error ? e.message : String(e)}`, { volume: sv.name, lun: sv.lun });
+        }
+      }
     }
     // SPC-5 6.2: every session rescans on REPORTED LUNS DATA HAS CHANGED (3F/0E).
     if (plan.added.length > 0 || plan.removed.length > 0) this.server.inventoryChanged();

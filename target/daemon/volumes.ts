@@ -80,6 +80,12 @@ export class ServedVolume implements ExportedVolume {
       // that one taken through any gateway binds them all (docs/architecture.md "Reservation stores").
       const record = backend.openSharedRecord === undefined ? undefined : await backend.openSharedRecord('pr');
       const reservationStore = record === undefined ? undefined : await SharedReservationStore.open(record, ctx.log);
+      // So that a peer gateway can fence this one for an initiator that fails over (docs/backends.md "Fencing another gateway").
+      if (ctx.portGroups !== undefined && backend.publishGateway !== undefined) {
+        const group = ctx.portGroups.local.group;
+        const address = await backend.publishGateway(group);
+        ctx.log.debug(`volume ${config.name}: published client ${address} as the gateway of target port group ${group}`, { volume: config.name, lun: config.lun });
+      }
       const lu = new LogicalUnit({
         name: config.name,
         backend,

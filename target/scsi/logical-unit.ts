@@ -198,6 +198,31 @@ export class LogicalUnit {
     this.fastPath.hold(() => holding(barrier, () => settled)).catch((e: unknown) => this.log.warn('fence of a lost connection failed', { lu: this.name, error: String(e) }));
   }
 
+  /**
+   * FENCE GATEWAY (docs/protocol.md §14.1, docs/target.md "Another gateway's
+   * commands"): an initiator lost commands on the gateway of target port group
+   * `group` and is about to reissue them here. That gateway may be frozen or
+   * cut off with them still in hand, so it is fenced out of the store first,
+   * through the store (an RBD image: the Ceph blocklist). Only a peer group
+   * this gateway's config names may be fenced. Resolves what was done, for
+   * the log; a refusal is `ok: false`.
+   */
+  async fenceGateway(group: number): Promise<{ readonly ok: boolean; readonly what: string }> {
+    const groups = this.portGroups;
+    if (groups === undefined) return { ok: false, what: 'this gateway has no alua section: it knows no other gateway' };
+    if (group === groups.local.group) return { ok: true, what: `group ${group} is this gateway's own: nothing to fence` };
+    if (!groups.peers.some((p) => p.group === group)) return { ok: false, what: `group ${group} is not a peer group in this gateway's alua section` };
+    if (this.backend.fenceGateway === undefined) return { ok: true, what: `the volume's store is not shared through a cluster: nothing to fence` };
+    try {
+      const r = await this.backend.fenceGateway(group);
+      if (r.kind === 'fenced') return { ok: true, what: `the gateway of group ${group} (client ${r.address}) is fenced out of the store` };
+      if (r.kind === 'self') return { ok: true, what: `group ${group} published this gateway's own client: nothing to fence` };
+      return { ok: true, what: `no gateway of group ${group} ever published its client for this volume: nothing to fence` };
+    } catch (e) {
+      return { ok: false, what: `the fence of group ${group} failed: ${e instanceof Error ? e.message : String(e)}` };
+    }
+  }
+
   constructor(o: LogicalUnitOptions) {
     const blockSize = o.blockSize ?? 512;
     if (blockSize !== 512 && blockSize !== 4096) throw new RangeError(`block size ${String(blockSize)} is not 512 or 4096`);

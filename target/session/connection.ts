@@ -10,6 +10,7 @@ import {
   DataFormat,
   decodeCapsule,
   FENCE_VERSION,
+  GATEWAY_FENCE_VERSION,
   LoginRejectReason,
   LogoutReason,
   MAX_TRANSFER_LENGTH,
@@ -589,6 +590,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
   // §14.1: abort what was asked, send each aborted command's RSP, then TSK_RSP.
   private onTaskManagement(t: TaskManagement): void {
     if (t.function === TaskFunction.FENCE_CONNECTION) return this.fenceOther(t);
+    if (t.function === TaskFunction.FENCE_GATEWAY) return this.fenceGateway(t);
     if (this.tagInUse(t.tag)) throw new ProtocolViolation(`tag ${t.tag} is already outstanding`);
     if (this.inUse() >= this.credits) throw new ProtocolViolation('credit overrun', LogoutReason.CREDIT_OVERRUN);
     this.outstandingTasks++;
@@ -632,6 +634,40 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
         this.syncFast();
       }),
       'fence connection',
+    );
+  }
+
+  /**
+   * FENCE GATEWAY (§14.1, version 4): the initiator lost commands on another
+   * gateway of the LUN's volume, the one of target port group `taskTag`, and
+   * is about to reissue them here. That gateway may be frozen or cut off with
+   * them in hand; it is fenced out of the store they share before the answer
+   * (LogicalUnit.fenceGateway), so none of them lands after the reissued ones.
+   */
+  private fenceGateway(t: TaskManagement): void {
+    if (this.conn.version < GATEWAY_FENCE_VERSION) throw new ProtocolViolation(`FENCE GATEWAY on a version ${this.conn.version} connection (it needs version ${GATEWAY_FENCE_VERSION})`);
+    if (this.tagInUse(t.tag)) throw new ProtocolViolation(`tag ${t.tag} is already outstanding`);
+    if (this.inUse() >= this.credits) throw new ProtocolViolation('credit overrun', LogoutReason.CREDIT_OVERRUN);
+    const lu = this.luns.get(t.lun)?.lu;
+    const group = Number(t.taskTag);
+    this.outstandingTasks++;
+    this.syncFast();
+    const run = async (): Promise<void> => {
+      let response: TaskResponse = TaskResponse.INCORRECT_LUN;
+      if (lu !== undefined) {
+        const r = await lu.fenceGateway(group);
+        response = r.ok ? TaskResponse.COMPLETE : TaskResponse.FAILED;
+        this.log[r.ok ? 'info' : 'warn'](`FENCE GATEWAY of target port group ${group} on LUN ${t.lun}: ${r.what}`, this.meta());
+      }
+      if (this.state !== 'active' && this.state !== 'closing') return;
+      await this.sendCapsule({ op: Opcode.TSK_RSP, tag: t.tag, creditDelta: 1, response });
+    };
+    this.detach(
+      run().finally(() => {
+        this.outstandingTasks--;
+        this.syncFast();
+      }),
+      'fence gateway',
     );
   }
 

@@ -13,6 +13,11 @@
 // A is still frozen, the kernel retransmits A's held write to the OSD (Send-Q
 // back to 0), and A is thawed (SIGCONT).
 //
+// Before the session reissues the write through B it asks B to fence A (TSK_MGMT
+// FENCE GATEWAY, docs/protocol.md §14.1): B has the cluster blocklist the client
+// A published for its target port group, so A's held write is refused whether A
+// owned the exclusive lock, waited for it, or the image has no lock at all.
+//
 // The cluster's ceph.conf shortens osd_client_watch_timeout to 5 s (and pings
 // watches every second, objecter_tick_interval 1, so a healthy watch never
 // lapses between pings): B breaks the lock of the frozen A in seconds, not 30.
@@ -227,12 +232,13 @@ async function stallA(t: ExecutionContext, image: string, features: string): Pro
 }
 
 rbdTest(
-  'rbd, exclusive-lock (the default features): B breaks the frozen A\'s lock and has it blocklisted; A\'s held write, delivered late, is refused and the newer data stays; A says so, fences the volume (02 04/0C) and does not crash',
+  'rbd, exclusive-lock (the default features): B fences the frozen A (FENCE GATEWAY) and takes its lock; A\'s held write, delivered late, is refused and the newer data stays; A says so, fences the volume (02 04/0C) and does not crash',
   async (t) => {
     t.timeout(240_000);
     const image = 'locked';
     const st = await stallA(t, image, 'layering,exclusive-lock,object-map,fast-diff,deep-flatten');
     t.log(`from failover to the first write acknowledged through B: ${st.stallMs} ms`);
+    await st.b.d.waitForLine(/FENCE GATEWAY of target port group 1 on LUN 0: the gateway of group 1 \(client [^)]+\) is fenced out of the store/);
     t.is(st.lockerBefore.length, 1, 'A held the exclusive lock before it froze');
     t.is(st.lockerAfter.length, 1);
     t.not(st.lockerAfter[0], st.lockerBefore[0], 'B holds the lock now');
@@ -264,32 +270,35 @@ rbdTest(
   },
 );
 
-rbdTest('rbd without exclusive-lock: the same held write lands late, over the newer one (why gateways need the feature); rblkd warns at open', async (t) => {
+rbdTest('rbd without exclusive-lock: FENCE GATEWAY has A blocklisted all the same, and its held write is refused; rblkd warns at open', async (t) => {
   t.timeout(240_000);
   const image = 'unlocked';
   const st = await stallA(t, image, 'layering');
   for (const g of [st.a, st.b]) await g.d.waitForLine(/rbd image rbd\/unlocked has no exclusive-lock feature.*rbd feature enable rbd\/unlocked exclusive-lock/);
-  t.is(st.blocklistAfter, st.blocklistBefore, 'nobody was blocklisted');
+  t.not(st.blocklistAfter, st.blocklistBefore, `A was blocklisted: ${st.blocklistAfter}`);
+  const mark = st.a.d.lines.length;
   await st.heal();
+  t.true((await exported(image)).equals(data(3)), "rbd export: A's late write did not land");
   st.a.d.kill('SIGCONT');
+  await st.a.d.waitForLine(/the Ceph cluster blocklisted this gateway \(EBLOCKLISTED\)/, mark);
   st.a.d.kill('SIGTERM');
-  t.is((await st.a.d.exited).code, 0, 'A stops cleanly: its late write succeeded');
-  t.true((await st.vol.read(X, BLOCK)).equals(data(2)), 'through B: the older data, written late by A');
-  t.true((await exported(image)).equals(data(2)), 'rbd export: the same');
+  t.is((await st.a.d.exited).signal, null, 'A stops without a crash');
+  t.true((await st.vol.read(X, BLOCK)).equals(data(3)), 'through B: the newer data');
+  t.true((await exported(image)).equals(data(3)), 'rbd export: the same');
 });
 
-// KNOWN GAP, marked test.failing (ava passes it while it fails; docs/backends.md
-// "Several gateways and stale writes"): a gateway that does NOT own the lock when
-// it freezes. Both port groups are active/optimized and a second initiator writes
-// through B, so B holds the lock; the session's write to A waits in A's librbd
-// for the lock (A's lock request, about 1 KiB, waits in its socket to the OSD:
-// that is what the test waits for). A freezes, the session fails over, B writes
-// the block again without breaking any lock, nobody is blocklisted; A thaws, asks
-// B for the lock, B hands it over (librbd's cooperative transition) and A's old
-// write lands over the newer one. timeout_s is 60, longer than the freeze: with 5,
-// A's librbd operations time out (rados_osd_op_timeout) the moment A thaws and the
-// write fails by accident.
-(reason === null ? test.failing : test.skip)('rbd, exclusive-lock, KNOWN GAP: a gateway frozen with a write waiting for a lock another gateway holds lands it late, over a newer one', async (t) => {
+// A gateway that does NOT own the lock when it freezes (until FENCE GATEWAY, a
+// gap: the write landed late). Both port groups are active/optimized and a
+// second initiator writes through B, so B holds the lock; the session's write
+// to A waits in A's librbd for the lock (A's lock request, about 1 KiB, waits in
+// its socket to the OSD: that is what the test waits for). A freezes, the
+// session fails over and has B fence A before it reissues the write. No lock
+// changes hands, so only that fence stops A: thawed, A asks B for the lock
+// again, and without the blocklist B would hand it over (librbd's cooperative
+// transition) and A's old write would land over the newer one. timeout_s is 60,
+// longer than the freeze: with 5, A's librbd operations time out
+// (rados_osd_op_timeout) the moment A thaws and the write fails by accident.
+rbdTest('rbd, exclusive-lock: a gateway frozen with a write waiting for a lock another gateway holds is fenced by FENCE GATEWAY, and the write never lands', async (t) => {
   t.timeout(240_000);
   const image = 'notowner';
   await ceph().run('rbd', ['create', '--size', `${4 * MiB}B`, `${ceph().pool}/${image}`]);
@@ -321,13 +330,16 @@ rbdTest('rbd without exclusive-lock: the same held write lands late, over the ne
   await pathsWhere(session, (p) => p[0].state === 'down' && p[1].state === 'active');
   await late;
   await v.write(X, data(3));
-  t.is(await blocklist(), before, 'nobody was blocklisted');
+  const after = await blocklist();
+  t.not(after, before, `A's client was blocklisted: ${after}`);
+  const mark = a.d.lines.length;
   await c.heal();
   a.d.kill('SIGCONT');
-  // A's write lands after A took the lock back: wait for A to own it, then stop A (it drains).
-  await until('A holds the lock again, or gave up', async () => JSON.stringify(await lockers(image)) === JSON.stringify(ownerA) || a.d.lines.some((l) => /command failed/.test(l)));
+  // A's write fails (EBLOCKLISTED) instead of taking the lock back; A says so and fences its volume.
+  await a.d.waitForLine(/the Ceph cluster blocklisted this gateway \(EBLOCKLISTED\)/, mark);
+  t.notDeepEqual(await lockers(image), ownerA, 'A did not get the lock back');
   a.d.kill('SIGTERM');
-  await a.d.exited;
+  t.is((await a.d.exited).signal, null, 'A stops without a crash');
   t.true((await v.read(X, BLOCK)).equals(data(3)), 'the newer data stays (through B)');
   t.true((await exported(image)).equals(data(3)), 'and in rbd export');
 });

@@ -241,12 +241,19 @@ test('task management and session control', (t) => {
   rejects(t, mutated(abortTask, (b) => void (b[27] = 1)), 'RESERVED_NONZERO');
   rejects(t, mutated(lunReset, (b) => void (b[39] = 5)), 'RESERVED_NONZERO', {}, 'TSK_MGMT: reserved byte 39 is 0x05, must be 0');
   const err = t.throws(() => capsuleBuffer({ ...lunReset, taskTag: 5n }), { instanceOf: ProtocolError });
-  t.is(err?.message, 'TSK_MGMT: a task tag is only for ABORT TASK and FENCE CONNECTION');
+  t.is(err?.message, 'TSK_MGMT: a task tag is only for ABORT TASK, FENCE CONNECTION and FENCE GATEWAY');
   // FENCE CONNECTION (version 3) carries a session id in the task tag field, and goes to LUN 0 only.
   const fence: TaskManagement = { ...lunReset, lun: 0, function: TaskFunction.FENCE_CONNECTION, taskTag: 0x1234_0000_0007n };
   t.like(decodeCapsule(capsuleBuffer(fence), { from: 'initiator' }), { op: Opcode.TSK_MGMT, lun: 0, function: TaskFunction.FENCE_CONNECTION, taskTag: 0x1234_0000_0007n });
   t.is(t.throws(() => capsuleBuffer({ ...lunReset, lun: 3, function: TaskFunction.FENCE_CONNECTION, taskTag: 1n }), { instanceOf: ProtocolError })?.message, 'TSK_MGMT: FENCE CONNECTION is sent to LUN 0');
   rejects(t, mutated(fence, (b) => void (b[17] = 3)), 'BAD_FIELD', {}, 'TSK_MGMT: FENCE CONNECTION to LUN 3, not 0');
+  // FENCE GATEWAY (version 4) goes to the volume's LUN and names a target port group, 1 to 65535, in the task tag field.
+  const gw: TaskManagement = { ...lunReset, lun: 5, function: TaskFunction.FENCE_GATEWAY, taskTag: 2n };
+  t.like(decodeCapsule(capsuleBuffer(gw), { from: 'initiator' }), { op: Opcode.TSK_MGMT, lun: 5, function: TaskFunction.FENCE_GATEWAY, taskTag: 2n });
+  t.like(decodeCapsule(capsuleBuffer({ ...gw, taskTag: 0xffffn }), { from: 'initiator' }), { taskTag: 0xffffn });
+  t.is(t.throws(() => capsuleBuffer({ ...gw, taskTag: 0n }), { instanceOf: ProtocolError })?.message, 'TSK_MGMT: FENCE GATEWAY of target port group 0, not 1 to 65535');
+  rejects(t, mutated(gw, (b) => void b.writeBigUInt64BE(0x10000n, 32)), 'BAD_FIELD', {}, 'TSK_MGMT: FENCE GATEWAY of target port group 65536, not 1 to 65535');
+  rejects(t, mutated(gw, (b) => void b.writeBigUInt64BE(0n, 32)), 'BAD_FIELD', {}, 'TSK_MGMT: FENCE GATEWAY of target port group 0, not 1 to 65535');
   rejects(t, mutated(tskRsp, (b) => void (b[20] = 3)), 'BAD_FIELD', {}, 'TSK_RSP: unknown response 0x03');
   rejects(t, mutated(tskRsp, (b) => void (b[23] = 1)), 'RESERVED_NONZERO');
   rejects(t, mutated(tLogout, (b) => void b.writeUInt32BE(99, 16)), 'BAD_FIELD', {}, 'T_LOGOUT: unknown reason 99');
@@ -266,7 +273,7 @@ test('connect data: magic, kind, version, padding and ranges', (t) => {
   connectRejects(t, Buffer.alloc(257), 'OVERSIZE');
   connectRejects(t, edit(connect, (b) => void (b[0] = 0x72)), 'BAD_MAGIC', 'connect data magic is 72424c4b, expected "RBLK"');
   connectRejects(t, edit(connect, (b) => void (b[5] = 4)), 'BAD_FIELD', 'connect data kind is 0x04');
-  connectRejects(t, edit(connect, (b) => void (b[4] = 4)), 'BAD_VERSION', 'connect data version is 4, expected 1 to 3');
+  connectRejects(t, edit(connect, (b) => void (b[4] = 5)), 'BAD_VERSION', 'connect data version is 5, expected 1 to 4');
   connectRejects(t, edit(connect, (b) => void (b[4] = 0)), 'BAD_VERSION');
   connectRejects(t, edit(accept, (b) => void (b[4] = 0)), 'BAD_VERSION');
   connectRejects(t, edit(connect, (b) => void (b[12] = 1)), 'RESERVED_NONZERO');
@@ -279,7 +286,7 @@ test('connect data: magic, kind, version, padding and ranges', (t) => {
   // A newer target names its own version in a REJECT; that must stay readable.
   t.deepEqual(decodeConnectData(edit(rej, (b) => void (b[4] = 7))), { ...rej, version: 7 });
   // Encoders refuse a version this side does not speak.
-  t.throws(() => connectDataBuffer({ ...connect, kind: ConnectKind.CONNECT, version: 4, maxCapsule: 1024, queueDepth: 1 }), { message: /version 4 is not one this side speaks/ });
+  t.throws(() => connectDataBuffer({ ...connect, kind: ConnectKind.CONNECT, version: 5, maxCapsule: 1024, queueDepth: 1 }), { message: /version 5 is not one this side speaks/ });
   const err = t.throws(() => decodeConnectData(connectDataBuffer(accept), ConnectKind.CONNECT), { instanceOf: ProtocolError });
   t.is(err?.message, 'connect data kind is 2, expected 1');
 });

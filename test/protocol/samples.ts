@@ -135,6 +135,9 @@ export function sampleCapsules(): Capsule[] {
     { op: Opcode.CRED_RSP, tag: 13n },
     { op: Opcode.T_LOGOUT, tag: 14n, reason: LogoutReason.CREDIT_OVERRUN },
     { op: Opcode.CRED_REQ, tag: 13n, creditDelta: 8 },
+    // Versions 3 and 4: rejects.test.ts takes the samples above by position, so these come last.
+    { op: Opcode.TSK_MGMT, tag: 15n, lun: 0, function: TaskFunction.FENCE_CONNECTION, taskTag: 0x1_0000_0002n },
+    { op: Opcode.TSK_MGMT, tag: 16n, lun: 3, function: TaskFunction.FENCE_GATEWAY, taskTag: 2n },
   ];
 }
 

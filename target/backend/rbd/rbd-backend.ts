@@ -9,11 +9,14 @@
 // Several gateways on one image are kept from overtaking each other's writes by
 // librbd's exclusive lock (docs/backends.md "Several gateways and stale
 // writes"): a gateway that takes the lock from one that stopped answering
-// breaks it and has the cluster blocklist that one's client. A blocklisted
+// breaks it and has the cluster blocklist that one's client. An rblk initiator
+// that fails over has the new gateway blocklist the old one itself
+// (publishGateway, fenceGateway; docs/backends.md "Fencing another gateway"),
+// which also covers a gateway that did not own the lock. A blocklisted
 // gateway's operations all fail with EBLOCKLISTED (ESHUTDOWN); this backend
 // then says so once and fences the volume: every later operation fails at once.
 import { EBLOCKLISTED, RbdImage, type RbdOpenOptions } from '../../../native/rbd.js';
-import type { Backend, BackendNotice, Extent, FastPathTarget, SharedRecord, WriteOptions } from '../backend.js';
+import type { Backend, BackendNotice, Extent, FastPathTarget, GatewayFenceResult, SharedRecord, WriteOptions } from '../backend.js';
 import { backendError } from '../backend-error.js';
 import { IoGate } from '../io-gate.js';
 import { checkRange } from '../range-check.js';
@@ -42,6 +45,7 @@ export class RbdBackend implements Backend {
   /** Set once the cluster blocklisted this client: every operation fails with EBLOCKLISTED. */
   #fenced = false;
   #notices: BackendNotice[] = [];
+  #gatewayTurn: Promise<void> = Promise.resolve();
   #onNotice: ((notice: BackendNotice) => void) | null = null;
 
   private constructor(image: RbdImage, what: string, options: RbdOpenOptions, fastPath: boolean) {
@@ -60,7 +64,8 @@ export class RbdBackend implements Backend {
         level: 'warn',
         message:
           `${what} has no exclusive-lock feature: if another gateway serves it too, a write this gateway held while frozen or cut off ` +
-          `can land after a newer one written through the other (docs/backends.md "Several gateways and stale writes"); ` +
+          `can land after a newer one written through the other, unless the initiator had this gateway fenced first (rblk initiators do; ` +
+          `other SCSI initiators do not: docs/backends.md "Fencing another gateway"); ` +
           `turn it on with \`rbd feature enable ${options.pool}/${options.namespace !== undefined && options.namespace !== '' ? `${options.namespace}/` : ''}${options.image} exclusive-lock\``,
       });
     }
@@ -89,8 +94,8 @@ export class RbdBackend implements Backend {
     this.#notice({
       level: 'error',
       message:
-        `${this.#what}: the Ceph cluster blocklisted this gateway (EBLOCKLISTED): another client broke its exclusive lock, ` +
-        'most likely a gateway that took over while this one was frozen or cut off. The OSDs refuse every write this gateway ' +
+        `${this.#what}: the Ceph cluster blocklisted this gateway (EBLOCKLISTED): another gateway fenced it for an initiator that ` +
+        'failed over (FENCE GATEWAY), or another client broke its exclusive lock, most likely while this one was frozen or cut off. The OSDs refuse every write this gateway ' +
         'still held, and the volume is fenced: each command fails NOT READY 04/0C, which sends multipath initiators to another path. ' +
         'Restart rblkd on this host to serve the volume again (docs/operations.md "A gateway blocklisted by Ceph")',
     });
@@ -136,6 +141,45 @@ export class RbdBackend implements Backend {
       this.#record = new RbdRecord(this.#image, this.#gate, oid, `rados object ${oid} in pool ${this.#pool}`, this.#timeoutSeconds);
       return Promise.resolve(this.#record);
     });
+  }
+
+  /**
+   * `rblk_gateways.<image id>`, a RADOS object next to the image: one xattr
+   * per target port group, `group.<n>`, holding the librados client address
+   * of the gateway that serves the image in that group (native/src/rbd-gateway.cc).
+   */
+  get #gatewaysObject(): string {
+    return `rblk_gateways.${this.sharedIdentity.split('/').pop() ?? ''}`;
+  }
+
+  publishGateway(group: number): Promise<string> {
+    return this.#oneGatewayOp(() => {
+      this.#checkFence('publish gateway');
+      return this.#image.gatewayPublish(this.#gatewaysObject, `group.${group}`);
+    });
+  }
+
+  /**
+   * Has the cluster blocklist the client that group `group` published. Its
+   * operations on the wire, queued in its librbd for the exclusive lock, or
+   * still to come, are all refused by the OSDs after this resolves; the
+   * gateway itself sees EBLOCKLISTED and fences its volume (#blocklisted).
+   */
+  fenceGateway(group: number): Promise<GatewayFenceResult> {
+    return this.#oneGatewayOp(() => {
+      this.#checkFence('fence gateway');
+      return this.#image.gatewayFence(this.#gatewaysObject, `group.${group}`);
+    });
+  }
+
+  /** The addon runs one gateway operation at a time (it has one thread for them): later ones wait their turn. */
+  #oneGatewayOp<T>(op: () => Promise<T>): Promise<T> {
+    const run = this.#gatewayTurn.then(() => this.#gate.run(op));
+    this.#gatewayTurn = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
   }
 
   get size(): number {

@@ -10,6 +10,7 @@ import { rblkConnections } from '../../../target/session/connection.js';
 import { FabricTargetTransport } from '../../../target/transport/fabric-transport.js';
 import { LoopTargetTransport } from '../../../target/transport/loop-transport.js';
 import type { TargetTransport } from '../../../target/transport/transport.js';
+import type { TargetPortGroups } from '../../../target/scsi/port-groups.js';
 import type { ConnectOptions } from '../../../initiator/index.js';
 import { LoopInitiatorTransport } from '../../../initiator/transport/loop-transport.js';
 import { memoryLog, TARGET_NAME, type LogLine, type TransportKind } from '../../helpers/target-fixture.js';
@@ -32,8 +33,10 @@ export interface VolumeSpec {
   limits?: Partial<LuLimits>;
   /** initiator name → access; absent: everyone rw. */
   acl?: Record<string, Access>;
-  /** Keep the identifier across restarts. */
+  /** Keep the identifier across restarts (and give two targets' LUs one identity, for multipath). */
   identifier?: string;
+  /** The target port groups (ALUA) the LU reports; none without. */
+  portGroups?: TargetPortGroups;
 }
 
 export interface ServerOptions {
@@ -91,6 +94,7 @@ export async function startServer(kind: TransportKind, volumes: VolumeSpec[], op
       readOnly: v.readOnly,
       thin: v.thin,
       limits: v.limits,
+      ...(v.portGroups ? { portGroups: v.portGroups } : {}),
     });
     units.set(v.name, { lu, backend });
     server.addVolume({ name: v.name, lun: v.lun, lu, access: (i) => (v.acl ? (v.acl[i] ?? null) : 'rw') });
