@@ -87,6 +87,8 @@ export class TargetServer {
   private readonly ports = new Set<TargetPort>();
   /** The served connections, which ctl, metrics and max_sessions call sessions (docs/architecture.md "Words"). */
   readonly sessions = new Set<ServedConnection>();
+  /** endConnectionsOf's waits for a connection's end. */
+  private readonly endWaiters = new Map<ServedConnection, (() => void)[]>();
   private draining = false;
   private opts: TargetServerOptions;
   /** Connection requests admitted whose accept has not finished yet: pre-login too. */
@@ -152,6 +154,34 @@ export class TargetServer {
     this.volumes.delete(name);
     this.scsi.removeUnit(v.lu);
     return v;
+  }
+
+  /**
+   * Ends at once (ServedConnection.fence) every logged-in connection whose
+   * initiator may see volume `name`, and resolves how many once they have all
+   * ended and released everything: their commands have settled, and none of
+   * them will start anything on the volume's backend any more.
+   */
+  async endConnectionsOf(name: string, why: string): Promise<number> {
+    const v = this.volumes.get(name);
+    if (!v) return 0;
+    const users = [...this.sessions].filter((s) => {
+      const initiator = s.loggedIn ? s.info().initiator : null;
+      return initiator !== null && v.access(initiator) !== null;
+    });
+    await Promise.all(
+      users.map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            if (!this.sessions.has(s)) return resolve();
+            const waiters = this.endWaiters.get(s) ?? [];
+            waiters.push(resolve);
+            this.endWaiters.set(s, waiters);
+            s.fence(why);
+          }),
+      ),
+    );
+    return users.length;
   }
 
   /** After a reload changed the LUN inventory: refresh every session's map, raise 3F/0E (SPC-5 6.2). */
@@ -286,6 +316,8 @@ export class TargetServer {
     s.onEnd = () => {
       this.sessions.delete(s);
       this.heap.noteRelease();
+      for (const w of this.endWaiters.get(s) ?? []) w();
+      this.endWaiters.delete(s);
     };
   }
 

@@ -85,6 +85,17 @@ export interface Backend {
    * those an unavailable ALUA port serves is answered NOT READY 04/0C.
    */
   readonly fenced?: boolean;
+  /** Optional, with `fenced` and recover(): called each time the store fences this process out. */
+  onFenced?(listener: (() => void) | null): void;
+  /**
+   * Optional: after a fence, makes this process's client of the store anew
+   * and serves again (rbd: a new librados client, docs/backends.md "A fenced
+   * gateway comes back"); rejects while the store is unreachable. The caller
+   * first makes sure that no command from before the fence can still reach
+   * the store (the daemon ends the volume's connections and waits for the LU
+   * to go idle). Resolves how the store now names this process, or ''.
+   */
+  recover?(): Promise<string>;
   onNotice?(listener: ((notice: BackendNotice) => void) | null): void;
   /**
    * Optional: whether one write() is all-or-nothing for every client of the

@@ -20,6 +20,14 @@ import { quiesce } from './quiesce.js';
 import { listenerKey, planReload, type ReloadPlan } from './reload-plan.js';
 import { ServedVolume, type VolumeContext } from './volumes.js';
 
+/** How often a fenced volume's recovery looks whether the LU has gone idle, and retries a store that is away. */
+const RECOVER_POLL_MS = 50;
+const RECOVER_RETRY_MS = 5000;
+const sleep = (ms: number): Promise<void> =>
+  new Promise((resolve) => {
+    setTimeout(resolve, ms).unref();
+  });
+
 export interface DaemonOptions {
   /** The file SIGHUP re-reads. */
   configPath: string;
@@ -155,6 +163,7 @@ export class Daemon {
         const sv = await ServedVolume.open(v, d.volumeContext(config));
         d.volumes.set(v.name, sv);
         d.server.addVolume(sv);
+        d.watchFence(sv);
         d.log.info(`serving volume ${sv.describe()}`, { volume: sv.name, lun: sv.lun });
       }
       for (const l of config.listeners) await d.listen(l, config.source);
@@ -410,6 +419,7 @@ export class Daemon {
     for (const sv of opened) {
       this.volumes.set(sv.name, sv);
       this.server.addVolume(sv);
+      this.watchFence(sv);
       this.log.info(`serving volume ${sv.describe()}`, { volume: sv.name, lun: sv.lun });
     }
     // A new group number: peers must find this gateway's client under it to fence it (docs/backends.md "Fencing another gateway").
@@ -463,6 +473,50 @@ export class Daemon {
     ].filter((s) => s !== '');
     this.log.info(`reloaded${changes.length > 0 ? ` (${changes.join('; ')})` : ''}: ${this.status()}`);
     return result;
+  }
+
+  /**
+   * A store that fences this gateway out (an RBD gateway the cluster
+   * blocklisted, docs/backends.md "A fenced gateway comes back") is served
+   * again through a new client, once nothing sent before the fence can reach
+   * it: every connection that may use the volume is ended (its commands
+   * settle; any of them not yet at the backend is refused), then the LU's
+   * range lock goes idle (commands and native requests of those connections
+   * still inside the old client hold ranges there until they come back), then
+   * the backend makes its client anew. Retried every RECOVER_RETRY_MS while
+   * the cluster is away; given up when the volume is removed or rblkd stops.
+   */
+  private watchFence(sv: ServedVolume): void {
+    const backend = sv.backend;
+    if (backend.onFenced === undefined || backend.recover === undefined) return;
+    let running: Promise<void> | null = null;
+    backend.onFenced(() => {
+      running ??= this.recoverVolume(sv)
+        .catch((e: unknown) => void this.log.error(`volume ${sv.name}: serving it again failed: ${errorMessage(e)}`, { volume: sv.name, lun: sv.lun }))
+        .finally(() => (running = null));
+    });
+  }
+
+  private async recoverVolume(sv: ServedVolume): Promise<void> {
+    const meta = { volume: sv.name, lun: sv.lun };
+    const serving = (): boolean => this.volumes.get(sv.name) === sv && this.stopping === null;
+    const ended = await this.server.endConnectionsOf(sv.name, `volume ${sv.name} was fenced out of its store`);
+    this.log.warn(`volume ${sv.name}: fenced out of its store; ended the ${ended} connection(s) that could use it, so that nothing they sent before the fence runs later`, meta);
+    const lock = sv.lu.rangeLock;
+    while ((lock.activeCount > 0 || lock.waitingCount > 0) && serving()) await sleep(RECOVER_POLL_MS);
+    for (let attempt = 0; serving(); attempt++) {
+      try {
+        const address = await sv.backend.recover!();
+        if (!sv.backend.fenced) {
+          this.log.warn(`volume ${sv.name}: serving again${address === '' ? '' : `, as a new client of the store (${address})`}`, meta);
+          return;
+        }
+      } catch (e) {
+        if (!serving()) return;
+        if (attempt === 0) this.log.error(`volume ${sv.name}: cannot serve it again yet (${errorMessage(e)}); retrying every ${RECOVER_RETRY_MS / 1000} s`, meta);
+      }
+      await sleep(RECOVER_RETRY_MS);
+    }
   }
 
   /**

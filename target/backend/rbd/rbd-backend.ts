@@ -34,14 +34,22 @@ export class RbdBackend implements Backend {
   readonly sharedIdentity: string;
   /** librbd splits a write at object boundaries and other gateways write the image too: no WRITE ATOMIC (backend.ts). */
   readonly atomicWrites = false;
-  readonly #image: RbdImage;
+  #image: RbdImage;
+  readonly #options: RbdOpenOptions;
+  readonly #fastPathOn: boolean;
   readonly #what: string;
   readonly #gate: IoGate;
   readonly #pool: string;
   readonly #timeoutSeconds: number;
   #record: RbdRecord | undefined;
   #size: number;
-  readonly #fast: FastPathTarget | null;
+  #fast: FastPathTarget | null;
+  /** The target port group last published (publishGateway), published again by recover(). */
+  #group: number | undefined;
+  #resizeListener: (() => void) | null = null;
+  #onFenced: (() => void) | null = null;
+  /** Old clients being closed after a recover(), awaited by close(). */
+  readonly #retiring = new Set<Promise<void>>();
   /** Set once the cluster blocklisted this client: every operation fails with EBLOCKLISTED. */
   #fenced = false;
   #notices: BackendNotice[] = [];
@@ -50,6 +58,8 @@ export class RbdBackend implements Backend {
 
   private constructor(image: RbdImage, what: string, options: RbdOpenOptions, fastPath: boolean) {
     this.#image = image;
+    this.#options = options;
+    this.#fastPathOn = fastPath;
     this.#what = what;
     this.readOnly = options.readOnly;
     this.#pool = `${options.pool}${options.namespace !== undefined && options.namespace !== '' ? ` (namespace ${options.namespace})` : ''}`;
@@ -75,6 +85,58 @@ export class RbdBackend implements Backend {
     return this.#fenced;
   }
 
+  onFenced(listener: (() => void) | null): void {
+    this.#onFenced = listener;
+  }
+
+  /**
+   * After a blocklist: a new librados client and a new open of the image, its
+   * address published under this gateway's group before anything runs on it,
+   * and the volume unfenced. The caller (the daemon) has ended every
+   * connection that could still hold a command from before the fence and let
+   * the LU go idle, so nothing sent before the fence can reach the new client
+   * (docs/backends.md "A fenced gateway comes back"). The old client is closed
+   * once its last operation, refused by the OSDs, has come back. Resolves the
+   * new client's address, or '' when no group is published.
+   */
+  recover(): Promise<string> {
+    return this.#gate.run(async () => {
+      if (!this.#fenced) return '';
+      const next = await RbdImage.open(this.#options);
+      let address = '';
+      try {
+        if (this.#group !== undefined) address = await next.gatewayPublish(this.#gatewaysObject, `group.${this.#group}`);
+      } catch (e) {
+        await next.close().catch(() => undefined);
+        throw e;
+      }
+      const old = this.#image;
+      old.onBlocklisted(null);
+      old.onChange(null);
+      this.#image = next;
+      next.onBlocklisted(() => this.#blocklisted());
+      next.onChange(this.#resizeListener);
+      this.#fast = this.#fastPathOn ? { fd: -1, align: 1, rbd: next.fastTarget() } : null;
+      this.#record?.moveTo(next);
+      const sizeBefore = this.#size;
+      this.#size = next.size();
+      this.#fenced = false;
+      const retired = this.#retire(old);
+      this.#retiring.add(retired);
+      void retired.finally(() => this.#retiring.delete(retired));
+      // An `rbd resize` while fenced: the LU re-reads its capacity (CAPACITY DATA HAS CHANGED).
+      if (this.#size !== sizeBefore) this.#resizeListener?.();
+      return address;
+    });
+  }
+
+  /** Closes a blocklisted client once its operations have all come back (they fail at once: EBLOCKLISTED). */
+  async #retire(old: RbdImage): Promise<void> {
+    const until = Date.now() + 2 * this.#timeoutSeconds * 1000;
+    while (old.inFlight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    await old.close().catch(() => undefined);
+  }
+
   onNotice(listener: ((notice: BackendNotice) => void) | null): void {
     this.#onNotice = listener;
     if (listener === null) return;
@@ -97,8 +159,9 @@ export class RbdBackend implements Backend {
         `${this.#what}: the Ceph cluster blocklisted this gateway (EBLOCKLISTED): another gateway fenced it for an initiator that ` +
         'failed over (FENCE GATEWAY), or another client broke its exclusive lock, most likely while this one was frozen or cut off. The OSDs refuse every write this gateway ' +
         'still held, and the volume is fenced: each command fails NOT READY 04/0C, which sends multipath initiators to another path. ' +
-        'Restart rblkd on this host to serve the volume again (docs/operations.md "A gateway blocklisted by Ceph")',
+        'rblkd ends the connections that use the volume and serves it again through a new Ceph client once they are gone (docs/operations.md "A gateway blocklisted by Ceph")',
     });
+    this.#onFenced?.();
   }
 
   /** Fails at once once the cluster blocklisted this client (see #blocklisted). */
@@ -125,7 +188,8 @@ export class RbdBackend implements Backend {
    * revokes the fast path and waits for it before the close (as for a file).
    */
   get fastPathTarget(): FastPathTarget | null {
-    if (this.#gate.closed) return null;
+    // Fenced: the client is dead, and a connection must not keep its handle past recover().
+    if (this.#gate.closed || this.#fenced) return null;
     return this.#fast;
   }
 
@@ -153,9 +217,11 @@ export class RbdBackend implements Backend {
   }
 
   publishGateway(group: number): Promise<string> {
-    return this.#oneGatewayOp(() => {
+    return this.#oneGatewayOp(async () => {
       this.#checkFence('publish gateway');
-      return this.#image.gatewayPublish(this.#gatewaysObject, `group.${group}`);
+      const address = await this.#image.gatewayPublish(this.#gatewaysObject, `group.${group}`);
+      this.#group = group;
+      return address;
     });
   }
 
@@ -187,6 +253,7 @@ export class RbdBackend implements Backend {
   }
 
   onResize(listener: (() => void) | null): void {
+    this.#resizeListener = listener;
     this.#image.onChange(listener);
   }
 
@@ -281,6 +348,7 @@ export class RbdBackend implements Backend {
 
   async close(): Promise<void> {
     if (!(await this.#gate.close())) return;
+    await Promise.all(this.#retiring);
     await this.#image.close();
   }
 

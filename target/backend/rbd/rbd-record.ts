@@ -16,7 +16,8 @@ const WATCH_TIMEOUT_FLOOR_S = 30;
 export class RbdRecord implements SharedRecord {
   readonly where: string;
   readonly timeoutMs: number;
-  readonly #image: RbdImage;
+  #image: RbdImage;
+  #events: SharedRecordEvents | null = null;
   readonly #gate: IoGate;
   readonly #oid: string;
   readonly #timeoutSeconds: number;
@@ -55,18 +56,41 @@ export class RbdRecord implements SharedRecord {
 
   watch(events: SharedRecordEvents): Promise<void> {
     return this.#gate.run(async () => {
-      this.#image.onRecord((e) => {
-        if (e.kind === 'notify') events.changed(() => this.#ack(e.seq));
-        else events.broken(e.error);
-      });
+      this.#events = events;
+      this.#listen(this.#image);
       await this.#image.recordWatch(this.#oid, this.#watchTimeout());
     });
   }
 
   rewatch(): Promise<void> {
     return this.#gate.run(async () => {
-      await this.#image.recordUnwatch();
-      await this.#image.recordWatch(this.#oid, this.#watchTimeout());
+      const image = this.#image;
+      await image.recordUnwatch();
+      await image.recordWatch(this.#oid, this.#watchTimeout());
+    });
+  }
+
+  /**
+   * The backend made its librados client anew (RbdBackend.recover, after a
+   * blocklist): the record is read and watched through the new one. The old
+   * watch is dead with its client; the events listener hears that it broke,
+   * and the reservation store watches and reads again through the new image.
+   */
+  moveTo(image: RbdImage): void {
+    this.#image = image;
+    if (this.#events === null) return;
+    this.#listen(image);
+    this.#events.broken(new Error(`${this.where}: watched again through the gateway's new Ceph client`));
+  }
+
+  #listen(image: RbdImage): void {
+    const events = this.#events;
+    if (events === null) return;
+    image.onRecord((e) => {
+      // Only the current image's events count: an old client's late ones are of no use.
+      if (image !== this.#image) return;
+      if (e.kind === 'notify') events.changed(() => this.#ack(image, e.seq));
+      else events.broken(e.error);
     });
   }
 
@@ -81,8 +105,8 @@ export class RbdRecord implements SharedRecord {
     return Math.max(WATCH_TIMEOUT_FLOOR_S, this.#timeoutSeconds);
   }
 
-  #ack(seq: number): void {
-    if (this.#gate.closed) return;
-    this.#image.recordAck(seq);
+  #ack(image: RbdImage, seq: number): void {
+    if (this.#gate.closed || image !== this.#image) return;
+    image.recordAck(seq);
   }
 }
