@@ -68,7 +68,7 @@ export interface NativeDomain {
 export type MrModeRequest = 'default' | 'basic';
 
 export interface NativeDomainCtor {
-  new (provider: string, node: string | null, service: string | null, source: boolean, mrMode: MrModeRequest): NativeDomain;
+  new (provider: string, node: string | null, service: string | null, source: boolean, mrMode: MrModeRequest, threadSafe?: boolean): NativeDomain;
 }
 
 export interface NativeMemoryRegion {
@@ -249,6 +249,20 @@ export interface NativeFastPathOptions {
   remoteData?: boolean;
   /** Upper bounds of the latency histogram's buckets, seconds, ascending (takeCounts). */
   latencyBuckets?: readonly number[];
+  /** Moves the connection's data path to the least loaded of these reactor threads (native/src/reactor.h). */
+  reactors?: NativeReactors;
+}
+
+/** Reactor threads (native/src/reactor.h); native/reactors.ts is its only user. */
+export interface NativeReactors {
+  readonly size: number;
+  /** Per reactor: connections attached now, and epoll wake-ups so far. */
+  readonly stats: { connections: number; wakeups: number }[];
+  close(): void;
+}
+
+export interface NativeReactorsCtor {
+  new (count: number): NativeReactors;
 }
 
 /** What one connection's fast path has done: commands taken and handed off, running now, and reads answered by remote CQ data (§12.1). */
@@ -257,6 +271,8 @@ export interface NativeFastPathStats {
   handedOff: number;
   inFlight: number;
   answeredByData: number;
+  /** The reactor thread serving the connection, or -1: the JS thread. */
+  reactor: number;
 }
 
 /** The target's native fast path, one per connection (native/src/fast-path.h); target/transport/fast-path.ts is its only user. */
@@ -348,6 +364,7 @@ export interface NativeFastDecode {
 /** rblk_native.node: libfabric and the file operations; the one part rblk cannot do without. */
 export interface NativeAddon {
   FastPath: NativeFastPathCtor;
+  Reactors: NativeReactorsCtor;
   InitiatorQueue: NativeInitiatorQueueCtor;
   decodeFastCommand(capsule: Buffer, maxCapsule: number, maxTransfer: number, maxImmediate: number): NativeFastDecode | null;
   Domain: NativeDomainCtor;

@@ -60,6 +60,11 @@ export interface DomainOptions {
    * else 'default'.
    */
   mrMode?: MrModeRequest;
+  /**
+   * FI_THREAD_SAFE instead of FI_THREAD_DOMAIN: reactor threads will drive
+   * some of the domain's endpoints (native/reactors.ts, docs/target.md "Reactors").
+   */
+  threadSafe?: boolean;
 }
 
 const MR_MODES: readonly MrModeRequest[] = ['default', 'basic'];
@@ -97,7 +102,7 @@ export class Domain {
     const provider = resolveProvider(opts.provider);
     const mrMode = opts.mrMode ?? mrModeFromEnv();
     try {
-      return new Domain(new (addon().Domain)(provider, opts.address ?? null, null, false, mrMode));
+      return new Domain(new (addon().Domain)(provider, opts.address ?? null, null, false, mrMode, opts.threadSafe ?? false));
     } catch (e) {
       throw FabricError.from(e);
     }

@@ -7,6 +7,7 @@
 import { addon, nativeFeatures, uringAddon, type NativeFastLun, type NativeFastPath, type NativeFastPathStats } from './binding.js';
 import { FabricError } from './fabric-error.js';
 import type { Endpoint, MemoryRegion } from './fabric.js';
+import type { Reactors } from './reactors.js';
 
 export type FastPathLun = NativeFastLun;
 export type FastPathStats = NativeFastPathStats;
@@ -25,6 +26,8 @@ export interface FastPathOptions {
   remoteData?: boolean;
   /** Upper bounds of the latency histogram's buckets, seconds (takeCounts). */
   latencyBuckets?: readonly number[];
+  /** Serve the connection's data path on one of these threads (native/reactors.ts). */
+  reactors?: Reactors | null;
 }
 
 /** Bytes of RSP slot per command (native/src/fast-path.cc kRspSlot). */
@@ -50,7 +53,7 @@ export class FastPath {
         ep.native,
         this.#region.native,
         uringAddon().fastRingApi(),
-        { ...opts, ordered: ep.domain.ordersSendAfterWrite },
+        { ...opts, ordered: ep.domain.ordersSendAfterWrite, reactors: opts.reactors?.native ?? undefined },
         (tag, lun, kind, errno, length) => this.onFailed?.(tag, lun, kind, errno, length),
         (lun) => this.#wake(lun),
       );
@@ -95,7 +98,7 @@ export class FastPath {
   }
 
   get stats(): FastPathStats {
-    return this.#closed ? { taken: 0, handedOff: 0, inFlight: 0, answeredByData: 0 } : this.#native.stats;
+    return this.#closed ? { taken: 0, handedOff: 0, inFlight: 0, answeredByData: 0, reactor: -1 } : this.#native.stats;
   }
 
   /** Resolves when no fast-path command is running on the LUN (revoke first, or more may start). */

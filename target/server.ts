@@ -3,6 +3,7 @@
 // session factory makes (rblk's is rblkConnections in session/connection.ts).
 // rblkd (daemon.ts) builds one from the config; tests build one directly,
 // over the loop or the fabric transport.
+import type { Reactors } from '../native/reactors.js';
 import { ScsiTarget, type Access, type LogicalUnit } from './scsi/index.js';
 import type { MappedLun, ServedConnection, ConnectionEnvironment, ConnectionFactory, SessionLimits, TargetLogger } from './session/environment.js';
 import type { DataBuffer, TargetConnection, TargetPort, TargetTransport } from './transport/transport.js';
@@ -43,6 +44,8 @@ export interface TargetServerOptions {
   log: TargetLogger;
   /** READ and WRITE on the native fast path where a session can (fast_path; on unless false). */
   fastPath?: boolean;
+  /** Reactor threads that serve fast-path connections' data path (reactors; docs/target.md "Reactors"). */
+  reactors?: Reactors | null;
   /**
    * The highest protocol version to speak (docs/protocol.md §3); default the
    * highest this code has. 1 behaves as a version-1 target does.
@@ -250,6 +253,7 @@ export class TargetServer {
         protocolVersion: this.opts.protocolVersion,
         // One clock from TCP accept to LOGIN_RSP: the fabric connection request must come within it too.
         connectTimeoutMs: limits.loginTimeoutMs,
+        reactors: this.opts.reactors ?? null,
       },
       {
         admit: (request, peer) => {

@@ -15,6 +15,7 @@ struct AddonData {
   Napi::FunctionReference memory_region;
   Napi::FunctionReference listener;
   Napi::FunctionReference endpoint;
+  Napi::FunctionReference reactors;
 };
 
 template <typename T>

@@ -13,6 +13,7 @@
 #include "heap-trim.h"
 #include "domain.h"
 #include "endpoint.h"
+#include "reactor.h"
 #include "errors.h"
 #include "fast-capsule.h"
 #include "fast-cdb.h"
@@ -125,6 +126,9 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("Listener", listener);
   exports.Set("Endpoint", endpoint);
   exports.Set("FastPath", FastPath::Init(env));
+  Napi::Function reactors = Reactors::Init(env);
+  data->reactors = Napi::Persistent(reactors);
+  exports.Set("Reactors", reactors);
   exports.Set("InitiatorQueue", InitiatorQueue::Init(env));
   exports.Set("decodeFastCommand", Napi::Function::New(env, DecodeFastCommand, "decodeFastCommand"));
   exports.Set("constants", Constants(env));

@@ -22,7 +22,7 @@ uint64_t NormalizeMrMode(int mr_mode) {
   return static_cast<uint64_t>(mr_mode);
 }
 
-fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order, bool basic_mr) {
+fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order, bool basic_mr, bool thread_safe) {
   fi_info* hints = fi_allocinfo();
   if (hints == nullptr) return nullptr;
   hints->ep_attr->type = FI_EP_MSG;
@@ -31,8 +31,10 @@ fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order, bo
   // FI_MR_BASIC "may not be used in conjunction with other mr_mode bits" (fi_domain(3)).
   hints->domain_attr->mr_mode =
       basic_mr ? FI_MR_BASIC : FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-  // Every call is made from the JS thread.
-  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  // Every call is made from the JS thread, unless reactor threads drive some
+  // endpoints (reactor.h): then calls on the domain's objects come from
+  // several threads, each endpoint's serialized by its own lock.
+  hints->domain_attr->threading = thread_safe ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
   if (saw_order) hints->tx_attr->msg_order = FI_ORDER_SAW;
   if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
   return hints;
@@ -43,7 +45,7 @@ Napi::Function Domain::Init(Napi::Env env) {
                      {InstanceAccessor<&Domain::Info>("info"), InstanceMethod<&Domain::Close>("close")});
 }
 
-// new Domain(provider, node, service, source, mrMode: 'default' | 'basic')
+// new Domain(provider, node, service, source, mrMode: 'default' | 'basic', threadSafe?)
 Domain::Domain(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Domain>(info) {
   Napi::Env env = info.Env();
   std::string provider = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
@@ -60,13 +62,14 @@ Domain::Domain(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Domain>(info) 
                            "mrMode must be 'default' or 'basic'");
   }
   const bool basic = mr_request == MrModeRequest::kBasic;
+  const bool thread_safe = info.Length() > 5 && info[5].ToBoolean().Value();
   api_version_ = basic ? kBasicApiVersion : kApiVersion;
 
   // Ask for the most first: atomics and send-after-write ordering, then less.
   int rc = -FI_ENODATA;
   const bool tries[4][2] = {{true, true}, {false, true}, {true, false}, {false, false}};
   for (const auto& t : tries) {
-    fi_info* hints = MakeHints(provider, t[0], t[1], basic);
+    fi_info* hints = MakeHints(provider, t[0], t[1], basic, thread_safe);
     if (hints == nullptr) throw MakeError(env, FI_ENOMEM, "fi_allocinfo");
     rc = fi_getinfo(api_version_, node.empty() ? nullptr : node.c_str(), service.empty() ? nullptr : service.c_str(),
                     source ? FI_SOURCE : 0, hints, &info_);

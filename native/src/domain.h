@@ -58,7 +58,7 @@ class Domain : public Napi::ObjectWrap<Domain> {
 // RMA (and atomics, ordering when the provider has them), every mr_mode bit we
 // honour, and no FI_CONTEXT mode (contexts are plain integers).
 // basic_mr asks for the legacy FI_MR_BASIC instead (see MrModeRequest).
-fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order, bool basic_mr = false);
+fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order, bool basic_mr = false, bool thread_safe = false);
 
 // What mr_mode a Domain asks for. kDefault: every bit rblk honours, at the
 // current API (tcp and sockets grant none of them). kBasic: FI_MR_BASIC at API

@@ -79,6 +79,7 @@ Endpoint::Endpoint(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Endpoint>(
   const char* op = "";
   uv_loop_t* loop = nullptr;
   napi_get_uv_event_loop(env, &loop);
+  loop_ = loop;
   int rc = eq_.Open(domain_->fabric(), loop, [this]() { OnEqReadable(); }, &op);
   if (rc == 0) {
     fi_cq_attr attr{};
@@ -116,6 +117,7 @@ Endpoint::Endpoint(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Endpoint>(
     op = "fi_enable";
     rc = fi_enable(ep_);
   }
+  cq_fd_ = fd;
   if (rc == 0 && cq_poller_.Start(loop, fd, [this]() { OnCqReadable(); }) != 0) {
     op = "uv_poll_start";
     rc = -FI_EIO;
@@ -170,6 +172,7 @@ void Endpoint::ReleaseBatch() {
 }
 
 int Endpoint::BindMemory(fid_mr* mr) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   if (ep_ == nullptr) return -FI_EBADF;
   int rc = fi_mr_bind(mr, &ep_->fid, 0);
   return rc != 0 ? rc : fi_mr_enable(mr);
@@ -213,6 +216,16 @@ void Endpoint::FreeOp(OpRecord* op) {
 // refuses to close a bound CQ or EQ (fi_close returns -FI_EBUSY, fi_eq(3),
 // fi_cq(3)), and on tcp each EQ left behind kept an epoll fd and a socketpair.
 std::vector<uint32_t> Endpoint::Teardown() {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
+  DetachReactor(true);
+  // What the reactor found for JS and JS has not seen: the ops among it are
+  // still in use, so they are among the cancelled ones below.
+  pending_.clear();
+  if (wake_ != nullptr) {
+    wake_->data = nullptr;
+    uv_close(reinterpret_cast<uv_handle_t*>(wake_), [](uv_handle_t* h) { delete reinterpret_cast<uv_async_t*>(h); });
+    wake_ = nullptr;
+  }
   if (fast_ != nullptr) {
     FastPath* fast = fast_;
     fast_ = nullptr;
@@ -257,7 +270,24 @@ void Endpoint::Flush(size_t count) {
   on_completions_.MakeCallback(Value(), {Napi::Number::New(env, static_cast<double>(count))}, *async_);
 }
 
+void Endpoint::Emit(uint32_t a, uint32_t b, uint32_t c, OpRecord* op, size_t* count) {
+  if (link_ != nullptr) {
+    pending_.push_back(Pending{0, op, a, b, c, 0, nullptr});
+    return;
+  }
+  batch_[3 * *count] = a;
+  batch_[3 * *count + 1] = b;
+  batch_[3 * *count + 2] = c;
+  if (op != nullptr) FreeOp(op);
+  ++*count;
+  if (*count == batch_capacity_) {
+    Flush(*count);
+    *count = 0;
+  }
+}
+
 size_t Endpoint::DrainCq() {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   if (draining_ || cq_ == nullptr) return 0;
   size_t total = 0;
   draining_ = true;
@@ -282,11 +312,7 @@ size_t Endpoint::DrainCq() {
           else FreeOp(op);
           continue;
         }
-        batch_[3 * count] = op->context;
-        batch_[3 * count + 1] = err.err != 0 ? static_cast<uint32_t>(err.err) : FI_EIO;
-        batch_[3 * count + 2] = 0;
-        FreeOp(op);
-        ++count;
+        Emit(op->context, err.err != 0 ? static_cast<uint32_t>(err.err) : FI_EIO, 0, op, &count);
         ++total;
       } else if (n > 0) {
         for (ssize_t i = 0; i < n; ++i) {
@@ -300,16 +326,8 @@ size_t Endpoint::DrainCq() {
             if (op != nullptr && !op->in_use) op = nullptr;
             // One of the initiator queue's reads: it reposts the receive, if one was taken.
             if (initiator_ != nullptr && initiator_->TryRemoteData(static_cast<uint32_t>(entries[i].data), op)) continue;
-            batch_[3 * count] = kRemoteData;
-            batch_[3 * count + 1] = static_cast<uint32_t>(entries[i].data);
-            batch_[3 * count + 2] = op != nullptr ? op->context : kRemoteData;
-            if (op != nullptr) FreeOp(op);
-            ++count;
+            Emit(kRemoteData, static_cast<uint32_t>(entries[i].data), op != nullptr ? op->context : kRemoteData, op, &count);
             ++total;
-            if (count == batch_capacity_) {
-              Flush(count);
-              count = 0;
-            }
             continue;
           }
           auto* op = static_cast<OpRecord*>(entries[i].op_context);
@@ -328,16 +346,8 @@ size_t Endpoint::DrainCq() {
           if (initiator_ != nullptr && op->recv_buf != nullptr && initiator_->TryReceive(op, entries[i].len)) continue;
           // A command the fast path takes never reaches JS: its receive is reposted there.
           if (fast_ != nullptr && op->recv_buf != nullptr && fast_->TryReceive(op, entries[i].len)) continue;
-          batch_[3 * count] = op->context;
-          batch_[3 * count + 1] = 0;
-          batch_[3 * count + 2] = static_cast<uint32_t>(entries[i].len);
-          FreeOp(op);
-          ++count;
+          Emit(op->context, 0, static_cast<uint32_t>(entries[i].len), op, &count);
           ++total;
-          if (count == batch_capacity_) {
-            Flush(count);
-            count = 0;
-          }
         }
         // A short read emptied the queue: another fi_cq_read would only run
         // the provider's progress again (an epoll_wait on tcp) to say so. The
@@ -347,21 +357,17 @@ size_t Endpoint::DrainCq() {
       } else {
         break;  // -FI_EAGAIN: empty
       }
-      if (count == batch_capacity_) {
-        Flush(count);
-        count = 0;
-      }
     }
     if (fast_ != nullptr) fast_->AfterDrain();
     if (count > 0) Flush(count);
     if (initiator_ != nullptr) initiator_->AfterDrain();
   } catch (...) {
     draining_ = false;
-    if (cq_ == nullptr) ReleaseClosed();
+    if (cq_ == nullptr && !delivering_) ReleaseClosed();
     throw;
   }
   draining_ = false;
-  if (cq_ == nullptr) ReleaseClosed();  // closed from inside a batch
+  if (cq_ == nullptr && !delivering_) ReleaseClosed();  // closed from inside a batch
   return total;
 }
 
@@ -378,6 +384,8 @@ uint64_t NowNs() {
 // sockets: it trades CPU for the wake-up latency of the fd. Either way, end
 // with the fi_trywait handshake so no completion is left behind.
 void Endpoint::OnBeforeBlock() {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
+  if (link_ != nullptr) return;  // the reactor runs progress
   if (busy_poll_ns_ > 0 && cq_ != nullptr) {
     Napi::Env env(env_);
     Napi::HandleScope scope(env);
@@ -395,21 +403,164 @@ void Endpoint::OnBeforeBlock() {
 }
 
 void Endpoint::OnCqReadable() {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   Napi::Env env(env_);
   Napi::HandleScope scope(env);
   try {
-    for (;;) {
-      DrainCq();
-      if (cq_ == nullptr) return;
-      fid* f = &cq_->fid;
-      if (fi_trywait(domain_->fabric(), &f, 1) == 0) return;
-    }
+    Progress();
   } catch (const Napi::Error& e) {
     napi_fatal_exception(env, e.Value());
   }
 }
 
+void Endpoint::Progress() {
+  for (;;) {
+    DrainCq();
+    if (cq_ == nullptr) return;
+    fid* f = &cq_->fid;
+    if (fi_trywait(domain_->fabric(), &f, 1) == 0) return;
+  }
+}
+
+// On the reactor thread, under lock_ (reactor.cc Run).
+void Endpoint::OnReactorEvents(uint32_t sources) {
+  if (fast_ != nullptr) {
+    if (sources & kReactorRing) fast_->OnRing();
+    if (sources & kReactorRbd) fast_->DrainRbd();
+  }
+  // Whatever ran above may have posted: progress and fi_trywait in every case.
+  Progress();
+  Wake();
+}
+
+void Endpoint::Wake() {
+  if (!pending_.empty() && wake_ != nullptr) uv_async_send(wake_);
+}
+
+void Endpoint::AfterPost() {
+  if (link_ != nullptr) reactor_->Kick(link_);
+}
+
+int Endpoint::AttachReactor(std::shared_ptr<Reactor> reactor) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
+  if (reactor == nullptr || link_ != nullptr || initiator_ != nullptr || fast_ == nullptr || cq_ == nullptr || cq_fd_ < 0)
+    return -EINVAL;
+  if (wake_ == nullptr) {
+    wake_ = new uv_async_t;
+    if (uv_async_init(loop_, wake_, [](uv_async_t* h) {
+          if (h->data != nullptr) static_cast<Endpoint*>(h->data)->DeliverPending();
+        }) != 0) {
+      delete wake_;
+      wake_ = nullptr;
+      return -EIO;
+    }
+    wake_->data = this;
+  }
+  auto link = std::make_shared<ReactorLink>();
+  link->client = this;
+  link->lock = lock_;
+  int rc = reactor->Add(link, cq_fd_, kReactorCq);
+  if (rc == 0 && fast_->ring_event_fd_ >= 0) rc = reactor->Add(link, fast_->ring_event_fd_, kReactorRing);
+  if (rc == 0 && fast_->rbd_ != nullptr) rc = reactor->Add(link, fast_->rbd_->event_fd(), kReactorRbd);
+  if (rc != 0) {
+    reactor->Remove(link);
+    return rc;
+  }
+  // From here the reactor serves the fds; the JS loop stops watching them
+  // (the uv handle of the wake-up keeps the loop alive instead, as the CQ's did).
+  cq_poller_.Stop();
+  before_block_.Close();
+  fast_->Unwatch();
+  link_ = std::move(link);
+  reactor_ = std::move(reactor);
+  reactor_->Kick(link_);  // anything that arrived meanwhile
+  return 0;
+}
+
+int Endpoint::AddReactorFd(int fd, uint32_t source) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
+  if (link_ == nullptr) return -EINVAL;
+  return reactor_->Add(link_, fd, source);
+}
+
+void Endpoint::DetachReactor(bool rewatch) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
+  if (link_ == nullptr) return;
+  link_->attached = false;
+  reactor_->Remove(link_);
+  link_.reset();
+  reactor_.reset();
+  if (!rewatch) return;
+  if (cq_ != nullptr && cq_fd_ >= 0) {
+    cq_poller_.Start(loop_, cq_fd_, [this]() { OnCqReadable(); });
+    before_block_.Init(loop_, [this]() { OnBeforeBlock(); });
+    before_block_.Arm();
+  }
+  if (fast_ != nullptr) fast_->Rewatch(loop_);
+  Wake();
+}
+
+void Endpoint::QueueFailed(uint64_t tag, uint32_t lun, const char* kind, int err, uint32_t length) {
+  pending_.push_back(Pending{1, nullptr, lun, static_cast<uint32_t>(err), length, tag, kind});
+}
+
+void Endpoint::QueueIdle(uint32_t lun) { pending_.push_back(Pending{2, nullptr, lun, 0, 0, 0, nullptr}); }
+
+// On the JS thread: what the reactor queued, in its order. Not under lock_
+// while JS runs (the reactor goes on meanwhile).
+void Endpoint::DeliverPending() {
+  if (delivering_) return;  // the outer call picks up what is added now
+  Napi::Env env(env_);
+  Napi::HandleScope scope(env);
+  delivering_ = true;  // a close() from a callback keeps the op records until the end here
+  std::vector<Pending> local;
+  try {
+    for (;;) {
+      {
+        std::lock_guard<std::recursive_mutex> g(*lock_);
+        local.clear();
+        local.swap(pending_);
+      }
+      if (local.empty() || on_completions_.IsEmpty()) break;
+      size_t count = 0;
+      for (const Pending& e : local) {
+        if (on_completions_.IsEmpty() || !batch_) break;  // closed by an earlier callback
+        if (e.kind == 0) {
+          {
+            std::lock_guard<std::recursive_mutex> g(*lock_);
+            if (e.op != nullptr) {
+              if (!e.op->in_use) continue;
+              FreeOp(e.op);
+            }
+          }
+          batch_[3 * count] = e.a;
+          batch_[3 * count + 1] = e.b;
+          batch_[3 * count + 2] = e.c;
+          if (++count == batch_capacity_) {
+            Flush(count);
+            count = 0;
+          }
+          continue;
+        }
+        if (count > 0) {
+          Flush(count);
+          count = 0;
+        }
+        if (fast_ == nullptr) continue;
+        if (e.kind == 1) fast_->EmitFailed(e.tag, e.a, e.what, static_cast<int>(e.b), e.c);
+        else fast_->EmitIdle(e.a);
+      }
+      if (count > 0 && !on_completions_.IsEmpty() && batch_) Flush(count);
+    }
+  } catch (const Napi::Error& e) {
+    napi_fatal_exception(env, e.Value());
+  }
+  delivering_ = false;
+  if (!draining_ && cq_ == nullptr) ReleaseClosed();
+}
+
 void Endpoint::OnEqReadable() {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   Napi::Env env(env_);
   Napi::HandleScope scope(env);
   try {
@@ -420,7 +571,13 @@ void Endpoint::OnEqReadable() {
         if (eq_.Read(env, &ev, &unused) == 0) break;
         if (unused != nullptr) fi_freeinfo(unused);
         // Deliver what completed before the peer went away, then the event.
-        if (ev.Get("type").As<Napi::String>().Utf8Value() == "shutdown") DrainCq();
+        if (ev.Get("type").As<Napi::String>().Utf8Value() == "shutdown") {
+          DrainCq();
+          if (link_ != nullptr) {
+            AfterPost();
+            DeliverPending();
+          }
+        }
         if (on_event_.IsEmpty()) return;
         on_event_.MakeCallback(Value(), {ev}, *async_);
       }
@@ -448,6 +605,7 @@ static void PrivateData(const Napi::Value& v, const void** pd, size_t* len) {
 // connect(node, service, privateData|null): node/service were resolved in the constructor.
 Napi::Value Endpoint::Connect(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   CheckOpen(env, "fi_connect");
   const void* pd;
   size_t len;
@@ -458,6 +616,7 @@ Napi::Value Endpoint::Connect(const Napi::CallbackInfo& info) {
 
 Napi::Value Endpoint::Accept(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   CheckOpen(env, "fi_accept");
   const void* pd;
   size_t len;
@@ -469,6 +628,7 @@ Napi::Value Endpoint::Accept(const Napi::CallbackInfo& info) {
 // send(mr, offset, length, context)
 Napi::Value Endpoint::Send(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   CheckOpen(env, "fi_send");
   MemoryRegion* mr = MemoryRegion::FromValue(env, info[0], "fi_send");
   double off = info[1].ToNumber().DoubleValue(), len = info[2].ToNumber().DoubleValue();
@@ -483,12 +643,14 @@ Napi::Value Endpoint::Send(const Napi::CallbackInfo& info) {
     FreeOp(op);
     throw MakeError(env, static_cast<int>(-rc), "fi_send");
   }
+  AfterPost();
   return env.Undefined();
 }
 
 // inject(buffer): copied out before return, no completion.
 Napi::Value Endpoint::Inject(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   CheckOpen(env, "fi_inject");
   if (!info[0].IsBuffer()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "fi_inject", "data must be a Buffer");
   auto buf = info[0].As<Napi::Buffer<uint8_t>>();
@@ -498,12 +660,14 @@ Napi::Value Endpoint::Inject(const Napi::CallbackInfo& info) {
                              std::to_string(info_->tx_attr->inject_size));
   CheckFabric(env, static_cast<int>(fi_inject(ep_, buf.Data(), buf.Length(), 0)), "fi_inject");
   before_block_.Arm();
+  AfterPost();
   return env.Undefined();
 }
 
 // recv(mr, offset, length, context)
 Napi::Value Endpoint::Recv(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   CheckOpen(env, "fi_recv");
   MemoryRegion* mr = MemoryRegion::FromValue(env, info[0], "fi_recv");
   double off = info[1].ToNumber().DoubleValue(), len = info[2].ToNumber().DoubleValue();
@@ -519,6 +683,7 @@ Napi::Value Endpoint::Recv(const Napi::CallbackInfo& info) {
     FreeOp(op);
     throw MakeError(env, static_cast<int>(-rc), "fi_recv");
   }
+  AfterPost();
   return env.Undefined();
 }
 
@@ -527,6 +692,7 @@ Napi::Value Endpoint::Recv(const Napi::CallbackInfo& info) {
 // peer's CQ reports it once the data is placed (fi_rma(3)).
 Napi::Value Endpoint::Rma(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   bool is_write = info[0].ToBoolean().Value();
   const char* name = is_write ? "fi_writemsg" : "fi_readmsg";
   CheckOpen(env, name);
@@ -606,6 +772,7 @@ Napi::Value Endpoint::Rma(const Napi::CallbackInfo& info) {
     FreeOp(op);
     throw MakeError(env, static_cast<int>(-rc), name);
   }
+  AfterPost();
   return env.Undefined();
 }
 
@@ -613,6 +780,7 @@ Napi::Value Endpoint::Rma(const Napi::CallbackInfo& info) {
 // unsigned operand at scratch[offset], compare at +8, the old value lands at +16.
 Napi::Value Endpoint::Atomic(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   std::string kind = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
   const char* name = kind == "cswap" ? "fi_compare_atomic" : "fi_fetch_atomic";
   CheckOpen(env, name);
@@ -644,6 +812,7 @@ Napi::Value Endpoint::Atomic(const Napi::CallbackInfo& info) {
     FreeOp(op);
     throw MakeError(env, static_cast<int>(-rc), name);
   }
+  AfterPost();
   return env.Undefined();
 }
 
@@ -655,14 +824,20 @@ Napi::Value Endpoint::SetBusyPoll(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value Endpoint::Poll(const Napi::CallbackInfo& info) {
-  CheckOpen(info.Env(), "fi_cq_read");
-  DrainCq();
+  {
+    std::lock_guard<std::recursive_mutex> g(*lock_);
+    CheckOpen(info.Env(), "fi_cq_read");
+    DrainCq();
+    AfterPost();
+  }
+  if (wake_ != nullptr) DeliverPending();  // attached once: what the reactor queued comes first
   return info.Env().Undefined();
 }
 
 // close(): returns the contexts of operations that will never complete.
 Napi::Value Endpoint::Close(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   if (ep_ == nullptr && cq_ == nullptr) throw MakeUsageError(env, "ERR_CLOSED", EBADF, "Endpoint.close", "already closed");
   // Graceful disconnect (FI_SHUTDOWN at the peer); failure just means not
   // connected. Skipped where the provider's fi_shutdown is unsafe: fi_close
@@ -674,7 +849,7 @@ Napi::Value Endpoint::Close(const Napi::CallbackInfo& info) {
   domain_ref_.Reset();
   // Closed from inside a batch, the drain still walks its entries (whose
   // contexts are the op records): it releases them when it ends.
-  if (!draining_) ReleaseClosed();
+  if (!draining_ && !delivering_) ReleaseClosed();
   Unref();
   Napi::Array out = Napi::Array::New(env, canceled.size());
   for (size_t i = 0; i < canceled.size(); ++i) out.Set(static_cast<uint32_t>(i), Napi::Number::New(env, canceled[i]));

@@ -11,10 +11,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "event-queue.h"
 #include "poller.h"
+#include "reactor.h"
 
 namespace rblk {
 
@@ -40,7 +42,7 @@ struct OpRecord {
   bool initiator = false;
 };
 
-class Endpoint : public Napi::ObjectWrap<Endpoint> {
+class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
  public:
   static Napi::Function Init(Napi::Env env);
   explicit Endpoint(const Napi::CallbackInfo& info);
@@ -48,6 +50,21 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
 
   int BindMemory(fid_mr* mr);
   void CheckOpen(Napi::Env env, const char* op) const;
+
+  // Reactors (reactor.h). Attach: from the JS thread, with the fast path
+  // attached; 0 or -errno (the endpoint then stays on the JS thread). Detach:
+  // from the JS thread; with `rewatch`, the JS loop watches the fds again.
+  int AttachReactor(std::shared_ptr<Reactor> reactor);
+  void DetachReactor(bool rewatch);
+  bool attached() const { return link_ != nullptr; }
+  int reactor_index() const { return reactor_ != nullptr ? static_cast<int>(reactor_->index()) : -1; }
+  // The fast path's fd added while attached (its librbd eventfd, started late).
+  int AddReactorFd(int fd, uint32_t source);
+  // Work for JS found on the reactor, delivered in order on the JS thread.
+  void QueueFailed(uint64_t tag, uint32_t lun, const char* kind, int err, uint32_t length);
+  void QueueIdle(uint32_t lun);
+  const std::shared_ptr<std::recursive_mutex>& lock() const { return lock_; }
+  void OnReactorEvents(uint32_t sources) override;
 
  private:
   Napi::Value Completions(const Napi::CallbackInfo& info);
@@ -72,6 +89,15 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   void OnEqReadable();
   void Flush(size_t count);
   std::vector<uint32_t> Teardown();
+  // One completion for JS: into the batch (delivered by Flush), or, while
+  // attached to a reactor, onto pending_ with its op still held.
+  void Emit(uint32_t a, uint32_t b, uint32_t c, OpRecord* op, size_t* count);
+  // A JS post while attached: the reactor runs progress for it (fi_trywait).
+  void AfterPost();
+  // Drain and fi_trywait until the CQ is quiet (the reactor's and the JS thread's pass).
+  void Progress();
+  void DeliverPending();
+  void Wake();  // uv_async_send when something is pending
 
   FastPath* fast_ = nullptr;  // set by FastPath while it is attached
   InitiatorQueue* initiator_ = nullptr;  // set by InitiatorQueue while it is attached
@@ -98,6 +124,24 @@ class Endpoint : public Napi::ObjectWrap<Endpoint> {
   size_t batch_capacity_ = 0;
   void ReleaseBatch();
   void ReleaseClosed();
+
+  // Every entry point takes it: the JS thread's calls and, when attached, the
+  // reactor's passes (recursive: JS may post from inside a completion batch).
+  std::shared_ptr<std::recursive_mutex> lock_ = std::make_shared<std::recursive_mutex>();
+  uv_loop_t* loop_ = nullptr;  // the JS thread's
+  int cq_fd_ = -1;
+  std::shared_ptr<Reactor> reactor_;
+  std::shared_ptr<ReactorLink> link_;
+  uv_async_t* wake_ = nullptr;  // on loop_, from attach to teardown
+  struct Pending {
+    uint8_t kind;  // 0 completion, 1 fast path failed, 2 fast path idle
+    OpRecord* op;  // a completion's op, freed at delivery (or cancelled by close)
+    uint32_t a, b, c;
+    uint64_t tag;
+    const char* what;
+  };
+  std::vector<Pending> pending_;
+  bool delivering_ = false;
 
   napi_env env_ = nullptr;
   Napi::ObjectReference domain_ref_;

@@ -14,6 +14,7 @@
 #include "endpoint.h"
 #include "errors.h"
 #include "memory-region.h"
+#include "reactor.h"
 #include "ring-orphan.h"
 
 namespace rblk {
@@ -45,7 +46,10 @@ Napi::Function FastPath::Init(Napi::Env env) {
 }
 
 // new FastPath(endpoint, region, uringApi, options, onFailed(tag, lun, kind, errno, length), onIdle(lun))
-// options: { slots, slotSize, maxCapsule, maxTransfer, maxImmediate, ordered, credits, remoteData }
+// options: { slots, slotSize, maxCapsule, maxTransfer, maxImmediate, ordered, credits, remoteData, reactors? }
+// With reactors (a Reactors), the connection's data path moves to the least
+// loaded reactor thread (reactor.h); if that fails it stays on the JS thread
+// (stats.reactor says which).
 FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(info) {
   Napi::Env env = info.Env();
   endpoint_ = UnwrapAs<Endpoint>(env, info[0], &AddonData::endpoint, "Endpoint", "FastPath");
@@ -78,8 +82,11 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
     throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "FastPath", "slots must be 1..1024 and slotSize a multiple of 4096");
   region_->CheckRange(env, 0, static_cast<double>(slots) * (slot_size_ + kRspSlot), "FastPath");
 
+  Napi::Value reactors = o.Get("reactors");
+  const bool use_reactor = !reactors.IsUndefined() && !reactors.IsNull();
+  Reactors* pool = use_reactor ? UnwrapAs<Reactors>(env, reactors, &AddonData::reactors, "Reactors", "FastPath") : nullptr;
   int err = 0, event_fd = -1;
-  ring_ = uring_->open(slots, &event_fd, &err);
+  ring_ = uring_->open(slots, &event_fd, &err, !use_reactor);
   if (ring_ == nullptr) throw MakeError(env, err, "io_uring_queue_init", false);
   uv_loop_t* loop = nullptr;
   napi_get_uv_event_loop(env, &loop);
@@ -104,10 +111,17 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
   on_failed_ = Napi::Persistent(info[4].As<Napi::Function>());
   on_idle_ = Napi::Persistent(info[5].As<Napi::Function>());
   async_ = new Napi::AsyncContext(env, "rblk:FastPath");
+  lock_ = endpoint_->lock();
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   endpoint_->fast_ = this;
+  if (pool != nullptr) {
+    reactors_ref_ = Napi::Persistent(reactors.As<Napi::Object>());
+    (void)endpoint_->AttachReactor(pool->Pick());
+  }
 }
 
 FastPath::~FastPath() {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   Shutdown();
   delete async_;
 }
@@ -125,6 +139,8 @@ bool FastPath::HasBackendIo() const {
 
 size_t FastPath::Shutdown(std::function<void()> settled) {
   if (closed_) return 0;
+  // Back to the JS loop first: the orphans below watch their fds there.
+  if (endpoint_ != nullptr) endpoint_->DetachReactor(true);
   closed_ = true;
   ring_poller_.Stop();
   // Neither the ring nor librbd is waited for here: a slow or hung device (or
@@ -160,6 +176,7 @@ size_t FastPath::Shutdown(std::function<void()> settled) {
   on_idle_.Reset();
   endpoint_ref_.Reset();
   region_ref_.Reset();
+  reactors_ref_.Reset();
   return orphaned;
 }
 
@@ -341,10 +358,26 @@ void FastPath::AfterDrain() {
   (void)rc;  // EAGAIN/EBUSY: submitted at the next drain or ring completion
 }
 
-void FastPath::OnRing() {
+void FastPath::Unwatch() {
+  ring_poller_.Stop();
+  if (rbd_ != nullptr) rbd_->Unwatch();
+}
+
+void FastPath::Rewatch(uv_loop_t* loop) {
   if (closed_) return;
-  Napi::Env env = Env();
-  Napi::HandleScope scope(env);
+  if (ring_ != nullptr && ring_poller_.Start(loop, ring_event_fd_, [this]() { OnRing(); }) == 0)
+    ring_poller_.SetRef(ring_in_flight_ > 0);
+  if (rbd_ != nullptr) rbd_->Watch(loop);
+}
+
+void FastPath::DrainRbd() {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
+  if (!closed_ && rbd_ != nullptr) rbd_->Drain();
+}
+
+void FastPath::OnRing() {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
+  if (closed_) return;
   UringCompletion done[kReap];
   for (;;) {
     unsigned n = uring_->reap(ring_, done, kReap);
@@ -385,11 +418,10 @@ void FastPath::IoDone(uint32_t slot, int64_t res) {
 // librbd's result for a command's write, read or flush. A FUA write (or any
 // write with WCE 0) is the write, then a flush, as RbdBackend.write does it.
 void FastPath::OnRbd(uint64_t user_data, int64_t result) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   if (closed_) return;
   uint32_t slot = static_cast<uint32_t>(user_data);
   if (slot >= cmds_.size() || cmds_[slot].stage != Stage::kIo) return;
-  Napi::Env env = Env();
-  Napi::HandleScope scope(env);
   Cmd& cmd = cmds_[slot];
   if (cmd.write && result >= 0) {
     if (cmd.dsync && !cmd.flushing && endpoint_ != nullptr) {
@@ -485,10 +517,16 @@ void FastPath::Finish(uint32_t slot) {
   lun.in_flight--;
   if (lun.in_flight == 0 && lun.watch && !on_idle_.IsEmpty()) {
     lun.watch = false;
-    Napi::Env env = Env();
-    Napi::HandleScope scope(env);
-    on_idle_.MakeCallback(Value(), {Napi::Number::New(env, cmd.lun)}, *async_);
+    if (endpoint_ != nullptr && endpoint_->attached()) endpoint_->QueueIdle(cmd.lun);
+    else EmitIdle(cmd.lun);
   }
+}
+
+void FastPath::EmitIdle(uint32_t lun) {
+  if (on_idle_.IsEmpty()) return;
+  Napi::Env env = Env();
+  Napi::HandleScope scope(env);
+  on_idle_.MakeCallback(Value(), {Napi::Number::New(env, lun)}, *async_);
 }
 
 // The command leaves the fast path. An I/O error (kind "read"/"write") is
@@ -511,6 +549,15 @@ void FastPath::HandOff(uint32_t slot, const char* kind, int err) {
     cmd.failed = true;  // the last completion frees it
   }
   if (on_failed_.IsEmpty()) return;
+  if (endpoint_ != nullptr && endpoint_->attached()) {
+    endpoint_->QueueFailed(tag, lun, kind, err, length);
+    return;
+  }
+  EmitFailed(tag, lun, kind, err, length);
+}
+
+void FastPath::EmitFailed(uint64_t tag, uint32_t lun, const char* kind, int err, uint32_t length) {
+  if (on_failed_.IsEmpty()) return;
   Napi::Env env = Env();
   Napi::HandleScope scope(env);
   try {
@@ -527,6 +574,7 @@ void FastPath::HandOff(uint32_t slot, const char* kind, int err) {
 // with rbdApi (rblk_rbd's table, rbd-c-api.h) and rbdImage, an RBD volume whose I/O goes to librbd; fd is then unused.
 // publishes the LUN's eligibility record and allows it.
 Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   Napi::Env env = info.Env();
   uint32_t n = ToU32(env, info[0], "FastPath.setLun", "lun");
   if (!info[1].IsObject()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath.setLun", "record must be an object");
@@ -556,12 +604,16 @@ Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
     if (lun.rbd_image == nullptr)
       throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, "FastPath.setLun", "the rbd image is not open");
     if (rbd_ == nullptr && !closed_) {
-      // librbd's completions, watched on the loop the ring's are: started with
-      // the first RBD LUN, so a connection to file volumes has no eventfd for it.
+      // librbd's completions, watched where the ring's are (the JS loop, or
+      // the connection's reactor): started with the first RBD LUN, so a
+      // connection to file volumes has no eventfd for it.
       uv_loop_t* loop = nullptr;
       napi_get_uv_event_loop(env, &loop);
+      bool reactor = endpoint_ != nullptr && endpoint_->attached();
       rbd_ = new FastRbd;
-      if (int rc = rbd_->Start(loop, [this](uint64_t u, int64_t r) { OnRbd(u, r); }); rc != 0) {
+      int rc = rbd_->Start(reactor ? nullptr : loop, [this](uint64_t u, int64_t r) { OnRbd(u, r); });
+      if (rc == 0 && reactor) rc = endpoint_->AddReactorFd(rbd_->event_fd(), kReactorRbd);
+      if (rc != 0) {
         FastRbd::Orphan(rbd_, nullptr);  // nothing in flight: frees it
         rbd_ = nullptr;
         lun.rbd_api = nullptr;
@@ -577,6 +629,7 @@ Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
 
 // revoke(lun): from this call on, no command on the LUN starts here.
 Napi::Value FastPath::Revoke(const Napi::CallbackInfo& info) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   uint32_t n = ToU32(info.Env(), info[0], "FastPath.revoke", "lun");
   auto it = luns_.find(n);
   if (it != luns_.end()) it->second.allowed = false;
@@ -588,6 +641,7 @@ Napi::Value FastPath::Revoke(const Napi::CallbackInfo& info) {
 // every command still running there, answered or not; with watch, onIdle(lun)
 // fires when a LUN that has some reaches none.
 Napi::Value FastPath::InFlight(const Napi::CallbackInfo& info) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   Napi::Env env = info.Env();
   if (info[0].IsUndefined()) return Napi::Number::New(env, in_flight_ - answered_);
   uint32_t n = ToU32(env, info[0], "FastPath.inFlight", "lun");
@@ -598,6 +652,7 @@ Napi::Value FastPath::InFlight(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value FastPath::HasTag(const Napi::CallbackInfo& info) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   uint64_t tag = ToU64(info.Env(), info[0], "FastPath.hasTag", "tag");
   for (const Cmd& c : cmds_)
     if (c.stage != Stage::kFree && !c.rsp_sent && c.tag == tag) return Napi::Boolean::New(info.Env(), true);
@@ -606,18 +661,21 @@ Napi::Value FastPath::HasTag(const Napi::CallbackInfo& info) {
 
 // setCounters(jsOutstanding, credits): the session's share of the credits.
 Napi::Value FastPath::SetCounters(const Napi::CallbackInfo& info) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   js_outstanding_ = ToU32(info.Env(), info[0], "FastPath.setCounters", "jsOutstanding");
   credits_ = ToU32(info.Env(), info[1], "FastPath.setCounters", "credits");
   return info.Env().Undefined();
 }
 
 Napi::Value FastPath::Stats(const Napi::CallbackInfo& info) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   Napi::Env env = info.Env();
   Napi::Object o = Napi::Object::New(env);
   o.Set("taken", Napi::Number::New(env, static_cast<double>(taken_)));
   o.Set("handedOff", Napi::Number::New(env, static_cast<double>(handed_off_)));
   o.Set("inFlight", Napi::Number::New(env, in_flight_));
   o.Set("answeredByData", Napi::Number::New(env, static_cast<double>(by_data_)));
+  o.Set("reactor", Napi::Number::New(env, endpoint_ != nullptr ? endpoint_->reactor_index() : -1));
   return o;
 }
 
@@ -626,6 +684,7 @@ Napi::Value FastPath::Stats(const Napi::CallbackInfo& info) {
 // writeOps, writeBytes, writeSeconds, read buckets..., write buckets...], each
 // bucket list latencyBuckets.length + 1 long. Returns the ops taken.
 Napi::Value FastPath::TakeCounts(const Napi::CallbackInfo& info) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   Napi::Env env = info.Env();
   uint32_t n = ToU32(env, info[0], "FastPath.takeCounts", "lun");
   if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
@@ -654,6 +713,7 @@ Napi::Value FastPath::TakeCounts(const Napi::CallbackInfo& info) {
 // ended, so that JavaScript can fence their volume until then
 // (docs/target.md "A lost connection's commands").
 Napi::Value FastPath::Close(const Napi::CallbackInfo& info) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
   Napi::Env env = info.Env();
   std::function<void()> settled;
   if (info.Length() > 0 && info[0].IsFunction() && HasBackendIo()) {

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -56,6 +57,17 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   void AfterDrain();
   // The endpoint is closing: its op records are about to be released.
   void EndpointClosed();
+  // Reactors (reactor.h): the ring's and librbd's eventfds move between the
+  // JS loop's watches and the reactor's epoll set; Unwatch/Rewatch run on the
+  // JS thread under the endpoint's lock. OnRing and DrainRbd are what either
+  // side runs when the eventfd is readable.
+  void Unwatch();
+  void Rewatch(uv_loop_t* loop);
+  void OnRing();
+  void DrainRbd();
+  // On the JS thread: what the reactor queued (Endpoint::DeliverPending).
+  void EmitFailed(uint64_t tag, uint32_t lun, const char* kind, int err, uint32_t length);
+  void EmitIdle(uint32_t lun);
 
  private:
   enum class Stage : uint8_t { kFree, kDataOut, kIo, kDataIn, kRsp };
@@ -120,7 +132,6 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   uint8_t* SlotRsp(uint32_t slot) const;
   bool Post(uint32_t slot, int kind);
   void StartIo(uint32_t slot);
-  void OnRing();
   void OnRbd(uint64_t user_data, int64_t result);
   void IoDone(uint32_t slot, int64_t result);
   void SendRsp(uint32_t slot);
@@ -129,8 +140,12 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   void HandOff(uint32_t slot, const char* kind, int err);
   void Retry();
 
+  friend class Endpoint;
   Endpoint* endpoint_ = nullptr;
+  // The endpoint's lock (endpoint.h lock_), kept past the endpoint's close.
+  std::shared_ptr<std::recursive_mutex> lock_ = std::make_shared<std::recursive_mutex>();
   Napi::ObjectReference endpoint_ref_;
+  Napi::ObjectReference reactors_ref_;
   Napi::ObjectReference region_ref_;
   MemoryRegion* region_ = nullptr;
   Memory* memory_ = nullptr;

@@ -51,10 +51,16 @@ int FastRbd::Start(uv_loop_t* loop, std::function<void(uint64_t, int64_t)> on_do
   queue_->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (queue_->event_fd < 0) return -errno;
   on_done_ = std::move(on_done);
+  return loop != nullptr ? Watch(loop) : 0;
+}
+
+int FastRbd::Watch(uv_loop_t* loop) {
+  if (queue_ == nullptr || ending_) return -EBADF;
   loop_ = loop;
   int rc = poller_.Start(loop, queue_->event_fd, [this]() { Drain(); });
   if (rc != 0) return rc;
-  poller_.SetRef(false);  // idle, the watch must not keep the process alive
+  // Idle, the watch must not keep the process alive.
+  poller_.SetRef(in_flight_ > 0);
   return 0;
 }
 

@@ -43,8 +43,15 @@ class FastRbd {
   FastRbd& operator=(const FastRbd&) = delete;
   ~FastRbd();
 
-  // Creates the eventfd and watches it on `loop`; 0 or -errno.
+  // Creates the eventfd and watches it on `loop` (without a loop: not
+  // watched yet, a reactor's epoll set takes it, reactor.h); 0 or -errno.
   int Start(uv_loop_t* loop, std::function<void(uint64_t, int64_t)> on_done);
+  // Moves the watch off the JS loop (a reactor takes the fd) and back.
+  void Unwatch() { poller_.Stop(); }
+  int Watch(uv_loop_t* loop);
+  int event_fd() const { return queue_ != nullptr ? queue_->event_fd : -1; }
+  // Takes the queue and hands each result on; run when event_fd is readable.
+  void Drain();
   // 0, or the -errno librbd refused it with (then on_done never runs for it).
   int Submit(const RbdApi* api, void* image, int op, void* buf, uint32_t len, uint64_t offset, uint64_t user_data);
   size_t in_flight() const { return in_flight_; }
@@ -54,7 +61,6 @@ class FastRbd {
   static void Orphan(FastRbd* self, Memory* pages, std::function<void()> settled = nullptr);
 
  private:
-  void Drain();
   void Done();
 
   std::shared_ptr<FastRbdQueue> queue_;

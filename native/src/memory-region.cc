@@ -12,7 +12,7 @@
 namespace rblk {
 
 void Memory::Release() {
-  if (--refs == 0) {
+  if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     munmap(base, size);
     delete this;
   }

@@ -7,6 +7,7 @@
 #include <napi.h>
 #include <rdma/fi_domain.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -15,8 +16,9 @@ namespace rblk {
 struct Memory {
   void* base = nullptr;
   size_t size = 0;
-  int refs = 0;
-  void Retain() { ++refs; }
+  // Atomic: a reactor thread (reactor.h) releases the pages of the ops it completes.
+  std::atomic<int> refs{0};
+  void Retain() { refs.fetch_add(1, std::memory_order_relaxed); }
   void Release();
 };
 

@@ -21,14 +21,14 @@ struct Ring {
   size_t unsubmitted = 0;
 };
 
-void* Open(unsigned entries, int* event_fd, int* err) {
+void* Open(unsigned entries, int* event_fd, int* err, bool single_issuer) {
   auto* r = new (std::nothrow) Ring;
   if (r == nullptr) {
     *err = ENOMEM;
     return nullptr;
   }
   int rc = -EINVAL;
-  for (unsigned f : {static_cast<unsigned>(IORING_SETUP_SINGLE_ISSUER), 0u}) {
+  for (unsigned f : {single_issuer ? static_cast<unsigned>(IORING_SETUP_SINGLE_ISSUER) : 0u, 0u}) {
     rc = io_uring_queue_init(entries, &r->ring, f);
     if (rc != -EINVAL) break;
   }

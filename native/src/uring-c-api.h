@@ -11,7 +11,7 @@
 namespace rblk {
 
 constexpr uint32_t kUringApiMagic = 0x72626c75;  // "rblu"
-constexpr uint32_t kUringApiVersion = 1;
+constexpr uint32_t kUringApiVersion = 2;
 
 enum UringOp : int { kUringRead = 0, kUringWrite = 1, kUringFdatasync = 2 };
 
@@ -24,8 +24,11 @@ struct UringApi {
   uint32_t magic;
   uint32_t version;
   // A ring of `entries` slots that signals `*event_fd` on each completion
-  // (the caller watches it). Null with *err = errno on failure.
-  void* (*open)(unsigned entries, int* event_fd, int* err);
+  // (the caller watches it). Null with *err = errno on failure. With
+  // single_issuer, IORING_SETUP_SINGLE_ISSUER where the kernel has it: then
+  // only the opening thread may submit, so a ring a reactor thread will drive
+  // (reactor.h) is opened without it.
+  void* (*open)(unsigned entries, int* event_fd, int* err, bool single_issuer);
   // Queues one I/O; -EBUSY when the submission queue is full even after
   // submitting what it held. dsync sets RWF_DSYNC on a write (FUA).
   int (*queue)(void* ring, int op, int fd, void* buf, uint32_t len, uint64_t offset, bool dsync, uint64_t user_data);

@@ -2,6 +2,7 @@
 // port, one FI_EP_MSG endpoint per connection. Receive buffers are posted
 // before fi_accept; data moves by RMA between the port's local-only data pool
 // and the initiator's registered memory.
+import type { Reactors } from '../../native/reactors.js';
 import {
   connectDataBuffer,
   ConnectKind,
@@ -69,6 +70,7 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
     private readonly rmaIovLimit: number,
     private readonly ordered: boolean,
     hasRemoteData: boolean,
+    private readonly reactors: Reactors | null = null,
   ) {
     this.version = request.version ?? 1;
     // Remote data is used only where sends are ordered after writes, so that
@@ -113,7 +115,7 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
   startFastPath(opts: FastPathStart): ConnectionFastPath | null {
     if (this.fast !== null || this.closed || this.ep.isClosed || !FastPath.available()) return this.fast;
     const slotSize = Math.max(4096, Math.min(FAST_SLOT_SIZE, Math.floor(opts.maxTransfer / 4096) * 4096));
-    this.fast = new FastPath(this.ep, { ...opts, slots: Math.min(FAST_SLOTS, Math.max(1, opts.credits)), slotSize });
+    this.fast = new FastPath(this.ep, { ...opts, slots: Math.min(FAST_SLOTS, Math.max(1, opts.credits)), slotSize, reactors: this.reactors });
     return this.fast;
   }
 
@@ -245,7 +247,8 @@ export class FabricTargetTransport implements TargetTransport {
   readonly name = 'fabric' as const;
 
   async listen(opts: PortOptions, handlers: PortHandlers): Promise<TargetPort> {
-    const domain = Domain.open({ provider: opts.provider, address: opts.address === '0.0.0.0' ? undefined : opts.address });
+    const reactors = opts.reactors ?? null;
+    const domain = Domain.open({ provider: opts.provider, address: opts.address === '0.0.0.0' ? undefined : opts.address, threadSafe: reactors !== null });
     const pool = new DataPool(domain, { maxIo: opts.maxIo, dataBuffers: opts.dataBuffers });
     const listener = domain.listen({ address: opts.address, port: opts.port });
     const rmaIovLimit = Math.max(1, Math.min(16, domain.info.rmaIovLimit, domain.info.iovLimit));
@@ -309,7 +312,7 @@ export class FabricTargetTransport implements TargetTransport {
         })
         .then(
           (ep) => {
-            const conn = new FabricConnection(ep, peer, request, recvBuffers, maxCapsule, loginBuffers, recvRegion, sendSlots, pool, rmaIovLimit, domain.ordersSendAfterWrite, domain.hasRemoteData);
+            const conn = new FabricConnection(ep, peer, request, recvBuffers, maxCapsule, loginBuffers, recvRegion, sendSlots, pool, rmaIovLimit, domain.ordersSendAfterWrite, domain.hasRemoteData, reactors);
             connections.add(conn);
             ep.once('close', () => connections.delete(conn));
             try {

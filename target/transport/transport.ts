@@ -3,6 +3,7 @@
 // registered memory and the initiator's memory (RDMA READ for a write, RDMA
 // WRITE for a read). It knows nothing of SCSI or of the capsules' contents
 // (docs/architecture.md "Seams").
+import type { Reactors } from '../../native/reactors.js';
 import type { FastPathLun, FastPathStats } from '../../native/fast-path.js';
 import type { ConnectRejectReason, ConnectRequestData, DataDescriptor } from '../../protocol/wire/index.js';
 
@@ -193,6 +194,11 @@ export interface PortOptions {
    * connection request; longer and it is shut down. Absent: no limit.
    */
   connectTimeoutMs?: number;
+  /**
+   * Reactor threads for the connections' fast paths (native/reactors.ts); the
+   * domain is then opened FI_THREAD_SAFE. Null or absent: the JS thread.
+   */
+  reactors?: Reactors | null;
 }
 
 export interface TargetTransport {

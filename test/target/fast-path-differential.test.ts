@@ -26,6 +26,7 @@ import { TargetServer } from '../../target/server.js';
 import { rblkConnections, type RblkConnection } from '../../target/session/connection.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { FastPath } from '../../native/fast-path.js';
+import { Reactors } from '../../native/reactors.js';
 import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
 import type { InitiatorConnection, IoBuffer } from '../../initiator/transport/transport.js';
 import { prng } from '../protocol/fuzz-corpus.js';
@@ -165,12 +166,16 @@ interface Run {
   answers: { rsps: number; byData: number };
   /** The rw LU's counters (target/scsi/request/io-stats.ts), read and write: whichever path answered, the same. */
   counters: string;
+  /** Connections whose fast path a reactor thread served (stats.reactor ≥ 0). */
+  onReactor: number;
 }
 
-async function run(fastPath: boolean, seed: number, version = 1): Promise<Run> {
+async function run(fastPath: boolean, seed: number, version = 1, reactors = 0): Promise<Run> {
   const dir = await mkdtemp(join(tmpdir(), 'rblk-fastpath-'));
   const log = memoryLog();
-  const server = new TargetServer(testServerOptions(log, { fastPath }), rblkConnections);
+  const pool = reactors > 0 ? Reactors.start(reactors) : null;
+  const server = new TargetServer({ ...testServerOptions(log, { fastPath }), reactors: pool }, rblkConnections);
+  let onReactor = 0;
   const transcript: string[] = [];
   let taken = 0;
   let byData = 0;
@@ -194,6 +199,7 @@ async function run(fastPath: boolean, seed: number, version = 1): Promise<Run> {
     const int = (n: number): number => Math.floor(rand() * n);
     const countTaken = (): void => {
       for (const s of server.sessions) {
+        if (((s as RblkConnection).fastPathStats?.reactor ?? -1) >= 0) onReactor++;
         taken += (s as RblkConnection).fastPathStats?.taken ?? 0;
         byData += (s as RblkConnection).fastPathStats?.answeredByData ?? 0;
       }
@@ -273,13 +279,14 @@ async function run(fastPath: boolean, seed: number, version = 1): Promise<Run> {
     await a?.close();
     await b?.close();
     await server.close();
+    pool?.close();
     for (const v of volumes) await v.close();
   }
   const byClass = rwLu!.stats.byClass();
   const counters = JSON.stringify({ read: [byClass.read.ops, byClass.read.bytes], write: [byClass.write.ops, byClass.write.bytes] });
   const disk = await readFile(join(dir, 'rw'));
   await rm(dir, { recursive: true, force: true });
-  return { transcript, disk, taken, byData, answers, counters };
+  return { transcript, disk, taken, byData, answers, counters, onReactor };
 }
 
 const enabled = FastPath.available();
@@ -309,6 +316,24 @@ for (const version of [1, 2]) {
       t.true(on.transcript.some((x) => x.includes('remote-data')));
     }
     t.log(`${on.transcript.length} answers compared; the fast path took ${on.taken} commands, answered ${on.byData} reads by remote CQ data`);
+  });
+
+  // Reactor threads (docs/target.md "Reactors"): the same mix with every
+  // connection's data path on one of two native threads, against the
+  // JavaScript path: same answers, data, disk and counters.
+  (enabled ? test.serial : test.serial.skip)(`version ${version}: the same command mix gives the same answers, data and disk with the fast path on 2 reactor threads`, async (t) => {
+    const on = await run(true, 0x5eed_fa58, version, 2);
+    const off = await run(false, 0x5eed_fa58, version);
+    t.true(on.onReactor >= 2, `only ${on.onReactor} connections were served by a reactor`);
+    t.is(off.onReactor, 0);
+    t.true(on.taken > 100, `the fast path took only ${on.taken} commands`);
+    t.is(on.transcript.length, off.transcript.length);
+    const firstDiff = on.transcript.findIndex((x, i) => x !== off.transcript[i]);
+    t.is(firstDiff, -1, firstDiff >= 0 ? `step ${firstDiff}: on ${on.transcript[firstDiff].slice(0, 200)} / off ${off.transcript[firstDiff].slice(0, 200)}` : '');
+    t.true(on.disk.equals(off.disk), 'the files differ');
+    t.is(on.counters, off.counters);
+    t.deepEqual(on.answers, off.answers);
+    t.log(`${on.transcript.length} answers compared; ${on.onReactor} connections on reactors took ${on.taken} commands`);
   });
 }
 
