@@ -135,12 +135,14 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   const alua = resolveAlua();
   const fastPathRaw = get(root, ['fast_path']);
   const fastPath = fastPathRaw !== 'off' && fastPathRaw !== false;
+  const reactorsRaw = get(root, ['reactors']);
+  const reactors: number | 'auto' = typeof reactorsRaw === 'number' ? reactorsRaw : 'auto';
 
   if (errors.length > 0 || ctx.rejected.size > 0) return { errors, warnings };
   return {
     errors,
     warnings,
-    config: { source: ctx.source, targetName, listeners, volumes, auth, limits, logging, control, metrics, stateDir, fastPath, alua, warnings: [] },
+    config: { source: ctx.source, targetName, listeners, volumes, auth, limits, logging, control, metrics, stateDir, fastPath, reactors, alua, warnings: [] },
   };
 
   function resolveListeners(): ListenerConfig[] {

@@ -242,6 +242,8 @@ export const configSchema: SchemaObject = {
     },
     // READ and WRITE on the native fast path (docs/operations.md "fast_path"); on unless off.
     fast_path: { enum: ['on', 'off', true, false] },
+    // Native threads for the fast path's connections (docs/operations.md "reactors"); auto unless set.
+    reactors: { type: ['integer', 'string'], minimum: 0, maximum: 64, pattern: '^auto$', [PATTERN_MESSAGE]: "must be a number of threads from 0 to 64, or 'auto'" },
   },
 };
 
@@ -362,6 +364,12 @@ export interface Config {
   stateDir: string;
   /** fast_path: READ and WRITE to file and block-device volumes handled natively (docs/target.md "Fast path"). */
   fastPath: boolean;
+  /**
+   * reactors: native threads that serve fast-path connections' data path
+   * (docs/target.md "Reactors"); 'auto' picks a count from the cores at start
+   * (native/reactors.ts autoCount), 0 keeps everything on the JS thread.
+   */
+  reactors: number | 'auto';
   /** Target port groups (ALUA, target/scsi/port-groups.ts), or null: INQUIRY TPGS 00b, no REPORT TARGET PORT GROUPS. */
   alua: AluaConfig | null;
   /** Legal but probably unintended settings, for the daemon to log and --check-config to print. */

@@ -5,6 +5,8 @@
 import { ConfigError, formatIssue } from '../../config/config-error.js';
 import { loadConfig } from '../../config/loader.js';
 import type { Config, ListenerConfig, MetricsConfig } from '../../config/schema.js';
+import { FastPath } from '../../native/fast-path.js';
+import { Reactors } from '../../native/reactors.js';
 import { IscsiPortal } from '../iscsi/portal.js';
 import { TargetPortGroups } from '../scsi/index.js';
 import { TargetServer, type TargetServerOptions } from '../server.js';
@@ -43,7 +45,7 @@ export interface DaemonOptions {
 /** Descriptors per command: one RMA per rma_iov_limit of them, so a few more than any provider's limit is enough. */
 const MAX_DESCRIPTORS = 16;
 
-function serverOptions(config: Config, log: DaemonLogger): TargetServerOptions {
+function serverOptions(config: Config, log: DaemonLogger, reactors: Reactors | null): TargetServerOptions {
   const l = config.limits;
   return {
     targetName: config.targetName,
@@ -64,7 +66,24 @@ function serverOptions(config: Config, log: DaemonLogger): TargetServerOptions {
     secrets: new Map(config.auth.initiators.map((i) => [i.name, i.secret])),
     log,
     fastPath: config.fastPath,
+    reactors,
   };
+}
+
+/**
+ * The reactor threads `reactors` asks for (docs/operations.md "reactors"), or
+ * null: none asked for ('auto' on fewer than 4 cores), no native fast path on
+ * this host, or threads that could not start (logged; the JS thread serves).
+ */
+function startReactors(config: Config, log: DaemonLogger): Reactors | null {
+  const count = config.reactors === 'auto' ? Reactors.autoCount() : config.reactors;
+  if (count === 0 || !FastPath.available()) return null;
+  try {
+    return Reactors.start(count);
+  } catch (e) {
+    log.warn(`reactors: cannot start ${count} thread(s), the JS thread serves every connection: ${errorMessage(e)}`);
+    return null;
+  }
 }
 
 /** What a reload did, for `rblkd ctl reload` (docs/operations.md "Reloading"). */
@@ -120,6 +139,8 @@ function plural(n: number, what: string): string {
 export class Daemon {
   private config: Config;
   private readonly server: TargetServer;
+  /** Reactor threads for fast-path connections, fixed for the daemon's life (docs/target.md "Reactors"). */
+  private readonly reactors: Reactors | null;
   private readonly volumes = new Map<string, ServedVolume>();
   /** Removed volumes whose in-flight commands are still finishing. */
   private readonly retiring = new Set<Promise<void>>();
@@ -147,7 +168,8 @@ export class Daemon {
     this.log = opts.log;
     this.notifier = opts.notifier ?? systemdNotifier(opts.log);
     this.transport = opts.transport ?? new FabricTargetTransport();
-    this.server = new TargetServer(serverOptions(config, opts.log), rblkConnections);
+    this.reactors = startReactors(config, opts.log);
+    this.server = new TargetServer(serverOptions(config, opts.log, this.reactors), rblkConnections);
     this.portGroups = config.alua ? new TargetPortGroups(config.alua) : undefined;
   }
 
@@ -172,11 +194,13 @@ export class Daemon {
     } catch (e) {
       await d.control?.close().catch(() => undefined);
       await d.server.close().catch(() => undefined);
+      d.reactors?.close();
       for (const v of d.volumes.values()) await v.close().catch(() => null);
       throw e;
     }
     d.stopWatchdog = startWatchdog(d.notifier);
     d.notifier.send({ READY: 1, STATUS: d.status() });
+    if (d.reactors) d.log.info(`reactors: ${plural(d.reactors.size, 'thread')} serve the fast path's connections (reactors: ${String(config.reactors)})`);
     d.log.info(`rblkd ready: ${d.status()}`);
     return d;
   }
@@ -250,6 +274,8 @@ export class Daemon {
       control: this.control?.path ?? null,
       metrics: this.metrics ? { address: this.metrics.address, port: this.metrics.port } : null,
       logging: this.config.logging,
+      // Native threads serving fast-path connections, and how many each holds now (docs/operations.md "reactors").
+      reactors: { setting: this.config.reactors, threads: this.reactors?.stats.map((r) => r.connections) ?? [] },
       // This gateway's target port group (docs/operations.md "Several gateways"), or null without alua.
       alua: this.portGroups ? { group: this.portGroups.local.group, state: this.portGroups.local.state, peers: this.portGroups.peers.map((p) => ({ group: p.group, state: p.state })) } : null,
     };
@@ -405,7 +431,7 @@ export class Daemon {
     result.listenersAdded = plan.listenersAdded.map(listenerKey);
     result.listenersRemoved = plan.listenersRemoved.map(listenerKey);
     // Limits, secrets, auth and the target name apply to the next login.
-    this.server.reconfigure(serverOptions(next, this.log));
+    this.server.reconfigure(serverOptions(next, this.log, this.reactors));
     reconfigureLogger(this.log, next.logging);
 
     for (const { to } of plan.kept) this.volumes.get(to.name)?.reconfigure(to);
@@ -570,6 +596,7 @@ export class Daemon {
     const outcome = await Promise.race([this.server.drain(timeout).then(() => 'drained' as const), skipped]);
     if (outcome === 'skipped') this.log.warn('second stop signal: not waiting for the drain');
     await this.server.close();
+    this.reactors?.close();
     await Promise.all([...this.retiring]);
     let status = 0;
     for (const sv of this.volumes.values()) {

@@ -77,6 +77,10 @@ export function planReload(current: Config, next: Config): ReloadPlan {
     plan.kept.push({ from, to: v });
     plan.refusals.push(...volumeRefusals(from, v));
   }
+  // The threads start with the daemon (docs/target.md "Reactors").
+  if (current.reactors !== next.reactors) {
+    plan.refusals.push(`reactors cannot change from ${String(current.reactors)} to ${String(next.reactors)} while rblkd runs (restart it)`);
+  }
   // Every logical unit is built with or without target port groups (INQUIRY TPGS); their states may change, their presence may not.
   if ((current.alua === null) !== (next.alua === null)) {
     plan.refusals.push(`alua cannot be ${next.alua === null ? 'removed' : 'added'} while rblkd runs (restart it); a reload may change the groups and their states`);

@@ -21,6 +21,7 @@ function config(volumes: VolumeConfig[], ports: number[] = [7471]): Config {
     metrics: null,
     stateDir: '/var/lib/rblk',
     fastPath: true,
+    reactors: 'auto',
     alua: null,
     warnings: [],
   };
