@@ -12,6 +12,7 @@ import { createInterface } from 'node:readline';
 import { connect, RblkError, ReservationType, type Session } from '../../initiator/index.js';
 import { nativeFeatures } from '../../native/binding.js';
 import { FastPath } from '../../native/fast-path.js';
+import { Reactors } from '../../native/reactors.js';
 import { diesWithParent } from '../../bench/parent-death.js';
 import { FileBackend } from '../../target/backend/file.js';
 import { RbdBackend } from '../../target/backend/rbd/rbd-backend.js';
@@ -56,14 +57,18 @@ interface Served {
   /** Fast-path commands taken and handed off so far, over every session (ended ones included). */
   taken(): number;
   handedOff(): number;
+  /** Sessions so far whose connection a reactor thread served. */
+  onReactor(): number;
   log: ReturnType<typeof memoryLog>;
   lu: LogicalUnit;
 }
 
 /** A target in this process with rbd volume `vol` on `image` at LUN 0 and, with file, a file volume `file` at LUN 1. */
-async function serve(t: ExecutionContext, image: string, fastPath: boolean, o: { file?: boolean; timeoutSeconds?: number } = {}): Promise<Served> {
+async function serve(t: ExecutionContext, image: string, fastPath: boolean, o: { file?: boolean; timeoutSeconds?: number; reactors?: number } = {}): Promise<Served> {
   const log = memoryLog();
-  const server = new TargetServer(testServerOptions(log, { fastPath, limits: { queueDepth: 32, dataBuffers: 32 } }), rblkConnections);
+  // Reactor threads (docs/target.md "Reactors"): librbd's eventfd then sits in a reactor's epoll set.
+  const pool = (o.reactors ?? 0) > 0 ? Reactors.start(o.reactors!) : null;
+  const server = new TargetServer({ ...testServerOptions(log, { fastPath, limits: { queueDepth: 32, dataBuffers: 32 } }), reactors: pool }, rblkConnections);
   const rbd = await RbdBackend.open({ pool: ceph().pool, image, conf: ceph().conf, timeoutSeconds: o.timeoutSeconds ?? 3, readOnly: false });
   const store = await SharedReservationStore.open(await rbd.openSharedRecord('pr'), log);
   const lu = new LogicalUnit({ name: 'vol', backend: rbd, identifier: randomUUID(), limits: { maxTransferBlocks: 2048 }, reservationStore: store, log });
@@ -78,11 +83,11 @@ async function serve(t: ExecutionContext, image: string, fastPath: boolean, o: {
   }
   const port = (await server.listen({ transport: new FabricTargetTransport(), provider: 'tcp', address: '127.0.0.1', port: 0 })).port;
   // Sessions' counters vanish with them: sampled on every call, the ended ones kept.
-  const seen = new Map<RblkConnection, { taken: number; handedOff: number }>();
+  const seen = new Map<RblkConnection, { taken: number; handedOff: number; reactor: number }>();
   const sample = (): void => {
     for (const s of server.sessions) {
       const st = (s as RblkConnection).fastPathStats;
-      if (st !== null) seen.set(s as RblkConnection, { taken: st.taken, handedOff: st.handedOff });
+      if (st !== null) seen.set(s as RblkConnection, { taken: st.taken, handedOff: st.handedOff, reactor: st.reactor });
     }
   };
   const timer = setInterval(sample, 20);
@@ -90,6 +95,7 @@ async function serve(t: ExecutionContext, image: string, fastPath: boolean, o: {
     for (const l of log.lines) if (l.level === 'error' || l.level === 'warn') t.log(l.level, l.message, JSON.stringify(l.meta ?? {}));
     clearInterval(timer);
     await server.close();
+    pool?.close();
     await rbd.close();
     await file?.close();
     if (dir !== null) await rm(dir, { recursive: true, force: true });
@@ -98,7 +104,11 @@ async function serve(t: ExecutionContext, image: string, fastPath: boolean, o: {
     sample();
     return [...seen.values()].reduce((a, v) => a + v[k], 0);
   };
-  return { port, server, rbd, taken: () => sum('taken'), handedOff: () => sum('handedOff'), log, lu };
+  const onReactor = (): number => {
+    sample();
+    return [...seen.values()].filter((v) => v.reactor >= 0).length;
+  };
+  return { port, server, rbd, taken: () => sum('taken'), handedOff: () => sum('handedOff'), onReactor, log, lu };
 }
 
 async function session(t: ExecutionContext, port: number, name = 'iqn.2026-12.io.rblk:rbdfast', connections = 1): Promise<Session> {
@@ -145,15 +155,16 @@ async function mix(v: { write(o: number, d: Uint8Array, w?: { fua?: boolean }): 
 rbdTest('rbd fast path: a seeded mix of READ, WRITE and FUA WRITE reads back, and rbd export holds the same bytes, with the fast path on and off', async (t) => {
   const size = 4 * MiB;
   const exports: Buffer[] = [];
-  for (const fast of [true, false]) {
-    const image = `mix-${fast ? 'on' : 'off'}`;
+  for (const [fast, reactors] of [[true, 0], [false, 0], [true, 2]] as const) {
+    const image = `mix-${fast ? 'on' : 'off'}-${reactors}`;
     await ceph().createImage(image, size);
-    const srv = await serve(t, image, fast);
+    const srv = await serve(t, image, fast, { reactors });
     const s = await session(t, srv.port);
     const v = await s.open('vol');
     const model = await mix(v, size, 41, t);
     await s.close();
     const taken = srv.taken();
+    t.is(srv.onReactor(), reactors > 0 ? 1 : 0, 'the session\'s connection was on a reactor exactly when there were some');
     if (fast) t.true(taken > 100, `the fast path took ${taken} commands`);
     else t.is(taken, 0, 'fast_path off: nothing went the native way');
     t.is(srv.handedOff(), 0, 'no command failed');
@@ -163,11 +174,13 @@ rbdTest('rbd fast path: a seeded mix of READ, WRITE and FUA WRITE reads back, an
     exports.push(exported);
   }
   t.true(exports[0]!.equals(exports[1]!), 'the same bytes whichever path wrote them');
+  t.true(exports[2]!.equals(exports[1]!), 'the same bytes with the fast path on a reactor thread');
 });
 
-rbdTest('rbd fast path: an rbd LUN and a file LUN in one session both go native; a reservation sends the rbd LUN to JavaScript until released; a resize re-publishes the capacity', async (t) => {
-  await ceph().createImage('both', 4 * MiB);
-  const srv = await serve(t, 'both', true, { file: true });
+for (const reactors of [0, 2]) {
+rbdTest(`rbd fast path${reactors > 0 ? ' on a reactor thread' : ''}: an rbd LUN and a file LUN in one session both go native; a reservation sends the rbd LUN to JavaScript until released; a resize re-publishes the capacity`, async (t) => {
+  await ceph().createImage(`both-${reactors}`, 4 * MiB);
+  const srv = await serve(t, `both-${reactors}`, true, { file: true, reactors });
   const s = await session(t, srv.port);
   const rbd = await s.open('vol');
   const file = await s.open('file');
@@ -204,7 +217,7 @@ rbdTest('rbd fast path: an rbd LUN and a file LUN in one session both go native;
 
   // rbd resize from outside: past the old end is refused until the capacity is re-published, then native.
   const resized = new Promise<number>((resolve) => rbd.once('resize', () => resolve(rbd.size)));
-  await ceph().run('rbd', ['resize', '--size', `${8 * MiB}B`, `${ceph().pool}/both`]);
+  await ceph().run('rbd', ['resize', '--size', `${8 * MiB}B`, `${ceph().pool}/both-${reactors}`]);
   let seen = false;
   void resized.then(() => (seen = true));
   while (!seen) {
@@ -218,6 +231,7 @@ rbdTest('rbd fast path: an rbd LUN and a file LUN in one session both go native;
   t.true((await rbd.read(6 * MiB, c.length)).equals(c));
   t.is(srv.taken() - before, 2, 'past the old end, natively: the new capacity was published');
 });
+}
 
 rbdTest('rbd fast path: a paused cluster (SIGSTOP) crashes nothing; its commands complete or fail with ABORTED COMMAND after the resume, and I/O works again', async (t) => {
   await ceph().createImage('paused', 4 * MiB);
@@ -259,9 +273,10 @@ rbdTest('rbd fast path: a paused cluster (SIGSTOP) crashes nothing; its commands
   t.true((await v.read(8 * 4096, 4096)).equals(again));
 });
 
-rbdTest('rbd fast path: an initiator killed (its connection dropped) with librbd I/O in flight: the target survives, its fds return, and the next session works', async (t) => {
-  await ceph().createImage('killed', 4 * MiB);
-  const srv = await serve(t, 'killed', true, { timeoutSeconds: 2 });
+for (const reactors of [0, 2]) {
+rbdTest(`rbd fast path${reactors > 0 ? ' on a reactor thread' : ''}: an initiator killed (its connection dropped) with librbd I/O in flight: the target survives, its fds return, and the next session works`, async (t) => {
+  await ceph().createImage(`killed-${reactors}`, 4 * MiB);
+  const srv = await serve(t, `killed-${reactors}`, true, { timeoutSeconds: 2, reactors });
   // The baseline after one session, so what librados and the fabric open once is in it.
   {
     const s0 = await session(t, srv.port, 'iqn.2026-12.io.rblk:warm');
@@ -316,6 +331,7 @@ rbdTest('rbd fast path: an initiator killed (its connection dropped) with librbd
   t.true((await v.read(MiB, c.length)).equals(c));
   t.true((await ceph().run('rbd', ['export', `${ceph().pool}/killed`, '-'])).subarray(MiB, MiB + c.length).equals(c));
 });
+}
 
 rbdTest('rbd fast path: a registration made through another gateway of the image (kept in the cluster) sends this gateway\'s I/O to JavaScript, and its removal brings the fast path back', async (t) => {
   await ceph().createImage('twogw', 4 * MiB);
