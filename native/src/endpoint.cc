@@ -221,6 +221,7 @@ std::vector<uint32_t> Endpoint::Teardown() {
   // What the reactor found for JS and JS has not seen: the ops among it are
   // still in use, so they are among the cancelled ones below.
   pending_.clear();
+  if (fast_ != nullptr) fast_->js_queued_ = 0;
   if (wake_ != nullptr) {
     wake_->data = nullptr;
     uv_close(reinterpret_cast<uv_handle_t*>(wake_), [](uv_handle_t* h) { delete reinterpret_cast<uv_async_t*>(h); });
@@ -272,6 +273,8 @@ void Endpoint::Flush(size_t count) {
 
 void Endpoint::Emit(uint32_t a, uint32_t b, uint32_t c, OpRecord* op, size_t* count) {
   if (link_ != nullptr) {
+    // A capsule for JS: the fast path takes nothing until JS has seen it.
+    if (op != nullptr && op->recv_buf != nullptr && fast_ != nullptr) fast_->js_queued_++;
     pending_.push_back(Pending{0, op, a, b, c, 0, nullptr});
     return;
   }
@@ -523,34 +526,37 @@ void Endpoint::DeliverPending() {
       }
       if (local.empty() || on_completions_.IsEmpty()) break;
       size_t count = 0;
+      uint32_t capsules = 0;  // receives in the batch: JS has seen them once Flush returns
+      auto flush = [&]() {
+        Flush(count);
+        count = 0;
+        std::lock_guard<std::recursive_mutex> g(*lock_);
+        if (fast_ != nullptr) fast_->js_queued_ = fast_->js_queued_ > capsules ? fast_->js_queued_ - capsules : 0;
+        capsules = 0;
+      };
       for (const Pending& e : local) {
         if (on_completions_.IsEmpty() || !batch_) break;  // closed by an earlier callback
         if (e.kind == 0) {
           {
             std::lock_guard<std::recursive_mutex> g(*lock_);
             if (e.op != nullptr) {
-              if (!e.op->in_use) continue;
+              if (!e.op->in_use) continue;  // cancelled by a close: Teardown zeroed js_queued_
+              if (e.op->recv_buf != nullptr) capsules++;
               FreeOp(e.op);
             }
           }
           batch_[3 * count] = e.a;
           batch_[3 * count + 1] = e.b;
           batch_[3 * count + 2] = e.c;
-          if (++count == batch_capacity_) {
-            Flush(count);
-            count = 0;
-          }
+          if (++count == batch_capacity_) flush();
           continue;
         }
-        if (count > 0) {
-          Flush(count);
-          count = 0;
-        }
+        if (count > 0) flush();
         if (fast_ == nullptr) continue;
         if (e.kind == 1) fast_->EmitFailed(e.tag, e.a, e.what, static_cast<int>(e.b), e.c);
         else fast_->EmitIdle(e.a);
       }
-      if (count > 0 && !on_completions_.IsEmpty() && batch_) Flush(count);
+      if (count > 0 && !on_completions_.IsEmpty() && batch_) flush();
     }
   } catch (const Napi::Error& e) {
     napi_fatal_exception(env, e.Value());

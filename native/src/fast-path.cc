@@ -207,7 +207,7 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   // A command whose answer is out holds neither its credit nor its tag any
   // more (the initiator may reuse both at once, §11, §12.1), even while its
   // last completion is still to come here.
-  if (js_outstanding_ != 0 || in_flight_ - answered_ >= credits_ || free_.empty()) return false;
+  if (js_outstanding_ != 0 || js_queued_ != 0 || in_flight_ - answered_ >= credits_ || free_.empty()) return false;
   auto it = luns_.find(c.lun);
   if (it == luns_.end()) return false;
   Lun& lun = it->second;

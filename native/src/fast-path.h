@@ -170,6 +170,9 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   bool closed_ = false;
   uint32_t credits_ = 0;
   uint32_t js_outstanding_ = 0;
+  // Capsules a reactor queued for JS that JS has not seen yet (reactor.h):
+  // while any is, every command goes to JS, as while JS holds one (TryReceive).
+  uint32_t js_queued_ = 0;
   uint32_t in_flight_ = 0;
   uint32_t answered_ = 0;  // commands in flight whose answer is posted (their credit is back)
   uint64_t taken_ = 0, handed_off_ = 0, by_data_ = 0;

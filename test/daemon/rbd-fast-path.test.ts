@@ -198,6 +198,7 @@ rbdTest(`rbd fast path${reactors > 0 ? ' on a reactor thread' : ''}: an rbd LUN 
   t.true(ra.equals(a));
   t.true(rb.equals(b));
   t.is(srv.taken() - before, 2, 'one read of each, at once, both native');
+  t.is(srv.onReactor(), reactors > 0 ? 1 : 0, 'the session was on a reactor exactly when there were some');
 
   // A registration (kept in the cluster, in the image's rblk_pr record) revokes the rbd LUN.
   await rbd.reservations.register(0x1234n);
@@ -307,6 +308,8 @@ rbdTest(`rbd fast path${reactors > 0 ? ' on a reactor thread' : ''}: an initiato
     if (paused) await ceph().resume();
   }
   t.true(srv.taken() - before > 0, 'the killed initiators\' commands were taken natively');
+  if (reactors > 0) t.true(srv.onReactor() >= 1, 'the killed initiators were served by a reactor');
+  else t.is(srv.onReactor(), 0);
 
   // Everything the dead sessions held comes back once librbd has answered (polled, bounded).
   let fds = resources().fds;
@@ -329,7 +332,7 @@ rbdTest(`rbd fast path${reactors > 0 ? ' on a reactor thread' : ''}: an initiato
     }
   }
   t.true((await v.read(MiB, c.length)).equals(c));
-  t.true((await ceph().run('rbd', ['export', `${ceph().pool}/killed`, '-'])).subarray(MiB, MiB + c.length).equals(c));
+  t.true((await ceph().run('rbd', ['export', `${ceph().pool}/killed-${reactors}`, '-'])).subarray(MiB, MiB + c.length).equals(c));
 });
 }
 
