@@ -1,10 +1,12 @@
 #include "reactor.h"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
 
 #include "args.h"
 #include "errors.h"
@@ -98,6 +100,9 @@ size_t Reactor::connections() {
 }
 
 void Reactor::Run() {
+  // Seen in top -H, /proc/<pid>/task/*/comm and bench/reactors.ts.
+  std::string name = "rblk-reactor-" + std::to_string(index_);
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
   epoll_event events[kEvents];
   std::vector<std::pair<std::shared_ptr<ReactorLink>, uint32_t>> ready;
   std::vector<uint64_t> kicks;
