@@ -12,11 +12,10 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { RBD_DEFAULT_TIMEOUT_SECONDS } from '../target/backend/rbd/rbd-kind.js';
 import { startCephCluster, startRbdGateway, type CephCluster } from './ceph-cluster.js';
+import { rblkBench as cliBench } from './rblk-bench-cli.js';
 
-const ROOT = fileURLToPath(new URL(process.argv[1].endsWith('.ts') ? '../' : '../../', import.meta.url));
 const IMAGE_BYTES = 256 * 1024 * 1024;
 const USAGE = `usage: node dist/bench/rbd.js [--seconds N]
 
@@ -73,17 +72,6 @@ async function rbdBench(c: CephCluster, w: Workload): Promise<number> {
   return Number(m[3]);
 }
 
-function run(args: string[], stdin = 'ignore' as const): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { cwd: ROOT, stdio: [stdin, 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (err += b.toString()));
-    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${args.join(' ')} exited ${code}: ${err}`))));
-  });
-}
-
 async function main(): Promise<void> {
   const c = await startCephCluster();
   const dir = mkdtempSync(join(tmpdir(), 'rblk-rbd-bench-'));
@@ -91,7 +79,6 @@ async function main(): Promise<void> {
   try {
     await c.createImage('bench', IMAGE_BYTES);
     await c.run('rbd', ['bench', '--io-type', 'write', '--io-size', '4M', '--io-threads', '16', '--io-pattern', 'seq', '--io-total', String(IMAGE_BYTES), `${c.pool}/bench`]);
-    const rblk = join(ROOT, 'dist', 'bin-src', 'rblk.js');
     // Two gateways on the image (one volume per image per rblkd): the target's
     // native fast path on, and off (`fast_path: off`), measured in the same run.
     const gateway = async (name: string, fastPath: boolean): Promise<number> => {
@@ -109,10 +96,7 @@ async function main(): Promise<void> {
       '| workload (QD32) | rbd bench IOPS, before / after | rblk on rbd IOPS, fast path | ratio to their mean | rblk on rbd IOPS, fast path off | ratio | rblk on a memory volume IOPS |',
       '|---|---|---|---|---|---|---|',
     ];
-    const rblkBench = async (volume: string, w: Workload, at = port): Promise<number> => {
-      const json = await run([rblk, 'bench', `rblk://127.0.0.1:${at}/${volume}`, '--provider', 'tcp', '--rw', w.rw, '--bs', String(w.bs), '--qd', '32', '--pattern', w.pattern, '--runtime', `${seconds}s`, '--json', '--yes']);
-      return (JSON.parse(json) as { iops: number }).iops;
-    };
+    const rblkBench = (volume: string, w: Workload, at = port): Promise<number> => cliBench(at, volume, { ...w, seconds });
     for (const w of WORKLOADS) {
       // The machine's load drifts (it is shared): a reference on either side of the rblk run.
       const before = await rbdBench(c, w);

@@ -7,14 +7,13 @@
 // from /proc/<pid>/task/<tid>/stat, so the table shows the JS thread's and the
 // reactors' share per I/O, and IOPS as a ratio to reactors: 0 in the same run.
 //   node dist/bench/reactors.js [--seconds N]
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dump } from 'js-yaml';
+import { rblkBench } from './rblk-bench-cli.js';
 import { startRblkd, type RblkdChild } from './rblkd-child.js';
 
-const ROOT = join(import.meta.dirname, '..', '..');
 const seconds = Number(process.argv[process.argv.indexOf('--seconds') + 1] ?? 4) || 4;
 const TICK_US = 1e6 / 100; // CLK_TCK is 100 on Linux
 
@@ -39,21 +38,9 @@ function threads(pid: number): Map<number, ThreadCpu> {
   return out;
 }
 
-function run(args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (err += b.toString()));
-    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${args.join(' ')} exited ${code}: ${err}`))));
-  });
-}
-
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'rblk-reactors-bench-'));
   const daemons: { reactors: number; d: RblkdChild; port: number }[] = [];
-  const rblk = join(ROOT, 'dist', 'bin-src', 'rblk.js');
   try {
     const image = join(dir, 'vol.img');
     writeFileSync(image, Buffer.alloc(256 << 20, 0x11));
@@ -80,10 +67,7 @@ async function main(): Promise<void> {
       const st = (await controlRequest(join(dir, `r${x.reactors}.ctl`), 'status')) as { listeners: { port: number }[] };
       x.port = st.listeners[0].port;
     }
-    const bench = async (port: number): Promise<number> => {
-      const json = await run([rblk, 'bench', `rblk://127.0.0.1:${port}/vol`, '--provider', 'tcp', '--rw', 'read', '--pattern', 'rand', '--bs', '4096', '--qd', '32', '--runtime', `${seconds}s`, '--json', '--yes']);
-      return (JSON.parse(json) as { iops: number }).iops;
-    };
+    const bench = (port: number): Promise<number> => rblkBench(port, 'vol', { rw: 'read', bs: 4096, pattern: 'rand', seconds });
     const rows: string[] = [
       `cores ${availableParallelism()}, load average before: ${loadavg().map((l) => l.toFixed(2)).join(', ')}; ${seconds} s per run`,
       '',

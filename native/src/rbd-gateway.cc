@@ -44,19 +44,24 @@ void RbdImage::JoinGateway() {
   if (gateway_worker_.joinable()) gateway_worker_.join();
 }
 
-// gatewayPublish(oid, name, token): sets xattr `name` of object `oid` to this
-// client's address; gatewayResult is then the address.
-Napi::Value RbdImage::GatewayPublish(const Napi::CallbackInfo& info) {
+RbdImage::GatewayOp RbdImage::BeginGatewayOp(const Napi::CallbackInfo& info, const char* op) {
   Napi::Env env = info.Env();
-  const char* op = "rados_setxattr";
-  std::string oid = ArgString(env, info[0], op, "oid");
-  std::string name = ArgString(env, info[1], op, "name");
-  uint32_t token = ToU32(env, info[2], op, "token");
+  GatewayOp g{ArgString(env, info[0], op, "oid"), ArgString(env, info[1], op, "name"), ToU32(env, info[2], op, "token")};
   if (ioctx_ == nullptr || busy_ || closed_) throw MakeUsageError(env, "ERR_INVALID_STATE", EBADF, op, "the image is not open");
   if (gateway_busy_) throw MakeUsageError(env, "ERR_INVALID_STATE", EBUSY, op, "a gateway publish or fence is running");
   JoinGateway();
   gateway_busy_ = true;
   Started();
+  return g;
+}
+
+// gatewayPublish(oid, name, token): sets xattr `name` of object `oid` to this
+// client's address; gatewayResult is then the address.
+Napi::Value RbdImage::GatewayPublish(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  GatewayOp g = BeginGatewayOp(info, "rados_setxattr");
+  std::string oid = std::move(g.oid), name = std::move(g.name);
+  uint32_t token = g.token;
   std::shared_ptr<RbdQueue> q = queue_;
   rados_t cluster = cluster_;
   rados_ioctx_t io = ioctx_;
@@ -85,15 +90,9 @@ Napi::Value RbdImage::GatewayPublish(const Napi::CallbackInfo& info) {
 // and the monitor's words when it refused).
 Napi::Value RbdImage::GatewayFence(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const char* op = "rados_mon_command";
-  std::string oid = ArgString(env, info[0], op, "oid");
-  std::string name = ArgString(env, info[1], op, "name");
-  uint32_t token = ToU32(env, info[2], op, "token");
-  if (ioctx_ == nullptr || busy_ || closed_) throw MakeUsageError(env, "ERR_INVALID_STATE", EBADF, op, "the image is not open");
-  if (gateway_busy_) throw MakeUsageError(env, "ERR_INVALID_STATE", EBUSY, op, "a gateway publish or fence is running");
-  JoinGateway();
-  gateway_busy_ = true;
-  Started();
+  GatewayOp g = BeginGatewayOp(info, "rados_mon_command");
+  std::string oid = std::move(g.oid), name = std::move(g.name);
+  uint32_t token = g.token;
   std::shared_ptr<RbdQueue> q = queue_;
   rados_t cluster = cluster_;
   rados_ioctx_t io = ioctx_;

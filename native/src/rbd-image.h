@@ -100,6 +100,13 @@ class RbdImage : public Napi::ObjectWrap<RbdImage> {
   Napi::Value GatewayFence(const Napi::CallbackInfo& info);
   Napi::Value GatewayResult(const Napi::CallbackInfo& info);
   void JoinGateway();
+  // The start both share: (oid, name, token) read, the image open and no
+  // other gateway operation running, the last one's thread joined.
+  struct GatewayOp {
+    std::string oid, name;
+    uint32_t token;
+  };
+  GatewayOp BeginGatewayOp(const Napi::CallbackInfo& info, const char* op);
   rados_completion_t NewRadosCompletion(Napi::Env env, const char* op, uint32_t token, RadosOp** arg);
   void SubmittedRados(Napi::Env env, int rc, const char* op, rados_completion_t c, RadosOp* arg);
   void UnwatchRecordNow();

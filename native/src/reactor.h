@@ -1,4 +1,4 @@
-// Reactor threads (docs/architecture.md "Reactors", docs/target.md "Reactors"):
+// Reactor threads (docs/target.md "Reactors", docs/architecture.md "Completions"):
 // a native thread with an epoll set of its own, which takes over the data
 // path of the target connections given to it. Once a connection's fast path
 // is attached, the reactor waits on the connection's CQ wait fd, its io_uring

@@ -12,7 +12,7 @@
 // answered by its data write's remote CQ data instead (docs/protocol.md
 // §12.1): the transcript then records that answer, with its 32 bits, in
 // place of an RSP, so both paths must choose it for the same commands.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -291,21 +291,26 @@ async function run(fastPath: boolean, seed: number, version = 1, reactors = 0): 
 
 const enabled = FastPath.available();
 
+/** What any run with the fast path must share with the run without it: answers, disk, counters, answer kinds. */
+function assertSameAsOff(t: ExecutionContext, on: Run, off: Run): void {
+  t.is(off.taken, 0);
+  t.true(on.taken > 100, `the fast path took only ${on.taken} commands`);
+  t.is(on.transcript.length, off.transcript.length);
+  const firstDiff = on.transcript.findIndex((x, i) => x !== off.transcript[i]);
+  t.is(firstDiff, -1, firstDiff >= 0 ? `step ${firstDiff}: on ${on.transcript[firstDiff].slice(0, 200)} / off ${off.transcript[firstDiff].slice(0, 200)}` : '');
+  t.true(on.disk.equals(off.disk), 'the files differ');
+  // The fast path's answers are counted where the request core counts (rblkd ctl volumes, /metrics).
+  t.is(on.counters, off.counters);
+  t.notRegex(on.counters, /"read":\[0,/);
+  // The same number of RSPs and of remote CQ data answers reached the initiators on either path.
+  t.deepEqual(on.answers, off.answers);
+}
+
 for (const version of [1, 2]) {
   (enabled ? test.serial : test.serial.skip)(`version ${version}: the same command mix gives the same answers, data and disk with fast_path on and off`, async (t) => {
     const on = await run(true, 0x5eed_fa57, version);
     const off = await run(false, 0x5eed_fa57, version);
-    t.is(off.taken, 0);
-    t.true(on.taken > 100, `the fast path took only ${on.taken} commands`);
-    t.is(on.transcript.length, off.transcript.length);
-    const firstDiff = on.transcript.findIndex((x, i) => x !== off.transcript[i]);
-    t.is(firstDiff, -1, firstDiff >= 0 ? `step ${firstDiff}: on ${on.transcript[firstDiff].slice(0, 200)} / off ${off.transcript[firstDiff].slice(0, 200)}` : '');
-    t.true(on.disk.equals(off.disk), 'the files differ');
-    // The fast path's answers are counted where the request core counts (rblkd ctl volumes, /metrics).
-    t.is(on.counters, off.counters);
-    t.notRegex(on.counters, /"read":\[0,/);
-    // The same number of RSPs and of remote CQ data answers reached the initiators on either path.
-    t.deepEqual(on.answers, off.answers);
+    assertSameAsOff(t, on, off);
     if (version === 1) {
       t.is(on.answers.byData, 0);
       t.is(on.byData, 0);
@@ -326,13 +331,7 @@ for (const version of [1, 2]) {
     const off = await run(false, 0x5eed_fa58, version);
     t.true(on.onReactor >= 2, `only ${on.onReactor} connections were served by a reactor`);
     t.is(off.onReactor, 0);
-    t.true(on.taken > 100, `the fast path took only ${on.taken} commands`);
-    t.is(on.transcript.length, off.transcript.length);
-    const firstDiff = on.transcript.findIndex((x, i) => x !== off.transcript[i]);
-    t.is(firstDiff, -1, firstDiff >= 0 ? `step ${firstDiff}: on ${on.transcript[firstDiff].slice(0, 200)} / off ${off.transcript[firstDiff].slice(0, 200)}` : '');
-    t.true(on.disk.equals(off.disk), 'the files differ');
-    t.is(on.counters, off.counters);
-    t.deepEqual(on.answers, off.answers);
+    assertSameAsOff(t, on, off);
     t.log(`${on.transcript.length} answers compared; ${on.onReactor} connections on reactors took ${on.taken} commands`);
   });
 }

@@ -1,0 +1,33 @@
+// `rblk bench` from this checkout's build as a child process, for the benches
+// that drive a real rblkd the way an operator would (bench/rbd.ts,
+// bench/reactors.ts): one run, its IOPS from --json.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL(process.argv[1].endsWith('.ts') ? '../' : '../../', import.meta.url));
+
+export interface CliBench {
+  rw: 'read' | 'write';
+  bs: number;
+  pattern: 'rand' | 'seq';
+  seconds: number;
+  qd?: number;
+}
+
+/** IOPS of `rblk bench` against rblk://127.0.0.1:port/volume over tcp. */
+export function rblkBench(port: number, volume: string, w: CliBench): Promise<number> {
+  const rblk = join(ROOT, 'dist', 'bin-src', 'rblk.js');
+  const args = [rblk, 'bench', `rblk://127.0.0.1:${port}/${volume}`, '--provider', 'tcp', '--rw', w.rw, '--bs', String(w.bs), '--qd', String(w.qd ?? 32), '--pattern', w.pattern, '--runtime', `${w.seconds}s`, '--json', '--yes'];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (err += b.toString()));
+    child.on('exit', (code) => {
+      if (code !== 0) reject(new Error(`rblk ${args.slice(1).join(' ')} exited ${code}: ${err}`));
+      else resolve((JSON.parse(out) as { iops: number }).iops);
+    });
+  });
+}
