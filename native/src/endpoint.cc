@@ -388,7 +388,6 @@ uint64_t NowNs() {
 // with the fi_trywait handshake so no completion is left behind.
 void Endpoint::OnBeforeBlock() {
   std::lock_guard<std::recursive_mutex> g(*lock_);
-  if (link_ != nullptr) return;  // the reactor runs progress
   if (busy_poll_ns_ > 0 && cq_ != nullptr) {
     Napi::Env env(env_);
     Napi::HandleScope scope(env);
@@ -442,6 +441,7 @@ void Endpoint::Wake() {
 
 void Endpoint::AfterPost() {
   if (link_ != nullptr) reactor_->Kick(link_);
+  else before_block_.Arm();
 }
 
 int Endpoint::AttachReactor(std::shared_ptr<Reactor> reactor) {
@@ -565,8 +565,9 @@ void Endpoint::DeliverPending() {
   if (!draining_ && cq_ == nullptr) ReleaseClosed();
 }
 
+// The EQ is the loop's alone (attached or not): only the drain takes lock_,
+// so an attached connection's reactor goes on while JS hears the event.
 void Endpoint::OnEqReadable() {
-  std::lock_guard<std::recursive_mutex> g(*lock_);
   Napi::Env env(env_);
   Napi::HandleScope scope(env);
   try {
@@ -665,7 +666,6 @@ Napi::Value Endpoint::Inject(const Napi::CallbackInfo& info) {
                          std::to_string(buf.Length()) + " bytes exceed the provider's inject size of " +
                              std::to_string(info_->tx_attr->inject_size));
   CheckFabric(env, static_cast<int>(fi_inject(ep_, buf.Data(), buf.Length(), 0)), "fi_inject");
-  before_block_.Arm();
   AfterPost();
   return env.Undefined();
 }

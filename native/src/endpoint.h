@@ -92,7 +92,8 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   // One completion for JS: into the batch (delivered by Flush), or, while
   // attached to a reactor, onto pending_ with its op still held.
   void Emit(uint32_t a, uint32_t b, uint32_t c, OpRecord* op, size_t* count);
-  // A JS post while attached: the reactor runs progress for it (fi_trywait).
+  // After a JS post: fi_trywait must run before anyone sleeps, by the reactor
+  // when attached (a kick), else by the loop's prepare hook (BeforeBlock).
   void AfterPost();
   // Drain and fi_trywait until the CQ is quiet (the reactor's and the JS thread's pass).
   void Progress();
