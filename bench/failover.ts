@@ -11,7 +11,12 @@
 // that lost power; only the keep-alive (docs/protocol.md §13) finds it, and it is
 // killed once the session has moved. The gateways run with limits.keepalive_ms
 // --keepalive-ms (default 1000, what docs/operations.md "Several gateways" advises).
-//   node dist/bench/failover.js [--kills 10] [--queue-depth 8] [--hang] [--keepalive-ms 1000] [--provider tcp|sockets] [--json] [--verbose]
+// With --rbd the two gateways serve one RBD image of a throw-away cluster
+// (bench/ceph-cluster.ts, Ceph's default watch timeout of 30 s) instead of a
+// file: the killed gateway may hold the image's exclusive lock, and the other
+// breaks it only after the session's FENCE GATEWAY (docs/backends.md "Fencing
+// another gateway"); the read-back is then through the session and `rbd export`.
+//   node dist/bench/failover.js [--kills 10] [--queue-depth 8] [--hang] [--rbd] [--keepalive-ms 1000] [--provider tcp|sockets] [--json] [--verbose]
 // The reference, measured in the same run: the p50 latency of one 4 KiB write
 // before any kill. docs/performance.md "Failover" records the figures.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,6 +25,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { connect, type Session, type Volume } from '../initiator/index.js';
 import { delay } from '../initiator/wait.js';
+import { cephMissing, startCephCluster, type CephCluster } from './ceph-cluster.js';
 import { freePort } from './peers/children.js';
 import { startRblkd, type RblkdChild } from './rblkd-child.js';
 
@@ -35,11 +41,12 @@ interface Args {
   verbose: boolean;
   provider: string;
   hang: boolean;
+  rbd: boolean;
   keepaliveMs: number;
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { kills: 10, queueDepth: 8, json: false, verbose: false, provider: 'tcp', hang: false, keepaliveMs: 1000 };
+  const a: Args = { kills: 10, queueDepth: 8, json: false, verbose: false, provider: 'tcp', hang: false, rbd: false, keepaliveMs: 1000 };
   for (let i = 0; i < argv.length; i++) {
     const next = (): number => {
       const n = Number(argv[++i]);
@@ -50,6 +57,7 @@ function parseArgs(argv: string[]): Args {
     else if (argv[i] === '--queue-depth') a.queueDepth = next();
     else if (argv[i] === '--json') a.json = true;
     else if (argv[i] === '--hang') a.hang = true;
+    else if (argv[i] === '--rbd') a.rbd = true;
     else if (argv[i] === '--keepalive-ms') a.keepaliveMs = next();
     else if (argv[i] === '--verbose') a.verbose = true;
     else if (argv[i] === '--provider') a.provider = argv[++i];
@@ -62,7 +70,15 @@ function startDaemon(config: string): RblkdChild {
   return startRblkd(config, /rblkd ready/);
 }
 
-function gatewayConfig(dir: string, name: string, port: number, provider: string, keepaliveMs: number, group: number, state: string, peerState: string): string {
+const IMAGE = 'failover';
+
+/** The one volume both gateways serve: a shared file with one `uuid`, or one RBD image (whose identity is the image's). */
+function volumeLine(dir: string, ceph: CephCluster | null): string {
+  if (ceph === null) return `  - { name: vol, path: ${join(dir, 'shared.img')}, size: 16MiB, uuid: ${UUID} }`;
+  return `  - { name: vol, rbd: { pool: ${ceph.pool}, image: ${IMAGE}, conf: ${ceph.conf} } }`;
+}
+
+function gatewayConfig(dir: string, volume: string, name: string, port: number, provider: string, keepaliveMs: number, group: number, state: string, peerState: string): string {
   const path = join(dir, `${name}.yaml`);
   writeFileSync(
     path,
@@ -70,7 +86,7 @@ function gatewayConfig(dir: string, name: string, port: number, provider: string
       'listeners:',
       `  - { provider: ${provider}, address: 127.0.0.1, port: ${port} }`,
       'volumes:',
-      `  - { name: vol, path: ${join(dir, 'shared.img')}, size: 16MiB, uuid: ${UUID} }`,
+      volume,
       `state_dir: ${join(dir, `state-${name}`)}`,
       `limits: { keepalive_ms: ${keepaliveMs} }`,
       `control: { socket: ${join(dir, `${name}.ctl`)} }`,
@@ -151,12 +167,16 @@ function when(s: Session, ok: () => boolean): Promise<number> {
 
 async function main(): Promise<void> {
   const a = parseArgs(process.argv.slice(2));
+  if (a.rbd && cephMissing() !== null) throw new Error(`--rbd: ${cephMissing()}`);
   const dir = mkdtempSync(join(tmpdir(), 'rblk-failover-'));
-  writeFileSync(join(dir, 'shared.img'), Buffer.alloc(0));
+  const ceph = a.rbd ? await startCephCluster() : null;
+  if (ceph !== null) await ceph.createImage(IMAGE, SIZE);
+  else writeFileSync(join(dir, 'shared.img'), Buffer.alloc(0));
+  const volume = volumeLine(dir, ceph);
   const ports = [await freePort(), await freePort()];
   const configs = [
-    gatewayConfig(dir, 'a', ports[0], a.provider, a.keepaliveMs, 1, 'active-optimized', 'active-non-optimized'),
-    gatewayConfig(dir, 'b', ports[1], a.provider, a.keepaliveMs, 2, 'active-non-optimized', 'active-optimized'),
+    gatewayConfig(dir, volume, 'a', ports[0], a.provider, a.keepaliveMs, 1, 'active-optimized', 'active-non-optimized'),
+    gatewayConfig(dir, volume, 'b', ports[1], a.provider, a.keepaliveMs, 2, 'active-non-optimized', 'active-optimized'),
   ];
   const daemons: RblkdChild[] = configs.map(startDaemon);
   let session: Session | null = null;
@@ -193,9 +213,9 @@ async function main(): Promise<void> {
       await delay(300);
     }
     await load.stop();
-    // Every acknowledged write reads back, through the session and from the file.
+    // Every acknowledged write reads back, through the session and from the store (the file, or the image).
     let lost = 0;
-    const file = readFileSync(join(dir, 'shared.img'));
+    const file = ceph !== null ? await ceph.run('rbd', ['export', `${ceph.pool}/${IMAGE}`, '-']) : readFileSync(join(dir, 'shared.img'));
     for (const [block, seed] of load.acked) {
       const want = content(seed);
       if (!(await vol.read(block * BLOCK, BLOCK)).equals(want)) lost++;
@@ -204,6 +224,7 @@ async function main(): Promise<void> {
     const summary = {
       kills: a.kills,
       how: a.hang ? 'SIGSTOP' : 'SIGKILL',
+      store: a.rbd ? 'rbd' : 'file',
       keepaliveMs: a.keepaliveMs,
       queueDepth: a.queueDepth,
       provider: a.provider,
@@ -221,7 +242,7 @@ async function main(): Promise<void> {
     };
     if (a.json) console.log(JSON.stringify(summary));
     else {
-      console.log(`\n${a.kills} ${a.hang ? 'hangs (SIGSTOP)' : 'kills -9'} of the active gateway (QD ${a.queueDepth} 4 KiB writes, ${a.provider}, keepalive_ms ${a.keepaliveMs}):`);
+      console.log(`\n${a.kills} ${a.hang ? 'hangs (SIGSTOP)' : 'kills -9'} of the active gateway (${a.rbd ? 'one RBD image' : 'one file'}, QD ${a.queueDepth} 4 KiB writes, ${a.provider}, keepalive_ms ${a.keepaliveMs}):`);
       const ev = a.hang ? 'stop' : 'kill';
       console.log(`  ${ev} -> first write on the other path: p50 ${fmt(summary.failoverP50Ms)}, max ${fmt(summary.failoverMaxMs)} (goal 2 s: ${summary.failoverP50OverGoal}x)`);
       console.log(`  ${ev} -> path reported down:            p50 ${fmt(summary.detectP50Ms)}, max ${fmt(summary.detectMaxMs)}`);
@@ -237,6 +258,7 @@ async function main(): Promise<void> {
         await d.exited;
       }
     }
+    await ceph?.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }
