@@ -44,6 +44,13 @@ export interface Backend {
    * Absent or null: every command goes through read() and write().
    */
   readonly fastPathTarget?: FastPathTarget | null;
+  /**
+   * Optional, with a fastPathTarget that changes while the volume is served
+   * (rbd: none while fenced, a new client's after recover()): called after
+   * each change, so that the LU re-decides every session's fast path at once
+   * (target/scsi/fast-path-gate.ts) instead of at its next login.
+   */
+  onFastPathChange?(listener: (() => void) | null): void;
   /** Reads exactly buf.length bytes at offset into buf (no copy: buf may be registered memory). */
   read(buf: Buffer, offset: number): Promise<void>;
   write(buf: Buffer, offset: number, opts?: WriteOptions): Promise<void>;

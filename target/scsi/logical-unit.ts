@@ -260,6 +260,8 @@ export class LogicalUnit {
     this.#lastBlocks = this.blocks;
     // A unit attention raised or consumed changes which nexus may take the fast path.
     this.attentions.onChange = () => this.fastPath.refresh();
+    // The backend's own fast-path target changed (rbd: fenced, or served again through a new client).
+    o.backend.onFastPathChange?.(() => this.fastPath.refresh());
   }
 
   /** Capacity in logical blocks; a partial trailing block is not addressable. */

@@ -64,13 +64,14 @@ interface Served {
 }
 
 /** A target in this process with rbd volume `vol` on `image` at LUN 0 and, with file, a file volume `file` at LUN 1. */
-async function serve(t: ExecutionContext, image: string, fastPath: boolean, o: { file?: boolean; timeoutSeconds?: number; reactors?: number } = {}): Promise<Served> {
+async function serve(t: ExecutionContext, image: string, fastPath: boolean, o: { file?: boolean; timeoutSeconds?: number; reactors?: number; sharedReservations?: boolean } = {}): Promise<Served> {
   const log = memoryLog();
   // Reactor threads (docs/target.md "Reactors"): librbd's eventfd then sits in a reactor's epoll set.
   const pool = (o.reactors ?? 0) > 0 ? Reactors.start(o.reactors!) : null;
   const server = new TargetServer({ ...testServerOptions(log, { fastPath, limits: { queueDepth: 32, dataBuffers: 32 } }), reactors: pool }, rblkConnections);
   const rbd = await RbdBackend.open({ pool: ceph().pool, image, conf: ceph().conf, timeoutSeconds: o.timeoutSeconds ?? 3, readOnly: false });
-  const store = await SharedReservationStore.open(await rbd.openSharedRecord('pr'), log);
+  // Reservations in the cluster unless told otherwise (without them, nothing but the backend itself tells the gate of a fence).
+  const store = o.sharedReservations === false ? undefined : await SharedReservationStore.open(await rbd.openSharedRecord('pr'), log);
   const lu = new LogicalUnit({ name: 'vol', backend: rbd, identifier: randomUUID(), limits: { maxTransferBlocks: 2048 }, reservationStore: store, log });
   rbd.onResize(() => void lu.refreshCapacity().catch(() => undefined));
   server.addVolume({ name: 'vol', lun: 0, lu, access: () => 'rw' });
@@ -402,4 +403,46 @@ rbdTest('rbd fast path: a connection dropped with a write still in librbd fences
   const taken = srv.taken();
   await v.write(4096 * 4, c.subarray(0, 4096));
   t.true(srv.taken() > taken, 'and the fast path serves the volume again');
+});
+
+rbdTest('rbd fast path: a gateway fenced out of the cluster stops submitting natively at once, and once served again through a new client a session that logged in while it was fenced runs natively', async (t) => {
+  await ceph().createImage('fenced', 4 * MiB);
+  // Reservations kept in this process: a shared record going stale and read again would re-decide the fast path
+  // too, and the test is of the backend's own signal (Backend.onFastPathChange).
+  const a = await serve(t, 'fenced', true, { sharedReservations: false });
+  await a.rbd.publishGateway(1);
+  const d = (n: number): Buffer => Buffer.alloc(4096, n);
+  const early = await (await session(t, a.port, 'iqn.2026-12.io.rblk:early')).open('vol');
+  await early.write(0, d(1)); // the login's unit attention, through JavaScript
+  let before = a.taken();
+  await early.write(4096, d(2));
+  t.is(a.taken() - before, 1, 'before the fence: native');
+
+  // Another gateway of the image fences this one (what FENCE GATEWAY has it do, docs/backends.md "Fencing another gateway").
+  const other = await RbdBackend.open({ pool: ceph().pool, image: 'fenced', conf: ceph().conf, timeoutSeconds: 3, readOnly: false });
+  t.teardown(() => other.close());
+  const fence = await other.fenceGateway(1);
+  t.is(fence.kind, 'fenced');
+  await t.throwsAsync(early.write(8192, d(3)), { instanceOf: RblkError }, 'the blocklisted client refuses the write');
+  t.true(a.rbd.fenced, 'the backend knows it is fenced');
+  before = a.taken();
+  await t.throwsAsync(early.write(8192, d(3)), { instanceOf: RblkError, message: /NOT READY/ }, 'fenced: refused through JavaScript');
+  t.is(a.taken() - before, 0, 'fenced: nothing is submitted natively to the dead client');
+
+  // A session that logs in while the volume is fenced is refused the fast path (its target is gone; even
+  // READ CAPACITY is refused, so it cannot open the volume yet)...
+  const lateSession = await session(t, a.port, 'iqn.2026-12.io.rblk:late');
+  await t.throwsAsync(lateSession.open('vol'), { instanceOf: RblkError, message: /NOT READY/ });
+  await early.close();
+  // ...and gets it once the backend serves again through a new client (the daemon calls recover() once the LU is idle).
+  t.not(await a.rbd.recover(), '', 'a new client, published again');
+  const late = await lateSession.open('vol');
+  before = a.taken();
+  await late.write(12288, d(5));
+  await late.write(16384, d(6));
+  t.is(a.taken() - before, 2, 'the session that logged in while fenced is native now');
+  t.true((await late.read(12288, 8192)).equals(Buffer.concat([d(5), d(6)])));
+  const image = await ceph().run('rbd', ['export', `${ceph().pool}/fenced`, '-']);
+  t.true(image.subarray(12288, 20480).equals(Buffer.concat([d(5), d(6)])), 'rbd export holds what the new client wrote');
+  t.true(image.subarray(8192, 12288).equals(Buffer.alloc(4096)), 'the refused write never landed');
 });

@@ -48,6 +48,7 @@ export class RbdBackend implements Backend {
   #group: number | undefined;
   #resizeListener: (() => void) | null = null;
   #onFenced: (() => void) | null = null;
+  #onFastPathChange: (() => void) | null = null;
   /** Old clients being closed after a recover(), awaited by close(). */
   readonly #retiring = new Set<Promise<void>>();
   /** Set once the cluster blocklisted this client: every operation fails with EBLOCKLISTED. */
@@ -83,6 +84,10 @@ export class RbdBackend implements Backend {
 
   get fenced(): boolean {
     return this.#fenced;
+  }
+
+  onFastPathChange(listener: (() => void) | null): void {
+    this.#onFastPathChange = listener;
   }
 
   onFenced(listener: (() => void) | null): void {
@@ -121,6 +126,8 @@ export class RbdBackend implements Backend {
       const sizeBefore = this.#size;
       this.#size = next.size();
       this.#fenced = false;
+      // Sessions that logged in while fenced were refused the fast path; the new client's handle is theirs now.
+      this.#onFastPathChange?.();
       const retired = this.#retire(old);
       this.#retiring.add(retired);
       void retired.finally(() => this.#retiring.delete(retired));
@@ -153,6 +160,8 @@ export class RbdBackend implements Backend {
   #blocklisted(): void {
     if (this.#fenced) return;
     this.#fenced = true;
+    // No session submits natively to the dead client any more: its commands come to JavaScript, which refuses them (NOT READY).
+    this.#onFastPathChange?.();
     this.#notice({
       level: 'error',
       message:
