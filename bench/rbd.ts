@@ -2,25 +2,30 @@
 // goals: 4 KiB random at QD32 >= 0.8x, 128 KiB sequential >= 0.9x). Starts a
 // throw-away cluster (bench/ceph-cluster.ts: one memstore OSD, so the OSD's
 // own cost dominates and both sides share it), fills the image so that reads
-// hit written objects, then runs each workload with `rbd bench` and with
+// hit written objects, brings the OSD to its steady state with random writes
+// (unmeasured), then runs each workload with `rbd bench` and with
 // `rblk bench` through a real rblkd over the tcp provider, once with READ and
 // WRITE on the target's native fast path and once through JavaScript (a second
 // rblkd on the same image with fast_path off).
 //   node dist/bench/rbd.js [--seconds N]
-// Prints a Markdown table. Figures on a shared machine are indicative only.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+// Prints a Markdown table, then where the CPU went: per I/O, the machine's busy
+// time (/proc/stat), the OSD's and rblkd's (/proc/PID/stat), and the rest (the
+// client process, the monitor, interrupts). Figures on a shared machine are
+// indicative only.
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RBD_DEFAULT_TIMEOUT_SECONDS } from '../target/backend/rbd/rbd-kind.js';
 import { startCephCluster, startRbdGateway, type CephCluster } from './ceph-cluster.js';
-import { rblkBench as cliBench } from './rblk-bench-cli.js';
+import { rblkBenchRun } from './rblk-bench-cli.js';
 
 const IMAGE_BYTES = 256 * 1024 * 1024;
 const USAGE = `usage: node dist/bench/rbd.js [--seconds N]
 
 Starts a throw-away Ceph cluster (one monitor, one memstore OSD), fills a
-256 MiB image, and runs 4 KiB random and 128 KiB sequential reads and writes at
+256 MiB image, writes 4 KiB at random over it until the OSD is in its steady
+state (unmeasured), and runs 4 KiB random and 128 KiB sequential reads and writes at
 QD32 with \`rbd bench\` (librbd directly) and with \`rblk bench\` through rblkd
 over tcp on the same image, with the target's native fast path and without
 (a second rblkd with fast_path off, on the same image). Both sides use the
@@ -59,7 +64,45 @@ const WORKLOADS: Workload[] = [
   { name: '128 KiB sequential write', rw: 'write', bs: 128 * 1024, pattern: 'seq' },
 ];
 
+const TICK_US = 1e6 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
+
+/** The machine's busy time so far, in clock ticks (/proc/stat: all but idle and iowait). */
+function machineBusy(): number {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  return f.reduce((a, b) => a + b, 0) - f[3] - f[4];
+}
+
+/** A process's user and system time so far, in clock ticks; 0 once it is gone. */
+function processTicks(pid: number): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return Number(f[11]) + Number(f[12]);
+  } catch {
+    return 0;
+  }
+}
+
+interface Cpu {
+  ops: number;
+  /** Per I/O, µs: the machine, then each of the watched processes. */
+  busyUs: number;
+  processUs: number[];
+}
+
+/** Runs `run` and charges the CPU it took, per operation, to the machine and to each of `pids`. */
+async function accounted(pids: number[], run: () => Promise<{ ops: number }>): Promise<Cpu> {
+  const busy0 = machineBusy();
+  const p0 = pids.map(processTicks);
+  const { ops } = await run();
+  const per = (ticks: number): number => (ticks * TICK_US) / Math.max(1, ops);
+  return { ops, busyUs: per(machineBusy() - busy0), processUs: pids.map((p, i) => per(processTicks(p) - p0[i])) };
+}
+
 async function rbdBench(c: CephCluster, w: Workload): Promise<number> {
+  return (await rbdBenchRun(c, w)).iops;
+}
+
+async function rbdBenchRun(c: CephCluster, w: Workload): Promise<{ iops: number; ops: number }> {
   // rbd bench runs a fixed total: about `seconds` worth at a rough rate, then its own ops/sec.
   const total = w.bs === 4096 ? 64 * 1024 * 1024 : IMAGE_BYTES;
   const out = (
@@ -69,7 +112,7 @@ async function rbdBench(c: CephCluster, w: Workload): Promise<number> {
   ).toString();
   const m = /elapsed:\s*([\d.]+)\s+ops:\s*(\d+)\s+ops\/sec:\s*([\d.]+)/.exec(out);
   if (m === null) throw new Error(`rbd bench printed no summary:\n${out}`);
-  return Number(m[3]);
+  return { iops: Number(m[3]), ops: Number(m[2]) };
 }
 
 async function main(): Promise<void> {
@@ -79,6 +122,12 @@ async function main(): Promise<void> {
   try {
     await c.createImage('bench', IMAGE_BYTES);
     await c.run('rbd', ['bench', '--io-type', 'write', '--io-size', '4M', '--io-threads', '16', '--io-pattern', 'seq', '--io-total', String(IMAGE_BYTES), `${c.pool}/bench`]);
+    // Then random 4 KiB writes until the OSD is in its steady state, unmeasured: memstore keeps an object
+    // as a list of the pieces written to it, and the first random-write passes over freshly filled objects
+    // run up to twice as fast as every later one (measured: 5076, 3660, 2465, 2414, 2205, 2484 writes/s in
+    // six 64 MiB passes of `rbd bench` in a row). Without this, whichever side runs first is measured
+    // on a faster OSD than the other.
+    await c.run('rbd', [...LIBRBD_SETTINGS, 'bench', '--io-type', 'write', '--io-size', '4096', '--io-threads', '32', '--io-pattern', 'rand', '--io-total', String(3 * 64 * 1024 * 1024), `${c.pool}/bench`]);
     // Two gateways on the image (one volume per image per rblkd): the target's
     // native fast path on, and off (`fast_path: off`), measured in the same run.
     const gateway = async (name: string, fastPath: boolean): Promise<number> => {
@@ -89,6 +138,8 @@ async function main(): Promise<void> {
       return g.port;
     };
     const port = await gateway('fast', true);
+    const osd = Number(execFileSync('pgrep', ['-f', `ceph-osd .*${c.conf}`]).toString().trim().split('\n')[0]);
+    const rblkd = daemons[0].pid ?? 0;
     const jsPort = await gateway('js', false);
     const rows: string[] = [
       `load average before: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`,
@@ -96,11 +147,29 @@ async function main(): Promise<void> {
       '| workload (QD32) | rbd bench IOPS, before / after | rblk on rbd IOPS, fast path | ratio to their mean | rblk on rbd IOPS, fast path off | ratio | rblk on a memory volume IOPS |',
       '|---|---|---|---|---|---|---|',
     ];
-    const rblkBench = (volume: string, w: Workload, at = port): Promise<number> => cliBench(at, volume, { ...w, seconds });
+    const rblkBench = async (volume: string, w: Workload, at = port): Promise<number> => (await rblkBenchRun(at, volume, { ...w, seconds })).iops;
+    const cpuRows: string[] = [
+      '| workload (QD32) | `rbd bench`: machine busy | its OSD | the rest (rbd bench, monitor, interrupts) | rblk on rbd: machine busy | its OSD | rblkd | the rest (the client, monitor, interrupts) |',
+      '|---|---|---|---|---|---|---|---|',
+    ];
+    const us = (x: number): string => x.toFixed(1);
     for (const w of WORKLOADS) {
       // The machine's load drifts (it is shared): a reference on either side of the rblk run.
-      const before = await rbdBench(c, w);
-      const ours = await rblkBench('bench', w);
+      let before = 0;
+      const refCpu = await accounted([osd], async () => {
+        const r = await rbdBenchRun(c, w);
+        before = r.iops;
+        return r;
+      });
+      let ours = 0;
+      const ourCpu = await accounted([osd, rblkd], async () => {
+        const r = await rblkBenchRun(port, 'bench', { ...w, seconds });
+        ours = r.iops;
+        return r;
+      });
+      cpuRows.push(
+        `| ${w.name} | ${us(refCpu.busyUs)} | ${us(refCpu.processUs[0])} | ${us(refCpu.busyUs - refCpu.processUs[0])} | ${us(ourCpu.busyUs)} | ${us(ourCpu.processUs[0])} | ${us(ourCpu.processUs[1])} | ${us(ourCpu.busyUs - ourCpu.processUs[0] - ourCpu.processUs[1])} |`,
+      );
       const js = await rblkBench('bench', w, jsPort);
       const after = await rbdBench(c, w);
       const ram = await rblkBench('ram', w);
@@ -110,7 +179,7 @@ async function main(): Promise<void> {
       );
       process.stderr.write(`${rows[rows.length - 1]}\n`);
     }
-    rows.push('', `load average after: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`);
+    rows.push('', `load average after: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`, '', 'CPU per I/O, µs (the fast-path run and the `rbd bench` run before it):', '', ...cpuRows);
     process.stdout.write(`${rows.join('\n')}\n`);
   } finally {
     for (const d of daemons) d.kill('SIGTERM');

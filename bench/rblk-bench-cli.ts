@@ -16,7 +16,12 @@ export interface CliBench {
 }
 
 /** IOPS of `rblk bench` against rblk://127.0.0.1:port/volume over tcp. */
-export function rblkBench(port: number, volume: string, w: CliBench): Promise<number> {
+export async function rblkBench(port: number, volume: string, w: CliBench): Promise<number> {
+  return (await rblkBenchRun(port, volume, w)).iops;
+}
+
+/** One `rblk bench` run: its IOPS and the operations it completed. */
+export function rblkBenchRun(port: number, volume: string, w: CliBench): Promise<{ iops: number; ops: number }> {
   const rblk = join(ROOT, 'dist', 'bin-src', 'rblk.js');
   const args = [rblk, 'bench', `rblk://127.0.0.1:${port}/${volume}`, '--provider', 'tcp', '--rw', w.rw, '--bs', String(w.bs), '--qd', String(w.qd ?? 32), '--pattern', w.pattern, '--runtime', `${w.seconds}s`, '--json', '--yes'];
   return new Promise((resolve, reject) => {
@@ -27,7 +32,10 @@ export function rblkBench(port: number, volume: string, w: CliBench): Promise<nu
     child.stderr.on('data', (b: Buffer) => (err += b.toString()));
     child.on('exit', (code) => {
       if (code !== 0) reject(new Error(`rblk ${args.slice(1).join(' ')} exited ${code}: ${err}`));
-      else resolve((JSON.parse(out) as { iops: number }).iops);
+      else {
+        const r = JSON.parse(out) as { iops: number; ops: number };
+        resolve({ iops: r.iops, ops: r.ops });
+      }
     });
   });
 }
