@@ -424,6 +424,8 @@ rbdTest('rbd fast path: a gateway fenced out of the cluster stops submitting nat
   const fence = await other.fenceGateway(1);
   t.is(fence.kind, 'fenced');
   await t.throwsAsync(early.write(8192, d(3)), { instanceOf: RblkError }, 'the blocklisted client refuses the write');
+  // librados tells the backend of the blocklist on its own (the image's watch), not with the failed write: waited for.
+  for (const guard = Date.now() + 60_000; !a.rbd.fenced && Date.now() < guard; ) await new Promise((r) => setTimeout(r, 20));
   t.true(a.rbd.fenced, 'the backend knows it is fenced');
   before = a.taken();
   await t.throwsAsync(early.write(8192, d(3)), { instanceOf: RblkError, message: /NOT READY/ }, 'fenced: refused through JavaScript');
