@@ -167,7 +167,8 @@ function when(s: Session, ok: () => boolean): Promise<number> {
 
 async function main(): Promise<void> {
   const a = parseArgs(process.argv.slice(2));
-  if (a.rbd && cephMissing() !== null) throw new Error(`--rbd: ${cephMissing()}`);
+  const missing = a.rbd ? cephMissing() : null;
+  if (missing !== null) throw new Error(`--rbd: ${missing}`);
   const dir = mkdtempSync(join(tmpdir(), 'rblk-failover-'));
   const ceph = a.rbd ? await startCephCluster() : null;
   if (ceph !== null) await ceph.createImage(IMAGE, SIZE);

@@ -2,7 +2,7 @@
 // goals: 4 KiB random at QD32 >= 0.8x, 128 KiB sequential >= 0.9x). Starts a
 // throw-away cluster (bench/ceph-cluster.ts: one memstore OSD, so the OSD's
 // own cost dominates and both sides share it), fills the image so that reads
-// hit written objects, brings the OSD to its steady state with random writes
+// hit written objects, takes the OSD past its fast first random-write passes
 // (unmeasured), then runs each workload with `rbd bench` and with
 // `rblk bench` through a real rblkd over the tcp provider, once with READ and
 // WRITE on the target's native fast path and once through JavaScript (a second
@@ -18,14 +18,14 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RBD_DEFAULT_TIMEOUT_SECONDS } from '../target/backend/rbd/rbd-kind.js';
 import { startCephCluster, startRbdGateway, type CephCluster } from './ceph-cluster.js';
-import { rblkBenchRun } from './rblk-bench-cli.js';
+import { rblkBench as cliBench, rblkBenchRun } from './rblk-bench-cli.js';
 
 const IMAGE_BYTES = 256 * 1024 * 1024;
 const USAGE = `usage: node dist/bench/rbd.js [--seconds N]
 
 Starts a throw-away Ceph cluster (one monitor, one memstore OSD), fills a
-256 MiB image, writes 4 KiB at random over it until the OSD is in its steady
-state (unmeasured), and runs 4 KiB random and 128 KiB sequential reads and writes at
+256 MiB image, writes 4 KiB at random over it until the OSD is past its fast
+first passes (unmeasured), and runs 4 KiB random and 128 KiB sequential reads and writes at
 QD32 with \`rbd bench\` (librbd directly) and with \`rblk bench\` through rblkd
 over tcp on the same image, with the target's native fast path and without
 (a second rblkd with fast_path off, on the same image). Both sides use the
@@ -83,23 +83,18 @@ function processTicks(pid: number): number {
 }
 
 interface Cpu {
-  ops: number;
   /** Per I/O, µs: the machine, then each of the watched processes. */
   busyUs: number;
   processUs: number[];
 }
 
 /** Runs `run` and charges the CPU it took, per operation, to the machine and to each of `pids`. */
-async function accounted(pids: number[], run: () => Promise<{ ops: number }>): Promise<Cpu> {
+async function accounted<R extends { ops: number }>(pids: number[], run: () => Promise<R>): Promise<R & { cpu: Cpu }> {
   const busy0 = machineBusy();
   const p0 = pids.map(processTicks);
-  const { ops } = await run();
-  const per = (ticks: number): number => (ticks * TICK_US) / Math.max(1, ops);
-  return { ops, busyUs: per(machineBusy() - busy0), processUs: pids.map((p, i) => per(processTicks(p) - p0[i])) };
-}
-
-async function rbdBench(c: CephCluster, w: Workload): Promise<number> {
-  return (await rbdBenchRun(c, w)).iops;
+  const r = await run();
+  const per = (ticks: number): number => (ticks * TICK_US) / Math.max(1, r.ops);
+  return { ...r, cpu: { busyUs: per(machineBusy() - busy0), processUs: pids.map((p, i) => per(processTicks(p) - p0[i])) } };
 }
 
 async function rbdBenchRun(c: CephCluster, w: Workload): Promise<{ iops: number; ops: number }> {
@@ -122,11 +117,11 @@ async function main(): Promise<void> {
   try {
     await c.createImage('bench', IMAGE_BYTES);
     await c.run('rbd', ['bench', '--io-type', 'write', '--io-size', '4M', '--io-threads', '16', '--io-pattern', 'seq', '--io-total', String(IMAGE_BYTES), `${c.pool}/bench`]);
-    // Then random 4 KiB writes until the OSD is in its steady state, unmeasured: memstore keeps an object
+    // Then random 4 KiB writes, unmeasured, until the OSD is past its fast first passes: memstore keeps an object
     // as a list of the pieces written to it, and the first random-write passes over freshly filled objects
     // run up to twice as fast as every later one (measured: 5076, 3660, 2465, 2414, 2205, 2484 writes/s in
     // six 64 MiB passes of `rbd bench` in a row). Without this, whichever side runs first is measured
-    // on a faster OSD than the other.
+    // on a faster OSD than the other. It still drifts after this, less: hence a reference on either side.
     await c.run('rbd', [...LIBRBD_SETTINGS, 'bench', '--io-type', 'write', '--io-size', '4096', '--io-threads', '32', '--io-pattern', 'rand', '--io-total', String(3 * 64 * 1024 * 1024), `${c.pool}/bench`]);
     // Two gateways on the image (one volume per image per rblkd): the target's
     // native fast path on, and off (`fast_path: off`), measured in the same run.
@@ -147,7 +142,7 @@ async function main(): Promise<void> {
       '| workload (QD32) | rbd bench IOPS, before / after | rblk on rbd IOPS, fast path | ratio to their mean | rblk on rbd IOPS, fast path off | ratio | rblk on a memory volume IOPS |',
       '|---|---|---|---|---|---|---|',
     ];
-    const rblkBench = async (volume: string, w: Workload, at = port): Promise<number> => (await rblkBenchRun(at, volume, { ...w, seconds })).iops;
+    const rblkBench = (volume: string, w: Workload, at = port): Promise<number> => cliBench(at, volume, { ...w, seconds });
     const cpuRows: string[] = [
       '| workload (QD32) | `rbd bench`: machine busy | its OSD | the rest (rbd bench, monitor, interrupts) | rblk on rbd: machine busy | its OSD | rblkd | the rest (the client, monitor, interrupts) |',
       '|---|---|---|---|---|---|---|---|',
@@ -155,23 +150,13 @@ async function main(): Promise<void> {
     const us = (x: number): string => x.toFixed(1);
     for (const w of WORKLOADS) {
       // The machine's load drifts (it is shared): a reference on either side of the rblk run.
-      let before = 0;
-      const refCpu = await accounted([osd], async () => {
-        const r = await rbdBenchRun(c, w);
-        before = r.iops;
-        return r;
-      });
-      let ours = 0;
-      const ourCpu = await accounted([osd, rblkd], async () => {
-        const r = await rblkBenchRun(port, 'bench', { ...w, seconds });
-        ours = r.iops;
-        return r;
-      });
+      const { iops: before, cpu: refCpu } = await accounted([osd], () => rbdBenchRun(c, w));
+      const { iops: ours, cpu: ourCpu } = await accounted([osd, rblkd], () => rblkBenchRun(port, 'bench', { ...w, seconds }));
       cpuRows.push(
         `| ${w.name} | ${us(refCpu.busyUs)} | ${us(refCpu.processUs[0])} | ${us(refCpu.busyUs - refCpu.processUs[0])} | ${us(ourCpu.busyUs)} | ${us(ourCpu.processUs[0])} | ${us(ourCpu.processUs[1])} | ${us(ourCpu.busyUs - ourCpu.processUs[0] - ourCpu.processUs[1])} |`,
       );
       const js = await rblkBench('bench', w, jsPort);
-      const after = await rbdBench(c, w);
+      const after = (await rbdBenchRun(c, w)).iops;
       const ram = await rblkBench('ram', w);
       const ref = (before + after) / 2;
       rows.push(
