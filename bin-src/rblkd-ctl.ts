@@ -66,7 +66,8 @@ function text(verb: ControlCommand, result: unknown): string {
       return `${lines.join('\n')}\n`;
     }
     case 'sessions': {
-      const rows = (result as SessionInfo[]).map((s) => [
+      const sessions = result as SessionInfo[];
+      const rows = sessions.map((s) => [
         s.id,
         s.initiator ?? '-',
         s.peer,
@@ -76,10 +77,14 @@ function text(verb: ControlCommand, result: unknown): string {
         String(s.ops),
         bytes(s.readBytes),
         bytes(s.writeBytes),
+        s.native.active ? (s.native.reactor !== null ? `yes (reactor ${s.native.reactor})` : 'yes') : 'no',
+        String(s.native.commands),
         s.loggedInAt ?? s.since,
       ]);
       if (rows.length === 0) return 'no sessions\n';
-      return table([['ID', 'INITIATOR', 'PEER', 'PROVIDER', 'CREDITS', 'IN-FLIGHT', 'COMMANDS', 'READ', 'WRITTEN', 'SINCE'], ...rows]);
+      // Why a session (or one of its LUNs) is not served natively, under the table.
+      const why = sessions.filter((s) => s.native.reason !== null).map((s) => `${s.id}: not native: ${s.native.reason}`);
+      return table([['ID', 'INITIATOR', 'PEER', 'PROVIDER', 'CREDITS', 'IN-FLIGHT', 'COMMANDS', 'READ', 'WRITTEN', 'NATIVE', 'NATIVE-CMDS', 'SINCE'], ...rows]) + why.map((l) => `${l}\n`).join('');
     }
     case 'volumes': {
       const vols = result as { name: string; lun: number; size: number; backend: string; path: string | null; engine: string | null; readOnly: boolean; counters: Counters }[];

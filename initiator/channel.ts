@@ -80,7 +80,6 @@ export class Channel {
   private inflight = 0;
   private lastActive = Date.now();
   private readonly resets = new Map<number, Promise<boolean>>();
-  private readonly buffers = new Set<RegisteredBuffer>();
   private keepAlive: NodeJS.Timeout | null = null;
   private probing = false;
   private reconnecting = false;
@@ -162,8 +161,8 @@ export class Channel {
     this.current = null;
     this.lost.reject(new TransportError(`connection closed: ${reason}`));
     this.resets.clear();
-    // Registered buffers stay findable, so I/O through them fails CONNECTION_LOST
-    // instead of quietly taking the copying path; their owner releases them.
+    // Registered buffers are the session's: their registration here went with
+    // the connection, and the next one registers them again on first use.
     if (this.closing) return;
     const reconnect = conn.logoutReason === null || !NO_RECONNECT.has(conn.logoutReason);
     this.host.channelDown(this, reason, reconnect);
@@ -225,21 +224,6 @@ export class Channel {
     if (this.isUp) this.host.channelUp(this);
   }
 
-  /** Memory registered on this connection for zero-copy I/O. */
-  register(size: number): RegisteredBuffer {
-    const conn = this.current;
-    if (conn === null || conn.isClosed) throw new TransportError('the connection is down');
-    const b = new RegisteredBuffer(
-      conn.register(size),
-      size,
-      this.index,
-      () => this.current === conn && !conn.isClosed,
-      (gone) => this.buffers.delete(gone),
-    );
-    this.buffers.add(b);
-    return b;
-  }
-
   /** A pool chunk, unless the connection dies first (a closed pool never hands one out). */
   private async fromPool(conn: Connection, length: number, lost: Promise<never>): Promise<IoBuffer> {
     let gone = false;
@@ -285,13 +269,13 @@ export class Channel {
           dataOut = pooled;
         }
       } else if (out?.kind === 'registered') {
-        dataOut = out.buffer.view(out.offset, out.length);
+        dataOut = out.buffer.view(conn, out.offset, out.length);
       }
       if (into?.kind === 'bytes' && into.into.length > 0) {
         pooled = await this.fromPool(conn, into.into.length, lost);
         dataIn = pooled;
       } else if (into?.kind === 'registered') {
-        dataIn = into.buffer.view(into.offset, into.length);
+        dataIn = into.buffer.view(conn, into.offset, into.length);
       }
       // A pool chunk is registered memory too: the native queue takes it as it takes the caller's (sendFast).
       const io = pooled !== null && req.rw !== undefined && conn.hasFastPath ? queueAddressOf(pooled) : null;
@@ -334,7 +318,7 @@ export class Channel {
   private sendFast(conn: Connection, req: ScsiRequest, att: Attempt): Promise<ScsiResponse> | null {
     const data = req.rw!.write ? req.dataOut : req.dataIn;
     if (data?.kind !== 'registered') return null;
-    const at = data.buffer.remoteAt(data.offset);
+    const at = data.buffer.remoteAt(conn, data.offset);
     if (at === null) return null;
     return this.viaQueue(conn, req, at, data.length, att, true);
   }
@@ -559,7 +543,6 @@ export class Channel {
     this.keepAlive = null;
     const conn = this.current;
     if (conn !== null) await conn.logout();
-    for (const b of [...this.buffers]) b.release();
   }
 }
 

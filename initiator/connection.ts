@@ -30,7 +30,7 @@ import {
 } from '../protocol/wire/index.js';
 import { QueueResult, SUBMISSION_WORDS, SUBMIT_FUA, SUBMIT_WRITE, type InitiatorQueue } from '../native/initiator-queue.js';
 import { connectFailureText } from './host-lookup.js';
-import type { InitiatorConnection, InitiatorTransport, IoBuffer } from './transport/transport.js';
+import type { InitiatorConnection, InitiatorTransport, IoBuffer, SessionMemory } from './transport/transport.js';
 
 export interface LoginOptions {
   address: string;
@@ -509,6 +509,9 @@ export class Connection {
   private onFastComplete(n: number): void {
     const q = this.queue;
     if (q === null) return;
+    // Answers the native queue took are heard too: the keep-alive's starving
+    // check must see them (docs/architecture.md "What the control plane sees of native work").
+    this.lastHeard = Date.now();
     const c = q.completions;
     for (let i = 0; i < n; i++) {
       const slot = c[3 * i];
@@ -568,8 +571,10 @@ export class Connection {
     return this.conn.allocate(length);
   }
 
-  register(size: number): IoBuffer {
-    return this.conn.register(size);
+  /** Registers the session's memory on this connection (InitiatorConnection.register). */
+  register(memory: SessionMemory): IoBuffer {
+    if (this.closed) throw new TransportError(`connection closed: ${this.closeReason}`);
+    return this.conn.register(memory);
   }
 
   private failAll(e: Error): void {

@@ -18,7 +18,9 @@ export type RblkErrorCode =
   | 'TIMEOUT'
   | 'ABORTED'
   | 'LOGIN_FAILED'
-  | 'AUTH_FAILED';
+  | 'AUTH_FAILED'
+  /** I/O through a registered buffer (or a view of one) after its release(). */
+  | 'BUFFER_RELEASED';
 
 export interface RblkErrorDetails {
   /** SCSI status of the command that failed (SAM-5 5.3.1), when a command failed. */

@@ -1,10 +1,11 @@
-// Zero-copy I/O memory: a region registered once on one of the session's
-// connections (docs/architecture.md "Memory"). A read or write whose buffer lies in such
+// Zero-copy I/O memory: the session's, registered once on each connection
+// that carries its I/O (docs/architecture.md "Memory outlives connections"). A read or write whose buffer lies in such
 // a region is sent with a descriptor naming it, so the target RDMA-writes or
 // -reads the caller's bytes directly; nothing is copied through the I/O pool.
 import type { DataDescriptor } from '../protocol/wire/index.js';
-import { TransportError, type QueueAddressWords } from './connection.js';
-import type { IoBuffer } from './transport/transport.js';
+import { RblkError } from './errors.js';
+import { TransportError, type Connection, type QueueAddressWords } from './connection.js';
+import type { IoBuffer, SessionMemory } from './transport/transport.js';
 
 /**
  * Finds the registered buffer a Buffer view lies in (any subarray of one
@@ -54,73 +55,96 @@ export function queueAddressOf(io: IoBuffer): QueueAddressWords | null {
  * Memory from `session.allocate()`. Pass `buffer` (or any subarray of it) to
  * `volume.read()` / `volume.write()` for zero-copy I/O.
  *
- * The registration belongs to one connection of the session. When that
- * connection is lost, the region is deregistered with it (on libfabric the
- * memory is unmapped and `buffer` reads as empty): `valid` turns false, and
- * I/O through it, or through any view of it, fails with CONNECTION_LOST
- * (never a zero-length success). Data read into it is only as lasting as the
- * connection: copy out what must outlive it. Allocate again after the session
- * reconnects.
+ * The memory belongs to the session, not to a connection (docs/architecture.md
+ * "Memory outlives connections"): it is registered on each connection that
+ * carries I/O through it, the first time it does, so a command lost with one
+ * connection is reissued on the next (or on another path) like any other, and
+ * the caller's bytes are never detached or emptied while the caller holds
+ * them. Only `release()` (or `session.close()`) gives the memory up; I/O through
+ * it, or any view of it, then fails BUFFER_RELEASED, never as a zero-length
+ * success.
  */
 export class RegisteredBuffer {
   /** The registered bytes. */
   readonly buffer: Buffer;
   readonly length: number;
-  #io: IoBuffer | null;
-  /** buffer[0]'s remote address and key as u32 halves, for the native queue (null: not one region). */
-  readonly #remote: QueueAddressWords | null;
-  readonly #connectionAlive: () => boolean;
+  #memory: SessionMemory | null;
+  /** Its registration on each connection that has carried its I/O; a closed connection's is dropped. */
+  readonly #on = new Map<Connection, { io: IoBuffer; remote: QueueAddressWords | null }>();
   readonly #onRelease: (b: RegisteredBuffer) => void;
 
   /** @internal Built by Session.allocate. */
-  constructor(io: IoBuffer, length: number, readonly channel: number, connectionAlive: () => boolean, onRelease: (b: RegisteredBuffer) => void) {
-    this.#io = io;
+  constructor(memory: SessionMemory, length: number, onRelease: (b: RegisteredBuffer) => void) {
+    this.#memory = memory;
     this.length = length;
-    this.buffer = io.buffer.subarray(0, length);
-    this.#connectionAlive = connectionAlive;
+    this.buffer = memory.buffer.subarray(0, length);
     this.#onRelease = onRelease;
-    this.#remote = queueAddressOf(io);
     byMemory.set(this.buffer.buffer, this);
   }
 
+  /** False once released. */
+  get valid(): boolean {
+    return this.#memory !== null;
+  }
+
+  /** Connections that hold a registration of it now (tests, stats). */
+  get registrations(): number {
+    this.#prune();
+    return this.#on.size;
+  }
+
+  /** @internal Its registration on `conn`, made on first use there. Throws BUFFER_RELEASED once released. */
+  #registrationOn(conn: Connection): { io: IoBuffer; remote: QueueAddressWords | null } {
+    let r = this.#on.get(conn);
+    if (r !== undefined) return r;
+    const memory = this.#memory;
+    if (memory === null) throw new RblkError('BUFFER_RELEASED', 'the registered buffer was released');
+    // Registrations of connections that have ended went with their domains: forget them.
+    this.#prune();
+    const io = conn.register(memory);
+    r = { io, remote: queueAddressOf(io) };
+    this.#on.set(conn, r);
+    return r;
+  }
+
+  #prune(): void {
+    for (const [c, r] of this.#on) {
+      if (!c.isClosed) continue;
+      this.#on.delete(c);
+      r.io.release();
+    }
+  }
+
   /**
-   * @internal The remote address of buffer[offset] and the key, as u32 halves
-   * (the native queue's submission words), or null when released or not one region.
+   * @internal The remote address of buffer[offset] on `conn` and its key, as
+   * u32 halves (the native queue's submission words), or null when not one region.
    */
-  remoteAt(offset: number): QueueAddressWords | null {
-    const r = this.#remote;
-    if (r === null || this.#io === null) return null;
+  remoteAt(conn: Connection, offset: number): QueueAddressWords | null {
+    const r = this.#registrationOn(conn).remote;
+    if (r === null) return null;
     const lo = r.addressLo + offset;
     return { addressHi: (r.addressHi + Math.floor(lo / 0x100000000)) >>> 0, addressLo: lo >>> 0, keyHi: r.keyHi, keyLo: r.keyLo };
   }
 
-  /** False once released or once its connection is gone. */
-  get valid(): boolean {
-    return this.#io !== null && this.#connectionAlive();
-  }
-
-  /** @internal The descriptors for [offset, offset + length) of the buffer. */
-  segments(offset: number, length: number): DataDescriptor[] {
-    if (this.#io === null) throw new RangeError('the registered buffer was released');
-    return this.#io.segments(offset, length);
-  }
-
-  /** @internal An IoBuffer for one command over part of this region. */
-  view(offset: number, length: number): IoBuffer {
+  /** @internal An IoBuffer for one command over part of this memory, as `conn` names it to the target. */
+  view(conn: Connection, offset: number, length: number): IoBuffer {
+    const { io } = this.#registrationOn(conn);
     return {
       buffer: this.buffer.subarray(offset, offset + length),
-      segments: (o = 0, l = length - o) => this.segments(offset + o, l),
+      segments: (o = 0, l = length - o) => io.segments(offset + o, l),
       release: () => undefined,
     };
   }
 
-  /** Deregisters the memory. Do not use `buffer` afterwards. */
+  /** Deregisters the memory everywhere and frees it. Do not use `buffer` afterwards: it reads as empty. */
   release(): void {
-    const io = this.#io;
-    if (io === null) return;
-    this.#io = null;
+    const memory = this.#memory;
+    if (memory === null) return;
+    this.#memory = null;
     this.#onRelease(this);
-    io.release();
+    for (const r of this.#on.values()) r.io.release();
+    this.#on.clear();
+    memory.free();
   }
 
   /**

@@ -12,7 +12,7 @@ import { listLuns, probeLun, type VolumeInfo } from './discovery.js';
 import { errorForStatus, RblkError } from './errors.js';
 import type { ResolvedOptions } from './options.js';
 import { aluaOf, identify, identityMismatch, Path, type PathIdentity, type PathInfo } from './paths.js';
-import type { RegisteredBuffer } from './registered-buffer.js';
+import { RegisteredBuffer } from './registered-buffer.js';
 import { registeredOf, type ScsiRequest, type ScsiResponse } from './scsi-request.js';
 import { FabricInitiatorTransport } from './transport/fabric-transport.js';
 import type { InitiatorTransport } from './transport/transport.js';
@@ -115,6 +115,8 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
   private readonly idle: (() => void)[] = [];
   private closing: Promise<void> | null = null;
   private next = 0;
+  /** Zero-copy memory handed out by allocate() and not yet released: the session's, across its connections. */
+  private readonly buffers = new Set<RegisteredBuffer>();
   private knownMaxTransfer: number;
   private readonly watchers = new Map<number, Set<AttentionListener>>();
   /** One per gateway (options.paths); a single-path session has one, verified from the start. */
@@ -444,13 +446,9 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
       x.reject(new RblkError('CONNECTION_LOST', `${x.req.what}: the session is closed`));
       return;
     }
-    const reg = registeredOf(x.req);
-    if (reg !== undefined) {
-      if (!reg.valid) {
-        x.reject(new RblkError('CONNECTION_LOST', `${x.req.what}: the registered buffer is no longer valid (released, or its connection was lost); allocate a new one`));
-        return;
-      }
-      this.attempt(this.channels[reg.channel], x).catch((e: unknown) => x.reject(e instanceof Error ? e : new Error(String(e))));
+    // A registered buffer released while its command waited or was being reissued: nothing to carry.
+    if (registeredOf(x.req)?.valid === false) {
+      x.reject(new RblkError('BUFFER_RELEASED', `${x.req.what}: the registered buffer was released; allocate a new one`));
       return;
     }
     const ch = this.pick(x.route);
@@ -490,8 +488,6 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
       else if (att.timedOut) x.reject(this.timeout(what, 'its connection was dropped to recover'));
       else if (att.sent && !x.req.idempotent)
         x.reject(new RblkError('CONNECTION_LOST', `${what}: the connection was lost with the command outstanding; it is not reissued because it is not idempotent`, { cause: e }));
-      else if (registeredOf(x.req) !== undefined)
-        x.reject(new RblkError('CONNECTION_LOST', `${what}: the connection its registered buffer belongs to was lost`, { cause: e }));
       else {
         if (att.sent && att.conn !== undefined) (x.lost ??= []).push({ sessionId: att.conn.sessionId, path: ch.pathIndex });
         this.dispatch(x);
@@ -646,9 +642,21 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
   allocate(size: number): RegisteredBuffer {
     if (!Number.isSafeInteger(size) || size <= 0) throw new RangeError(`allocate(${size}): the size must be a positive integer`);
     if (this.closing) throw new RblkError('CONNECTION_LOST', 'allocate: the session is closed');
+    const b = new RegisteredBuffer(this.transport.memory(size), size, (gone) => this.buffers.delete(gone));
+    this.buffers.add(b);
+    // Registered on a connection that is up now, so a failure to register (memory
+    // limits, RLIMIT_MEMLOCK) shows here rather than on the first I/O.
     const ch = this.pick();
-    if (ch === undefined) throw new RblkError('CONNECTION_LOST', `allocate: no connection to ${this.where()} is up`);
-    return ch.register(size);
+    const conn = ch?.connection;
+    if (conn != null && !conn.isClosed) {
+      try {
+        b.remoteAt(conn, 0);
+      } catch (e) {
+        b.release();
+        throw e;
+      }
+    }
+    return b;
   }
 
   /**
@@ -665,6 +673,7 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
       for (const x of this.waiting.splice(0)) x.reject(new RblkError('CONNECTION_LOST', `${x.req.what}: the session was closed`));
       if (this.active > 0) await new Promise<void>((r) => this.idle.push(r));
       await Promise.all(this.channels.map((ch) => ch.close()));
+      for (const b of [...this.buffers]) b.release();
       this.setState('closed');
     })();
     return this.closing;

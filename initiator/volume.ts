@@ -179,18 +179,15 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
   }
 
   /**
-   * Memory released with its connection reads as empty, so without this a
-   * read into it or a write from it would be a zero-length success: the
-   * caller's bytes silently not written (docs/initiator.md "Two data paths").
+   * A released registered buffer reads as empty, so without this a read into
+   * it or a write from it would be a zero-length success: the caller's bytes
+   * silently not written (docs/initiator.md "Two data paths").
    */
   private live(op: string, offset: number, buf: Buffer, reg: { registered: RegisteredBuffer } | undefined): void {
     if (reg === undefined || reg.registered.valid) return;
     // A detached view has lost its length too: name the registration's.
     const length = buf.length > 0 ? buf.length : reg.registered.length;
-    throw new RblkError(
-      'CONNECTION_LOST',
-      `${this.what(op, offset, length)}: the registered buffer is no longer valid (released, or its connection was lost); allocate a new one`,
-    );
+    throw new RblkError('BUFFER_RELEASED', `${this.what(op, offset, length)}: the registered buffer was released; allocate a new one`);
   }
 
   private pieces(length: number, max: number): Piece[] {
@@ -265,7 +262,7 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
 
   /**
    * Registered memory from the session (session.allocate()) for zero-copy
-   * I/O; it lives only as long as its connection (see RegisteredBuffer).
+   * I/O; it lives until released, across reconnects (see RegisteredBuffer).
    */
   allocate(length: number): RegisteredBuffer {
     return this.#session.allocate(length);

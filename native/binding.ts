@@ -82,8 +82,23 @@ export interface NativeMemoryRegion {
 }
 
 export interface NativeMemoryRegionCtor {
-  /** remoteAccess adds FI_REMOTE_READ | FI_REMOTE_WRITE; endpoint binds under FI_MR_ENDPOINT. */
-  new (domain: NativeDomain, size: number, remoteAccess: boolean, endpoint: NativeEndpoint | null): NativeMemoryRegion;
+  /**
+   * remoteAccess adds FI_REMOTE_READ | FI_REMOTE_WRITE; endpoint binds under FI_MR_ENDPOINT.
+   * Given Pages instead of a size, registers those: the region then has no view of
+   * its own (buffer is empty) and its close leaves the pages' view alone.
+   */
+  new (domain: NativeDomain, memory: number | NativePages, remoteAccess: boolean, endpoint: NativeEndpoint | null): NativeMemoryRegion;
+}
+
+/** Page-aligned memory of no domain, registered on as many as need it (native/src/memory-region.h). */
+export interface NativePages {
+  /** The pages; detached (length 0) after free(). */
+  readonly buffer: Buffer;
+  free(): void;
+}
+
+export interface NativePagesCtor {
+  new (size: number): NativePages;
 }
 
 /** One connection-manager event from an event queue. */
@@ -142,6 +157,12 @@ export interface NativeEndpoint {
   poll(): void;
   /** Spin on the CQ for up to this many µs before sleeping on the fd (0: off, the default). */
   setBusyPoll(microseconds: number): void;
+  /**
+   * Messages and remote CQ data received so far, whichever consumer took them
+   * (JS, the fast path, the initiator queue): the liveness clock's reading
+   * (docs/architecture.md "What the control plane sees of native work").
+   */
+  received(): number;
   /** fi_shutdown + close of ep, cq, eq; returns the contexts of operations that never completed. */
   close(): number[];
 }
@@ -369,6 +390,7 @@ export interface NativeAddon {
   decodeFastCommand(capsule: Buffer, maxCapsule: number, maxTransfer: number, maxImmediate: number): NativeFastDecode | null;
   Domain: NativeDomainCtor;
   MemoryRegion: NativeMemoryRegionCtor;
+  Pages: NativePagesCtor;
   Listener: NativeListenerCtor;
   Endpoint: NativeEndpointCtor;
   constants: NativeConstants;

@@ -14,6 +14,7 @@ import {
   type NativeIov,
   type NativeListener,
   type NativeMemoryRegion,
+  type NativePages,
   type NativeRmaIov,
   type MrModeRequest,
   type ProviderInfo,
@@ -137,16 +138,19 @@ export class Domain {
   /**
    * Allocates page-aligned memory and registers it once. remote: peers may
    * RDMA-read and -write it (an initiator's I/O pool); otherwise local only.
+   * Given Pages, registers those instead: the region's buffer is the pages'
+   * view, and closing the region leaves that view alone (docs/architecture.md
+   * "Memory outlives connections").
    */
-  register(size: number, opts: { remote?: boolean; endpoint?: Endpoint } = {}): MemoryRegion {
+  register(memory: number | Pages, opts: { remote?: boolean; endpoint?: Endpoint } = {}): MemoryRegion {
     this.checkOpen('fi_mr_reg');
     let native: NativeMemoryRegion;
     try {
-      native = new (addon().MemoryRegion)(this.native, size, opts.remote ?? false, opts.endpoint?.native ?? null);
+      native = new (addon().MemoryRegion)(this.native, typeof memory === 'number' ? memory : memory.native, opts.remote ?? false, opts.endpoint?.native ?? null);
     } catch (e) {
       throw FabricError.from(e);
     }
-    const mr = new MemoryRegion(native, () => this.children.delete(mr));
+    const mr = new MemoryRegion(native, () => this.children.delete(mr), typeof memory === 'number' ? undefined : memory.buffer);
     this.children.add(mr);
     return mr;
   }
@@ -221,13 +225,13 @@ export class MemoryRegion {
   private idle: (() => void) | null = null;
   private closing: Promise<void> | null = null;
 
-  /** @internal */
-  constructor(native: NativeMemoryRegion, private readonly onClose: () => void) {
+  /** @internal view: the registered Pages' buffer, for a region over Pages. */
+  constructor(native: NativeMemoryRegion, private readonly onClose: () => void, view?: Buffer) {
     this.native = native;
     this.size = native.size;
     this.key = native.key;
     this.remoteBase = native.remoteBase;
-    this.buf = native.buffer;
+    this.buf = view ?? native.buffer;
   }
 
   get buffer(): Buffer {
@@ -278,6 +282,45 @@ export class MemoryRegion {
       this.onClose();
     })();
     return this.closing;
+  }
+}
+
+/**
+ * Page-aligned memory that belongs to no domain: registered on each domain
+ * that carries its I/O (Domain.register(pages)), so it outlives any one
+ * connection (docs/architecture.md "Memory outlives connections"). The pages
+ * are unmapped once free() has been called, every registration is closed and
+ * no operation uses them.
+ */
+export class Pages {
+  readonly native: NativePages;
+  readonly size: number;
+  #buffer: Buffer;
+
+  constructor(size: number) {
+    try {
+      this.native = new (addon().Pages)(size);
+    } catch (e) {
+      throw FabricError.from(e);
+    }
+    this.size = size;
+    this.#buffer = this.native.buffer;
+  }
+
+  /** The memory; empty after free(). */
+  get buffer(): Buffer {
+    return this.#buffer;
+  }
+
+  get isFreed(): boolean {
+    return this.#buffer.length === 0;
+  }
+
+  /** Detaches every view of the pages (they read as empty afterwards). Close their registrations too. */
+  free(): void {
+    if (this.isFreed) return;
+    this.native.free();
+    this.#buffer = Buffer.alloc(0);
   }
 }
 
@@ -571,6 +614,15 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   get info(): ProviderInfo {
     return this.domain.info;
+  }
+
+  /**
+   * Messages and remote CQ data received so far, whoever consumed them: JS,
+   * the target's fast path or the initiator's native queue. Liveness reads it
+   * on its timer (docs/architecture.md "What the control plane sees of native work").
+   */
+  get received(): number {
+    return this.native.received();
   }
 
   /** @internal Runs connect or accept, then waits for FI_CONNECTED. */

@@ -58,9 +58,10 @@ export class LoopMemory {
   readonly buffer: Buffer;
   private closed = false;
 
-  constructor(size: number, opts: { remote?: boolean } = {}) {
+  /** Given a Buffer, registers that memory (as a second domain would register the same pages) instead of new memory. */
+  constructor(size: number | Buffer, opts: { remote?: boolean } = {}) {
     this.key = nextKey++;
-    this.buffer = pageAligned(size);
+    this.buffer = typeof size === 'number' ? pageAligned(size) : size;
     regions.set(this.key, { buffer: this.buffer, remote: opts.remote ?? false });
   }
 

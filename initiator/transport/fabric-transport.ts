@@ -2,10 +2,10 @@
 // a remote-accessible I/O pool the target RDMA-reads and -writes, and receive
 // buffers for the target's answers posted before fi_connect.
 import { connectDataBuffer, ConnectKind, decodeConnectData, type ConnectAcceptData, type DataDescriptor } from '../../protocol/wire/index.js';
-import { Domain, FabricError, Pool, type Endpoint, type MemoryRegion, type Slice } from '../../native/fabric.js';
+import { Domain, FabricError, Pages, Pool, type Endpoint, type MemoryRegion, type Slice } from '../../native/fabric.js';
 import { InitiatorQueue, type InitiatorQueueOptions } from '../../native/initiator-queue.js';
 import { MemoryReleased } from '../registered-buffer.js';
-import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer } from './transport.js';
+import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, SessionMemory } from './transport.js';
 import { checkAcceptVersion, negotiateVersion } from './version.js';
 
 function ioBuffer(slice: Slice, release: () => void): IoBuffer {
@@ -81,8 +81,10 @@ class FabricInitiatorConnection implements InitiatorConnection {
     });
   }
 
-  register(size: number): IoBuffer {
-    const mr = this.domain.register(size, { remote: true });
+  register(memory: SessionMemory): IoBuffer {
+    if (!(memory instanceof Pages)) throw new TypeError('register: the memory must come from this transport (memory())');
+    const size = memory.size;
+    const mr = this.domain.register(memory, { remote: true });
     // release() is synchronous and has nobody to tell: a region that will not deregister stays registered.
     return ioBuffer(mr.slice(0, size), () => void mr.close().catch(() => undefined));
   }
@@ -117,6 +119,10 @@ class FabricInitiatorConnection implements InitiatorConnection {
 
 export class FabricInitiatorTransport implements InitiatorTransport {
   readonly name = 'fabric' as const;
+
+  memory(size: number): SessionMemory {
+    return new Pages(size);
+  }
 
   connect(opts: ConnectOptions): Promise<InitiatorConnection> {
     return negotiateVersion(opts.protocolVersion, (version) => this.attempt(opts, version));

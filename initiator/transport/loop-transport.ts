@@ -2,8 +2,9 @@
 // contract as the fabric transport, over native/loop-fabric.ts.
 import { connectDataBuffer, ConnectKind, decodeConnectData, type ConnectAcceptData, type DataDescriptor } from '../../protocol/wire/index.js';
 import { FabricError } from '../../native/fabric-error.js';
-import { LoopChunkPool, loopConnect, LoopMemory, type LoopEnd } from '../../native/loop-fabric.js';
-import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer } from './transport.js';
+import { LoopChunkPool, loopConnect, LoopMemory, pageAligned, type LoopEnd } from '../../native/loop-fabric.js';
+import { MemoryReleased } from '../registered-buffer.js';
+import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, SessionMemory } from './transport.js';
 import { checkAcceptVersion, negotiateVersion } from './version.js';
 
 function ioBuffer(memory: LoopMemory, offset: number, length: number, release: () => void): IoBuffer {
@@ -24,6 +25,8 @@ class LoopInitiatorConnection implements InitiatorConnection {
   /** The loop target never sends remote CQ data. */
   onRemoteData: ((data: number) => void) | null = null;
   private closed = false;
+  /** Zero-copy registrations, ended with the connection. */
+  private readonly registered = new Set<LoopMemory>();
 
   constructor(
     readonly version: number,
@@ -50,15 +53,23 @@ class LoopInitiatorConnection implements InitiatorConnection {
     });
   }
 
-  register(size: number): IoBuffer {
-    const mem = new LoopMemory(size, { remote: true });
-    return ioBuffer(mem, 0, size, () => mem.close());
+  register(memory: SessionMemory): IoBuffer {
+    if (this.closed) throw new MemoryReleased('the connection is closed');
+    const mem = new LoopMemory(memory.buffer, { remote: true });
+    // As a domain's close deregisters its regions, the connection's end ends this registration.
+    this.registered.add(mem);
+    return ioBuffer(mem, 0, memory.buffer.length, () => {
+      this.registered.delete(mem);
+      mem.close();
+    });
   }
 
   private finish(reason: string): void {
     if (this.closed) return;
     this.closed = true;
     this.pool.close();
+    for (const mem of this.registered) mem.close();
+    this.registered.clear();
     this.onClose?.(reason);
   }
 
@@ -70,6 +81,19 @@ class LoopInitiatorConnection implements InitiatorConnection {
 
 export class LoopInitiatorTransport implements InitiatorTransport {
   readonly name = 'loop' as const;
+
+  memory(size: number): SessionMemory {
+    // WebAssembly memory cannot be detached: free() only stops handing out the view.
+    let buffer = pageAligned(size);
+    return {
+      get buffer() {
+        return buffer;
+      },
+      free: () => {
+        buffer = Buffer.alloc(0);
+      },
+    };
+  }
 
   connect(opts: ConnectOptions): Promise<InitiatorConnection> {
     return negotiateVersion(opts.protocolVersion, (version) => this.attempt(opts, version));

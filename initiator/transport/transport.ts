@@ -34,8 +34,13 @@ export interface InitiatorConnection {
    * busy. Rejects with MemoryReleased (a TransportError) once the pool is closed.
    */
   allocate(length: number): Promise<IoBuffer>;
-  /** A dedicated remote-accessible region the caller owns (zero-copy user buffers). */
-  register(size: number): IoBuffer;
+  /**
+   * Registers the session's memory (transport.memory()) on this connection for
+   * remote access: a user's zero-copy buffer. The registration ends with the
+   * connection (or release()); the memory and its views stay the session's
+   * (docs/architecture.md "Memory outlives connections").
+   */
+  register(memory: SessionMemory): IoBuffer;
   /**
    * The native command queue for READ and WRITE on registered memory
    * (native/initiator-queue.ts), where the transport has one; it shares the
@@ -65,4 +70,14 @@ export interface ConnectOptions {
 export interface InitiatorTransport {
   readonly name: 'fabric' | 'loop';
   connect(opts: ConnectOptions): Promise<InitiatorConnection>;
+  /** Page-aligned memory of no connection, for zero-copy buffers that every connection registers (InitiatorConnection.register). */
+  memory(size: number): SessionMemory;
+}
+
+/** Memory a session owns across its connections; each connection that carries its I/O registers it. */
+export interface SessionMemory {
+  /** The bytes; empty once freed. */
+  readonly buffer: Buffer;
+  /** Detaches every view; registrations still open keep the pages until they close. */
+  free(): void;
 }

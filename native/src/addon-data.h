@@ -13,6 +13,7 @@ namespace rblk {
 struct AddonData {
   Napi::FunctionReference domain;
   Napi::FunctionReference memory_region;
+  Napi::FunctionReference pages;
   Napi::FunctionReference listener;
   Napi::FunctionReference endpoint;
   Napi::FunctionReference reactors;

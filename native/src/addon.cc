@@ -118,11 +118,14 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   Napi::Function endpoint = Endpoint::Init(env);
   data->domain = Napi::Persistent(domain);
   data->memory_region = Napi::Persistent(mr);
+  Napi::Function pages = Pages::Init(env);
+  data->pages = Napi::Persistent(pages);
   data->listener = Napi::Persistent(listener);
   data->endpoint = Napi::Persistent(endpoint);
   env.SetInstanceData(data);
   exports.Set("Domain", domain);
   exports.Set("MemoryRegion", mr);
+  exports.Set("Pages", pages);
   exports.Set("Listener", listener);
   exports.Set("Endpoint", endpoint);
   exports.Set("FastPath", FastPath::Init(env));

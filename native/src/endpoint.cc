@@ -37,6 +37,7 @@ Napi::Function Endpoint::Init(Napi::Env env) {
                       InstanceMethod<&Endpoint::Recv>("recv"), InstanceMethod<&Endpoint::Rma>("rma"),
                       InstanceMethod<&Endpoint::Atomic>("atomic"), InstanceMethod<&Endpoint::Poll>("poll"),
                       InstanceMethod<&Endpoint::SetBusyPoll>("setBusyPoll"),
+                      InstanceMethod<&Endpoint::Received>("received"),
                       InstanceMethod<&Endpoint::Close>("close")});
 }
 
@@ -325,6 +326,7 @@ size_t Endpoint::DrainCq() {
             // A peer's fi_writedata: (kRemoteData, the data's low 32 bits, the
             // receive it consumed or kRemoteData). Only under FI_RX_CQ_DATA is
             // op_context one of ours.
+            received_.fetch_add(1, std::memory_order_relaxed);
             auto* op = rx_cq_data_ ? static_cast<OpRecord*>(entries[i].op_context) : nullptr;
             if (op != nullptr && !op->in_use) op = nullptr;
             // One of the initiator queue's reads: it reposts the receive, if one was taken.
@@ -335,6 +337,7 @@ size_t Endpoint::DrainCq() {
           }
           auto* op = static_cast<OpRecord*>(entries[i].op_context);
           if (op == nullptr || !op->in_use) continue;
+          if (op->recv_buf != nullptr) received_.fetch_add(1, std::memory_order_relaxed);
           if (op->fast) {
             if (fast_ != nullptr) fast_->OnOpDone(op, 0);
             else FreeOp(op);
@@ -827,6 +830,11 @@ Napi::Value Endpoint::SetBusyPoll(const Napi::CallbackInfo& info) {
   uint32_t us = ToU32(info.Env(), info[0], "setBusyPoll", "microseconds");
   busy_poll_ns_ = static_cast<uint64_t>(us) * 1000;
   return info.Env().Undefined();
+}
+
+Napi::Value Endpoint::Received(const Napi::CallbackInfo& info) {
+  // A double holds it exactly up to 2^53 messages.
+  return Napi::Number::New(info.Env(), static_cast<double>(received_.load(std::memory_order_relaxed)));
 }
 
 Napi::Value Endpoint::Poll(const Napi::CallbackInfo& info) {

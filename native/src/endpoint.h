@@ -9,6 +9,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -77,6 +78,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   Napi::Value Atomic(const Napi::CallbackInfo& info);
   Napi::Value Poll(const Napi::CallbackInfo& info);
   Napi::Value SetBusyPoll(const Napi::CallbackInfo& info);
+  Napi::Value Received(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 
   friend class FastPath;
@@ -112,6 +114,13 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   bool draining_ = false;
   uint64_t busy_poll_ns_ = 0;
   bool rx_cq_data_ = false;  // remote CQ data consumes a posted receive (FI_RX_CQ_DATA)  // 0: wait on the fd only (the default)
+
+  // Every message and remote CQ data that arrived, whichever consumer took it
+  // (JS, the fast path, the initiator queue): the control plane's liveness
+  // clock reads it on its timer, so natively served commands count as heard
+  // without a per-I/O crossing (docs/architecture.md "What the control plane
+  // sees of native work"). Bumped under lock_, read from the JS thread without it.
+  std::atomic<uint64_t> received_{0};
 
   std::vector<OpRecord*> ops_;       // every record ever made (owned)
   std::vector<OpRecord*> free_ops_;  // reusable records

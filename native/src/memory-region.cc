@@ -31,23 +31,83 @@ MemoryRegion* MemoryRegion::FromValue(Napi::Env env, Napi::Value v, const char* 
   return mr;
 }
 
-// new MemoryRegion(domain, size, remoteAccess, endpoint|null)
+namespace {
+// Page-aligned anonymous memory of `info[1]` bytes, with one reference.
+Memory* MapPages(Napi::Env env, const Napi::Value& v, const char* op, size_t* size) {
+  if (!v.IsNumber()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, op, "size must be a number");
+  double want = v.As<Napi::Number>().DoubleValue();
+  if (!(want >= 1 && want <= (1ull << 40)) || want != static_cast<double>(static_cast<uint64_t>(want)))
+    throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, op, "size must be an integer from 1 byte to 1 TiB");
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  *size = static_cast<size_t>(want);
+  size_t mapped = (*size + page - 1) / page * page;
+  void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) throw MakeError(env, errno, "mmap", false);
+  return new Memory{base, mapped, 1};
+}
+
+// A Buffer over the pages that holds its own reference to them.
+Napi::Buffer<uint8_t> ViewOf(Napi::Env env, Memory* mem, size_t size) {
+  mem->Retain();
+  return Napi::Buffer<uint8_t>::New(env, static_cast<uint8_t*>(mem->base), size, [mem](Napi::Env, uint8_t*) { mem->Release(); });
+}
+}  // namespace
+
+Napi::Function Pages::Init(Napi::Env env) {
+  return DefineClass(env, "Pages", {InstanceAccessor<&Pages::Buffer>("buffer"), InstanceMethod<&Pages::Free>("free")});
+}
+
+// new Pages(size)
+Pages::Pages(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Pages>(info) {
+  memory_ = MapPages(info.Env(), info[0], "mmap", &size_);
+  buffer_ref_ = Napi::Persistent(ViewOf(info.Env(), memory_, size_));
+}
+
+Pages::~Pages() { Drop(); }
+
+void Pages::Drop() {
+  if (memory_ != nullptr) {
+    memory_->Release();
+    memory_ = nullptr;
+  }
+  buffer_ref_.Reset();
+}
+
+Napi::Value Pages::Buffer(const Napi::CallbackInfo& info) {
+  if (buffer_ref_.IsEmpty()) return Napi::Buffer<uint8_t>::New(info.Env(), 0);
+  return buffer_ref_.Value();
+}
+
+// Detaches the view (it reads as empty afterwards) and gives up this object's
+// reference; registrations and in-flight operations keep theirs until they end.
+Napi::Value Pages::Free(const Napi::CallbackInfo& info) {
+  if (!buffer_ref_.IsEmpty()) {
+    Napi::ArrayBuffer ab = buffer_ref_.Value().ArrayBuffer();
+    if (!ab.IsDetached()) ab.Detach();
+  }
+  Drop();
+  return info.Env().Undefined();
+}
+
+// new MemoryRegion(domain, size | pages, remoteAccess, endpoint|null). Given
+// Pages, it registers those (they outlive the registration, and its close
+// leaves their view alone); given a size, it maps its own.
 MemoryRegion::MemoryRegion(const Napi::CallbackInfo& info) : Napi::ObjectWrap<MemoryRegion>(info) {
   Napi::Env env = info.Env();
   Domain* domain = UnwrapAs<Domain>(env, info[0], &AddonData::domain, "Domain", "fi_mr_reg");
   domain->CheckOpen(env, "fi_mr_reg");
-  if (!info[1].IsNumber()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "fi_mr_reg", "size must be a number");
-  double want = info[1].As<Napi::Number>().DoubleValue();
-  if (!(want >= 1 && want <= (1ull << 40)) || want != static_cast<double>(static_cast<uint64_t>(want)))
-    throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "fi_mr_reg", "size must be an integer from 1 byte to 1 TiB");
   bool remote = info[2].IsBoolean() && info[2].As<Napi::Boolean>().Value();
-
-  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  size_ = static_cast<size_t>(want);
-  size_t mapped = (size_ + page - 1) / page * page;
-  void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) throw MakeError(env, errno, "mmap", false);
-  memory_ = new Memory{base, mapped, 1};
+  bool own = !info[1].IsObject();
+  if (own) {
+    memory_ = MapPages(env, info[1], "fi_mr_reg", &size_);
+  } else {
+    Pages* pages = UnwrapAs<Pages>(env, info[1], &AddonData::pages, "Pages", "fi_mr_reg");
+    if (pages->memory() == nullptr) throw MakeUsageError(env, "ERR_CLOSED", EBADF, "fi_mr_reg", "the pages were freed");
+    memory_ = pages->memory();
+    memory_->Retain();
+    size_ = pages->size();
+  }
+  void* base = memory_->base;
 
   // Local access always; remote read/write only for an initiator's I/O pool
   // (the target's pool is local-only, so no peer can RDMA into target memory).
@@ -78,12 +138,8 @@ MemoryRegion::MemoryRegion(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Me
   remote_base_ = (domain->mr_mode() & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(base) : 0;
   domain_ref_ = Napi::Persistent(info[0].As<Napi::Object>());
 
-  // The Buffer holds its own reference to the pages.
-  memory_->Retain();
-  Memory* mem = memory_;
-  Napi::Buffer<uint8_t> buf = Napi::Buffer<uint8_t>::New(env, static_cast<uint8_t*>(base), size_,
-                                                          [mem](Napi::Env, uint8_t*) { mem->Release(); });
-  buffer_ref_ = Napi::Persistent(buf);
+  // A region's own pages get a view here; registered Pages keep theirs.
+  if (own) buffer_ref_ = Napi::Persistent(ViewOf(env, memory_, size_));
 }
 
 MemoryRegion::~MemoryRegion() { Deregister(); }

@@ -22,6 +22,30 @@ struct Memory {
   void Release();
 };
 
+// Pages that belong to no domain: a session's zero-copy buffer, registered
+// again on each connection that carries its I/O (docs/architecture.md
+// "Memory outlives connections"). A registration holds the pages as a
+// MemoryRegion does, but never detaches the view: only Free() does, when
+// the owner gives the memory up.
+class Pages : public Napi::ObjectWrap<Pages> {
+ public:
+  static Napi::Function Init(Napi::Env env);
+  explicit Pages(const Napi::CallbackInfo& info);
+  ~Pages() override;
+  // Null once freed.
+  Memory* memory() const { return memory_; }
+  size_t size() const { return size_; }
+
+ private:
+  Napi::Value Buffer(const Napi::CallbackInfo& info);
+  Napi::Value Free(const Napi::CallbackInfo& info);
+  void Drop();
+
+  Memory* memory_ = nullptr;
+  size_t size_ = 0;
+  Napi::Reference<Napi::Buffer<uint8_t>> buffer_ref_;
+};
+
 class MemoryRegion : public Napi::ObjectWrap<MemoryRegion> {
  public:
   static Napi::Function Init(Napi::Env env);

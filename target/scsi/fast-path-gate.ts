@@ -63,18 +63,20 @@ export class FastPathGate {
     return Promise.all([...this.#bindings].map((b) => b.idle())).then(() => undefined);
   }
 
-  #decide(b: FastPathBinding): void {
+  /** Why this nexus's commands on the LU cannot run natively now, or null when they can (`rblkd ctl sessions`). */
+  blocker(nexusKey: string): string | null {
     const { lu } = this;
     const r = lu.reservations;
-    const ok =
-      this.#holds === 0 &&
-      r.current &&
-      r.reservation === undefined &&
-      r.registrants.length === 0 &&
-      r.legacyHolder === undefined &&
-      (lu.portGroups?.mediaAccess ?? true) &&
-      lu.attentions.pending(b.nexusKey).length === 0;
-    if (ok) b.allow();
+    if (this.#holds > 0) return 'held for a command that needs the LU to itself, task management or a capacity change';
+    if (!r.current) return 'the reservation state is being read again';
+    if (r.reservation !== undefined || r.registrants.length > 0 || r.legacyHolder !== undefined) return 'a reservation or registration is in place';
+    if (!(lu.portGroups?.mediaAccess ?? true)) return 'its target port group refuses media access';
+    if (lu.attentions.pending(nexusKey).length > 0) return 'a unit attention is pending';
+    return null;
+  }
+
+  #decide(b: FastPathBinding): void {
+    if (this.blocker(b.nexusKey) === null) b.allow();
     else b.revoke();
   }
 }

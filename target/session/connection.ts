@@ -39,7 +39,7 @@ import { errorText } from '../error-text.js';
 import { backendFailure, IO_CLASSES, LATENCY_BUCKETS_S, NO_RESIDUALS, ScsiRequest, SessionIo, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { ConnectionFastPath, DataBuffer, FastPathStats, TargetConnection } from '../transport/transport.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
-import { requestScopes, withMeta, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type ConnectionFactory, type SessionInfo, type TargetLogger } from './environment.js';
+import { noNative, requestScopes, withMeta, type LogoutKind, type MappedLun, type NativeInfo, type ServedConnection, type ConnectionEnvironment, type ConnectionFactory, type SessionInfo, type TargetLogger } from './environment.js';
 
 /**
  * Session ids (LOGIN_RSP) count up from a random start, so that an id an
@@ -106,6 +106,10 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
   private fast: ConnectionFastPath | null = null;
   /** Per mapped LUN: leaves the LU's fast-path gate. */
   private readonly fastBindings = new Map<number, () => void>();
+  /** Why this connection has no fast path at all (null while it has one, or before login). */
+  private fastOff: string | null = null;
+  /** What the fast path answered GOOD on this connection, for `rblkd ctl sessions`. */
+  private readonly nativeIo = { readBytes: 0, writeBytes: 0 };
   /** Per LUN the fast path has served: its last collect, and the collector's removal. */
   private readonly fastCollectors = new Map<number, () => void>();
   /** takeCounts' scratch: six totals and two histograms. */
@@ -170,9 +174,42 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
       readBytes: this.io.readBytes,
       writeBytes: this.io.writeBytes,
       errors: this.io.errors,
+      native: this.nativeInfo(),
       since: this.since.toISOString(),
       loggedInAt: this.loggedInAt?.toISOString() ?? null,
     };
+  }
+
+  /** Whether the fast path serves this connection, why not where it does not, and what it did. */
+  private nativeInfo(): NativeInfo {
+    const fast = this.fast;
+    if (fast === null) return noNative(this.fastOff ?? (this.nexus === null ? 'not logged in' : 'no fast path'));
+    const stats = fast.stats;
+    const why: string[] = [];
+    let served = 0;
+    for (const [lun, { lu }] of this.luns) {
+      const reason = this.fastBlocker(lu);
+      if (reason === null) served++;
+      else why.push(`LUN ${lun} (${lu.name}): ${reason}`);
+    }
+    if (this.luns.size === 0) why.push('no LUN mapped');
+    return {
+      active: served > 0,
+      reason: why.length > 0 ? why.join('; ') : null,
+      reactor: stats.reactor >= 0 ? stats.reactor : null,
+      commands: stats.taken,
+      readBytes: this.nativeIo.readBytes,
+      writeBytes: this.nativeIo.writeBytes,
+    };
+  }
+
+  /** Why this LUN's READs and WRITEs go to JavaScript now, or null when they run natively (the conditions of bindFastPath's allow and the LU's gate). */
+  private fastBlocker(lu: LogicalUnit): string | null {
+    const target = lu.backend.fastPathTarget;
+    if (target === undefined) return 'its backend has no native path';
+    if (target === null) return 'its backend cannot take native I/O now (fenced, or being reopened)';
+    if (this.draining || this.state === 'closing' || this.state === 'closed') return 'the connection is ending';
+    return this.nexus === null ? 'not logged in' : lu.fastPath.blocker(nexusKey(this.nexus));
   }
 
   get initiator(): string | null {
@@ -377,7 +414,14 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
   }
 
   private startFastPath(rsp: LoginResponse): void {
-    if (this.env.fastPath === false || this.conn.startFastPath === undefined) return;
+    if (this.env.fastPath === false) {
+      this.fastOff = 'fast_path is off in the configuration';
+      return;
+    }
+    if (this.conn.startFastPath === undefined) {
+      this.fastOff = `the ${this.conn.provider} transport has no fast path`;
+      return;
+    }
     try {
       this.fast = this.conn.startFastPath({
         credits: rsp.credits,
@@ -391,6 +435,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     } catch (e) {
       // Everything still works without it, through JavaScript.
       this.log.warn(`no native fast path for this session: ${errorText(e)}`);
+      this.fastOff = `the fast path could not start: ${errorText(e)}`;
       this.fast = null;
     }
     if (this.fast === null) return;
@@ -466,6 +511,8 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
       lu.stats.recordBatch(d === 0 ? IO_CLASS_READ : IO_CLASS_WRITE, ops, out[3 * d + 1]!, 0, out[3 * d + 2]!, out.subarray(6 + d * nb, 6 + (d + 1) * nb));
     }
     this.io.recordBatch(out[0]! + out[3]!, out[1]!, out[4]!);
+    this.nativeIo.readBytes += out[1]!;
+    this.nativeIo.writeBytes += out[4]!;
   }
 
   private unbindFastPath(): void {
@@ -518,8 +565,18 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
   private startKeepAlive(): void {
     const ka = this.env.limits.keepAliveMs;
     if (ka <= 0) return;
-    // §13: silence for 2 × keepAliveMs ends the connection.
+    // §13: silence for 2 × keepAliveMs ends the connection. Capsules the
+    // native fast path served never reach onCapsule; the transport's count
+    // of everything received does see them, so a connection busy only with
+    // native commands is heard (docs/architecture.md "What the control plane
+    // sees of native work").
+    let received = this.conn.received;
     this.timer = setInterval(() => {
+      const now = this.conn.received;
+      if (now !== received) {
+        received = now;
+        this.lastHeard = Date.now();
+      }
       if (Date.now() - this.lastHeard > 2 * ka) {
         this.log.warn(`no capsule for ${Date.now() - this.lastHeard} ms: the initiator is gone`);
         this.detach(this.logoutAndEnd(LogoutReason.INACTIVE, 'keep-alive timeout'), 'keep-alive timeout');
@@ -860,7 +917,9 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     }
     if (this.nexus) this.env.scsi.logout(this.nexus);
     this.outstanding.clear();
-    this.log.info(`session ended: ${why}`, this.meta());
+    // Counts include what the fast path served (finishFastCounts above).
+    const { ops, readBytes, writeBytes, errors } = this.io;
+    this.log.info(`session ended: ${why}`, { ...this.meta(), commands: ops, readBytes, writeBytes, errors, nativeCommands: this.fast?.stats.taken ?? 0 });
     this.resolveClosed();
     this.onEnd?.(this);
   }

@@ -127,9 +127,30 @@ export interface SessionInfo {
   readonly readBytes: number;
   readonly writeBytes: number;
   readonly errors: number;
+  /** What the native fast path does for this connection (docs/target.md "Fast path"). */
+  readonly native: NativeInfo;
   /** When the connection was accepted, ISO 8601. */
   readonly since: string;
   readonly loggedInAt: string | null;
+}
+
+/** A connection's native fast path as `rblkd ctl sessions` shows it. */
+export interface NativeInfo {
+  /** Whether at least one of its LUNs is served natively now. */
+  readonly active: boolean;
+  /** Why not (or, when active, why some LUN is not): null when every LUN is. */
+  readonly reason: string | null;
+  /** The reactor thread serving it, or null: the JS thread, or no fast path. */
+  readonly reactor: number | null;
+  /** Commands the fast path took, and the bytes of those it answered GOOD. */
+  readonly commands: number;
+  readonly readBytes: number;
+  readonly writeBytes: number;
+}
+
+/** What a front end without a fast path reports. */
+export function noNative(reason: string): NativeInfo {
+  return { active: false, reason, reactor: null, commands: 0, readBytes: 0, writeBytes: 0 };
 }
 
 /** One logged-in connection as the server and the daemon see it (a "session" to them), whichever front end runs it. */

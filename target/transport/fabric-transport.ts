@@ -83,6 +83,10 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
     return this.ep.domain.provider;
   }
 
+  get received(): number {
+    return this.ep.received;
+  }
+
   private receive(slice: Slice, length: number): void {
     try {
       this.#onCapsule?.(slice.buffer.subarray(0, length));

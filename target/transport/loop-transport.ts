@@ -25,6 +25,8 @@ class LoopConnection implements TargetConnection {
   readonly remoteData = false;
   onCapsule: ((capsule: Buffer) => void) | null = null;
   onClose: ((reason: string) => void) | null = null;
+  /** Every capsule reaches onCapsule here: the loop has no fast path. */
+  received = 0;
   private closed = false;
 
   constructor(
@@ -43,6 +45,7 @@ class LoopConnection implements TargetConnection {
         void this.close(`a ${msg.length}-byte capsule overran the ${this.maxCapsule}-byte receive buffer`);
         return;
       }
+      this.received++;
       this.onCapsule?.(msg);
     };
     end.onClose = (reason) => this.finish(reason);

@@ -100,6 +100,12 @@ export interface TargetConnection<B extends DataBuffer = DataBuffer> {
   /** Called once when the connection ends, whoever ended it. */
   onClose: ((reason: string) => void) | null;
   /**
+   * Capsules received so far, including those the native fast path served
+   * without onCapsule: what the connection's liveness clock reads
+   * (docs/architecture.md "What the control plane sees of native work").
+   */
+  readonly received: number;
+  /**
    * Called once, synchronously, the moment the transport learns the connection
    * is gone, before it releases anything (onClose may come turns later): the
    * session fences what of it is still in a backend before other connections'

@@ -7,7 +7,7 @@
 import test from 'ava';
 import { connect, RblkError } from '../../initiator/index.js';
 import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
-import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer } from '../../initiator/transport/transport.js';
+import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, SessionMemory } from '../../initiator/transport/transport.js';
 import { decodeCapsule, Opcode } from '../../protocol/wire/index.js';
 import { pattern, startServer, until } from './helpers/target.js';
 
@@ -77,8 +77,8 @@ class LateAnswerConnection implements InitiatorConnection {
   allocate(length: number): Promise<IoBuffer> {
     return this.inner.allocate(length);
   }
-  register(size: number): IoBuffer {
-    return this.inner.register(size);
+  register(memory: SessionMemory): IoBuffer {
+    return this.inner.register(memory);
   }
   close(): Promise<void> {
     return this.inner.close();
@@ -89,6 +89,10 @@ class LateAnswerTransport implements InitiatorTransport {
   readonly name = 'fabric' as const;
   armed = false;
   readonly #inner = new FabricInitiatorTransport();
+
+  memory(size: number): SessionMemory {
+    return this.#inner.memory(size);
+  }
 
   async connect(opts: ConnectOptions): Promise<InitiatorConnection> {
     return new LateAnswerConnection(await this.#inner.connect(opts), this);
@@ -126,7 +130,7 @@ for (const provider of PROVIDERS) {
     t.deepEqual(states.slice(0, 2), ['reconnecting', 'connected'], 'the connection was lost and came back');
   });
 
-  test.serial(`${provider}: I/O through a RegisteredBuffer whose connection was lost fails CONNECTION_LOST, never a zero-length success`, async (t) => {
+  test.serial(`${provider}: a RegisteredBuffer outlives its connection (its bytes stay, its views carry I/O after the reconnect); once released, I/O through it fails BUFFER_RELEASED, never a zero-length success`, async (t) => {
     const target = await startServer(provider, [{ name: 'vol0', lun: 0 }]);
     const s = await connect(target.options({ reconnect: { initialDelayMs: 10, maxDelayMs: 50 } }));
     t.teardown(async () => {
@@ -139,15 +143,25 @@ for (const provider of PROVIDERS) {
     reg.buffer.set(pattern(16384, 6));
     const view = reg.buffer.subarray(4096, 8192);
 
-    for (const ts of target.server.sessions) await ts.logout();
-    await until(() => !reg.valid && s.state === 'connected', 'the session to reconnect');
-    t.is(reg.buffer.length, 0, 'libfabric detached the memory with its connection');
-    const message = /: the registered buffer is no longer valid \(released, or its connection was lost\); allocate a new one$/;
+    const first = [...target.server.sessions];
+    for (const ts of first) await ts.logout();
+    await until(() => s.state === 'connected' && [...target.server.sessions].some((x) => !first.includes(x)), 'the session to reconnect');
+    t.true(reg.valid, 'the buffer is the session\'s, not its connection\'s');
+    t.true(reg.buffer.equals(pattern(16384, 6)), 'the caller\'s bytes were not detached or emptied');
+    t.true(view.equals(pattern(16384, 6).subarray(4096, 8192)), 'nor were a view\'s');
+    await vol.write(0, reg);
+    t.true((await vol.read(0, 16384)).equals(pattern(16384, 6)), 'the whole buffer was written on the new connection');
+    view.fill(0);
+    await vol.read(4096, view);
+    t.true(view.equals(pattern(16384, 6).subarray(4096, 8192)), 'a view was read into on the new connection');
+
+    reg.release();
+    t.is(reg.buffer.length, 0, 'release() detached the memory');
+    const message = /: the registered buffer was released; allocate a new one$/;
     for (const io of [vol.write(0, reg), vol.write(4096, view), vol.read(0, reg), vol.read(4096, view)]) {
       const e = await t.throwsAsync(io, { instanceOf: RblkError, message });
-      t.is(e?.code, 'CONNECTION_LOST');
+      t.is(e?.code, 'BUFFER_RELEASED');
     }
-    t.true((await vol.read(0, 16384)).equals(pattern(16384, 5)), 'nothing was written');
-    reg.release();
+    t.true((await vol.read(0, 16384)).equals(pattern(16384, 6)), 'nothing was written after the release');
   });
 }

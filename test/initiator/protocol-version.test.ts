@@ -5,7 +5,7 @@
 import test from 'ava';
 import { Connection, type LoginOptions } from '../../initiator/connection.js';
 import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
-import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer } from '../../initiator/transport/transport.js';
+import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, SessionMemory } from '../../initiator/transport/transport.js';
 import { Domain, FabricError } from '../../native/fabric.js';
 import { read, testUnitReady, write } from '../../protocol/scsi/cdb.js';
 import { connectDataBuffer, ConnectKind, ConnectRejectReason, decodeCapsule, decodeConnectData, Opcode, PROTOCOL_VERSION } from '../../protocol/wire/index.js';
@@ -23,6 +23,10 @@ class Counting implements InitiatorTransport {
   readonly versionsAsked: number[] = [];
   readonly #inner = new FabricInitiatorTransport();
 
+  memory(size: number): SessionMemory {
+    return this.#inner.memory(size);
+  }
+
   async connect(opts: ConnectOptions): Promise<InitiatorConnection> {
     const inner = await this.#inner.connect(opts);
     const outer: InitiatorConnection = {
@@ -34,7 +38,7 @@ class Counting implements InitiatorTransport {
       onRemoteData: null,
       send: (c: Buffer) => inner.send(c),
       allocate: (n: number): Promise<IoBuffer> => inner.allocate(n),
-      register: (n: number): IoBuffer => inner.register(n),
+      register: (m: SessionMemory): IoBuffer => inner.register(m),
       close: () => inner.close(),
     };
     inner.onCapsule = (c) => {

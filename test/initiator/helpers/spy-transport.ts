@@ -3,7 +3,7 @@
 // right after a given capsule has gone out, or make a connection a black hole
 // (a target that stopped answering without the connection dropping).
 import { decodeCapsule, type Capsule } from '../../../protocol/wire/index.js';
-import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer } from '../../../initiator/transport/transport.js';
+import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, SessionMemory } from '../../../initiator/transport/transport.js';
 
 export class SpyConnection implements InitiatorConnection {
   readonly sent: Capsule[] = [];
@@ -57,8 +57,8 @@ export class SpyConnection implements InitiatorConnection {
   allocate(length: number): Promise<IoBuffer> {
     return this.inner.allocate(length);
   }
-  register(size: number): IoBuffer {
-    return this.inner.register(size);
+  register(memory: SessionMemory): IoBuffer {
+    return this.inner.register(memory);
   }
   close(): Promise<void> {
     // Severed: the initiator's close does not reach the target (closeInner does).
@@ -97,6 +97,10 @@ export class SpyTransport implements InitiatorTransport {
 
   get name(): InitiatorTransport['name'] {
     return this.inner.name;
+  }
+
+  memory(size: number): SessionMemory {
+    return this.inner.memory(size);
   }
 
   async connect(opts: ConnectOptions): Promise<InitiatorConnection> {
