@@ -109,6 +109,9 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
   #state: SessionState = 'connecting';
   private readonly channels: Channel[];
   private readonly dead = new Set<Channel>();
+  /** Channels lost and not yet back: their return counts as a reconnect. */
+  private readonly wentDown = new Set<Channel>();
+  #reconnects = 0;
   private waiting: Exchange[] = [];
   private lossTimer: NodeJS.Timeout | null = null;
   private active = 0;
@@ -330,9 +333,15 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
     return this.waiting.length > 0 || this.#state === 'reconnecting';
   }
 
+  /** Connections re-established after a loss since connect(): 0 when nothing was lost. */
+  get reconnects(): number {
+    return this.#reconnects;
+  }
+
   /** @internal */
   channelUp(ch: Channel): void {
     this.dead.delete(ch);
+    if (this.wentDown.delete(ch)) this.#reconnects++;
     if (this.closing) return;
     this.noteLimits();
     if (this.lossTimer) clearTimeout(this.lossTimer);
@@ -348,6 +357,7 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
   /** @internal */
   channelDown(ch: Channel, reason: string, reconnecting: boolean): void {
     if (this.closing) return;
+    this.wentDown.add(ch);
     const path = this.pathList[ch.pathIndex];
     path.lastReason = reason;
     if (this.multipath && !path.up) path.verified = false;

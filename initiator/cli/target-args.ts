@@ -134,6 +134,8 @@ export async function withVolume<T>(url: string, a: ConnectionArgs, fn: (vol: Vo
       return await fn(vol, session);
     } finally {
       vol.close();
+      // Reconnects are ridden out, commands reissued (docs/initiator.md "Reconnecting and the loss timeout"); say how many there were.
+      if (session.reconnects > 0) process.stderr.write(`rblk: the session reconnected ${session.reconnects} time(s) and reissued what was in flight\n`);
     }
   } finally {
     await session.close();

@@ -126,7 +126,7 @@ test('bench prints a readable report without --json; --bs must be whole blocks',
     new RegExp(
       `^scratch: rand read, bs 8 KiB, qd 2, \\d+\\.\\d\\d s\\n {2}ops: {9}128 {2}\\(\\d+ IOPS, ${n} MiB/s\\)\\n` +
         ` {2}latency: {5}min ${n} {2}mean ${n} {2}stdev ${n} {2}max ${n} {2}\\(µs\\)\\n` +
-        ` {2}percentiles: p1 ${n} {2}p5 ${n} {2}p10 ${n} {2}p50 ${n} {2}p90 ${n} {2}p95 ${n} {2}p99 ${n} {2}p99\\.9 ${n} {2}p99\\.99 ${n} {2}\\(µs\\)\\n$`,
+        ` {2}percentiles: p1 ${n} {2}p5 ${n} {2}p10 ${n} {2}p50 ${n} {2}p90 ${n} {2}p95 ${n} {2}p99 ${n} {2}p99\\.9 ${n} {2}p99\\.99 ${n} {2}\\(µs\\)\\n {2}reconnects: {2}0\\n$`,
     ),
   );
   const odd = await rblk(['bench', tp.url('scratch'), '--bs', '1000', '--runtime', '1s']);

@@ -32,12 +32,13 @@ function opsLine(s: OpStats): string {
   return `${s.ops}  (${Math.round(s.iops)} IOPS, ${formatRate(s.bandwidth)})`;
 }
 
-function report(name: string, plan: BenchPlan, r: BenchResult): string {
+function report(name: string, plan: BenchPlan, r: BenchResult, reconnects: number): string {
   const head = `${name}: ${plan.pattern} ${plan.rw}${plan.rw === 'mixed' ? ` (${plan.readPercent}% reads)` : ''}, bs ${formatBytes(plan.blockSize)}, qd ${plan.queueDepth}, ${(r.elapsedMs / 1000).toFixed(2)} s${r.interrupted ? ' (interrupted)' : ''}\n`;
   const rows: Array<[string, string]> = [
     ['ops', opsLine(r)],
     ['latency', latencyLine(r)],
     ['percentiles', percentileLine(r)],
+    ['reconnects', String(reconnects)],
   ];
   if (r.read !== undefined && r.write !== undefined) {
     for (const [name, st] of [['read', r.read], ['write', r.write]] as const) {
@@ -111,8 +112,8 @@ export function benchCommand<T>(y: Argv<T>): Argv<T> {
           const registered: RegisteredBuffer[] = [];
           let buffers: Buffer[];
           if (a['zero-copy']) {
-            // A registration belongs to one connection (allocate() takes them in turn), and
-            // commands on it go there: one per connection spreads the workers over all of them.
+            // One buffer per connection, as the pooled path has one pool per connection;
+            // each is registered on whichever connection carries its commands.
             const lanes = session.connections.length;
             const perLane = Math.ceil(a.qd / lanes);
             for (let c = 0; c < lanes; c++) registered.push(session.allocate(perLane * bs));
@@ -148,7 +149,7 @@ export function benchCommand<T>(y: Argv<T>): Argv<T> {
                     },
                   }),
             });
-            return { plan, result, name: vol.name };
+            return { plan, result, name: vol.name, reconnects: session.reconnects };
           } finally {
             process.off('SIGINT', onSigint);
             bar?.clear();
@@ -171,11 +172,12 @@ export function benchCommand<T>(y: Argv<T>): Argv<T> {
             length: plan.range.length,
             seed: plan.seed,
             zeroCopy: a['zero-copy'],
+            reconnects: out.reconnects,
             ...result,
           }),
         );
       } else {
-        process.stdout.write(report(out.name, plan, result));
+        process.stdout.write(report(out.name, plan, result, out.reconnects));
       }
       // The partial result is out; the status says the run was cut short (128 + SIGINT).
       if (result.interrupted) throw new QuietExit(EXIT_SIGINT, 'interrupted by SIGINT');
