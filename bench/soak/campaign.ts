@@ -8,8 +8,9 @@ import { killRestart } from './kill-restart.js';
 import { nftAvailable } from './nft.js';
 import { partitions } from './partition.js';
 import { newRow, type SoakRow } from './report.js';
+import { sustained } from './sustained.js';
 
-export const SCENARIOS = ['kill-library', 'kill-nbd', 'kill-ext4', 'fuzz', 'partition', 'churn', 'backing'] as const;
+export const SCENARIOS = ['sustained', 'kill-library', 'kill-nbd', 'kill-ext4', 'fuzz', 'partition', 'churn', 'backing'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface SoakArgs {
@@ -24,12 +25,14 @@ export interface SoakArgs {
   rawTcp: number;
   partitionMs: number[];
   only: Scenario[];
+  /** Seconds of nothing-killed I/O per reactor setting (sustained.ts). */
+  sustainS: number;
 }
 
-export const FULL: Omit<SoakArgs, 'only'> = { kills: 20, fuzz: 1_000_000, fuzzBudgetS: 900, providers: ['tcp', 'sockets'], churn: 10_000, idle: 1000, rawTcp: 100, partitionMs: [2000, 15_000] };
-export const QUICK: Omit<SoakArgs, 'only'> = { kills: 3, fuzz: 20_000, fuzzBudgetS: 120, providers: ['tcp', 'sockets'], churn: 500, idle: 50, rawTcp: 10, partitionMs: [2000] };
+export const FULL: Omit<SoakArgs, 'only'> = { sustainS: 300, kills: 20, fuzz: 1_000_000, fuzzBudgetS: 900, providers: ['tcp', 'sockets'], churn: 10_000, idle: 1000, rawTcp: 100, partitionMs: [2000, 15_000] };
+export const QUICK: Omit<SoakArgs, 'only'> = { sustainS: 30, kills: 3, fuzz: 20_000, fuzzBudgetS: 120, providers: ['tcp', 'sockets'], churn: 500, idle: 50, rawTcp: 10, partitionMs: [2000] };
 
-const USAGE = `usage: soak [--quick] [--kills N] [--fuzz N] [--fuzz-budget SECONDS] [--providers tcp,sockets]
+const USAGE = `usage: soak [--quick] [--sustain SECONDS] [--kills N] [--fuzz N] [--fuzz-budget SECONDS] [--providers tcp,sockets]
             [--churn N] [--idle N] [--raw-tcp N] [--partition-ms MS,MS] [--only ${SCENARIOS.join(',')}]`;
 
 export function parseSoakArgs(argv: string[]): SoakArgs {
@@ -42,6 +45,7 @@ export function parseSoakArgs(argv: string[]): SoakArgs {
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--quick') continue;
+    else if (k === '--sustain') a.sustainS = num(++i);
     else if (k === '--kills') a.kills = num(++i);
     else if (k === '--fuzz') a.fuzz = num(++i);
     else if (k === '--fuzz-budget') a.fuzzBudgetS = num(++i);
@@ -71,6 +75,8 @@ export async function runSoak(a: SoakArgs, log: (line: string) => void, onRow: (
     log(`${r.skipped !== undefined ? 'skipped' : r.ok ? 'ok' : 'FAIL'}: ${r.scenario}: ${r.operations} operations, ${r.lost} lost, ${r.daemonExits} daemon exits`);
   };
   const has = (s: Scenario): boolean => a.only.includes(s);
+  // First, with nothing killed: every path for sustainS seconds per reactor setting, 0 reconnects.
+  if (has('sustained') && a.sustainS > 0) for (const r of await sustained({ seconds: a.sustainS, reactors: [0, 2], log })) add(r);
   for (const signal of ['SIGKILL', 'SIGTERM'] as const) {
     if (has('kill-library')) add(await killRestart({ path: 'library', signal, kills: a.kills, log }));
     if (has('kill-nbd')) add(await killRestart({ path: 'nbd', signal, kills: a.kills, log }));
