@@ -1,5 +1,5 @@
 // Zero-copy I/O memory: the session's, registered once on each connection
-// that carries its I/O (docs/architecture.md "Memory outlives connections"). A read or write whose buffer lies in such
+// that carries its I/O (docs/architecture.md "Memory"). A read or write whose buffer lies in such
 // a region is sent with a descriptor naming it, so the target RDMA-writes or
 // -reads the caller's bytes directly; nothing is copied through the I/O pool.
 import type { DataDescriptor } from '../protocol/wire/index.js';
@@ -56,7 +56,7 @@ export function queueAddressOf(io: IoBuffer): QueueAddressWords | null {
  * `volume.read()` / `volume.write()` for zero-copy I/O.
  *
  * The memory belongs to the session, not to a connection (docs/architecture.md
- * "Memory outlives connections"): it is registered on each connection that
+ * "Memory"): it is registered on each connection that
  * carries I/O through it, the first time it does, so a command lost with one
  * connection is reissued on the next (or on another path) like any other, and
  * the caller's bytes are never detached or emptied while the caller holds

@@ -140,7 +140,7 @@ export class Domain {
    * RDMA-read and -write it (an initiator's I/O pool); otherwise local only.
    * Given Pages, registers those instead: the region's buffer is the pages'
    * view, and closing the region leaves that view alone (docs/architecture.md
-   * "Memory outlives connections").
+   * "Memory").
    */
   register(memory: number | Pages, opts: { remote?: boolean; endpoint?: Endpoint } = {}): MemoryRegion {
     this.checkOpen('fi_mr_reg');
@@ -288,7 +288,7 @@ export class MemoryRegion {
 /**
  * Page-aligned memory that belongs to no domain: registered on each domain
  * that carries its I/O (Domain.register(pages)), so it outlives any one
- * connection (docs/architecture.md "Memory outlives connections"). The pages
+ * connection (docs/architecture.md "Memory"). The pages
  * are unmapped once free() has been called, every registration is closed and
  * no operation uses them.
  */

@@ -38,7 +38,7 @@ export interface InitiatorConnection {
    * Registers the session's memory (transport.memory()) on this connection for
    * remote access: a user's zero-copy buffer. The registration ends with the
    * connection (or release()); the memory and its views stay the session's
-   * (docs/architecture.md "Memory outlives connections").
+   * (docs/architecture.md "Memory").
    */
   register(memory: SessionMemory): IoBuffer;
   /**

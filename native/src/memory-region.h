@@ -24,7 +24,7 @@ struct Memory {
 
 // Pages that belong to no domain: a session's zero-copy buffer, registered
 // again on each connection that carries its I/O (docs/architecture.md
-// "Memory outlives connections"). A registration holds the pages as a
+// "Memory"). A registration holds the pages as a
 // MemoryRegion does, but never detaches the view: only Free() does, when
 // the owner gives the memory up.
 class Pages : public Napi::ObjectWrap<Pages> {
