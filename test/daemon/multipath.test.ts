@@ -8,7 +8,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { connect, type Session, type Volume } from '../../initiator/index.js';
+import { connect, type RegisteredBuffer, type Session, type Volume } from '../../initiator/index.js';
 import type { PathInfo } from '../../initiator/paths.js';
 import { nativeFeatures } from '../../native/binding.js';
 import { cephMissing, startCephCluster } from '../helpers/ceph-cluster.js';
@@ -88,7 +88,7 @@ function pattern(seed: number): Buffer {
  * Writers, each on its own blocks, write until stop() and keep the last
  * acknowledged content of every block; an error of any write is kept too.
  */
-function writeLoad(v: Volume, writers = 8) {
+function writeLoad(v: Volume, writers = 8, registered: RegisteredBuffer | null = null) {
   const acked = new Map<number, Buffer>();
   const errors: unknown[] = [];
   let count = 0;
@@ -100,7 +100,13 @@ function writeLoad(v: Volume, writers = 8) {
       const block = w * perWriter + (n % perWriter);
       const data = pattern(w * 1_000_003 + n);
       try {
-        await v.write(block * BLOCK, data);
+        if (registered === null) await v.write(block * BLOCK, data);
+        else {
+          // Zero-copy: the writer's slice of the session's registered memory carries it.
+          const slot = registered.buffer.subarray(w * BLOCK, (w + 1) * BLOCK);
+          data.copy(slot);
+          await v.write(block * BLOCK, slot);
+        }
         acked.set(block, data);
         count++;
       } catch (e) {
@@ -180,6 +186,30 @@ test.serial('two gateways of one file: both paths verified, I/O on the active/op
   await verify(t, v, file, load2.acked);
   again.d.kill('SIGTERM');
   await again.d.exited;
+});
+
+test.serial('registered (zero-copy) buffers: kill -9 of the active gateway under writes from them loses no acknowledged write and surfaces no error; the buffer carries I/O on the other path', async (t) => {
+  const file = sharedFile(t);
+  const a = await gateway(t, file, aluaFor(1, 'active-optimized', 'active-non-optimized'));
+  const b = await gateway(t, file, aluaFor(2, 'active-non-optimized', 'active-optimized'));
+  const s = await session(t, [a.port, b.port]);
+  const v = await s.open('vol');
+  const writers = 8;
+  const memory = s.allocate(writers * BLOCK);
+  t.teardown(() => memory.release());
+  const load = writeLoad(v, writers, memory);
+  await until(() => load.count >= 200);
+  a.d.kill('SIGKILL');
+  await a.d.exited;
+  const atKill = load.count;
+  await until(() => load.count >= atKill + 300 || load.errors.length > 0);
+  await load.stop();
+  t.deepEqual(load.errors, [], 'no write failed');
+  t.true(memory.valid, 'the registered buffer outlived the gateway');
+  t.is(memory.buffer.length, writers * BLOCK, 'its memory was never detached');
+  await verify(t, v, file, load.acked);
+  b.d.kill('SIGTERM');
+  await b.d.exited;
 });
 
 test.serial('a gateway down when the session logs in is one path missing, not a failed login; when it starts, it is verified and takes the I/O', async (t) => {
