@@ -7,16 +7,15 @@ import { resolve as resolvePath } from 'node:path';
 import { CONTROL_RECV_BUFFERS, DEFAULT_TARGET_NAME } from '../protocol/wire/constants.js';
 import type { KindInput } from '../target/backend/kind.js';
 import { kindKeys, kindOf } from '../target/backend/registry.js';
+import { DEFAULT_FRONT_END, frontEndOf } from '../target/front-end/registry.js';
 import { isGlob } from './acl.js';
 import { listenAddressProblem } from './listen-address.js';
 import { formatPath } from './config-error.js';
 import type { PathIssue } from './schema-errors.js';
 import {
   DEFAULT_ADDRESS,
-  DEFAULT_ISCSI_PORT,
   DEFAULT_CONTROL_SOCKET,
   DEFAULT_METRICS_PORT,
-  DEFAULT_PORT,
   DEFAULT_STATE_DIR,
   LIMIT_DEFAULTS,
   LIMIT_RANGES,
@@ -147,7 +146,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
 
   function resolveListeners(): ListenerConfig[] {
     const raw = list(get(root, ['listeners']));
-    if (!raw) return [{ protocol: 'rblk', provider: 'auto', address: DEFAULT_ADDRESS, port: DEFAULT_PORT }];
+    if (!raw) return [{ protocol: DEFAULT_FRONT_END, provider: 'auto', address: DEFAULT_ADDRESS, port: frontEndOf(DEFAULT_FRONT_END).defaultPort }];
     const out: ListenerConfig[] = [];
     for (const [i, item] of raw.entries()) {
       const r = rec(item);
@@ -159,16 +158,17 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
         const problem = listenAddressProblem(address);
         if (problem !== undefined) err(at('address'), problem);
       }
-      const protocol = (str(get(r, at('protocol'))) ?? 'rblk') as ListenerProtocol;
+      const protocol = (str(get(r, at('protocol'))) ?? DEFAULT_FRONT_END) as ListenerProtocol;
+      const frontEnd = frontEndOf(protocol);
       const givenProvider = str(get(r, at('provider')));
-      if (protocol === 'iscsi' && givenProvider !== undefined) {
-        err(at('provider'), 'an iSCSI listener is plain TCP and takes no provider (provider is for rblk listeners)');
+      if (!frontEnd.usesProvider && givenProvider !== undefined) {
+        err(at('provider'), `a ${protocol} listener is plain TCP and takes no provider (provider is for listeners over libfabric)`);
       }
-      const provider = (protocol === 'iscsi' ? 'tcp' : (givenProvider ?? 'auto')) as Provider;
+      const provider = (!frontEnd.usesProvider ? 'tcp' : (givenProvider ?? 'auto')) as Provider;
       if (provider === 'verbs' && isLoopback(address)) {
         warn(at('address'), 'the verbs provider cannot listen on loopback: use the RDMA interface address');
       }
-      const l: ListenerConfig = { protocol, provider, address, port: int(get(r, at('port'))) ?? (protocol === 'iscsi' ? DEFAULT_ISCSI_PORT : DEFAULT_PORT) };
+      const l: ListenerConfig = { protocol, provider, address, port: int(get(r, at('port'))) ?? frontEnd.defaultPort };
       const clash = out.findIndex(
         (o) =>
           o.port === l.port &&

@@ -6,15 +6,13 @@
 import type { SchemaObject } from 'ajv';
 import type { ConfigIssue } from './config-error.js';
 import { kindProperties, type VolumeBacking as RegisteredBacking } from '../target/backend/registry.js';
+import { FRONT_END_NAMES, type FrontEndName } from '../target/front-end/registry.js';
 import { ALUA_STATES, type AluaState } from '../protocol/scsi/target-port-groups.js';
 
 export const DEFAULT_CONFIG_PATH = '/etc/rblk/rblkd.yaml';
 export const DEFAULT_STATE_DIR = '/var/lib/rblk';
 /** Loopback by default: serving the network is a decision the administrator writes down. */
 export const DEFAULT_ADDRESS = '127.0.0.1';
-export const DEFAULT_PORT = 7471;
-/** IANA's iscsi-target port (RFC 7143 §4.1): an iSCSI listener's default. */
-export const DEFAULT_ISCSI_PORT = 3260;
 /** The control socket `rblkd ctl` talks to (docs/operations.md "The control socket"); systemd's RuntimeDirectory=rblk makes its directory. */
 export const DEFAULT_CONTROL_SOCKET = '/run/rblk/rblkd.ctl';
 /** The Prometheus endpoint's port when `metrics` names none (docs/operations.md "Metrics"). */
@@ -53,8 +51,6 @@ export const LIMIT_RANGES = {
 export const MIN_SECRET_LENGTH = 16;
 
 export const PROVIDERS = ['tcp', 'sockets', 'verbs', 'auto'] as const;
-/** What a listener speaks: rblk capsules over a libfabric provider, or iSCSI over plain TCP (docs/iscsi.md). */
-export const PROTOCOLS = ['rblk', 'iscsi'] as const;
 export const BLOCK_SIZES = [512, 4096] as const;
 export const ACCESS_MODES = ['rw', 'ro'] as const;
 export const LOG_LEVELS = ['error', 'warn', 'info', 'debug'] as const;
@@ -63,7 +59,8 @@ export const LOG_FORMATS = ['text', 'json'] as const;
 export const IO_ENGINES = ['auto', 'io_uring', 'threads'] as const;
 
 export type Provider = (typeof PROVIDERS)[number];
-export type ListenerProtocol = (typeof PROTOCOLS)[number];
+/** What a listener speaks: one registered front end's name (target/front-end/registry.ts). */
+export type ListenerProtocol = FrontEndName;
 export type BlockSize = (typeof BLOCK_SIZES)[number];
 export type IoEngineSetting = (typeof IO_ENGINES)[number];
 export type Access = (typeof ACCESS_MODES)[number];
@@ -100,7 +97,7 @@ export const configSchema: SchemaObject = {
         type: 'object',
         additionalProperties: false,
         properties: {
-          protocol: { enum: [...PROTOCOLS] },
+          protocol: { enum: [...FRONT_END_NAMES] },
           provider: { enum: [...PROVIDERS] },
           address: { type: 'string', minLength: 1 },
           // 0 asks for any free port; only tests want that.
@@ -248,7 +245,7 @@ export const configSchema: SchemaObject = {
 };
 
 export interface ListenerConfig {
-  /** rblk (the default) or iscsi; an iSCSI listener has no provider (it is plain TCP). */
+  /** A registered front end (rblk, the default, or iscsi); one that brings its own transport has provider tcp. */
   protocol: ListenerProtocol;
   provider: Provider;
   address: string;

@@ -3,9 +3,10 @@
 // volume, in order of preference (docs/initiator.md "Multipath").
 // A URL names where a volume is, never how to prove who you are: secrets in a
 // URL end up in shell history, `ps` output and logs, so they are refused here.
+import { RBLK_PORT } from '../protocol/wire/constants.js';
 
-/** The port rblkd listens on unless configured otherwise (config/schema.ts DEFAULT_PORT). */
-export const DEFAULT_PORT = 7471;
+/** The port rblkd listens on unless configured otherwise. */
+export const DEFAULT_PORT = RBLK_PORT;
 
 /** What an rblk URL names. */
 export interface RblkUrl {

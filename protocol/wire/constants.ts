@@ -34,6 +34,9 @@ export const CAPSULE_VERSION = 1;
 /** The name rblkd answers to when its config names none; initiators use it by default. */
 export const DEFAULT_TARGET_NAME = 'iqn.2026-11.io.rblk:target';
 
+/** The port rblkd's rblk listeners take and initiators dial unless told otherwise. */
+export const RBLK_PORT = 7471;
+
 /** Every capsule starts with this header: opcode, version, flags, length, tag. */
 export const HEADER_SIZE = 16;
 

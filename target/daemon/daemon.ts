@@ -7,7 +7,7 @@ import { loadConfig } from '../../config/loader.js';
 import type { Config, ListenerConfig, MetricsConfig } from '../../config/schema.js';
 import { FastPath } from '../../native/fast-path.js';
 import { Reactors } from '../../native/reactors.js';
-import { IscsiPortal } from '../iscsi/portal.js';
+import { frontEndOf, listenerName } from '../front-end/registry.js';
 import { TargetPortGroups } from '../scsi/index.js';
 import { TargetServer, type TargetServerOptions } from '../server.js';
 import { rblkConnections } from '../session/connection.js';
@@ -129,7 +129,7 @@ function portName(p: TargetPort): string {
 
 /** The same name for a listener that is not bound: its configured port. */
 function configuredName(l: ListenerConfig): string {
-  return `${l.protocol === 'iscsi' ? 'iscsi' : l.provider}:${l.address}:${l.port}`;
+  return listenerName(l, ':');
 }
 
 function plural(n: number, what: string): string {
@@ -328,10 +328,7 @@ export class Daemon {
   private async listen(l: ListenerConfig, source: string): Promise<void> {
     let port: TargetPort;
     try {
-      port =
-        l.protocol === 'iscsi'
-          ? await this.server.listenWith((host) => IscsiPortal.listen(host, { address: l.address, port: l.port }))
-          : await this.server.listen({ transport: this.transport, provider: l.provider, address: l.address, port: l.port });
+      port = await frontEndOf(l.protocol).listen(l, { server: this.server, transport: this.transport });
     } catch (e) {
       throw new ListenError(l, source, e);
     }

@@ -2,6 +2,7 @@
 // port, and the config line it came from. The native error underneath (fi_getinfo found no
 // provider for that address; fi_passive_ep found the port in use) names none of them.
 import type { ListenerConfig } from '../../config/schema.js';
+import { listenerName } from '../front-end/registry.js';
 
 export class ListenError extends Error {
   readonly code: string | undefined;
@@ -11,7 +12,7 @@ export class ListenError extends Error {
   constructor(l: ListenerConfig, source: string, cause: unknown) {
     const where = l.line !== undefined ? `${source}:${l.line}` : `${source}, default listener`;
     const why = cause instanceof Error ? cause.message : String(cause);
-    super(`cannot listen on ${l.protocol === 'iscsi' ? 'iscsi' : l.provider} ${l.address}:${l.port} (${where}): ${why}`, { cause });
+    super(`cannot listen on ${listenerName(l)} (${where}): ${why}`, { cause });
     this.name = 'ListenError';
     const c = (typeof cause === 'object' && cause !== null ? cause : {}) as { code?: unknown; errno?: unknown; op?: unknown };
     this.code = typeof c.code === 'string' ? c.code : undefined;

@@ -7,6 +7,7 @@
 import { formatSize } from '../../config/size.js';
 import type { Config, ListenerConfig, VolumeConfig } from '../../config/schema.js';
 import { kindOf } from '../backend/registry.js';
+import { listenerName } from '../front-end/registry.js';
 
 export interface KeptVolume {
   from: VolumeConfig;
@@ -23,9 +24,9 @@ export interface ReloadPlan {
   refusals: string[];
 }
 
-/** A listener is what it was configured as: provider (or iscsi), address, port (0 stays "any free port"). */
+/** A listener is what it was configured as: its front end's label (the provider, or iscsi), address, port (0 stays "any free port"). */
 export function listenerKey(l: ListenerConfig): string {
-  return `${l.protocol === 'iscsi' ? 'iscsi' : l.provider} ${l.address}:${l.port}`;
+  return listenerName(l);
 }
 
 function backingText(v: VolumeConfig): string {

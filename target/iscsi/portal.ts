@@ -9,7 +9,6 @@ import type { TargetPort } from '../transport/transport.js';
 import { IscsiConnection, type SessionRegistry } from './connection.js';
 import type { TargetOffer } from './negotiation.js';
 
-export const ISCSI_DEFAULT_PORT = 3260;
 /** Our MaxRecvDataSegmentLength: the largest data segment a peer may send (and that we buffer at once). */
 export const TARGET_MAX_RECV_DATA_SEGMENT = 262144;
 const FIRST_BURST = 65536;
