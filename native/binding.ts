@@ -296,7 +296,7 @@ export interface NativeFastPathStats {
   reactor: number;
 }
 
-/** The target's native fast path, one per connection (native/src/fast-path.h); target/transport/fast-path.ts is its only user. */
+/** The target's native fast path, one per connection (native/src/fast-path.h); native/fast-path.ts is its only user. */
 export interface NativeFastPath {
   setLun(lun: number, record: NativeFastLun): void;
   revoke(lun: number): void;
@@ -427,7 +427,7 @@ export interface NativeFuseAddon {
 
 /**
  * One RBD image through librbd's asynchronous API (native/src/rbd-image.cc);
- * target/backend/rbd/image.ts is its only user. Every call completes as a
+ * native/rbd.ts is its only user. Every call completes as a
  * (token, result, offset) triple in `completions`: result is bytes or 0, or
  * -errno; offset is COMPARE AND WRITE's first mismatching byte. A triple with
  * token WATCH_TOKEN says the image's header changed (a resize).

@@ -64,9 +64,8 @@ export const MIN_KEEPALIVE_MS = 100;
 export const MAX_KEEPALIVE_MS = 3_600_000;
 export const MAX_TRANSFER_LENGTH = 0xffffffff;
 
+/** Well within the 56 bytes of private data RDMA/CM carries in a connect request. */
 export const CONNECT_DATA_SIZE = 16;
-/** RDMA/CM carries at most 56 bytes of private data in a connect request (IBTA CM REQ over RDMA/CM). */
-export const MAX_PRIVATE_DATA = 56;
 /** "RBLK" in ASCII. */
 export const CONNECT_MAGIC = 0x52424c4b;
 
