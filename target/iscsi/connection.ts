@@ -754,8 +754,11 @@ export class IscsiConnection implements ServedConnection, TaskHost {
     for (const [key, value] of pairs) {
       if (key === 'SendTargets') {
         // RFC 7143 Appendix C: All in a discovery session; in a normal session, the empty value means this target.
+        // Only to an initiator that may see a LUN of it, as REPORT LUNS answers it (RFC 7143 Appendix C:
+        // the targets the initiator is allowed to access): to any other the answer is empty.
         const name = this.ctx.env.targetName;
-        if (value === 'All' ? this.discovery : value === '' || value === name) {
+        const named = value === 'All' ? this.discovery : value === '' || value === name;
+        if (named && this.ctx.env.lunsFor(this.initiatorName).size > 0) {
           answer.push(['TargetName', name]);
           const a = this.socket.localAddress ?? '127.0.0.1';
           answer.push(['TargetAddress', `${a.includes(':') ? `[${a}]` : a}:${this.socket.localPort ?? 3260},1`]);
