@@ -13,6 +13,7 @@
 // descriptor stays open until the last of them closes. Volumes that several
 // gateways serve (an `alua` section) take no lock at all.
 import { readFile, stat, type FileHandle } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { addon } from '../../native/binding.js';
 import { backendError, hasCode } from './backend-error.js';
 
@@ -92,13 +93,36 @@ export async function lockHolderOf(path: string, what: string): Promise<Error | 
   }
 }
 
+/**
+ * A holder that has exited may keep its lock a moment longer: the kernel drops
+ * a dead process's descriptors only once io_uring has finished with the I/O it
+ * had in flight. Retried this often, this far apart, before it is refused.
+ */
+const DEAD_HOLDER_RETRIES = 40;
+const DEAD_HOLDER_RETRY_MS = 50;
+
 /** flock, or EBUSY naming the store and its holder. */
 async function lockOrExplain(fd: number, exclusive: boolean, what: string, dev: bigint, ino: bigint): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      addon().lockStore(fd, exclusive);
+      return;
+    } catch (e) {
+      if (!hasCode(e, 'EAGAIN', 'EWOULDBLOCK')) throw e;
+      const pid = holderPid((await procLocks()) ?? '', dev, ino);
+      if (pid === null || alive(pid) || attempt >= DEAD_HOLDER_RETRIES) throw inUse(what, pid);
+      await sleep(DEAD_HOLDER_RETRY_MS);
+    }
+  }
+}
+
+/** Whether a process of this pid exists (EPERM: it does, and is someone else's). */
+function alive(pid: number): boolean {
   try {
-    addon().lockStore(fd, exclusive);
+    process.kill(pid, 0);
+    return true;
   } catch (e) {
-    if (!hasCode(e, 'EAGAIN', 'EWOULDBLOCK')) throw e;
-    throw inUse(what, holderPid((await procLocks()) ?? '', dev, ino));
+    return !hasCode(e, 'ESRCH');
   }
 }
 
