@@ -436,8 +436,15 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       drainTimeoutMs: int(get(l, at('drain_timeout_ms'))) ?? LIMIT_DEFAULTS.drainTimeoutMs,
       loginTimeoutMs: int(get(l, at('login_timeout_ms'))) ?? LIMIT_DEFAULTS.loginTimeoutMs,
       preLoginConnections: int(get(l, at('pre_login_connections'))) ?? LIMIT_DEFAULTS.preLoginConnections,
+      preLoginPerSource: 0,
       connectionMemory: LIMIT_DEFAULTS.connectionMemory,
     };
+    // One address must not take every pre-login slot (docs/operations.md "Connection limits").
+    const perSource = int(get(l, at('pre_login_per_source')));
+    limits.preLoginPerSource = perSource ?? Math.ceil(limits.preLoginConnections / LIMIT_DEFAULTS.preLoginPerSourceShare);
+    if (perSource !== undefined && perSource >= limits.preLoginConnections) {
+      warn(at('pre_login_per_source'), `${perSource} is not below pre_login_connections (${limits.preLoginConnections}): one address can take every pre-login slot and lock every other initiator out`);
+    }
     const maxIo = size(get(l, at('max_io')), at('max_io'));
     if (maxIo !== undefined) {
       const [lo, hi] = LIMIT_RANGES.maxIo;

@@ -31,6 +31,11 @@ export const LIMIT_DEFAULTS = {
   loginTimeoutMs: 10_000,
   /** As many as max_sessions can be logging in at once. */
   preLoginConnections: 64,
+  /**
+   * One source address may hold this share of pre_login_connections (rounded up), unless
+   * pre_login_per_source is set: a quarter, so that at least four peers can log in at once.
+   */
+  preLoginPerSourceShare: 4,
   /** Room for queue_depth 128 at the default 8 KiB + 48 capsule four times over. */
   connectionMemory: 4 * 1024 * 1024,
 } as const;
@@ -44,6 +49,7 @@ export const LIMIT_RANGES = {
   drainTimeoutMs: [0, 600_000],
   loginTimeoutMs: [100, 600_000],
   preLoginConnections: [1, 65_536],
+  preLoginPerSource: [1, 65_536],
   connectionMemory: [64 * 1024, 1024 * 1024 * 1024],
 } as const;
 
@@ -196,6 +202,11 @@ export const configSchema: SchemaObject = {
           minimum: LIMIT_RANGES.preLoginConnections[0],
           maximum: LIMIT_RANGES.preLoginConnections[1],
         },
+        pre_login_per_source: {
+          type: 'integer',
+          minimum: LIMIT_RANGES.preLoginPerSource[0],
+          maximum: LIMIT_RANGES.preLoginPerSource[1],
+        },
         connection_memory: sizeValue,
       },
     },
@@ -311,6 +322,8 @@ export interface LimitsConfig {
   loginTimeoutMs: number;
   /** Connections accepted and not yet logged in; more are refused at connect. */
   preLoginConnections: number;
+  /** Of those, how many one source address may hold, over all listeners; default a quarter of preLoginConnections. */
+  preLoginPerSource: number;
   /** Receive-ring bytes one session may register; the granted queue depth is lowered to fit. */
   connectionMemory: number;
 }

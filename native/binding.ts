@@ -410,6 +410,12 @@ export interface NativeAddon {
   blockDeviceInfo(fd: number): { size: number; logicalBlockSize: number };
   /** BLKDISCARD or BLKZEROOUT. */
   blockDeviceRange(fd: number, op: 'discard' | 'zeroout', offset: number, length: number): Promise<void>;
+  /**
+   * flock(LOCK_EX or LOCK_SH, LOCK_NB) on the whole file or device; throws EAGAIN
+   * (.code, .errno, .op) when another open file description holds a conflicting lock.
+   * Synchronous: it never waits. Closing the descriptor releases it.
+   */
+  lockStore(fd: number, exclusive: boolean): void;
   fallocateModes: { KEEP_SIZE: number; PUNCH_HOLE: number; ZERO_RANGE: number };
 }
 

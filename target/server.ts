@@ -10,6 +10,8 @@ import type { DataBuffer, TargetConnection, TargetPort, TargetTransport } from '
 import { ConnectRejectReason, MAX_CAPSULE_SIZE, MIN_CAPSULE_SIZE, CONTROL_RECV_BUFFERS } from '../protocol/wire/index.js';
 import { ThrottledLog } from './throttled-log.js';
 import { HeapTrimmer } from './heap-trimmer.js';
+import { sourceOf } from './peer-source.js';
+import type { ConnectRequestData } from '../protocol/wire/index.js';
 
 export interface ExportedVolume {
   readonly name: string;
@@ -28,6 +30,12 @@ export interface ConnectionLimits {
    * more are refused at connect. Absent: no limit.
    */
   preLoginConnections?: number;
+  /**
+   * Of those, how many one source address may hold (limits.pre_login_per_source),
+   * counted over every listener, so that one peer cannot take them all
+   * (docs/operations.md "Connection limits"). Absent: no per-source limit.
+   */
+  preLoginPerSource?: number;
   /**
    * Bytes of receive buffers one session may register (limits.connection_memory):
    * the credits granted are lowered to fit. Absent: no limit.
@@ -61,8 +69,8 @@ export interface TargetServerOptions {
  */
 export interface PortHost {
   environment(portName: string): ConnectionEnvironment;
-  /** Whether a connection just accepted may stay; refusals are logged (throttled). */
-  admitConnection(portName: string): boolean;
+  /** Whether a connection just accepted from `peer` (an address, with or without its port) may stay; refusals are logged (throttled). */
+  admitConnection(portName: string, peer: string): boolean;
   /** A served connection: counted, drained, closed and refreshed with the rest. */
   adopt(connection: ServedConnection): void;
 }
@@ -96,6 +104,9 @@ export class TargetServer {
   private opts: TargetServerOptions;
   /** Connection requests admitted whose accept has not finished yet: pre-login too. */
   private accepting = 0;
+  /** The same, by source address (sourceOf), and each admitted request's source. */
+  private readonly acceptingFrom = new Map<string, number>();
+  private readonly requestSource = new WeakMap<ConnectRequestData, string>();
   private readonly refusals: ThrottledLog;
   private readonly reaped: ThrottledLog;
   private readonly heap = new HeapTrimmer();
@@ -115,6 +126,35 @@ export class TargetServer {
     let n = this.accepting;
     for (const s of this.sessions) if (!s.loggedIn) n++;
     return n;
+  }
+
+  /** Of preLoginConnections, those from one source address (sourceOf). */
+  preLoginFrom(source: string): number {
+    let n = this.acceptingFrom.get(source) ?? 0;
+    for (const s of this.sessions) if (!s.loggedIn && sourceOf(s.info().peer) === source) n++;
+    return n;
+  }
+
+  /**
+   * Why a new connection from `source` must be refused before login (the
+   * per-source share first, then the whole budget), or null when it may stay.
+   */
+  private preLoginRefusal(source: string): string | null {
+    const l = this.opts.limits;
+    if (l.preLoginPerSource !== undefined && this.preLoginFrom(source) >= l.preLoginPerSource) {
+      return `${l.preLoginPerSource} connections from ${source} are already waiting to log in (limits.pre_login_per_source)`;
+    }
+    if (l.preLoginConnections !== undefined && this.preLoginConnections >= l.preLoginConnections) {
+      return `${l.preLoginConnections} connections are already waiting to log in (limits.pre_login_connections)`;
+    }
+    return null;
+  }
+
+  private countAccepting(source: string, by: 1 | -1): void {
+    this.accepting += by;
+    const n = (this.acceptingFrom.get(source) ?? 0) + by;
+    if (n > 0) this.acceptingFrom.set(source, n);
+    else this.acceptingFrom.delete(source);
   }
 
   get log(): TargetLogger {
@@ -260,8 +300,10 @@ export class TargetServer {
           if (this.draining) return { reject: ConnectRejectReason.SHUTTING_DOWN };
           this.opts.log.debug(`connection request on ${env?.portName ?? o.provider}: queue depth ${request.queueDepth}, capsule ${request.maxCapsule}`, { peer });
           const l = this.opts.limits;
-          if (l.preLoginConnections !== undefined && this.preLoginConnections >= l.preLoginConnections) {
-            this.refusals.note(`connection refused: ${l.preLoginConnections} connections are already waiting to log in (limits.pre_login_connections)`);
+          const source = sourceOf(peer);
+          const refusal = this.preLoginRefusal(source);
+          if (refusal !== null) {
+            this.refusals.note(`connection from ${source} refused: ${refusal}`);
             return { reject: ConnectRejectReason.NO_RESOURCES };
           }
           const capsule = Math.min(request.maxCapsule, maxCapsule);
@@ -269,19 +311,20 @@ export class TargetServer {
           const fit = l.connectionMemory === undefined ? Infinity : Math.floor(l.connectionMemory / capsule) - CONTROL_RECV_BUFFERS;
           const depth = Math.min(request.queueDepth, l.queueDepth, fit);
           if (depth < 1) return { reject: ConnectRejectReason.NO_RESOURCES };
-          this.accepting++;
+          this.countAccepting(source, 1);
+          this.requestSource.set(request, source);
           const recvBuffers = depth + CONTROL_RECV_BUFFERS;
           return { accept: { recvBuffers, maxCapsule: capsule, loginBuffers: Math.min(LOGIN_RECV_BUFFERS, recvBuffers) } };
         },
         connected: <B extends DataBuffer>(conn: TargetConnection<B>) => {
-          this.accepting--;
+          this.countAccepting(sourceOf(conn.peer), -1);
           this.opts.log.debug(`accepted a connection on ${env?.portName ?? o.provider}`, { connection: conn.id, peer: conn.peer, provider: conn.provider });
           const s = this.newConnection(conn, env!);
           this.adoptConnection(s);
         },
         acceptFailed: (e: Error) => this.acceptFailed(env?.portName ?? `${o.provider}:${o.address}:${o.port}`, e),
-        acceptAbandoned: () => {
-          this.accepting--;
+        acceptAbandoned: (request) => {
+          this.countAccepting(this.requestSource.get(request) ?? '', -1);
           this.heap.noteRelease();
         },
         staleClosed: (n) => {
@@ -299,11 +342,12 @@ export class TargetServer {
   async listenWith<P extends TargetPort>(open: (host: PortHost) => Promise<P>): Promise<P> {
     const port = await open({
       environment: (portName) => this.environment(portName),
-      admitConnection: (portName) => {
+      admitConnection: (portName, peer) => {
         if (this.draining) return false;
-        const l = this.opts.limits;
-        if (l.preLoginConnections !== undefined && this.preLoginConnections >= l.preLoginConnections) {
-          this.refusals.note(`connection on ${portName} refused: ${l.preLoginConnections} connections are already waiting to log in (limits.pre_login_connections)`);
+        const source = sourceOf(peer);
+        const refusal = this.preLoginRefusal(source);
+        if (refusal !== null) {
+          this.refusals.note(`connection from ${source} on ${portName} refused: ${refusal}`);
           return false;
         }
         return true;

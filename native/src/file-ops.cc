@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -120,6 +121,22 @@ Napi::Value BlockDeviceRange(const Napi::CallbackInfo& info) {
   return w->Promise();
 }
 
+// flock(LOCK_NB) on the whole store: exclusive for a volume that writes, shared
+// for a read-only one (docs/backends.md "One daemon per store"). Synchronous,
+// because it never waits: a lock someone else holds fails at once with
+// EWOULDBLOCK. The lock belongs to the open file description, so it lasts until
+// that descriptor is closed, and /proc/locks names the process that took it.
+Napi::Value LockStore(const Napi::CallbackInfo& info) {
+  int fd = static_cast<int>(ArgInt(info, 0, "lockStore"));
+  bool exclusive = info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value();
+  int rc;
+  do {
+    rc = flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) throw MakeError(info.Env(), errno, exclusive ? "flock(LOCK_EX)" : "flock(LOCK_SH)", false);
+  return info.Env().Undefined();
+}
+
 }  // namespace
 
 void InitFileOps(Napi::Env env, Napi::Object exports) {
@@ -127,6 +144,7 @@ void InitFileOps(Napi::Env env, Napi::Object exports) {
   exports.Set("seek", Napi::Function::New(env, Seek, "seek"));
   exports.Set("blockDeviceInfo", Napi::Function::New(env, BlockDeviceInfo, "blockDeviceInfo"));
   exports.Set("blockDeviceRange", Napi::Function::New(env, BlockDeviceRange, "blockDeviceRange"));
+  exports.Set("lockStore", Napi::Function::New(env, LockStore, "lockStore"));
   Napi::Object modes = Napi::Object::New(env);
   modes.Set("KEEP_SIZE", Napi::Number::New(env, FALLOC_FL_KEEP_SIZE));
   modes.Set("PUNCH_HOLE", Napi::Number::New(env, FALLOC_FL_PUNCH_HOLE));

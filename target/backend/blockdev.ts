@@ -6,10 +6,11 @@ import { constants } from 'node:fs';
 import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { addon } from '../../native/binding.js';
 import type { Extent } from './backend.js';
-import { backendError, isUnsupported } from './backend-error.js';
+import { backendError, hasCode, isUnsupported } from './backend-error.js';
 import { DescriptorBackend, type DescriptorBackendState } from './descriptor-backend.js';
 import { PositionalIo, type EngineSelection, type IoEngineChoice } from './positional-io.js';
 import { checkAligned, checkRange } from './range-check.js';
+import { lockHolderOf, StoreLock } from './store-lock.js';
 
 export interface BlockDeviceBackendOptions {
   path: string;
@@ -18,11 +19,16 @@ export interface BlockDeviceBackendOptions {
   direct?: boolean;
   /** io_uring, the libuv thread pool, or "auto" (io_uring when a ring opens; the default). */
   ioEngine?: IoEngineChoice;
+  /**
+   * A store several gateways serve (the config has `alua`): no lock. Otherwise the device is
+   * locked, exclusively unless read-only (docs/backends.md "One daemon per store").
+   */
+  shared?: boolean;
 }
 
 export class BlockDeviceBackend extends DescriptorBackend {
-  private constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineSelection) {
-    super(state, fh, dsync, engine);
+  private constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineSelection, lock: StoreLock | null) {
+    super(state, fh, dsync, engine, lock);
   }
 
   static async open(opts: BlockDeviceBackendOptions): Promise<BlockDeviceBackend> {
@@ -30,15 +36,26 @@ export class BlockDeviceBackend extends DescriptorBackend {
     const readOnly = opts.readOnly ?? false;
     const direct = opts.direct ?? true;
     const directFlag = direct ? constants.O_DIRECT : 0;
-    // O_EXCL on a block device claims it, so a mounted or otherwise claimed
-    // device fails with EBUSY instead of being corrupted by a second writer. A
-    // read-only export may share the device.
-    const fh = await open(path, (readOnly ? constants.O_RDONLY : constants.O_RDWR | constants.O_EXCL) | directFlag);
+    let fh: FileHandle;
+    try {
+      // O_EXCL on a block device claims it, so a mounted or otherwise claimed
+      // device fails with EBUSY instead of being corrupted by a second writer. A
+      // read-only export may share the device.
+      fh = await open(path, (readOnly ? constants.O_RDONLY : constants.O_RDWR | constants.O_EXCL) | directFlag);
+    } catch (err) {
+      // Another rblkd's claim: say whose, where /proc/locks tells (store-lock.ts).
+      if (hasCode(err, 'EBUSY')) throw (await lockHolderOf(path, `block device ${path}`)) ?? err;
+      throw err;
+    }
     let dsync: FileHandle | null = null;
     let engine: EngineSelection | null = null;
+    let lock: StoreLock | null = null;
     try {
       const st = await fh.stat({ bigint: true });
       if (!st.isBlockDevice()) throw backendError('EINVAL', `block device ${path}: not a block device`);
+      // O_EXCL claims a writable device in this kernel only; the lock covers read-only exports
+      // too (taken shared) and names its holder (docs/backends.md "One daemon per store").
+      if (opts.shared !== true) lock = await StoreLock.take(fh, `block device ${path}`, { shared: readOnly });
       const info = addon().blockDeviceInfo(fh.fd);
       // O_DSYNC on a block device turns each write into a FUA write
       // (blkdev_direct_IO sets REQ_FUA), exactly SBC-4 5.40's FUA. No O_EXCL:
@@ -51,9 +68,10 @@ export class BlockDeviceBackend extends DescriptorBackend {
         fh,
         dsync,
         engine,
+        lock,
       );
     } catch (err) {
-      await DescriptorBackend.abandon(engine, dsync, fh);
+      await DescriptorBackend.abandon(engine, dsync, fh, lock);
       throw err;
     }
   }

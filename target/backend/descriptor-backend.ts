@@ -1,5 +1,6 @@
 // What the file and block-device backends share: descriptors on the backing
-// store (a second, O_DSYNC one for FUA on the thread pool), the engine that
+// store (a second, O_DSYNC one for FUA on the thread pool), the store's lock
+// (store-lock.ts; docs/backends.md "One daemon per store"), the engine that
 // moves the bytes (positional-io.ts), the gate that keeps close() from racing
 // I/O, and the checks every read and write passes. Each subclass adds how its
 // kind of store discards, zeroes, maps extents and learns its size.
@@ -9,6 +10,7 @@ import { backendError } from './backend-error.js';
 import { IoGate } from './io-gate.js';
 import { PositionalIo, type EngineSelection, type IoEngine, type PositionalTarget } from './positional-io.js';
 import { checkAligned, checkRange } from './range-check.js';
+import type { StoreLock } from './store-lock.js';
 
 export interface DescriptorBackendState {
   /** Names the volume in messages: "file /path", "block device /dev/x". */
@@ -33,8 +35,9 @@ export abstract class DescriptorBackend implements Backend {
   protected currentSize: number;
   readonly #dsync: FileHandle | null;
   readonly #io: PositionalIo;
+  readonly #lock: StoreLock | null;
 
-  protected constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineSelection) {
+  protected constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineSelection, lock: StoreLock | null) {
     this.path = state.path;
     this.readOnly = state.readOnly;
     this.direct = state.direct;
@@ -43,16 +46,17 @@ export abstract class DescriptorBackend implements Backend {
     this.currentSize = state.size;
     this.fh = fh;
     this.#dsync = dsync;
+    this.#lock = lock;
     this.gate = new IoGate(state.what);
     this.target = { what: state.what, directAlignment: state.direct ? state.logicalBlockSize : null };
     this.#io = new PositionalIo(fh, dsync, this.target, engine);
   }
 
   /** What open() had opened, closed when it fails midway. */
-  protected static async abandon(engine: EngineSelection | null, dsync: FileHandle | null, fh: FileHandle): Promise<void> {
+  protected static async abandon(engine: EngineSelection | null, dsync: FileHandle | null, fh: FileHandle, lock: StoreLock | null): Promise<void> {
     await engine?.ring?.close();
     if (dsync !== null) await dsync.close();
-    await fh.close();
+    await (lock === null ? fh.close() : lock.closeWith(fh));
   }
 
   get size(): number {
@@ -115,7 +119,7 @@ export abstract class DescriptorBackend implements Backend {
       try {
         if (this.#dsync !== null) await this.#dsync.close();
       } finally {
-        await this.fh.close();
+        await (this.#lock === null ? this.fh.close() : this.#lock.closeWith(this.fh));
       }
     }
   }

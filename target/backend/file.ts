@@ -11,6 +11,7 @@ import { backendError, hasCode, isUnsupported } from './backend-error.js';
 import { DescriptorBackend, type DescriptorBackendState } from './descriptor-backend.js';
 import { PositionalIo, type EngineSelection, type IoEngineChoice } from './positional-io.js';
 import { checkBlockSize, checkRange } from './range-check.js';
+import { StoreLock } from './store-lock.js';
 
 export interface FileBackendOptions {
   path: string;
@@ -27,6 +28,11 @@ export interface FileBackendOptions {
   logicalBlockSize?: number;
   /** io_uring, the libuv thread pool, or "auto" (io_uring when a ring opens; the default). */
   ioEngine?: IoEngineChoice;
+  /**
+   * A store several gateways serve (the config has `alua`): no lock. Otherwise the file is
+   * locked, exclusively unless read-only (docs/backends.md "One daemon per store").
+   */
+  shared?: boolean;
 }
 
 const SEEK_DATA = 3;
@@ -35,8 +41,8 @@ const ZERO_CHUNK = 1 << 20;
 let zeroes: Buffer | null = null;
 
 export class FileBackend extends DescriptorBackend {
-  private constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineSelection) {
-    super(state, fh, dsync, engine);
+  private constructor(state: DescriptorBackendState, fh: FileHandle, dsync: FileHandle | null, engine: EngineSelection, lock: StoreLock | null) {
+    super(state, fh, dsync, engine, lock);
   }
 
   static async open(opts: FileBackendOptions): Promise<FileBackend> {
@@ -59,9 +65,12 @@ export class FileBackend extends DescriptorBackend {
     }
     let dsync: FileHandle | null = null;
     let engine: EngineSelection | null = null;
+    let lock: StoreLock | null = null;
     try {
       const st = await fh.stat();
       if (!st.isFile()) throw backendError('EINVAL', `file ${path}: not a regular file`);
+      // Before anything is written to it (the truncate below).
+      if (opts.shared !== true) lock = await StoreLock.take(fh, `file ${path}`, { shared: readOnly });
       let size = st.size;
       if (opts.size !== undefined && size < opts.size) {
         if (readOnly) {
@@ -81,9 +90,9 @@ export class FileBackend extends DescriptorBackend {
       engine = PositionalIo.engine(opts.ioEngine ?? 'auto', `file ${path}`);
       if (!readOnly && engine.ring === null) dsync = await open(path, constants.O_WRONLY | constants.O_DSYNC | directFlag);
       const canDiscard = !readOnly && (await probePunchHole(fh.fd, size));
-      return new FileBackend({ what: `file ${path}`, path, readOnly, direct, logicalBlockSize, canDiscard, size }, fh, dsync, engine);
+      return new FileBackend({ what: `file ${path}`, path, readOnly, direct, logicalBlockSize, canDiscard, size }, fh, dsync, engine, lock);
     } catch (err) {
-      await DescriptorBackend.abandon(engine, dsync, fh);
+      await DescriptorBackend.abandon(engine, dsync, fh, lock);
       throw err;
     }
   }

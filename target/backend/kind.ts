@@ -40,6 +40,11 @@ export interface OpenOptions {
   direct: boolean;
   ioEngine: IoEngineChoice;
   logicalBlockSize: number;
+  /**
+   * Several gateways serve this store (the config has `alua`), so it is not locked against a
+   * second daemon; otherwise a file or block device is (docs/backends.md "One daemon per store").
+   */
+  sharedStore: boolean;
 }
 
 export interface BackendKind<B extends BackingBase = BackingBase> {

@@ -25,6 +25,8 @@ export interface BackendSpec {
   logicalBlockSize?: number;
   /** For files and block devices: io_uring, threads (the libuv pool), or auto (the default). */
   ioEngine?: IoEngineChoice;
+  /** For files and block devices: several gateways serve the store, so it is not locked (docs/backends.md "One daemon per store"). */
+  shared?: boolean;
 }
 
 export const MEMORY_PREFIX = 'memory:';

@@ -60,6 +60,7 @@ function serverOptions(config: Config, log: DaemonLogger, reactors: Reactors | n
       loginTimeoutMs: l.loginTimeoutMs,
       maxSessions: l.maxSessions,
       preLoginConnections: l.preLoginConnections,
+      preLoginPerSource: l.preLoginPerSource,
       connectionMemory: l.connectionMemory,
     },
     authRequired: config.auth.required,

@@ -72,6 +72,8 @@ export class ServedVolume implements ExportedVolume {
       direct: config.direct,
       ioEngine: config.ioEngine,
       logicalBlockSize: config.blockSize,
+      // Gateways of one store (alua) share it on purpose; any other file or device is locked (docs/backends.md "One daemon per store").
+      sharedStore: ctx.portGroups !== undefined,
     });
     try {
       // Gateways of one shared store report one device (VPD 83h from the store, not the host).

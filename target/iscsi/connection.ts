@@ -17,6 +17,7 @@ import { crc32c } from './crc32c.js';
 import { defaultParams, negotiate, NegotiationError, type SessionParams, type TargetOffer } from './negotiation.js';
 import {
   BHS_LENGTH,
+  CONTINUE,
   FINAL,
   header,
   isFinal,
@@ -40,6 +41,7 @@ import {
 import { PduReader, type FrameError, type ReceivedPdu } from './pdu-reader.js';
 import { IscsiTask, type TaskBuffer, type TaskHost } from './task.js';
 import { encodeText, parseText, TextError } from './text.js';
+import { TextExchange, TextExchangeError } from './text-exchange.js';
 
 const EMPTY = Buffer.alloc(0);
 const PADDING = Buffer.alloc(4);
@@ -169,6 +171,8 @@ export class IscsiConnection implements ServedConnection, TaskHost {
   private corked = false;
   private ending: Promise<void> | null = null;
   private closedResolve!: () => void;
+  /** The Text Request exchange in progress (text-exchange.ts), if any. */
+  private text: TextExchange | null = null;
   readonly closed: Promise<void>;
   private logoutRequested: (() => void) | null = null;
   onEnd: ((session: ServedConnection) => void) | null = null;
@@ -744,32 +748,76 @@ export class IscsiConnection implements ServedConnection, TaskHost {
 
   private onText(pdu: ReceivedPdu): void {
     const h = pdu.bhs;
-    if ((h[1] & 0x40) !== 0) throw new ProtocolError('continued Text requests are not supported', RejectReason.PROTOCOL_ERROR);
+    const final = (h[1] & FINAL) !== 0;
+    const cont = (h[1] & CONTINUE) !== 0;
+    const itt = ittOf(h);
+    const ttt = word(h, 20);
+    // RFC 7143 §11.10.2: a request whose text continues is not final.
+    if (final && cont) throw new ProtocolError('Text Request with both F and C set', RejectReason.PROTOCOL_ERROR);
+    if (ttt === RESERVED_TAG) {
+      // RFC 7143 §11.10.4: a new request; whatever exchange was in progress is forgotten.
+      this.text = new TextExchange(itt);
+    } else if (this.text === null || this.text.itt !== itt || this.text.ttt !== ttt) {
+      throw new ProtocolError(`Text Request with ITT 0x${itt.toString(16)} and TTT 0x${ttt.toString(16)} continues no exchange`, RejectReason.PROTOCOL_ERROR);
+    }
+    const x = this.text;
+    if (x.answering) {
+      // RFC 7143 §11.11: the initiator pulls the rest of our answer with empty requests.
+      if (pdu.data.length > 0 || cont) throw new ProtocolError('Text Request with text while the target is still answering the previous one', RejectReason.PROTOCOL_ERROR);
+      return this.sendTextPart(h, x);
+    }
+    try {
+      x.add(pdu.data);
+    } catch (e) {
+      if (e instanceof TextExchangeError) throw new ProtocolError(e.message, RejectReason.PROTOCOL_ERROR);
+      throw e;
+    }
+    // More text to come: an empty answer with a TTT asks for it (RFC 7143 §11.10.2).
+    if (cont) return this.sendTextPart(h, x);
     let pairs: [string, string][];
     try {
-      pairs = parseText(pdu.data);
+      pairs = parseText(x.take());
     } catch (e) {
       throw new ProtocolError(errorText(e), RejectReason.PROTOCOL_ERROR);
     }
+    x.answer(encodeText(this.textAnswer(pairs)), final);
+    this.sendTextPart(h, x);
+  }
+
+  private textAnswer(pairs: readonly [string, string][]): [string, string][] {
     const answer: [string, string][] = [];
     for (const [key, value] of pairs) {
       if (key === 'SendTargets') {
         // RFC 7143 Appendix C: All in a discovery session; in a normal session, the empty value means this target.
+        // Only to an initiator that may see a LUN of it, as REPORT LUNS answers it (RFC 7143 Appendix C:
+        // the targets the initiator is allowed to access): to any other the answer is empty.
         const name = this.ctx.env.targetName;
-        if (value === 'All' ? this.discovery : value === '' || value === name) {
+        const named = value === 'All' ? this.discovery : value === '' || value === name;
+        if (named && this.ctx.env.lunsFor(this.initiatorName).size > 0) {
           answer.push(['TargetName', name]);
           const a = this.socket.localAddress ?? '127.0.0.1';
           answer.push(['TargetAddress', `${a.includes(':') ? `[${a}]` : a}:${this.socket.localPort ?? 3260},1`]);
         }
       } else answer.push([key, 'NotUnderstood']);
     }
-    const data = encodeText(answer);
-    const r = header(TOp.TEXT_RESPONSE, FINAL, data.length);
-    h.copy(r, 8, 8, 16);
-    r.writeUInt32BE(ittOf(h), 16);
-    r.writeUInt32BE(RESERVED_TAG, 20);
+    return answer;
+  }
+
+  /**
+   * One Text Response of exchange x: the next part of its answer that fits the
+   * initiator's MaxRecvDataSegmentLength (RFC 7143 §11.11.6), C set when more
+   * follows, F when the exchange ends; otherwise a TTT for the initiator to copy.
+   */
+  private sendTextPart(req: Buffer, x: TextExchange): void {
+    const part = x.nextPart(this.params.initiatorMaxRecvDataSegment);
+    if (!part.done) x.ttt ??= this.transferTag();
+    const r = header(TOp.TEXT_RESPONSE, (part.done ? FINAL : 0) | (part.more ? CONTINUE : 0), part.data.length);
+    req.copy(r, 8, 8, 16);
+    r.writeUInt32BE(x.itt, 16);
+    r.writeUInt32BE(part.done ? RESERVED_TAG : x.ttt!, 20);
     this.seqFields(r, true);
-    this.send(r, data);
+    this.send(r, Buffer.from(part.data));
+    if (part.done) this.text = null;
   }
 
   private onLogout(h: Buffer): void {

@@ -95,6 +95,8 @@ export const TmfResponse = {
 export const opcodeOf = (h: Buffer): number => h[0] & 0x3f;
 export const isImmediate = (h: Buffer): boolean => (h[0] & 0x40) !== 0;
 export const FINAL = 0x80;
+/** The C bit of Login and Text PDUs: the text goes on in the next PDU (RFC 7143 §11.10.2, §11.11.2). */
+export const CONTINUE = 0x40;
 export const isFinal = (h: Buffer): boolean => (h[1] & FINAL) !== 0;
 /** TotalAHSLength in bytes (byte 4 counts 4-byte words). */
 export const ahsLengthOf = (h: Buffer): number => h[4] * 4;

@@ -74,7 +74,7 @@ export class IscsiPortal implements TargetPort {
     const env = host.environment(portName);
     server.on('error', (e) => env.log.error(`iSCSI portal ${portName}: ${e.message}`));
     server.on('connection', (socket) => {
-      if (!portal.accepting || !host.admitConnection(portName)) {
+      if (!portal.accepting || !host.admitConnection(portName, socket.remoteAddress ?? 'unknown')) {
         socket.destroy();
         return;
       }

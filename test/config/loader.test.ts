@@ -80,6 +80,7 @@ test('the example config loads, with every key as written', (t) => {
     drainTimeoutMs: 10000,
     loginTimeoutMs: 10000,
     preLoginConnections: 64,
+    preLoginPerSource: 16,
     connectionMemory: 4 * 1024 * 1024,
   });
   t.deepEqual(config.logging, { level: 'info', format: 'text' });

@@ -15,7 +15,7 @@ function config(volumes: VolumeConfig[], ports: number[] = [7471]): Config {
     listeners: ports.map((port) => ({ protocol: 'rblk', provider: 'tcp', address: '127.0.0.1', port })),
     volumes,
     auth: { required: false, initiators: [] },
-    limits: { queueDepth: 128, maxIo: MiB, inCapsuleData: 8192, maxSessions: 64, keepaliveMs: 5000, drainTimeoutMs: 10000, loginTimeoutMs: 10000, preLoginConnections: 64, connectionMemory: 4 * MiB },
+    limits: { queueDepth: 128, maxIo: MiB, inCapsuleData: 8192, maxSessions: 64, keepaliveMs: 5000, drainTimeoutMs: 10000, loginTimeoutMs: 10000, preLoginConnections: 64, preLoginPerSource: 16, connectionMemory: 4 * MiB },
     logging: { level: 'info', format: 'text' },
     control: { socket: null, explicit: true },
     metrics: null,

@@ -56,9 +56,10 @@ export class RawInitiator {
     socket.on('error', () => undefined);
   }
 
-  static open(port: number): Promise<RawInitiator> {
+  /** localAddress: the source address to connect from (127.0.0.2 ... stand for other hosts on loopback). */
+  static open(port: number, localAddress?: string): Promise<RawInitiator> {
     return new Promise((resolve, reject) => {
-      const s = connect({ host: '127.0.0.1', port }, () => resolve(new RawInitiator(s)));
+      const s = connect({ host: '127.0.0.1', port, ...(localAddress === undefined ? {} : { localAddress }) }, () => resolve(new RawInitiator(s)));
       s.once('error', reject);
     });
   }

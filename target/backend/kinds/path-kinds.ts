@@ -59,7 +59,7 @@ export const blockDeviceKind: BackendKind<BlockDeviceBacking> = {
   configuredSize: () => undefined,
   defaultDirect: () => true,
   open: (b, o) =>
-    openBackend({ path: b.path, readOnly: o.readOnly, direct: o.direct, ioEngine: o.ioEngine, logicalBlockSize: o.logicalBlockSize }),
+    openBackend({ path: b.path, readOnly: o.readOnly, direct: o.direct, ioEngine: o.ioEngine, logicalBlockSize: o.logicalBlockSize, shared: o.sharedStore }),
 };
 
 export const fileKind: BackendKind<FileBacking> = {
@@ -95,6 +95,7 @@ export const fileKind: BackendKind<FileBacking> = {
       direct: o.direct,
       ioEngine: o.ioEngine,
       logicalBlockSize: o.logicalBlockSize,
+      shared: o.sharedStore,
     }),
   async grow(b, _backend, size) {
     // ftruncate only ever lengthens here: the new tail is a hole, no data moves.
