@@ -5,8 +5,13 @@
 // the rest is a protocol violation (docs/protocol.md §15, docs/operations.md "Logs and the journal").
 import { getSystemErrorName } from 'node:util';
 
-/** errno names of a peer that is gone or unreachable: libfabric's FI_E* mirror them (fi_errno.h). */
-const LOSS = new Set(['ENOTCONN', 'ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ESHUTDOWN', 'ECONNREFUSED', 'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'ENETRESET']);
+/**
+ * errno names of a peer that is gone or unreachable: libfabric's FI_E* mirror them (fi_errno.h).
+ * ECANCELED too: rblkd cancels no transfer of a live connection, so one the provider cancelled
+ * went down with an endpoint the peer's end shut (seen on the fast path before the transport's
+ * own shutdown event arrives).
+ */
+const LOSS = new Set(['ENOTCONN', 'ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ESHUTDOWN', 'ECANCELED', 'ECONNREFUSED', 'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'ENETRESET']);
 
 function nameOf(errno: number): string | undefined {
   try {
