@@ -1,6 +1,7 @@
 // rblkd: the rblk target daemon's command line (docs/operations.md). Exit
 // statuses follow sysexits.h: 0; 64 for a bad command line; 78 (EX_CONFIG)
-// for a configuration that does not validate; 70 (EX_SOFTWARE) for an
+// for a configuration that does not validate or a start it refuses (a volume's file
+// gone since the check, target/daemon/config-refusal.ts); 70 (EX_SOFTWARE) for an
 // internal error; 1 when serving could not start or a flush failed at stop.
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
@@ -8,6 +9,7 @@ import { runCheckConfig } from '../config/check.js';
 import { ConfigError } from '../config/config-error.js';
 import { loadConfig, type LoadOptions } from '../config/loader.js';
 import { DEFAULT_CONFIG_PATH, EX_CONFIG, type Config } from '../config/schema.js';
+import { ConfigRefusal } from '../target/daemon/config-refusal.js';
 import type { Daemon } from '../target/daemon/daemon.js';
 import { createDaemonLogger, describeError, errorMessage, type DaemonLogger } from '../target/daemon/logger.js';
 import { installCrashHandlers, installSignals } from '../target/daemon/signals.js';
@@ -115,9 +117,11 @@ async function serve(args: Args, config: Config, log: DaemonLogger): Promise<num
     daemon = await Daemon.start(config, { configPath: args.config, ...(args.stateDir !== undefined ? { stateDir: args.stateDir } : {}), log, version: packageVersion() });
   } catch (e) {
     removeSignals();
-    log.error(`cannot start: ${errorMessage(e)}`);
+    // A refusal for a reason in the file exits 78, which systemd does not restart into (config-refusal.ts).
+    const refused = e instanceof ConfigRefusal;
+    log.error(`cannot start: ${errorMessage(e)}${refused ? ' (a configuration error: exit 78)' : ''}`);
     log.debug(describeError(e));
-    return 1;
+    return refused ? EX_CONFIG : 1;
   }
   if (pendingStop !== null) stop(daemon, pendingStop);
   else if (pendingReload) reload(daemon);

@@ -28,6 +28,9 @@ export function inspectBacking(req: BackingRequest): BackingInspection {
     st = statSync(req.path);
   } catch (e) {
     if (!isNotFound(e)) return { ok: false, field: 'path', message: `${req.path} ${describeFsError(e)}` };
+    if (req.readOnly) {
+      return { ok: false, field: 'path', message: `${req.path} does not exist, and a read_only volume is never created (create it, or drop read_only)` };
+    }
     if (req.size === undefined) {
       return {
         ok: false,
@@ -54,6 +57,13 @@ export function inspectBacking(req: BackingRequest): BackingInspection {
       message:
         `size ${formatSize(req.size)} is smaller than the existing file ${req.path} ` +
         `(${formatSize(st.size)}); rblkd never shrinks a backing file`,
+    };
+  }
+  if (req.readOnly && req.size !== undefined && st.size < req.size) {
+    return {
+      ok: false,
+      field: 'size',
+      message: `${req.path} is ${formatSize(st.size)}, smaller than size ${formatSize(req.size)}, and a read_only volume is never grown`,
     };
   }
   if (req.size === undefined && st.size === 0) {

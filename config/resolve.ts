@@ -41,6 +41,7 @@ import {
   type VolumeConfig,
 } from './schema.js';
 import { readSecretFile } from './secret-file.js';
+import { stateDirProblem } from './state-dir.js';
 import { formatSize, parseSize } from './size.js';
 import type { PathSegment } from './yaml-positions.js';
 import type { AluaState } from '../protocol/scsi/target-port-groups.js';
@@ -112,6 +113,11 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   const auth = resolveAuth();
   const listeners = resolveListeners();
   const volumes = resolveVolumes();
+  // The start makes state_dir before it opens the first volume; without volumes it never does.
+  if (volumes.length > 0) {
+    const problem = stateDirProblem(stateDir);
+    if (problem !== undefined) err(['state_dir'], problem);
+  }
   const limits = resolveLimits();
   const logsec = rec(get(root, ['logging']));
   const logging = {

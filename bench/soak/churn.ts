@@ -31,9 +31,10 @@ const RELEASE_MS = 20_000;
 const RSS_TOLERANCE = 0.1;
 /**
  * V8 gives back the young generation a load grew, and heap pages freed by
- * garbage collection, only when its memory reducer runs on a quiet process:
- * about 20 to 30 s after the load stops (docs/reliability.md, "Memory"). RSS is
- * read once it has settled, within this bound; the tolerance does not change.
+ * garbage collection, only in a collection that finds the allocation rate
+ * low; rblkd has it collect 5 s and 11 s after the last connection of a burst
+ * ended (docs/reliability.md, "Memory"). RSS is read once it has settled,
+ * within this bound; the tolerance does not change.
  */
 const RSS_SETTLE_MS = 45_000;
 

@@ -10,7 +10,8 @@ import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, statSync, unl
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import type { DaemonLogger } from './logger.js';
-import { errorMessage } from './logger.js';
+import { describeError, errorMessage } from './logger.js';
+import { ControlLineReader, type ControlLine } from './control-lines.js';
 
 export const CONTROL_COMMANDS = ['status', 'sessions', 'volumes', 'kick', 'reload'] as const;
 export type ControlCommand = (typeof CONTROL_COMMANDS)[number];
@@ -28,8 +29,10 @@ export interface ControlRequest {
   args?: string[];
 }
 
-/** A request line longer than this ends the connection: requests are a few dozen bytes. */
+/** A request line longer than this is refused (its bytes dropped): requests are a few dozen bytes. */
 const MAX_REQUEST = 64 * 1024;
+/** Requests read ahead of their answers on one connection before it is read no further. */
+const MAX_QUEUED = 64;
 /** How long the liveness probe of an existing socket waits for a connect. */
 const PROBE_MS = 1000;
 
@@ -61,6 +64,16 @@ function answers(path: string): Promise<boolean> {
     s.once('connect', () => done(true));
     s.once('error', () => done(false));
   });
+}
+
+/** A value named in an answer or a log line, short whatever its size or depth. */
+function describeValue(v: unknown): string {
+  if (v === undefined) return 'none';
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'object') return 'an object';
+  if (typeof v === 'string') return JSON.stringify(v.length > 64 ? `${v.slice(0, 64)}...` : v);
+  return `${typeof v} ${String(v).slice(0, 64)}`;
 }
 
 export class ControlSocketTaken extends Error {
@@ -100,7 +113,8 @@ export class ControlServer {
     }
     const gid = rblkGid();
     const mode = gid === null ? 0o600 : 0o660;
-    const server = createServer();
+    // Half-open: a client may send its requests and shut down its side, and still read the answers.
+    const server = createServer({ allowHalfOpen: true });
     const cs = new ControlServer(path, mode, server, handlers, log);
     server.on('connection', (s) => cs.serve(s));
     // A listening socket's errors after bind (none are expected) are logged, never thrown.
@@ -130,30 +144,48 @@ export class ControlServer {
     this.connections.add(s);
     s.on('close', () => this.connections.delete(s));
     s.on('error', () => s.destroy());
-    s.setEncoding('utf8');
-    let pending = '';
-    // One request at a time per connection, answered in order.
+    const reader = new ControlLineReader(MAX_REQUEST);
+    // One request at a time per connection, answered in order; `chain` never rejects.
     let chain: Promise<void> = Promise.resolve();
-    s.on('data', (chunk: string) => {
-      pending += chunk;
-      if (pending.length > MAX_REQUEST && !pending.includes('\n')) {
-        s.end(`${JSON.stringify({ ok: false, error: `request longer than ${MAX_REQUEST} bytes` })}\n`);
-        return;
-      }
-      let nl: number;
-      while ((nl = pending.indexOf('\n')) >= 0) {
-        const line = pending.slice(0, nl).trim();
-        pending = pending.slice(nl + 1);
-        if (line === '') continue;
+    let queued = 0;
+    const resumeIfRoom = (): void => {
+      if (queued < MAX_QUEUED && !s.writableNeedDrain && s.isPaused()) s.resume();
+    };
+    s.on('drain', resumeIfRoom);
+    const enqueue = (lines: ControlLine[]): void => {
+      for (const line of lines) {
+        queued++;
         chain = chain.then(async () => {
-          const answer = await this.answer(line);
-          if (!s.destroyed) s.write(`${JSON.stringify(answer)}\n`);
+          const answer = await this.reply(line);
+          queued--;
+          if (!s.destroyed && s.writable) s.write(answer);
+          resumeIfRoom();
         });
       }
+      // A client that sends faster than it reads waits for its answers (bounded memory).
+      if (queued >= MAX_QUEUED || s.writableNeedDrain) s.pause();
+    };
+    s.on('data', (chunk: Buffer) => enqueue(reader.push(chunk)));
+    // The client's half-close: its last line (even without a newline) is answered, then ours.
+    s.on('end', () => {
+      enqueue(reader.end());
+      chain = chain.then(() => {
+        if (!s.destroyed) s.end();
+      });
     });
   }
 
-  /** One request line to its answer; never rejects. */
+  /** One line to its answer line; never rejects, whatever the line and the handlers do. */
+  private async reply(line: ControlLine): Promise<string> {
+    try {
+      return `${JSON.stringify('refused' in line ? { ok: false, error: line.refused } : await this.answer(line.text))}\n`;
+    } catch (e) {
+      this.log.error(`control: internal error answering a request: ${describeError(e)}`);
+      return `${JSON.stringify({ ok: false, error: `internal error: ${errorMessage(e)}` })}\n`;
+    }
+  }
+
+  /** One request line to its answer. */
   private async answer(line: string): Promise<{ ok: true; result: unknown } | { ok: false; error: string }> {
     let req: unknown;
     try {
@@ -161,13 +193,16 @@ export class ControlServer {
     } catch {
       return { ok: false, error: 'the request is not JSON' };
     }
-    const command = (req as { command?: unknown } | null)?.command;
+    if (req === null || typeof req !== 'object' || Array.isArray(req)) {
+      return { ok: false, error: `a request is a JSON object such as {"command":"status"}, not ${describeValue(req)}` };
+    }
+    const command = (req as { command?: unknown }).command;
     const args = (req as { args?: unknown }).args ?? [];
     if (typeof command !== 'string' || !(CONTROL_COMMANDS as readonly string[]).includes(command)) {
-      return { ok: false, error: `unknown command ${JSON.stringify(command)}; one of ${CONTROL_COMMANDS.join(', ')}` };
+      return { ok: false, error: `unknown command ${describeValue(command)}; one of ${CONTROL_COMMANDS.join(', ')}` };
     }
     if (!Array.isArray(args) || !args.every((a) => typeof a === 'string')) return { ok: false, error: 'args must be a list of strings' };
-    this.log.debug(`control: ${command}${args.length > 0 ? ` ${args.join(' ')}` : ''}`);
+    this.log.debug(`control: ${command}${args.length > 0 ? ` ${describeValue(args.join(' '))}` : ''}`);
     try {
       switch (command as ControlCommand) {
         case 'status':

@@ -10,8 +10,9 @@
 // with PRIORITY= and the fields upper-cased (SESSION=, PEER=, VOLUME=...), so
 // `journalctl -u rblkd PEER=10.0.0.5:41234` finds them; without the addon, or
 // with RBLK_JOURNAL=stream, the stream protocol's `<N>` prefix gives the
-// priority (sd-daemon(3)). docs/operations.md "Logs and the journal".
-import { fstatSync, writeSync } from 'node:fs';
+// priority (sd-daemon(3)); so does a journal socket that is missing or refuses
+// a line, said once. docs/operations.md "Logs and the journal".
+import { fstatSync, statSync, writeSync } from 'node:fs';
 import winston, { createLogger, format, type Logger } from 'winston';
 import type { LogFormat, LogLevel, LoggingConfig } from '../../config/schema.js';
 import { systemdAddon } from '../../native/binding.js';
@@ -95,6 +96,13 @@ const TransportBase = (winston as unknown as { Transport: typeof winston.transpo
 
 type JournalSend = (fields: readonly string[]) => number;
 
+/** Where sd_journal_sendv(3) sends, fixed in libsystemd. */
+const JOURNAL_SOCKET = '/run/systemd/journal/socket';
+
+function journalSocketPresent(): boolean {
+  return statSync(JOURNAL_SOCKET, { throwIfNoEntry: false })?.isSocket() ?? false;
+}
+
 /** The native journal, when running under journald with the addon; null for the stream protocol. */
 function nativeJournal(env: NodeJS.ProcessEnv): JournalSend | null {
   if (env.RBLK_JOURNAL === 'stream') return null;
@@ -138,11 +146,19 @@ class DaemonTransport extends TransportBase {
       const name = journalName(k);
       if (name !== null) fields.push(`${name}=${typeof v === 'string' ? v : JSON.stringify(v)}`);
     }
+    // sd_journal_sendv reports success when the socket does not exist (libsystemd drops the
+    // entry and returns 0 on ENOENT), so its absence is checked here, before every entry.
+    if (!journalSocketPresent()) return this.toStream(`the native journal is unavailable (no socket at ${JOURNAL_SOCKET})`);
     const r = this.send!(fields);
     if (r >= 0) return true;
-    // The journal socket refused (it is gone, or full): from now on the stream carries the priority.
+    // The journal socket refused (it is gone, or full).
+    return this.toStream(`the native journal refused a line (errno ${-r})`);
+  }
+
+  /** From now on the stream carries the priority; said once, on the stream. Returns false: this line goes there too. */
+  private toStream(why: string): false {
     this.send = null;
-    writeSync(2, `<4>warn: the native journal refused a line (errno ${-r}); using the stream protocol\n`);
+    writeSync(2, `<4>warn: ${why}; using the stream protocol\n`);
     return false;
   }
 }

@@ -11,6 +11,8 @@ import type { Backend } from '../backend/backend.js';
 import { kindOf, openVolumeBackend } from '../backend/registry.js';
 import { LogicalUnit, SharedReservationStore, type Access, type TargetPortGroups } from '../scsi/index.js';
 import type { ExportedVolume } from '../server.js';
+import { STATE_DIR_HINT } from '../../config/state-dir.js';
+import { asConfigRefusal, ConfigRefusal } from './config-refusal.js';
 import { errorMessage, type DaemonLogger } from './logger.js';
 
 export interface VolumeContext {
@@ -33,9 +35,8 @@ async function makeStateDir(dir: string): Promise<void> {
     await mkdir(dir, { recursive: true, mode: 0o755 });
   } catch (e) {
     const c = e as NodeJS.ErrnoException;
-    throw Object.assign(new Error(`cannot create state_dir ${dir}: ${errorMessage(e)} (set state_dir in the file, or run with --state-dir DIR)`, { cause: e }), {
-      code: c.code,
-    });
+    const error = Object.assign(new Error(`cannot create state_dir ${dir}: ${errorMessage(e)} ${STATE_DIR_HINT}`, { cause: e }), { code: c.code });
+    throw c.code === undefined ? error : new ConfigRefusal(error.message, c.code, { cause: e });
   }
 }
 
@@ -66,15 +67,21 @@ export class ServedVolume implements ExportedVolume {
       // Every volume line carries volume and lun (docs/operations.md "Logs and the journal").
       { volume: config.name, lun: config.lun },
     );
-    const backend = await openVolumeBackend(config.backing, {
-      name: config.name,
-      readOnly: config.readOnly,
-      direct: config.direct,
-      ioEngine: config.ioEngine,
-      logicalBlockSize: config.blockSize,
-      // Gateways of one store (alua) share it on purpose; any other file or device is locked (docs/backends.md "One daemon per store").
-      sharedStore: ctx.portGroups !== undefined,
-    });
+    let backend: Backend;
+    try {
+      backend = await openVolumeBackend(config.backing, {
+        name: config.name,
+        readOnly: config.readOnly,
+        direct: config.direct,
+        ioEngine: config.ioEngine,
+        logicalBlockSize: config.blockSize,
+        // Gateways of one store (alua) share it on purpose; any other file or device is locked (docs/backends.md "One daemon per store").
+        sharedStore: ctx.portGroups !== undefined,
+      });
+    } catch (e) {
+      // A file gone since the config was checked, a sandbox that makes its directory read-only.
+      throw asConfigRefusal(`volume ${config.name}: cannot open ${kindOf(config.backing).where(config.backing)}${config.readOnly ? ' (read_only)' : ''}`, e);
+    }
     try {
       // Gateways of one shared store report one device (VPD 83h from the store, not the host).
       const identity = await volumeIdentity(ctx.stateDir, config, backend.sharedIdentity);

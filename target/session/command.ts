@@ -27,8 +27,11 @@ export interface CommandHost<B extends DataBuffer> {
    * session ended, or the command was already answered): nothing is then sent.
    */
   answeredByWrite(tag: bigint): boolean;
-  /** A failed RMA ends the session (§12). */
-  fail(why: string): void;
+  /**
+   * A failed RMA or send ends the connection (§12): as a connection loss when `cause` says
+   * the initiator went away, as a protocol violation otherwise (transport/connection-loss.ts).
+   */
+  fail(why: string, cause: unknown): void;
 }
 
 const NO_DESCRIPTORS: readonly DataDescriptor[] = [];
@@ -125,6 +128,6 @@ export class CapsuleCommand<B extends DataBuffer> implements RequestFrontEnd<B> 
   }
 
   transferFailed(step: 'data-out' | 'data-in', error: unknown): void {
-    this.host.fail(`${step === 'data-out' ? 'RDMA READ' : 'RDMA WRITE'} for tag ${this.tag} failed: ${errorText(error)}`);
+    this.host.fail(`${step === 'data-out' ? 'RDMA READ' : 'RDMA WRITE'} for tag ${this.tag} failed: ${errorText(error)}`, error);
   }
 }

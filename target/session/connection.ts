@@ -38,6 +38,7 @@ import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
 import { backendFailure, IO_CLASSES, LATENCY_BUCKETS_S, NO_RESIDUALS, ScsiRequest, SessionIo, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
 import type { ConnectionFastPath, DataBuffer, FastPathStats, TargetConnection } from '../transport/transport.js';
+import { isConnectionLoss } from '../transport/connection-loss.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
 import { noNative, requestScopes, withMeta, type LogoutKind, type MappedLun, type NativeInfo, type ServedConnection, type ConnectionEnvironment, type ConnectionFactory, type SessionInfo, type TargetLogger } from './environment.js';
 
@@ -102,6 +103,8 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
   private closedPromise: Promise<void>;
   private resolveClosed!: () => void;
   private ending: Promise<void> | null = null;
+  /** The transport has said the connection is gone (onLost or onClose): a failed transfer after that is no violation. */
+  private transportGone = false;
   /** The connection's native fast path, when it has one and fast_path is on (docs/target.md "Fast path"). */
   private fast: ConnectionFastPath | null = null;
   /** Per mapped LUN: leaves the LU's fast-path gate. */
@@ -132,7 +135,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
       // §12.1: only from version 2 on, and where the transport carries remote CQ data.
       remoteData: conn.version >= REMOTE_DATA_VERSION && conn.remoteData,
       answeredByWrite: (tag) => this.answeredByWrite(tag),
-      fail: (why) => this.detach(this.fail(new ProtocolViolation(why)), 'protocol violation'),
+      fail: (why, cause) => this.transferFailed(why, cause),
     };
     this.limits = { ...PROTOCOL_LIMITS, maxCapsule: conn.maxCapsule };
     this.closedPromise = new Promise((r) => (this.resolveClosed = r));
@@ -144,10 +147,14 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
       if (this.state === 'login' || this.state === 'challenged') this.detach(this.fail(new ProtocolViolation('login did not complete in time')), 'login timeout');
     }, env.limits.loginTimeoutMs);
     conn.onClose = (reason) => {
+      this.transportGone = true;
       this.log.debug(`transport closed the connection: ${reason}`, this.meta());
       this.detach(this.ended(reason), 'connection close');
     };
-    conn.onLost = () => this.abortAll();
+    conn.onLost = () => {
+      this.transportGone = true;
+      this.abortAll();
+    };
     conn.onCapsule = (buf) => this.onCapsule(buf);
   }
 
@@ -535,7 +542,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
   private onFastFailed(tag: bigint, lun: number, kind: 'read' | 'write' | 'transfer', errno: number, length: number): void {
     const mapped = this.luns.get(lun);
     if (kind === 'transfer' || mapped === undefined) {
-      this.host.fail(`an RDMA transfer or send for tag ${tag} failed on the fast path: ${errnoName(errno)}`);
+      this.host.fail(`an RDMA transfer or send for tag ${tag} failed on the fast path: ${errnoName(errno)}`, errno);
       return;
     }
     if (this.state !== 'active' && this.state !== 'closing') return;
@@ -782,7 +789,9 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
       // 'closing' ends the connection with its own reason.
       // (A method, not a comparison: TypeScript keeps the narrowing from before the await.)
       if (this.endingOrEnded()) return;
-      this.log.warn(`could not send ${opName(c.op)} (tag ${c.tag}), ending the session: ${errorText(e)}`, this.meta());
+      // An initiator that went away is a lost connection, not a fault to warn about (transport/connection-loss.ts).
+      if (isConnectionLoss(e, this.transportGone)) this.log.info(`connection lost: could not send ${opName(c.op)} (tag ${c.tag}): ${errorText(e)}`, this.meta());
+      else this.log.warn(`could not send ${opName(c.op)} (tag ${c.tag}), ending the session: ${errorText(e)}`, this.meta());
       this.detach(this.end(`send failed: ${errorText(e)}`), 'end after a failed send');
     }
   }
@@ -810,6 +819,22 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     // Every line about a connection carries the peer, so a journal search by address finds them all.
     // `session` only once the login has granted the id (docs/operations.md "Logs"): a refused login has none.
     return { ...(this.nexus ? { session: Number(this.sessionId) } : {}), initiator: this.login?.initiatorName, connection: this.conn.id, peer: this.conn.peer };
+  }
+
+  /**
+   * A transfer or send of this connection failed (§12): the initiator went away
+   * (transport/connection-loss.ts decides), or it broke the protocol. A loss is
+   * logged once at info and ends the connection as a disconnect does; an ending
+   * already under way says nothing more, as fail() does.
+   */
+  private transferFailed(why: string, cause: unknown): void {
+    if (this.state === 'closing' || this.state === 'closed') return;
+    if (!isConnectionLoss(cause, this.transportGone)) {
+      this.detach(this.fail(new ProtocolViolation(why)), 'protocol violation');
+      return;
+    }
+    this.log.info(`connection lost: ${why}`, this.meta());
+    this.detach(this.end('connection lost'), 'connection loss');
   }
 
   /** A protocol violation: log it, tell the initiator (best effort), disconnect (§15). */

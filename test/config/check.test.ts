@@ -138,3 +138,42 @@ test('listener addresses must resolve to an address of this host, reported on th
   t.regex(errors[0] ?? '', /^3: listeners\[0\]\.address: 192\.0\.2\.1 is not an address of this host \(it has .*127\.0\.0\.1.*\)$/);
   t.is(errors[1], '4: listeners[1].address: the host name no-such-host.invalid does not resolve');
 });
+
+test('what a start would refuse is refused by the check: a missing or short read-only file, a state_dir or volume directory under a regular file', (t) => {
+  const dir = tempDir(t);
+  const blocker = put(dir, 'a-file', '');
+  put(dir, 'short.img', Buffer.alloc(4096));
+  const file = put(
+    dir,
+    'rblkd.yaml',
+    [
+      `state_dir: ${join(blocker, 'state')}`, // 1
+      'volumes:', // 2
+      `  - {name: ro-sized, path: ${join(dir, 'absent.img')}, size: 1MiB, read_only: true}`, // 3
+      `  - {name: ro, path: ${join(dir, 'absent2.img')}, read_only: true}`, // 4
+      `  - {name: ro-short, path: ${join(dir, 'short.img')}, size: 1MiB, read_only: true}`, // 5
+      `  - {name: under-a-file, path: ${join(blocker, 'v.img')}, size: 1MiB}`, // 6
+      '  - {name: m, memory: true, size: 1MiB}', // 7
+    ].join('\n'),
+  );
+  const { code, errors } = check(file);
+  t.is(code, EX_CONFIG);
+  t.deepEqual(errors, [
+    `1: state_dir: cannot create ${join(blocker, 'state')}: ${blocker} is not a directory (set state_dir in the file, or run with --state-dir DIR)`,
+    `3: volumes[0].path: ${join(dir, 'absent.img')} does not exist, and a read_only volume is never created (create it, or drop read_only)`,
+    `4: volumes[1].path: ${join(dir, 'absent2.img')} does not exist, and a read_only volume is never created (create it, or drop read_only)`,
+    `5: volumes[2].size: ${join(dir, 'short.img')} is 4 KiB, smaller than size 1 MiB, and a read_only volume is never grown`,
+    `6: volumes[3].path: ${join(blocker, 'v.img')} does not exist (a parent is not a directory)`,
+  ]);
+});
+
+test('a state_dir that exists as a regular file is refused; one that can be made passes', (t) => {
+  const dir = tempDir(t);
+  const blocker = put(dir, 'state', '');
+  const volumes = 'volumes: [{name: m, memory: true, size: 1MiB}]\n';
+  const bad = check(put(dir, 'bad.yaml', `state_dir: ${blocker}\n${volumes}`));
+  t.is(bad.code, EX_CONFIG);
+  t.deepEqual(bad.errors, [`1: state_dir: ${blocker} is not a directory (set state_dir in the file, or run with --state-dir DIR)`]);
+  const good = check(put(dir, 'good.yaml', `state_dir: ${join(dir, 'new', 'state')}\n${volumes}`));
+  t.deepEqual(good, { code: 0, errors: [] });
+});

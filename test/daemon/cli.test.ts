@@ -109,16 +109,21 @@ test.serial('a metrics port in use fails the start with exit 1, naming the endpo
   t.notRegex(r.stderr, /rblkd ready/);
 });
 
-test.serial('a state_dir that cannot be made fails the start with exit 1, naming it and how to choose another', async (t) => {
+test.serial('a state_dir that cannot be made is a config error (exit 78), naming it and how to choose another', async (t) => {
   // A regular file where a parent directory should be: mkdir fails with ENOTDIR even for root,
-  // as /var/lib/rblk does with EACCES for a user who starts rblkd by hand.
+  // as /var/lib/rblk does with EACCES for a user who starts rblkd by hand. The check knows it
+  // before anything opens, so the start is refused as --check-config refuses the file.
   const w = workdir(t);
   const blocker = join(w.dir, 'not-a-dir');
   writeFileSync(blocker, '');
   w.writeConfig(baseConfig(w, [{ name: 'a', memory: true, size: '1MiB' }], { state_dir: join(blocker, 'state') }));
+  const check = await runDaemon(t, ['--check-config', w.configPath]);
+  t.is(check.code, 78);
   const r = await runDaemon(t, ['--config', w.configPath]);
-  t.is(r.code, 1);
-  t.regex(r.stderr, new RegExp(`error: cannot start: cannot create state_dir ${blocker}/state: ENOTDIR: .*\\(set state_dir in the file, or run with --state-dir DIR\\)`));
+  t.is(r.code, 78);
+  for (const text of [check.stderr, r.stderr]) {
+    t.true(text.includes(`state_dir: cannot create ${blocker}/state: ${blocker} is not a directory (set state_dir in the file, or run with --state-dir DIR)`), text);
+  }
   t.notRegex(r.stderr, /rblkd ready/);
   // --state-dir replaces it, and the same file starts.
   const d = spawnDaemon(t, ['--config', w.configPath, '--state-dir', w.state]);

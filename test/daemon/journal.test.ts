@@ -177,3 +177,28 @@ nativeTest('under journald with libsystemd: one journal entry per line, with PRI
   // Nothing went to the stream: the journal had every line.
   t.deepEqual(d.lines(), []);
 });
+
+// libsystemd's sd_journal_sendv(3) reports success when the journal socket does not exist, so
+// a daemon that trusted it would log nothing at all (issue 25).
+const absentTest = haveJournald || !haveSystemd ? test.skip : test.serial;
+if (haveJournald || !haveSystemd) {
+  test.skip(`(no journal socket: skipped because ${haveJournald ? `a journald owns ${JOURNAL_SOCKET} here` : 'rblk_systemd.node is not built'})`, () => undefined);
+}
+
+absentTest('under journald with libsystemd but no journal socket: rblkd says so once and logs on the stream with priorities', async (t) => {
+  // Serial with the native test above, which is the only one that makes the socket.
+  t.false(existsSync(JOURNAL_SOCKET));
+  const w = workdir(t);
+  w.writeConfig(debugConfig(w));
+  const d = underJournal(t, w, {});
+  await until(() => (d.lines().some((l) => l.includes('rblkd ready')) ? true : undefined), 'rblkd ready on the stream');
+  const lines = d.lines();
+  const said = lines.filter((l) => /native journal/.test(l));
+  t.is(said.length, 1, lines.join('\n'));
+  t.regex(said[0] ?? '', new RegExp(`^<4>warn: the native journal is unavailable \\(no socket at ${JOURNAL_SOCKET}\\); using the stream protocol$`));
+  t.true(lines.some((l) => /^<6>info: rblkd ready/.test(l)), lines.join('\n'));
+  t.true(lines.some((l) => /^<7>debug: volume a:/.test(l)), lines.join('\n'));
+  t.true(lines.every((l) => /^<[3-7]>/.test(l)), lines.join('\n'));
+  d.child.kill('SIGTERM');
+  t.is(await d.exited, 0);
+});

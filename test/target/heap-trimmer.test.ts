@@ -3,6 +3,8 @@
 import test from 'ava';
 import { addon } from '../../native/binding.js';
 import { HeapTrimmer } from '../../target/heap-trimmer.js';
+import { collectAll, collectYoung, JS_HEAP_SAMPLE_GAP_MS } from '../../target/js-heap.js';
+import { getHeapSpaceStatistics } from 'node:v8';
 
 async function waitFor(cond: () => boolean, boundMs: number): Promise<void> {
   for (let i = 0; i < boundMs / 20 && !cond(); i++) await new Promise((r) => setTimeout(r, 20));
@@ -38,4 +40,83 @@ test('close cancels a pending trim', async (t) => {
 
 test('the native trim runs and says whether memory went back', (t) => {
   t.is(typeof addon().trimHeap(), 'boolean');
+});
+
+test('once a burst of releases is over, V8 collects twice, sampleGapMs apart, and a trim follows', async (t) => {
+  const calls: string[] = [];
+  const h = new HeapTrimmer(
+    () => (calls.push('trim'), true),
+    () => (calls.push('young'), true),
+    () => (calls.push('all'), true),
+    { trimMs: 10, settleMs: 100, settleMaxMs: 60_000, sampleGapMs: 100 },
+  );
+  t.teardown(() => h.close());
+  for (let i = 0; i < 1000; i++) h.noteRelease();
+  await waitFor(() => calls.length >= 4, 10_000);
+  t.deepEqual(calls, ['trim', 'young', 'all', 'trim']);
+});
+
+test('a release between the two collections starts over: the burst was not over', async (t) => {
+  const calls: string[] = [];
+  const h = new HeapTrimmer(
+    () => true,
+    () => (calls.push('young'), true),
+    () => (calls.push('all'), true),
+    { trimMs: 10, settleMs: 50, settleMaxMs: 60_000, sampleGapMs: 60_000 },
+  );
+  t.teardown(() => h.close());
+  h.noteRelease();
+  await waitFor(() => calls.length >= 1, 10_000);
+  t.deepEqual(calls, ['young']);
+  // The full collection is a minute of sampleGapMs away; a release cancels it and settles again.
+  h.noteRelease();
+  await waitFor(() => calls.length >= 2, 10_000);
+  t.deepEqual(calls, ['young', 'young']);
+});
+
+test('a steady churn defers the collections, but not past settleMaxMs from its first release', async (t) => {
+  let collects = 0;
+  let releases = 0;
+  const h = new HeapTrimmer(
+    () => true,
+    () => (collects++, true),
+    () => true,
+    { trimMs: 10, settleMs: 200, settleMaxMs: 600, sampleGapMs: 60_000 },
+  );
+  t.teardown(() => h.close());
+  // A release every 20 ms, ten times closer than settleMs: the settle is pushed back each time,
+  // until settleMaxMs; releases are counted so the check is on how many came, not on the clock.
+  await new Promise<void>((resolve) => {
+    const tick = setInterval(() => {
+      if (collects > 0 || releases > 1000) {
+        clearInterval(tick);
+        resolve();
+        return;
+      }
+      releases++;
+      h.noteRelease();
+    }, 20);
+  });
+  t.is(collects, 1);
+  t.true(releases > 5, `the collection waited for the churn (${releases} releases came first)`);
+});
+
+test.serial('the real collections give back the young generation a burst grew', async (t) => {
+  const newSpace = (): number => getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.physical_space_size ?? 0;
+  // A burst of short-lived objects, as a churn of logins makes, with some kept for a while.
+  let kept: object[] = [];
+  for (let i = 0; i < 3_000_000; i++) {
+    const o = { i, s: `x${i}` };
+    if (i % 50 === 0) kept.push(o);
+    if (kept.length > 20_000) kept = [];
+  }
+  const grown = newSpace();
+  t.true(grown >= 8 * 2 ** 20, `the burst grew the young generation (${grown} bytes)`);
+  // As the trimmer does once the burst is over: a young collection, then a full one after the gap.
+  t.true(collectYoung());
+  await new Promise((r) => setTimeout(r, JS_HEAP_SAMPLE_GAP_MS));
+  t.true(collectAll());
+  const after = newSpace();
+  t.log(`new space ${(grown / 2 ** 20).toFixed(1)} MiB after the burst, ${(after / 2 ** 20).toFixed(1)} MiB after the collections; ${kept.length} kept`);
+  t.true(after <= grown / 4, `${after} bytes, from ${grown}`);
 });
