@@ -423,6 +423,9 @@ rbdTest('rbd fast path: a gateway fenced out of the cluster stops submitting nat
   t.teardown(() => other.close());
   const fence = await other.fenceGateway(1);
   t.is(fence.kind, 'fenced');
+  // The OSD refuses the fenced client from the fencing gateway's next operation on (it carries the blocklist's
+  // map epoch, docs/backends.md "Fencing another gateway"), as an initiator's reissued write would: one first.
+  await other.read(Buffer.alloc(4096), 0);
   await t.throwsAsync(early.write(8192, d(3)), { instanceOf: RblkError }, 'the blocklisted client refuses the write');
   // The write's EBLOCKLISTED is proof enough: the backend is fenced before the command is answered, whatever
   // the image's watch has said by then (docs/backends.md "A fenced gateway learns of it").
@@ -473,6 +476,8 @@ rbdTest(`rbd fenced gateway: the first write refused with EBLOCKLISTED on ${path
   const other = await RbdBackend.open({ pool: ceph().pool, image, conf: ceph().conf, timeoutSeconds: 3, readOnly: false });
   t.teardown(() => other.close());
   t.is((await other.fenceGateway(1)).kind, 'fenced');
+  // As above: the fencing gateway's next operation brings the OSD the blocklist's map.
+  await other.read(Buffer.alloc(4096), 0);
   const refused = await t.throwsAsync(v.write(8192, d(3)), { instanceOf: RblkError }, 'the blocklisted client refuses the write');
   t.is((refused as RblkError | undefined)?.sense?.key, 0x02, `NOT READY whichever signal came first: ${String(refused)}`);
   t.true(a.rbd.fenced, 'the backend knew it was fenced by the time the write was answered');
