@@ -5,7 +5,7 @@
 // daemons run in the foreground as our children, so stop() kills exactly them.
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,6 +35,30 @@ export interface CephCluster {
   /** Thaws them (SIGCONT) and waits until the OSD serves a fresh client again. */
   resume(): Promise<void>;
   stop(): Promise<void>;
+}
+
+/** Blocks until every thread of `pid` is stopped (state T in /proc), or it is gone; bounded against a hang. */
+function waitStopped(pid: number): void {
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (let i = 0; i < 2000; i++) {
+    let tids: string[];
+    try {
+      tids = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      return;
+    }
+    const running = tids.some((tid) => {
+      try {
+        // "pid (comm) S ...": the state follows the last ')'.
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        return !/^\s*[Tt]/.test(stat.slice(stat.lastIndexOf(')') + 1));
+      } catch {
+        return false;
+      }
+    });
+    if (!running) return;
+    Atomics.wait(pause, 0, 0, 1);
+  }
 }
 
 function freePort(): Promise<number> {
@@ -172,7 +196,12 @@ export async function startCephCluster(options: CephClusterOptions = {}): Promis
     run: (tool, args, input) => exec(tool, ['-c', conf, ...args], input),
     // rbd create waits until the pool's placement groups are active: the cluster is ready then.
     createImage: async (name, bytes) => void (await exec('rbd', ['-c', conf, 'create', '--size', `${bytes}B`, `rbd/${name}`])),
-    pause: () => children.forEach((c) => c.kill('SIGSTOP')),
+    pause() {
+      for (const c of children) c.kill('SIGSTOP');
+      // kill(2) returns before the stop: each thread stops on its own way back to user mode. Until then the
+      // daemon may still answer what reaches it, so this returns only once every thread of both is stopped.
+      for (const c of children) if (c.pid !== undefined) waitStopped(c.pid);
+    },
     async resume() {
       children.forEach((c) => c.kill('SIGCONT'));
       // A busy machine may take many seconds to get the OSD's sessions back up.

@@ -497,6 +497,8 @@ export interface NativeRbdImageCtor {
   readonly WATCH_TOKEN: number;
   readonly RECORD_NOTIFY_TOKEN: number;
   readonly RECORD_ERROR_TOKEN: number;
+  /** An operation of this client that JS did not submit (the fast path's, native/src/rbd-c-api.cc) failed with EBLOCKLISTED; once per client. */
+  readonly BLOCKLISTED_TOKEN: number;
 }
 
 /** rblk_rbd.node: librbd (target/backend/rbd/ is its only user). */

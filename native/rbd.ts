@@ -64,17 +64,23 @@ export class RbdImage {
   readonly #watchToken: number;
   readonly #notifyToken: number;
   readonly #errorToken: number;
+  readonly #blocklistedToken: number;
+  /** The image's header object (rbd_header.<image id>), which the blocklist probe reads (#probe). */
+  #headerOid = '';
   readonly #pending = new Map<number, Pending>();
   #next = 1;
   #onChange: (() => void) | null = null;
   #onRecord: ((e: RecordEvent) => void) | null = null;
   #onBlocklisted: (() => void) | null = null;
+  /** Sticky: a listener set after the signal still hears it (onBlocklisted). */
+  #blocklisted = false;
 
   private constructor() {
     const { RbdImage: Ctor } = rbdAddon();
     this.#watchToken = Ctor.WATCH_TOKEN;
     this.#notifyToken = Ctor.RECORD_NOTIFY_TOKEN;
     this.#errorToken = Ctor.RECORD_ERROR_TOKEN;
+    this.#blocklistedToken = Ctor.BLOCKLISTED_TOKEN;
     this.#image = new Ctor((n) => this.#complete(n));
   }
 
@@ -91,6 +97,7 @@ export class RbdImage {
       }
       throw e;
     });
+    image.#headerOid = `rbd_header.${image.id().split('/').pop() ?? ''}`;
     return image;
   }
 
@@ -103,9 +110,21 @@ export class RbdImage {
    * Called (once per batch of completions) when an operation or a watch of
    * this image failed with EBLOCKLISTED: the cluster blocklisted this client,
    * and every operation of it fails from now on (docs/backends.md "rbd").
+   * Every signal counts: an operation of JS's (its completion, or a refused
+   * submission), one of the native fast path's (told by rblk_rbd once,
+   * native/src/rbd-c-api.cc, whether or not anyone answers the command), and
+   * the image's and the record's watches, which are followed by a probe
+   * (#probe) since librbd's own refresh can swallow the error first.
    */
   onBlocklisted(fn: (() => void) | null): void {
     this.#onBlocklisted = fn;
+    // The signal came before the listener (between the open and the listener, say): not lost.
+    if (fn !== null && this.#blocklisted) queueMicrotask(() => this.#onBlocklisted?.());
+  }
+
+  #tellBlocklisted(): void {
+    this.#blocklisted = true;
+    this.#onBlocklisted?.();
   }
 
   get inFlight(): number {
@@ -116,7 +135,7 @@ export class RbdImage {
     try {
       return this.#image.size();
     } catch (e) {
-      if ((e as { code?: unknown }).code === EBLOCKLISTED) this.#onBlocklisted?.();
+      if ((e as { code?: unknown }).code === EBLOCKLISTED) this.#tellBlocklisted();
       throw e;
     }
   }
@@ -263,11 +282,35 @@ export class RbdImage {
     await this.#call('rbd_close', [], (t) => this.#image.close(t));
   }
 
+  /**
+   * One RADOS read of the image's header object, for its error alone: a
+   * blocklisted client gets EBLOCKLISTED, which #complete reports. Sent when a
+   * watch of this client broke or came back (librbd reports the header
+   * watch's re-registration, failed or not, as an image change): librbd's own
+   * refresh after such a break may take the EBLOCKLISTED and leave the image
+   * looking healthy (rbd_get_size then succeeds), so the watch alone is not
+   * proof that we hear of it (docs/backends.md "A fenced gateway learns of it").
+   */
+  #probe(): void {
+    if (this.#headerOid === '' || this.#onBlocklisted === null || this.#blocklisted) return;
+    void this.recordRead(this.#headerOid, Buffer.alloc(1)).catch(() => undefined);
+  }
+
+  /** A submission the addon refused at once (it threw) with EBLOCKLISTED is a signal too. */
+  #submit(submit: (token: number) => void, token: number): void {
+    try {
+      submit(token);
+    } catch (e) {
+      if ((e as { code?: unknown }).code === EBLOCKLISTED) queueMicrotask(() => this.#tellBlocklisted());
+      throw e;
+    }
+  }
+
   #call(op: string, buffers: Uint8Array[], submit: (token: number) => void): Promise<{ result: number; offset: number }> {
     const token = this.#next;
     this.#next = this.#next >= 0x7fffffff ? 1 : this.#next + 1;
     return new Promise((resolve, reject) => {
-      submit(token);
+      this.#submit(submit, token);
       this.#pending.set(token, { resolve, reject, op, buffers });
     });
   }
@@ -276,7 +319,7 @@ export class RbdImage {
     const token = this.#next;
     this.#next = this.#next >= 0x7fffffff ? 1 : this.#next + 1;
     return new Promise<void>((resolve, reject) => {
-      submit(token);
+      this.#submit(submit, token);
       this.#pending.set(token, { resolve: () => resolve(), reject, op, buffers: [buf] });
     });
   }
@@ -285,6 +328,7 @@ export class RbdImage {
     const c = this.#image.completions;
     let changed = false;
     let blocklisted = false;
+    let watchBroke = false;
     for (let i = 0; i < count; i++) {
       const token = c[3 * i];
       const result = c[3 * i + 1];
@@ -298,8 +342,14 @@ export class RbdImage {
         continue;
       }
       if (token === this.#errorToken) {
+        // Mostly ENOTCONN (the OSD dropped the watch, as it does a blocklisted client's): probed below.
         if (result === -EBLOCKLISTED_ERRNO) blocklisted = true;
+        else watchBroke = true;
         this.#onRecord?.({ kind: 'error', error: new RbdError(-result, 'rados watch') });
+        continue;
+      }
+      if (token === this.#blocklistedToken) {
+        blocklisted = true;
         continue;
       }
       const p = this.#pending.get(token);
@@ -312,7 +362,8 @@ export class RbdImage {
         p.reject(e);
       } else p.resolve({ result, offset });
     }
-    if (blocklisted) this.#onBlocklisted?.();
+    if (blocklisted) this.#tellBlocklisted();
+    else if (changed || watchBroke) this.#probe();
     if (changed) this.#onChange?.();
   }
 }

@@ -5,7 +5,10 @@
 #include <rbd/librbd.h>
 
 #include <cerrno>
+#include <memory>
 #include <new>
+
+#include "rbd-image.h"
 
 namespace rblk {
 
@@ -14,21 +17,29 @@ namespace {
 struct Op {
   RbdFastDone done;
   void* arg;
+  // The image's queue, held: the owner hears of a blocklist even if the image closed since.
+  std::shared_ptr<RbdQueue> queue;
 };
 
 void OnComplete(rbd_completion_t c, void* arg) {
   auto* op = static_cast<Op*>(arg);
   int64_t r = rbd_aio_get_return_value(c);
   rbd_aio_release(c);
+  // Told before the command's own completion, so that the backend is fenced by
+  // the time the command's failure is answered (the fast path may not answer it
+  // at all: its connection may be gone).
+  if (r == -ESHUTDOWN && op->queue != nullptr) op->queue->TellBlocklisted();
   RbdFastDone done = op->done;
   void* a = op->arg;
   delete op;
   done(a, r);
 }
 
-int Submit(void* image, int kind, void* buf, uint32_t len, uint64_t offset, RbdFastDone done, void* arg) {
-  if (image == nullptr) return -EBADF;
-  auto* op = new (std::nothrow) Op{done, arg};
+int Submit(void* handle, int kind, void* buf, uint32_t len, uint64_t offset, RbdFastDone done, void* arg) {
+  auto* fast = static_cast<RbdFastImage*>(handle);
+  if (fast == nullptr || fast->image == nullptr) return -EBADF;
+  void* image = fast->image;
+  auto* op = new (std::nothrow) Op{done, arg, fast->queue};
   if (op == nullptr) return -ENOMEM;
   rbd_completion_t c = nullptr;
   int rc = rbd_aio_create_completion(op, OnComplete, &c);
@@ -52,6 +63,7 @@ int Submit(void* image, int kind, void* buf, uint32_t len, uint64_t offset, RbdF
     // A refused submission never calls back.
     rbd_aio_release(c);
     delete op;
+    if (rc == -ESHUTDOWN && fast->queue != nullptr) fast->queue->TellBlocklisted();
     return rc;
   }
   return 0;

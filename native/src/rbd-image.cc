@@ -60,6 +60,10 @@ void RbdQueue::Push(const RbdDone& d) {
   }
 }
 
+void RbdQueue::TellBlocklisted() {
+  if (!blocklist_told.exchange(true)) Push({kBlocklistedToken, -ESHUTDOWN, 0});
+}
+
 RbdQueue::~RbdQueue() {
   if (event_fd >= 0) close(event_fd);
 }
@@ -94,6 +98,7 @@ Napi::Function RbdImage::Init(Napi::Env env) {
                          StaticValue("WATCH_TOKEN", Napi::Number::New(env, kWatchToken)),
                          StaticValue("RECORD_NOTIFY_TOKEN", Napi::Number::New(env, kRecordNotifyToken)),
                          StaticValue("RECORD_ERROR_TOKEN", Napi::Number::New(env, kRecordErrorToken)),
+                         StaticValue("BLOCKLISTED_TOKEN", Napi::Number::New(env, kBlocklistedToken)),
                      });
 }
 
@@ -347,13 +352,16 @@ Napi::Value RbdImage::Features(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, static_cast<double>(features));
 }
 
-// fastHandle(): the open image (rbd_image_t) as an External, for the core
-// addon's fast path (rbd-c-api.h). Valid until close(): JS revokes the fast
-// path and waits for its commands before closing (docs/target.md "Fast path").
+// fastHandle(): the open image (an RbdFastImage: the rbd_image_t and this
+// image's queue) as an External, for the core addon's fast path (rbd-c-api.h).
+// Valid until close(): JS revokes the fast path and waits for its commands
+// before closing (docs/target.md "Fast path").
 Napi::Value RbdImage::FastHandle(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (image_ == nullptr || busy_ || closed_) throw MakeUsageError(env, "ERR_INVALID_STATE", EBADF, "rbd fastHandle", "the image is not open");
-  return Napi::External<void>::New(env, static_cast<void*>(image_));
+  fast_.image = image_;
+  fast_.queue = queue_;
+  return Napi::External<void>::New(env, static_cast<void*>(&fast_));
 }
 
 // close(token): after every I/O has completed; runs off the loop, since

@@ -43,8 +43,23 @@ struct RbdQueue {
   // 64-bit, more than a JS number holds, so JS only sees the sequence number.
   std::map<uint32_t, std::pair<uint64_t, uint64_t>> notifies;
   uint32_t next_notify = 0;
+  // Set once an operation of this client failed with EBLOCKLISTED and JS was told (TellBlocklisted).
+  std::atomic<bool> blocklist_told{false};
   void Push(const RbdDone& d);
+  // From any thread: the first time only, queues kBlocklistedToken, so that JS
+  // learns of the blocklist from an operation it did not submit itself (the
+  // fast path's, rbd-c-api.cc; docs/backends.md "Several gateways and stale writes").
+  void TellBlocklisted();
   ~RbdQueue();
+};
+
+// What RbdImage.fastHandle() points the core addon's fast path at: the open
+// image, and the queue through which the C table (rbd-c-api.cc) tells JS that
+// the cluster blocklisted this client. Each submission holds the queue itself,
+// so a completion after the image's close touches nothing freed.
+struct RbdFastImage {
+  rbd_image_t image = nullptr;
+  std::shared_ptr<RbdQueue> queue;
 };
 
 // Tokens of events rather than completions; no I/O's token is ever this high.
@@ -53,6 +68,8 @@ constexpr uint32_t kFirstEventToken = 0xfffffff0u;
 constexpr uint32_t kRecordNotifyToken = 0xfffffffeu;
 // The record's watch broke (rados_watcherrcb_t): notifies may have been missed; the result is -errno.
 constexpr uint32_t kRecordErrorToken = 0xfffffffdu;
+// An operation of this client that JS did not submit (the fast path's) failed with EBLOCKLISTED; once per client.
+constexpr uint32_t kBlocklistedToken = 0xfffffffcu;
 
 // A Buffer or Uint8Array argument, or a usage error.
 Napi::Uint8Array ArgBytes(Napi::Env env, const Napi::Value& v, const char* op);
@@ -122,6 +139,7 @@ class RbdImage : public Napi::ObjectWrap<RbdImage> {
   rados_t cluster_ = nullptr;
   rados_ioctx_t ioctx_ = nullptr;
   rbd_image_t image_ = nullptr;
+  RbdFastImage fast_;  // what fastHandle() hands out; its image is image_
   uint64_t watch_handle_ = 0;
   bool watching_ = false;
   std::string record_oid_;  // the watched record, if any

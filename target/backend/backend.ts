@@ -51,6 +51,14 @@ export interface Backend {
    * (target/scsi/fast-path-gate.ts) instead of at its next login.
    */
   onFastPathChange?(listener: (() => void) | null): void;
+  /**
+   * Optional: a READ or WRITE that the native fast path ran on fastPathTarget
+   * failed with this errno code ('ESHUTDOWN', ...). Told before the command is
+   * answered, so the store can act on what the error proves first (rbd:
+   * EBLOCKLISTED fences the volume, docs/backends.md "A fenced gateway learns
+   * of it").
+   */
+  fastPathFailed?(code: string): void;
   /** Reads exactly buf.length bytes at offset into buf (no copy: buf may be registered memory). */
   read(buf: Buffer, offset: number): Promise<void>;
   write(buf: Buffer, offset: number, opts?: WriteOptions): Promise<void>;

@@ -545,6 +545,8 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
       this.host.fail(`an RDMA transfer or send for tag ${tag} failed on the fast path: ${errnoName(errno)}`, errno);
       return;
     }
+    // What the error proves counts even when nobody is left to answer (rbd: EBLOCKLISTED fences the volume first).
+    mapped.lu.backend.fastPathFailed?.(errnoName(errno));
     if (this.state !== 'active' && this.state !== 'closing') return;
     const c = backendFailure(mapped.lu, kind, errnoName(errno), String(this.sessionId));
     const entry: Outstanding<B> = { lun, request: null, done: Promise.resolve() };

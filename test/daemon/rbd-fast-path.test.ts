@@ -423,9 +423,12 @@ rbdTest('rbd fast path: a gateway fenced out of the cluster stops submitting nat
   t.teardown(() => other.close());
   const fence = await other.fenceGateway(1);
   t.is(fence.kind, 'fenced');
+  // The OSD refuses the fenced client from the fencing gateway's next operation on (it carries the blocklist's
+  // map epoch, docs/backends.md "Fencing another gateway"), as an initiator's reissued write would: one first.
+  await other.read(Buffer.alloc(4096), 0);
   await t.throwsAsync(early.write(8192, d(3)), { instanceOf: RblkError }, 'the blocklisted client refuses the write');
-  // librados tells the backend of the blocklist on its own (the image's watch), not with the failed write: waited for.
-  for (const guard = Date.now() + 60_000; !a.rbd.fenced && Date.now() < guard; ) await new Promise((r) => setTimeout(r, 20));
+  // The write's EBLOCKLISTED is proof enough: the backend is fenced before the command is answered, whatever
+  // the image's watch has said by then (docs/backends.md "A fenced gateway learns of it").
   t.true(a.rbd.fenced, 'the backend knows it is fenced');
   before = a.taken();
   await t.throwsAsync(early.write(8192, d(3)), { instanceOf: RblkError, message: /NOT READY/ }, 'fenced: refused through JavaScript');
@@ -447,4 +450,64 @@ rbdTest('rbd fast path: a gateway fenced out of the cluster stops submitting nat
   const image = await ceph().run('rbd', ['export', `${ceph().pool}/fenced`, '-']);
   t.true(image.subarray(12288, 20480).equals(Buffer.concat([d(5), d(6)])), 'rbd export holds what the new client wrote');
   t.true(image.subarray(8192, 12288).equals(Buffer.alloc(4096)), 'the refused write never landed');
+});
+
+for (const path of [
+  { name: 'the fast path', fastPath: true, reactors: 0 },
+  { name: 'the fast path on a reactor thread', fastPath: true, reactors: 2 },
+  { name: 'JavaScript (rbd fast_path off)', fastPath: false, reactors: 0 },
+] as const) {
+rbdTest(`rbd fenced gateway: the first write refused with EBLOCKLISTED on ${path.name} fences the backend before the write is answered; the next is refused NOT READY through JavaScript`, async (t) => {
+  const image = `first-errno-${path.fastPath ? 'on' : 'off'}-${path.reactors}`;
+  await ceph().createImage(image, 4 * MiB);
+  // No record in the cluster: its watch is not the signal under test.
+  const a = await serve(t, image, path.fastPath, { sharedReservations: false, reactors: path.reactors });
+  const notices: string[] = [];
+  a.rbd.onNotice((n) => notices.push(n.message));
+  await a.rbd.publishGateway(1);
+  const d = (n: number): Buffer => Buffer.alloc(4096, n);
+  const v = await (await session(t, a.port, 'iqn.2026-12.io.rblk:first-errno')).open('vol');
+  await v.write(0, d(1)); // the login's unit attention, through JavaScript
+  let before = a.taken();
+  await v.write(4096, d(2));
+  t.is(a.taken() - before, path.fastPath ? 1 : 0, path.fastPath ? 'native before the fence' : 'through JavaScript');
+  t.is(a.onReactor(), path.reactors > 0 ? 1 : 0);
+
+  const other = await RbdBackend.open({ pool: ceph().pool, image, conf: ceph().conf, timeoutSeconds: 3, readOnly: false });
+  t.teardown(() => other.close());
+  t.is((await other.fenceGateway(1)).kind, 'fenced');
+  // As above: the fencing gateway's next operation brings the OSD the blocklist's map.
+  await other.read(Buffer.alloc(4096), 0);
+  const refused = await t.throwsAsync(v.write(8192, d(3)), { instanceOf: RblkError }, 'the blocklisted client refuses the write');
+  t.is((refused as RblkError | undefined)?.sense?.key, 0x02, `NOT READY whichever signal came first: ${String(refused)}`);
+  t.true(a.rbd.fenced, 'the backend knew it was fenced by the time the write was answered');
+  before = a.taken();
+  await t.throwsAsync(v.write(8192, d(3)), { instanceOf: RblkError, message: /NOT READY/ }, 'fenced: refused through JavaScript');
+  t.is(a.taken() - before, 0, 'nothing more is submitted natively to the dead client');
+  t.true((await ceph().run('rbd', ['export', `${ceph().pool}/${image}`, '-'])).subarray(8192, 12288).equals(Buffer.alloc(4096)), 'the refused write never landed');
+  t.is(notices.filter((m) => m.includes('blocklisted this gateway')).length, 1, 'the backend said so once, whichever signals came');
+});
+}
+
+rbdTest('rbd fenced gateway: an idle gateway that owned the exclusive lock learns of its fence from the image\'s watch, with no I/O of its own to fail', async (t) => {
+  await ceph().createImage('idle-fenced', 4 * MiB);
+  const a = await serve(t, 'idle-fenced', true, { sharedReservations: false });
+  const notices: string[] = [];
+  a.rbd.onNotice((n) => notices.push(n.message));
+  await a.rbd.publishGateway(1);
+  const s = await session(t, a.port, 'iqn.2026-12.io.rblk:idle');
+  // A write takes the image's exclusive lock: at the fence librbd then releases it and refreshes the image itself,
+  // which takes the watch's EBLOCKLISTED before rblk can see it in a re-read of the size.
+  await (await s.open('vol')).write(0, Buffer.alloc(4096, 1));
+  await s.close();
+  const other = await RbdBackend.open({ pool: ceph().pool, image: 'idle-fenced', conf: ceph().conf, timeoutSeconds: 3, readOnly: false });
+  t.teardown(() => other.close());
+  t.is((await other.fenceGateway(1)).kind, 'fenced');
+  // Nothing here fails a command: only the watch (and the probe it sends, native/rbd.ts) can tell the backend.
+  // Polled, bounded by a guard against a hang, not a measure of speed.
+  for (let i = 0; i < 600 && !a.rbd.fenced; i++) await new Promise((r) => setTimeout(r, 50));
+  t.true(a.rbd.fenced, 'the backend heard of the fence from the watch');
+  t.is(notices.filter((m) => m.includes('blocklisted this gateway')).length, 1, 'and said so once');
+  const late = await session(t, a.port, 'iqn.2026-12.io.rblk:idle-late');
+  await t.throwsAsync(late.open('vol'), { instanceOf: RblkError, message: /NOT READY/ }, 'a new session is refused while fenced');
 });

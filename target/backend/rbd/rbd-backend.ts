@@ -90,6 +90,15 @@ export class RbdBackend implements Backend {
     this.#onFastPathChange = listener;
   }
 
+  /**
+   * The native fast path's librbd request failed: EBLOCKLISTED is proof that
+   * the cluster blocklisted this client (rblk_rbd tells the image too,
+   * native/src/rbd-c-api.cc; whichever comes first fences, once).
+   */
+  fastPathFailed(code: string): void {
+    if (code === EBLOCKLISTED && !this.#gate.closed) this.#blocklisted();
+  }
+
   onFenced(listener: (() => void) | null): void {
     this.#onFenced = listener;
   }
