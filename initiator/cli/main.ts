@@ -1,7 +1,7 @@
 // The `rblk` command line (docs/cli.md): yargs for parsing and --help, one
 // module per command under commands/, and one place that turns a failure
 // into a line on stderr and an exit status.
-import yargs from 'yargs';
+import yargs, { type Argv } from 'yargs';
 import { attachCommand } from './commands/attach.js';
 import { benchCommand } from './commands/bench.js';
 import { discoverCommand } from './commands/discover.js';
@@ -72,48 +72,58 @@ function wantsDebug(argv: readonly string[]): boolean {
 }
 
 /**
+ * The parser for one command line, ready for parseAsync(): every check that
+ * needs no target is in it (yargs validation and the commands' .check()), so
+ * a middleware added after validation sees only command lines that would
+ * reach a handler (test/package/readme-commands.test.ts runs README's lines so).
+ * Throws UsageError for a refused --secret or an unknown verb.
+ */
+export async function buildParser(argv: string[], version: string): Promise<Argv<{ debug: boolean }>> {
+  // A secret in argv shows in `ps` and shell history; refuse it by name rather than as an unknown option.
+  if (argv.some((x) => SECRET_FLAG.test(x))) {
+    throw new UsageError('--secret is not accepted: put the secret in a file (--secret-file FILE, mode 0600) or in $RBLK_SECRET');
+  }
+  checkVerb(argv);
+  let parser = yargs(argv)
+    .scriptName('rblk')
+    .usage('$0 <command> [options]\n\nDiscover, benchmark, verify and attach rblk volumes (docs/cli.md).')
+    .option('debug', { type: 'boolean', default: false, global: true, describe: 'print stack traces and debug logging' });
+  parser = discoverCommand(parser);
+  parser = infoCommand(parser);
+  parser = readCommand(parser);
+  parser = writeCommand(parser);
+  parser = benchCommand(parser);
+  parser = verifyCommand(parser);
+  parser = attachCommand(parser);
+  parser = mountCommand(parser);
+  parser = umountCommand(parser);
+  parser = listCommand(parser);
+  return parser
+    .demandCommand(1, 'no command given')
+    .strict()
+    .exitProcess(false)
+    .fail((msg, err) => {
+      // yargs routes a handler's own errors here too: let those through unchanged.
+      if (err !== undefined && err !== null && err.name !== 'YError') throw err;
+      // Some yargs messages span lines ("Invalid values:\n  Argument: ..."); an error is one line.
+      const raw = (msg ?? err?.message ?? 'invalid command line').replace(/:?\s*\n\s*/g, ': ');
+      const text = unknownOptions(raw, optionNames(parser)) ?? invalidChoices(raw) ?? raw;
+      throw new UsageError(`${text} (see --help)`);
+    })
+    .version(version)
+    .help()
+    .alias('help', 'h')
+    .wrap(Math.min(110, process.stdout.columns ?? 110));
+}
+
+/**
  * Runs one command line (without the node and script arguments) and resolves
  * the exit status. Errors are written to stderr here: one line, and the stack
  * as well with --debug.
  */
 export async function main(argv: string[], version: string): Promise<number> {
   try {
-    // A secret in argv shows in `ps` and shell history; refuse it by name rather than as an unknown option.
-    if (argv.some((x) => SECRET_FLAG.test(x))) {
-      throw new UsageError('--secret is not accepted: put the secret in a file (--secret-file FILE, mode 0600) or in $RBLK_SECRET');
-    }
-    checkVerb(argv);
-    let parser = yargs(argv)
-      .scriptName('rblk')
-      .usage('$0 <command> [options]\n\nDiscover, benchmark, verify and attach rblk volumes (docs/cli.md).')
-      .option('debug', { type: 'boolean', default: false, global: true, describe: 'print stack traces and debug logging' });
-    parser = discoverCommand(parser);
-    parser = infoCommand(parser);
-    parser = readCommand(parser);
-    parser = writeCommand(parser);
-    parser = benchCommand(parser);
-    parser = verifyCommand(parser);
-    parser = attachCommand(parser);
-    parser = mountCommand(parser);
-    parser = umountCommand(parser);
-    parser = listCommand(parser);
-    await parser
-      .demandCommand(1, 'no command given')
-      .strict()
-      .exitProcess(false)
-      .fail((msg, err) => {
-        // yargs routes a handler's own errors here too: let those through unchanged.
-        if (err !== undefined && err !== null && err.name !== 'YError') throw err;
-        // Some yargs messages span lines ("Invalid values:\n  Argument: ..."); an error is one line.
-        const raw = (msg ?? err?.message ?? 'invalid command line').replace(/:?\s*\n\s*/g, ': ');
-        const text = unknownOptions(raw, optionNames(parser)) ?? invalidChoices(raw) ?? raw;
-        throw new UsageError(`${text} (see --help)`);
-      })
-      .version(version)
-      .help()
-      .alias('help', 'h')
-      .wrap(Math.min(110, process.stdout.columns ?? 110))
-      .parseAsync();
+    await (await buildParser(argv, version)).parseAsync();
     return EXIT_OK;
   } catch (e) {
     const code = exitCodeFor(e);
