@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { dump } from 'js-yaml';
 import { ROOT } from '../daemon/helpers/daemon-process.js';
+import { CONSUMER, NO_AMBIENT_TYPES } from './helpers/consumer.js';
 
 /** A bound with some room: the package is about 560 files (dist JS and .d.ts, native sources, docs, prebuilds; 563 measured). */
 const MAX_FILES = 600;
@@ -225,6 +226,13 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
     }),
   );
   ok(run(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], app), 'tsc --noEmit');
+  // A consumer with no ambient types ("types": [], TypeScript 6's default) and no @types/node of its
+  // own: the declarations bring Node's types themselves (the @types/node dependency of the package).
+  const bare = join(app, 'bare');
+  mkdirSync(bare);
+  writeFileSync(join(bare, 'consumer.ts'), CONSUMER);
+  writeFileSync(join(bare, 'tsconfig.json'), JSON.stringify(NO_AMBIENT_TYPES));
+  ok(run(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], bare), 'tsc --noEmit with "types": []');
 
   // --- the CLI through npx
   t.is(ok(run('npx', ['--no-install', 'rblk', '--version'], app), 'npx rblk --version').trim(), VERSION);
