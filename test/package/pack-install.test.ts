@@ -21,6 +21,8 @@ import { CONSUMER, NO_AMBIENT_TYPES } from './helpers/consumer.js';
 
 /** A bound with some room: the package is about 560 files (dist JS and .d.ts, native sources, docs, prebuilds; 563 measured). */
 const MAX_FILES = 600;
+/** Packages a consumer installs with rblk: 119 with the build tools as dependencies; without them, see the log. */
+const MAX_PACKAGES = 90;
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
 interface PackResult {
@@ -140,6 +142,16 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'rblk-consumer', version: '1.0.0', private: true }));
   ok(run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', join(dir, pack.filename)], app), 'npm install');
   const installed = join(app, 'node_modules', 'rblk');
+  // The build tools come only when install-native.js must compile (test/package/install-deps.test.ts):
+  // a consumer whose prebuilt fits downloads neither, nor their ~45 dependencies.
+  t.deepEqual(
+    ['cmake-js', 'node-addon-api'].filter((n) => existsSync(join(app, 'node_modules', n))),
+    [],
+    'build tools installed for the consumer',
+  );
+  const tree = ok(run('npm', ['ls', '--all', '--parseable'], app), 'npm ls').split('\n').filter((l) => l.includes('node_modules'));
+  t.log(`${tree.length} packages installed with rblk`);
+  t.true(tree.length < MAX_PACKAGES, `${tree.length} packages installed with rblk`);
   // The prebuilt fits this machine, so nothing was compiled, and running the install step again compiles nothing.
   t.false(existsSync(join(installed, 'build')), 'no local build in the installed package');
   ok(run(process.execPath, [join(installed, 'scripts', 'install-native.js')], installed), 'install-native.js');
