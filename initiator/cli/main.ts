@@ -66,6 +66,35 @@ function invalidChoices(msg: string): string | undefined {
   return parts.length === 0 ? undefined : parts.join('; ');
 }
 
+/** What each verb's positional arguments are, as a missing one is named (`rblk read needs ...`). */
+const POSITIONALS: Record<string, readonly string[]> = {
+  discover: ['a target, HOST[:PORT]'],
+  info: ["the volume's URL, rblk://host[:port]/VOLUME"],
+  read: ["the volume's URL, rblk://host[:port]/VOLUME"],
+  write: ["the volume's URL, rblk://host[:port]/VOLUME"],
+  bench: ["the volume's URL, rblk://host[:port]/VOLUME"],
+  verify: ["the volume's URL, rblk://host[:port]/VOLUME"],
+  attach: ["the volume's URL, rblk://host[:port]/VOLUME"],
+  mount: ["the volume's URL, rblk://host[:port]/VOLUME", 'the mount point DIR'],
+  umount: ['the mount point or FUSE directory (rblk list shows them)'],
+  detach: ['the mount point or FUSE directory (rblk list shows them)'],
+};
+
+/**
+ * yargs' "Not enough non-option arguments: got 0, need at least 1" said as
+ * what is missing: `rblk read needs the volume's URL, rblk://host[:port]/VOLUME`.
+ */
+function missingPositionals(msg: string, argv: readonly string[]): string | undefined {
+  const m = /^Not enough non-option arguments: got (\d+), need at least (\d+)/.exec(msg);
+  const verb = argv.find((x) => !x.startsWith('-'));
+  if (m === null || verb === undefined) return undefined;
+  const wanted = POSITIONALS[verb];
+  if (wanted === undefined) return undefined;
+  // yargs counts the command's own positionals, not the verb.
+  const missing = wanted.slice(Number(m[1]));
+  return missing.length === 0 ? undefined : `rblk ${verb} needs ${missing.join(' and ')}`;
+}
+
 /** Whether argv asks for stack traces (looked at before parsing, so parse errors honour it too). */
 function wantsDebug(argv: readonly string[]): boolean {
   return argv.includes('--debug');
@@ -107,7 +136,7 @@ export async function buildParser(argv: string[], version: string): Promise<Argv
       if (err !== undefined && err !== null && err.name !== 'YError') throw err;
       // Some yargs messages span lines ("Invalid values:\n  Argument: ..."); an error is one line.
       const raw = (msg ?? err?.message ?? 'invalid command line').replace(/:?\s*\n\s*/g, ': ');
-      const text = unknownOptions(raw, optionNames(parser)) ?? invalidChoices(raw) ?? raw;
+      const text = missingPositionals(raw, argv) ?? unknownOptions(raw, optionNames(parser)) ?? invalidChoices(raw) ?? raw;
       throw new UsageError(`${text} (see --help)`);
     })
     .version(version)
