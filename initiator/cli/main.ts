@@ -2,18 +2,31 @@
 // module per command under commands/, and one place that turns a failure
 // into a line on stderr and an exit status.
 import yargs, { type Argv } from 'yargs';
-import { attachCommand } from './commands/attach.js';
-import { benchCommand } from './commands/bench.js';
-import { discoverCommand } from './commands/discover.js';
-import { infoCommand } from './commands/info.js';
-import { listCommand } from './commands/list.js';
-import { mountCommand } from './commands/mount.js';
-import { readCommand } from './commands/read.js';
-import { umountCommand } from './commands/umount.js';
-import { verifyCommand } from './commands/verify.js';
-import { writeCommand } from './commands/write.js';
 import { describeError, EXIT_OK, exitCodeFor, QuietExit, UsageError } from './cli-error.js';
 import { nearest } from './suggest.js';
+import { VERBS, type Verb } from './verbs.js';
+
+type Base = { debug: boolean };
+type AddCommand = (y: Argv<Base>) => Argv<Base>;
+
+/**
+ * Each verb's module, loaded only when the command line names that verb: a
+ * module brings what its verb needs (the NBD server, the bench engine, the
+ * library and its transports), which `rblk --help` and the other verbs do
+ * without (docs/performance.md "Command start-up"; test/cli/lazy-load.test.ts).
+ */
+const LOADERS: Record<Verb, () => Promise<AddCommand>> = {
+  discover: async () => (await import('./commands/discover.js')).discoverCommand,
+  info: async () => (await import('./commands/info.js')).infoCommand,
+  read: async () => (await import('./commands/read.js')).readCommand,
+  write: async () => (await import('./commands/write.js')).writeCommand,
+  bench: async () => (await import('./commands/bench.js')).benchCommand,
+  verify: async () => (await import('./commands/verify.js')).verifyCommand,
+  attach: async () => (await import('./commands/attach.js')).attachCommand,
+  mount: async () => (await import('./commands/mount.js')).mountCommand,
+  umount: async () => (await import('./commands/umount.js')).umountCommand,
+  list: async () => (await import('./commands/list.js')).listCommand,
+};
 
 const SECRET_FLAG = /^--secret(=|$)/;
 /** The verbs, with umount's alias: what a mistyped first word is compared with. */
@@ -117,16 +130,13 @@ export async function buildParser(argv: string[], version: string): Promise<Argv
     .scriptName('rblk')
     .usage('$0 <command> [options]\n\nDiscover, benchmark, verify and attach rblk volumes (docs/cli.md).')
     .option('debug', { type: 'boolean', default: false, global: true, describe: 'print stack traces and debug logging' });
-  parser = discoverCommand(parser);
-  parser = infoCommand(parser);
-  parser = readCommand(parser);
-  parser = writeCommand(parser);
-  parser = benchCommand(parser);
-  parser = verifyCommand(parser);
-  parser = attachCommand(parser);
-  parser = mountCommand(parser);
-  parser = umountCommand(parser);
-  parser = listCommand(parser);
+  // The verb named is defined whole (options, checks, handler); the others only by name and
+  // description, for the command list of --help and "no command given".
+  const first = argv.find((x) => !x.startsWith('-'));
+  const named: Verb | undefined = first === 'detach' ? 'umount' : (Object.keys(VERBS) as Verb[]).find((v) => v === first);
+  for (const verb of Object.keys(VERBS) as Verb[]) {
+    parser = verb === named ? (await LOADERS[verb]())(parser) : parser.command(VERBS[verb].command, VERBS[verb].describe);
+  }
   return parser
     .demandCommand(1, 'no command given')
     .strict()

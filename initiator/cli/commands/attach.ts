@@ -15,6 +15,7 @@ import { waitForStop } from '../signals.js';
 import { formatBytes } from '../size.js';
 import { stateDir, stateDirOption } from '../state-dir.js';
 import { connectionOptions, openSession, volumeOf } from '../target-args.js';
+import { VERBS } from '../verbs.js';
 
 /** --nbd-socket PATH: its directory must exist (and be one); UsageError otherwise. */
 async function requireSocketDir(path: string): Promise<void> {
@@ -29,8 +30,8 @@ async function requireSocketDir(path: string): Promise<void> {
 
 export function attachCommand<T extends { debug: boolean }>(y: Argv<T>): Argv<T> {
   return y.command(
-    'attach <url>',
-    'Serve a volume as a local NBD export or FUSE file until SIGINT/SIGTERM',
+    VERBS.attach.command,
+    VERBS.attach.describe,
     (b) =>
       b
         .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P]' })

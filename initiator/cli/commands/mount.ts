@@ -16,6 +16,7 @@ import { waitForStop } from '../signals.js';
 import { formatBytes } from '../size.js';
 import { stateDir, stateDirOption } from '../state-dir.js';
 import { connectionArgv, connectionOptions, openSession, volumeOf, type ConnectionArgs } from '../target-args.js';
+import { VERBS } from '../verbs.js';
 
 /** What the helper tells the `rblk mount` that started it. */
 type HelperMessage =
@@ -164,8 +165,8 @@ async function startHelper(a: MountArgs, dir: string): Promise<void> {
 
 export function mountCommand<T extends { debug: boolean }>(y: Argv<T>): Argv<T> {
   return y.command(
-    'mount <url> <dir>',
-    'Mount the filesystem on a volume (FUSE file, loop device, mount); --mkfs ext4 makes one first',
+    VERBS.mount.command,
+    VERBS.mount.describe,
     (b) =>
       b
         .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P]' })
