@@ -46,8 +46,8 @@ const tools = ['cmake-js', 'node-addon-api'].map((name) => `${name}@${pkg.devDep
 const toolDir = mkdtempSync(join(tmpdir(), 'rblk-build-tools-'));
 let status = 1;
 try {
-  // npm as the install step runs it (npm_execpath), else the npm on PATH.
-  const npm = process.env.npm_execpath !== undefined && process.env.npm_execpath.endsWith('.js')
+  // The npm running the install step (npm_execpath, when it is npm's own CLI and not npx's), else the npm on PATH.
+  const npm = process.env.npm_execpath !== undefined && /(^|[\\/])npm-cli\.js$/.test(process.env.npm_execpath)
     ? [process.execPath, process.env.npm_execpath]
     : ['npm'];
   log(`installing the build tools (${tools.join(', ')}) into ${toolDir}`);
