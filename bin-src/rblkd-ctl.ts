@@ -8,7 +8,7 @@ import { load } from 'js-yaml';
 import yargs from 'yargs';
 import { formatSize } from '../config/size.js';
 import { explainUnknown } from '../initiator/cli/suggest.js';
-import { DEFAULT_CONFIG_PATH, DEFAULT_CONTROL_SOCKET } from '../config/schema.js';
+import { DEFAULT_CONFIG_PATH, DEFAULT_CONTROL_SOCKET } from '../config/paths.js';
 import { ControlError, controlRequest } from '../target/daemon/control-client.js';
 import type { ControlCommand } from '../target/daemon/control-server.js';
 import type { ReloadResult } from '../target/daemon/daemon.js';

@@ -3,16 +3,17 @@
 // for a configuration that does not validate or a start it refuses (a volume's file
 // gone since the check, target/daemon/config-refusal.ts); 70 (EX_SOFTWARE) for an
 // internal error; 1 when serving could not start or a flush failed at stop.
+// Only what every use needs is imported here; the configuration's schema and
+// loader (ajv), the logger (winston) and the daemon are loaded by the paths
+// that use them, so `rblkd ctl` and `--help` start without them
+// (docs/performance.md "Command start-up").
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { runCheckConfig } from '../config/check.js';
-import { ConfigError } from '../config/config-error.js';
-import { loadConfig, type LoadOptions } from '../config/loader.js';
-import { DEFAULT_CONFIG_PATH, EX_CONFIG, type Config } from '../config/schema.js';
-import { ConfigRefusal } from '../target/daemon/config-refusal.js';
+import type { LoadOptions } from '../config/loader.js';
+import { DEFAULT_CONFIG_PATH, EX_CONFIG } from '../config/paths.js';
+import type { Config } from '../config/schema.js';
 import type { Daemon } from '../target/daemon/daemon.js';
-import { createDaemonLogger, describeError, errorMessage, type DaemonLogger } from '../target/daemon/logger.js';
-import { installCrashHandlers, installSignals } from '../target/daemon/signals.js';
+import type { DaemonLogger } from '../target/daemon/logger.js';
 import { explainUnknown, nearest } from '../initiator/cli/suggest.js';
 import { packageVersion } from './package-version.js';
 
@@ -65,6 +66,8 @@ function parseArgs(argv: string[]): Args {
 }
 
 async function serve(args: Args, config: Config, log: DaemonLogger): Promise<number> {
+  const { describeError, errorMessage } = await import('../target/daemon/logger.js');
+  const { installSignals } = await import('../target/daemon/signals.js');
   // The handlers go in before the start: until a listener is added, Node leaves SIGTERM, SIGINT
   // and SIGHUP at their default action, which ends the process at once, without the drain, and
   // the start still runs for a moment after it has logged `rblkd ready` and sent READY=1. A
@@ -118,6 +121,7 @@ async function serve(args: Args, config: Config, log: DaemonLogger): Promise<num
   } catch (e) {
     removeSignals();
     // A refusal for a reason in the file exits 78, which systemd does not restart into (config-refusal.ts).
+    const { ConfigRefusal } = await import('../target/daemon/config-refusal.js');
     const refused = e instanceof ConfigRefusal;
     log.error(`cannot start: ${errorMessage(e)}${refused ? ' (a configuration error: exit 78)' : ''}`);
     log.debug(describeError(e));
@@ -138,8 +142,12 @@ async function main(): Promise<number> {
   const args = parseArgs(argv);
   const loadOptions: LoadOptions = args.stateDir !== undefined ? { stateDir: args.stateDir } : {};
   if (args.checkConfig !== undefined) {
+    const { runCheckConfig } = await import('../config/check.js');
     return runCheckConfig(args.checkConfig === '' ? args.config : args.checkConfig, process.stdout, process.stderr, loadOptions);
   }
+  const { loadConfig } = await import('../config/loader.js');
+  const { ConfigError } = await import('../config/config-error.js');
+  const { createDaemonLogger, installCrashHandlers } = { ...(await import('../target/daemon/logger.js')), ...(await import('../target/daemon/signals.js')) };
   let config: Config;
   try {
     config = loadConfig(args.config, loadOptions);
@@ -156,5 +164,5 @@ async function main(): Promise<number> {
 
 main().then(
   (code) => process.exit(code),
-  (e: unknown) => fail(describeError(e), 70),
+  async (e: unknown) => fail((await import('../target/daemon/logger.js')).describeError(e), 70),
 );

@@ -9,16 +9,12 @@ import { kindProperties, type VolumeBacking as RegisteredBacking } from '../targ
 import { FRONT_END_NAMES, type FrontEndName } from '../target/front-end/registry.js';
 import { ALUA_STATES, type AluaState } from '../protocol/scsi/target-port-groups.js';
 
-export const DEFAULT_CONFIG_PATH = '/etc/rblk/rblkd.yaml';
+export { DEFAULT_CONFIG_PATH, DEFAULT_CONTROL_SOCKET, EX_CONFIG } from './paths.js';
 export const DEFAULT_STATE_DIR = '/var/lib/rblk';
 /** Loopback by default: serving the network is a decision the administrator writes down. */
 export const DEFAULT_ADDRESS = '127.0.0.1';
-/** The control socket `rblkd ctl` talks to (docs/operations.md "The control socket"); systemd's RuntimeDirectory=rblk makes its directory. */
-export const DEFAULT_CONTROL_SOCKET = '/run/rblk/rblkd.ctl';
 /** The Prometheus endpoint's port when `metrics` names none (docs/operations.md "Metrics"). */
 export const DEFAULT_METRICS_PORT = 9471;
-/** sysexits.h EX_CONFIG: what `rblkd --check-config` and a refused start exit with. */
-export const EX_CONFIG = 78;
 
 export const LIMIT_DEFAULTS = {
   queueDepth: 128,

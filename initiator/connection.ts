@@ -9,6 +9,7 @@ import {
   DataFormat,
   decodeCapsule,
   initiatorProof,
+  DEFAULT_TARGET_NAME,
   LoginRejectReason,
   LogoutReason,
   newNonce,
@@ -279,6 +280,16 @@ export class Connection {
       }
       if (answer.op === Opcode.LOGIN_REJ) {
         const name = REJECT_NAMES.get(answer.reason) ?? `0x${answer.reason.toString(16)}`;
+        if (answer.reason === LoginRejectReason.UNABLE_TO_ASSOCIATE) {
+          // The target does not say its own name to an initiator that has not logged in
+          // (docs/initiator.md "Errors"): say which name was asked, and where the right one is found.
+          throw new LoginError(
+            `login rejected by the target: it has no target named '${o.targetName}' (${name}); a target does not tell its name before login: ` +
+              `\`rblkd ctl status\` on its host shows it (target_name in rblkd's config; leave target= out for the default, ${DEFAULT_TARGET_NAME})`,
+            'LOGIN_REJECTED',
+            answer.reason,
+          );
+        }
         throw new LoginError(`login rejected by the target: ${name}`, answer.reason === LoginRejectReason.AUTH_FAILED ? 'AUTH_FAILED' : 'LOGIN_REJECTED', answer.reason);
       }
       if (answer.op !== Opcode.LOGIN_RSP) throw new LoginError(`unexpected answer to login: op 0x${answer.op.toString(16)}`, 'PROTOCOL_ERROR');

@@ -1,3 +1,4 @@
+/// <reference types="node" preserve="true" />
 // The `rblk` package: an async block API over rblk's RDMA transport.
 //
 //   import { connect } from 'rblk';
@@ -7,7 +8,11 @@
 //   await session.close();
 //
 // docs/initiator.md describes the API, the error codes, and the exact timeout
-// and recovery semantics.
+// and recovery semantics. The reference above stays in the emitted
+// index.d.ts (preserve): the declarations use Node's types (Buffer,
+// AbortSignal, EventEmitter), so they bring @types/node themselves, and a
+// project with no ambient types ("types": [], TypeScript 6's default) needs
+// nothing more (docs/initiator.md).
 import { resolveOptions, type ConnectOptions } from './options.js';
 import { Session } from './session.js';
 

@@ -43,6 +43,14 @@ const CONNECT_WORDS: Readonly<Record<string, (at: string, port: number) => strin
   FI_ECONNRESET: (at) => `${at} reset the connection during login`,
 };
 
+/** Why libfabric offers no endpoint of `provider` on this host, and what to use instead. */
+function noProvider(provider: string): string {
+  if (provider === 'verbs') {
+    return "the verbs provider finds no RDMA device on this host (no InfiniBand, RoCE or iWARP NIC, or its driver is not loaded: ibv_devices lists them): use --provider tcp (or ?provider=tcp in the URL), rblk's protocol in software over TCP, with a target that listens on tcp";
+  }
+  return `libfabric offers no usable '${provider}' provider on this host (fi_info -l lists those it has): use --provider tcp (or ?provider=tcp in the URL)`;
+}
+
 /**
  * A login failure that is a connection failure, said as one: "connection
  * refused at HOST:PORT (FI_ECONNREFUSED)". Anything else comes back unchanged.
@@ -53,6 +61,9 @@ export function explainConnectFailure(e: unknown, host: string, address: string,
   const m = /cannot connect to [^ ]+: .*\((FI_E[A-Z]+)\)$/.exec(e.message);
   if (m === null) return e;
   const code = m[1];
+  // A provider that libfabric does not offer here is this host's doing, not the target's (native/src/domain.cc's message).
+  const provider = /no libfabric provider '([^']+)' offers/.exec(e.message)?.[1];
+  if (code === 'FI_ENODATA' && provider !== undefined) return new RblkError('LOGIN_FAILED', `${noProvider(provider)} (${code})`, { cause: e });
   const words = CONNECT_WORDS[code];
   if (words === undefined) return e;
   const at = where(host, port) + (address === host ? '' : ` (${address})`);

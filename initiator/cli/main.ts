@@ -1,19 +1,32 @@
 // The `rblk` command line (docs/cli.md): yargs for parsing and --help, one
 // module per command under commands/, and one place that turns a failure
 // into a line on stderr and an exit status.
-import yargs from 'yargs';
-import { attachCommand } from './commands/attach.js';
-import { benchCommand } from './commands/bench.js';
-import { discoverCommand } from './commands/discover.js';
-import { infoCommand } from './commands/info.js';
-import { listCommand } from './commands/list.js';
-import { mountCommand } from './commands/mount.js';
-import { readCommand } from './commands/read.js';
-import { umountCommand } from './commands/umount.js';
-import { verifyCommand } from './commands/verify.js';
-import { writeCommand } from './commands/write.js';
+import yargs, { type Argv } from 'yargs';
 import { describeError, EXIT_OK, exitCodeFor, QuietExit, UsageError } from './cli-error.js';
 import { nearest } from './suggest.js';
+import { VERBS, type Verb } from './verbs.js';
+
+type Base = { debug: boolean };
+type AddCommand = (y: Argv<Base>) => Argv<Base>;
+
+/**
+ * Each verb's module, loaded only when the command line names that verb: a
+ * module brings what its verb needs (the NBD server, the bench engine, the
+ * library and its transports), which `rblk --help` and the other verbs do
+ * without (docs/performance.md "Command start-up"; test/cli/lazy-load.test.ts).
+ */
+const LOADERS: Record<Verb, () => Promise<AddCommand>> = {
+  discover: async () => (await import('./commands/discover.js')).discoverCommand,
+  info: async () => (await import('./commands/info.js')).infoCommand,
+  read: async () => (await import('./commands/read.js')).readCommand,
+  write: async () => (await import('./commands/write.js')).writeCommand,
+  bench: async () => (await import('./commands/bench.js')).benchCommand,
+  verify: async () => (await import('./commands/verify.js')).verifyCommand,
+  attach: async () => (await import('./commands/attach.js')).attachCommand,
+  mount: async () => (await import('./commands/mount.js')).mountCommand,
+  umount: async () => (await import('./commands/umount.js')).umountCommand,
+  list: async () => (await import('./commands/list.js')).listCommand,
+};
 
 const SECRET_FLAG = /^--secret(=|$)/;
 /** The verbs, with umount's alias: what a mistyped first word is compared with. */
@@ -66,9 +79,80 @@ function invalidChoices(msg: string): string | undefined {
   return parts.length === 0 ? undefined : parts.join('; ');
 }
 
+/** What each verb's positional arguments are, as a missing one is named (`rblk read needs ...`). */
+const POSITIONALS: Record<string, readonly string[]> = {
+  discover: ['a target, HOST[:PORT]'],
+  info: ["the volume's URL, rblk://host[:port]/VOLUME"],
+  read: ["the volume's URL, rblk://host[:port]/VOLUME"],
+  write: ["the volume's URL, rblk://host[:port]/VOLUME"],
+  bench: ["the volume's URL, rblk://host[:port]/VOLUME"],
+  verify: ["the volume's URL, rblk://host[:port]/VOLUME"],
+  attach: ["the volume's URL, rblk://host[:port]/VOLUME"],
+  mount: ["the volume's URL, rblk://host[:port]/VOLUME", 'the mount point DIR'],
+  umount: ['the mount point or FUSE directory (rblk list shows them)'],
+  detach: ['the mount point or FUSE directory (rblk list shows them)'],
+};
+
+/**
+ * yargs' "Not enough non-option arguments: got 0, need at least 1" said as
+ * what is missing: `rblk read needs the volume's URL, rblk://host[:port]/VOLUME`.
+ */
+function missingPositionals(msg: string, argv: readonly string[]): string | undefined {
+  const m = /^Not enough non-option arguments: got (\d+), need at least (\d+)/.exec(msg);
+  const verb = argv.find((x) => !x.startsWith('-'));
+  if (m === null || verb === undefined) return undefined;
+  const wanted = POSITIONALS[verb];
+  if (wanted === undefined) return undefined;
+  // yargs counts the command's own positionals, not the verb.
+  const missing = wanted.slice(Number(m[1]));
+  return missing.length === 0 ? undefined : `rblk ${verb} needs ${missing.join(' and ')}`;
+}
+
 /** Whether argv asks for stack traces (looked at before parsing, so parse errors honour it too). */
 function wantsDebug(argv: readonly string[]): boolean {
   return argv.includes('--debug');
+}
+
+/**
+ * The parser for one command line, ready for parseAsync(): every check that
+ * needs no target is in it (yargs validation and the commands' .check()), so
+ * a middleware added after validation sees only command lines that would
+ * reach a handler (test/package/readme-commands.test.ts runs README's lines so).
+ * Throws UsageError for a refused --secret or an unknown verb.
+ */
+export async function buildParser(argv: string[], version: string): Promise<Argv<{ debug: boolean }>> {
+  // A secret in argv shows in `ps` and shell history; refuse it by name rather than as an unknown option.
+  if (argv.some((x) => SECRET_FLAG.test(x))) {
+    throw new UsageError('--secret is not accepted: put the secret in a file (--secret-file FILE, mode 0600) or in $RBLK_SECRET');
+  }
+  checkVerb(argv);
+  let parser = yargs(argv)
+    .scriptName('rblk')
+    .usage('$0 <command> [options]\n\nDiscover, benchmark, verify and attach rblk volumes (docs/cli.md).')
+    .option('debug', { type: 'boolean', default: false, global: true, describe: 'print stack traces and debug logging' });
+  // The verb named is defined whole (options, checks, handler); the others only by name and
+  // description, for the command list of --help and "no command given".
+  const first = argv.find((x) => !x.startsWith('-'));
+  const named: Verb | undefined = first === 'detach' ? 'umount' : (Object.keys(VERBS) as Verb[]).find((v) => v === first);
+  for (const verb of Object.keys(VERBS) as Verb[]) {
+    parser = verb === named ? (await LOADERS[verb]())(parser) : parser.command(VERBS[verb].command, VERBS[verb].describe);
+  }
+  return parser
+    .demandCommand(1, 'no command given')
+    .strict()
+    .exitProcess(false)
+    .fail((msg, err) => {
+      // yargs routes a handler's own errors here too: let those through unchanged.
+      if (err !== undefined && err !== null && err.name !== 'YError') throw err;
+      // Some yargs messages span lines ("Invalid values:\n  Argument: ..."); an error is one line.
+      const raw = (msg ?? err?.message ?? 'invalid command line').replace(/:?\s*\n\s*/g, ': ');
+      const text = missingPositionals(raw, argv) ?? unknownOptions(raw, optionNames(parser)) ?? invalidChoices(raw) ?? raw;
+      throw new UsageError(`${text} (see --help)`);
+    })
+    .version(version)
+    .help()
+    .alias('help', 'h')
+    .wrap(Math.min(110, process.stdout.columns ?? 110));
 }
 
 /**
@@ -78,42 +162,7 @@ function wantsDebug(argv: readonly string[]): boolean {
  */
 export async function main(argv: string[], version: string): Promise<number> {
   try {
-    // A secret in argv shows in `ps` and shell history; refuse it by name rather than as an unknown option.
-    if (argv.some((x) => SECRET_FLAG.test(x))) {
-      throw new UsageError('--secret is not accepted: put the secret in a file (--secret-file FILE, mode 0600) or in $RBLK_SECRET');
-    }
-    checkVerb(argv);
-    let parser = yargs(argv)
-      .scriptName('rblk')
-      .usage('$0 <command> [options]\n\nDiscover, benchmark, verify and attach rblk volumes (docs/cli.md).')
-      .option('debug', { type: 'boolean', default: false, global: true, describe: 'print stack traces and debug logging' });
-    parser = discoverCommand(parser);
-    parser = infoCommand(parser);
-    parser = readCommand(parser);
-    parser = writeCommand(parser);
-    parser = benchCommand(parser);
-    parser = verifyCommand(parser);
-    parser = attachCommand(parser);
-    parser = mountCommand(parser);
-    parser = umountCommand(parser);
-    parser = listCommand(parser);
-    await parser
-      .demandCommand(1, 'no command given')
-      .strict()
-      .exitProcess(false)
-      .fail((msg, err) => {
-        // yargs routes a handler's own errors here too: let those through unchanged.
-        if (err !== undefined && err !== null && err.name !== 'YError') throw err;
-        // Some yargs messages span lines ("Invalid values:\n  Argument: ..."); an error is one line.
-        const raw = (msg ?? err?.message ?? 'invalid command line').replace(/:?\s*\n\s*/g, ': ');
-        const text = unknownOptions(raw, optionNames(parser)) ?? invalidChoices(raw) ?? raw;
-        throw new UsageError(`${text} (see --help)`);
-      })
-      .version(version)
-      .help()
-      .alias('help', 'h')
-      .wrap(Math.min(110, process.stdout.columns ?? 110))
-      .parseAsync();
+    await (await buildParser(argv, version)).parseAsync();
     return EXIT_OK;
   } catch (e) {
     const code = exitCodeFor(e);

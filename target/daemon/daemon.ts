@@ -158,6 +158,8 @@ export class Daemon {
   private control: ControlServer | null = null;
   private metrics: MetricsServer | null = null;
   private readonly startedAt = new Date();
+  /** For rblk_config_last_reload_*: the start counts as a load that applied (docs/operations.md "Metrics"). */
+  private lastReload = { successful: true, successTimestamp: Date.now() / 1000 };
   /** This gateway's target port groups (ALUA), shared by every logical unit; undefined without `alua`. */
   private readonly portGroups: TargetPortGroups | undefined;
 
@@ -238,6 +240,8 @@ export class Daemon {
     return {
       volumes: () => [...this.volumes.values()].map((v) => ({ name: v.name, size: v.backend.size, stats: v.lu.stats })),
       listeners: () => this.listenersInfo().map((l) => ({ name: l.name, sessions: l.sessions, connections: l.connections, pool: l.pool })),
+      build: () => ({ version: this.opts.version ?? 'unknown', node_version: process.version }),
+      lastReload: () => this.lastReload,
     };
   }
 
@@ -358,7 +362,18 @@ export class Daemon {
     if (this.queuedReload) return this.queuedReload;
     const run = this.reloadChain.then(() => {
       this.queuedReload = null;
-      return this.stopping ? emptyResult(false, ['rblkd is stopping']) : this.doReload();
+      if (this.stopping) return emptyResult(false, ['rblkd is stopping']);
+      return this.doReload().then(
+        (r) => {
+          const successful = r.applied && r.errors.length === 0;
+          this.lastReload = { successful, successTimestamp: successful ? Date.now() / 1000 : this.lastReload.successTimestamp };
+          return r;
+        },
+        (e: unknown) => {
+          this.lastReload = { ...this.lastReload, successful: false };
+          throw e;
+        },
+      );
     });
     this.queuedReload = run;
     this.reloadChain = run.catch(() => undefined);

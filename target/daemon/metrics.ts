@@ -16,7 +16,18 @@ import type { DaemonLogger } from './logger.js';
 export interface MetricsSource {
   volumes(): readonly { name: string; size: number; stats: IoStats }[];
   listeners(): readonly { name: string; sessions: number; connections: number; pool: readonly PoolUse[] }[];
+  /** The labels of rblk_build_info: the package's version and Node's. */
+  build(): { version: string; node_version: string };
+  /** The last configuration load (the start, or a reload): whether it applied whole, and when one last did (seconds since the epoch). */
+  lastReload(): { successful: boolean; successTimestamp: number };
 }
+
+/**
+ * prom-client's default metrics that `promtool check metrics` rejects: gauges
+ * named like counters (`_total`). Each is the sum over the `type` label of the
+ * gauge of the same name without `_total`, which stays (docs/operations.md "Metrics").
+ */
+export const DROPPED_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const;
 
 type Labels = Record<string, string | number>;
 interface Sample {
@@ -81,6 +92,15 @@ export function rblkMetrics(src: MetricsSource): Collected[] {
     metric('rblk_pool_chunks', "Chunks in each listener's registered data pool, by chunk size.", 'gauge', () =>
       src.listeners().flatMap((l) => l.pool.map((p) => ({ labels: { listener: l.name, chunk_bytes: p.chunkSize }, value: p.chunks }))),
     ),
+    metric('rblk_build_info', 'Always 1; the labels say which rblkd this is: the package version and node_version.', 'gauge', () => [
+      { labels: src.build(), value: 1 },
+    ]),
+    metric('rblk_config_last_reload_successful', 'Whether the last configuration load (the start, SIGHUP or rblkd ctl reload) applied whole: 1, or 0 when it was refused or partly failed.', 'gauge', () => [
+      { labels: {}, value: src.lastReload().successful ? 1 : 0 },
+    ]),
+    metric('rblk_config_last_reload_success_timestamp_seconds', 'When a configuration load last applied whole (the start, or a reload), in seconds since the epoch.', 'gauge', () => [
+      { labels: {}, value: src.lastReload().successTimestamp },
+    ]),
     metric('rblk_pool_chunks_in_use', 'Chunks held by commands now, by listener and chunk size.', 'gauge', () =>
       src.listeners().flatMap((l) => l.pool.map((p) => ({ labels: { listener: l.name, chunk_bytes: p.chunkSize }, value: p.inUse }))),
     ),
@@ -99,8 +119,9 @@ export class MetricsServer {
   static async open(config: MetricsConfig, src: MetricsSource, log: DaemonLogger): Promise<MetricsServer> {
     const prom = await import('prom-client');
     const registry = new prom.Registry();
-    // process_* and nodejs_*: CPU, memory, fds, event-loop lag, GC.
+    // process_* and nodejs_*: CPU, memory, fds, event-loop lag, GC; without the gauges named like counters.
     prom.collectDefaultMetrics({ register: registry });
+    for (const name of DROPPED_DEFAULT_METRICS) registry.removeSingleMetric(name);
     for (const m of rblkMetrics(src)) registry.registerMetric(m as unknown as Parameters<typeof registry.registerMetric>[0]);
     const server = createServer((req, res) => {
       const path = (req.url ?? '/').split('?')[0];

@@ -4,7 +4,9 @@
 // verbs say they need root. Each runs the real CLI as a child process.
 import test from 'ava';
 import { createServer, type Server } from 'node:net';
-import { closedPort, rblk } from './helpers/cli.js';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { closedPort, rblk, tempDir } from './helpers/cli.js';
 import { startTargetProcess, stopAllTargets, type TargetProcess } from './helpers/target-process.js';
 
 const NOBODY = 65534;
@@ -113,4 +115,45 @@ test('mount as a user other than root says it needs root, before connecting', as
   t.is(r.code, 1);
   t.regex(r.stderr, /^rblk: permission denied on \/run\/rblk\S* \((EACCES|EPERM)\): \/run\/rblk belongs to root: run this as root, or pass --state-dir DIR/);
   oneLine(t, r.stderr);
+});
+
+test('a wrong target name says which name was asked and where the right one is found', async (t) => {
+  const tp = await target();
+  const r = await rblk(['info', `${tp.url('vol0')}&target=iqn.2026-11.io.example:nope`]);
+  t.is(r.code, 1);
+  oneLine(t, r.stderr);
+  // The target tells nothing of itself before login: the initiator says what it asked, and where to look.
+  t.regex(
+    r.stderr,
+    /^rblk: cannot log in to iqn\.2026-11\.io\.example:nope at 127\.0\.0\.1:\d+: login rejected by the target: it has no target named 'iqn\.2026-11\.io\.example:nope' \(UNABLE_TO_ASSOCIATE\); a target does not tell its name before login: `rblkd ctl status` on its host shows it \(target_name in rblkd's config; leave target= out for the default, iqn\.2026-11\.io\.rblk:target\) \[LOGIN_FAILED\]\n$/,
+  );
+});
+
+test('a command without its URL says what is missing, not yargs\' count', async (t) => {
+  const r = await rblk(['read']);
+  t.is(r.code, 2);
+  t.is(r.stderr, "rblk: rblk read needs the volume's URL, rblk://host[:port]/VOLUME (see --help)\n");
+  const mount = await rblk(['mount', 'rblk://127.0.0.1/vol0']);
+  t.is(mount.code, 2);
+  t.is(mount.stderr, 'rblk: rblk mount needs the mount point DIR (see --help)\n');
+});
+
+test('attach --nbd-socket in a directory that does not exist is refused, and nothing is created', async (t) => {
+  const tp = await target();
+  const dir = await tempDir(t, 'nbd-socket');
+  const missing = join(dir, 'no', 'such');
+  const r = await rblk(['attach', tp.url('vol0'), '--nbd-socket', join(missing, 'x.sock')], { timeoutMs: 20_000 });
+  t.is(r.code, 2, r.stderr);
+  t.is(r.stderr, `rblk: --nbd-socket ${join(missing, 'x.sock')}: the directory ${missing} does not exist: create it first, or put the socket in an existing directory\n`);
+  t.false(existsSync(join(dir, 'no')), 'no directory was created');
+});
+
+// On a host with an RDMA device verbs works, and there is nothing to explain.
+const hasRdma = existsSync('/sys/class/infiniband') && readdirSync('/sys/class/infiniband').length > 0;
+(hasRdma ? test.skip : test)('--provider verbs without an RDMA device suggests tcp', async (t) => {
+  const port = await closedPort();
+  const r = await rblk(['info', `rblk://127.0.0.1:${port}/vol0`, '--provider', 'verbs']);
+  t.is(r.code, 1);
+  oneLine(t, r.stderr);
+  t.regex(r.stderr, /^rblk: the verbs provider finds no RDMA device on this host .*use --provider tcp .*\(FI_ENODATA\) \[LOGIN_FAILED\]\n$/);
 });

@@ -132,7 +132,7 @@ test('LOGIN_FAILED: an unknown target name, and nothing listening', async (t) =>
     t,
     connect(target.options({ targetName: 'iqn.2026-11.io.rblk:nope' })),
     'LOGIN_FAILED',
-    `cannot log in to iqn.2026-11.io.rblk:nope at ${target.address}:${target.port}: login rejected by the target: UNABLE_TO_ASSOCIATE`,
+    `cannot log in to iqn.2026-11.io.rblk:nope at ${target.address}:${target.port}: login rejected by the target: it has no target named 'iqn.2026-11.io.rblk:nope' (UNABLE_TO_ASSOCIATE); a target does not tell its name before login: \`rblkd ctl status\` on its host shows it (target_name in rblkd's config; leave target= out for the default, iqn.2026-11.io.rblk:target)`,
   );
   const e = await t.throwsAsync(connect(target.options({ port: target.port + 1000 })), { instanceOf: RblkError });
   t.is(e?.code, 'LOGIN_FAILED');

@@ -17,9 +17,12 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { dump } from 'js-yaml';
 import { ROOT } from '../daemon/helpers/daemon-process.js';
+import { CONSUMER, NO_AMBIENT_TYPES } from './helpers/consumer.js';
 
 /** A bound with some room: the package is about 560 files (dist JS and .d.ts, native sources, docs, prebuilds; 563 measured). */
 const MAX_FILES = 600;
+/** Packages a consumer installs with rblk: 119 with the build tools as dependencies; without them, see the log. */
+const MAX_PACKAGES = 90;
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
 interface PackResult {
@@ -139,6 +142,16 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'rblk-consumer', version: '1.0.0', private: true }));
   ok(run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', join(dir, pack.filename)], app), 'npm install');
   const installed = join(app, 'node_modules', 'rblk');
+  // The build tools come only when install-native.js must compile (test/package/install-deps.test.ts):
+  // a consumer whose prebuilt fits downloads neither, nor their ~45 dependencies.
+  t.deepEqual(
+    ['cmake-js', 'node-addon-api'].filter((n) => existsSync(join(app, 'node_modules', n))),
+    [],
+    'build tools installed for the consumer',
+  );
+  const tree = ok(run('npm', ['ls', '--all', '--parseable'], app), 'npm ls').split('\n').filter((l) => l.includes('node_modules'));
+  t.log(`${tree.length} packages installed with rblk`);
+  t.true(tree.length < MAX_PACKAGES, `${tree.length} packages installed with rblk`);
   // The prebuilt fits this machine, so nothing was compiled, and running the install step again compiles nothing.
   t.false(existsSync(join(installed, 'build')), 'no local build in the installed package');
   ok(run(process.execPath, [join(installed, 'scripts', 'install-native.js')], installed), 'install-native.js');
@@ -225,6 +238,13 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
     }),
   );
   ok(run(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], app), 'tsc --noEmit');
+  // A consumer with no ambient types ("types": [], TypeScript 6's default) and no @types/node of its
+  // own: the declarations bring Node's types themselves (the @types/node dependency of the package).
+  const bare = join(app, 'bare');
+  mkdirSync(bare);
+  writeFileSync(join(bare, 'consumer.ts'), CONSUMER);
+  writeFileSync(join(bare, 'tsconfig.json'), JSON.stringify(NO_AMBIENT_TYPES));
+  ok(run(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], bare), 'tsc --noEmit with "types": []');
 
   // --- the CLI through npx
   t.is(ok(run('npx', ['--no-install', 'rblk', '--version'], app), 'npx rblk --version').trim(), VERSION);

@@ -2,7 +2,8 @@
 // export (a unix socket or a 127.0.0.1 port, optionally connected to the
 // kernel's /dev/nbdN) or as one file in a FUSE mount. On the signal it
 // detaches in reverse order: kernel client, NBD server or FUSE mount, session.
-import { resolve } from 'node:path';
+import { stat } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import type { Argv } from 'yargs';
 import type { FuseAttachment } from '../../fuse/index.js';
 import { NbdServer, type NbdAddress } from '../../nbd/index.js';
@@ -14,11 +15,23 @@ import { waitForStop } from '../signals.js';
 import { formatBytes } from '../size.js';
 import { stateDir, stateDirOption } from '../state-dir.js';
 import { connectionOptions, openSession, volumeOf } from '../target-args.js';
+import { VERBS } from '../verbs.js';
+
+/** --nbd-socket PATH: its directory must exist (and be one); UsageError otherwise. */
+async function requireSocketDir(path: string): Promise<void> {
+  const dir = dirname(path);
+  const st = await stat(dir).catch((e: unknown) => {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
+  });
+  if (st === null) throw new UsageError(`--nbd-socket ${path}: the directory ${dir} does not exist: create it first, or put the socket in an existing directory`);
+  if (!st.isDirectory()) throw new UsageError(`--nbd-socket ${path}: ${dir} is not a directory`);
+}
 
 export function attachCommand<T extends { debug: boolean }>(y: Argv<T>): Argv<T> {
   return y.command(
-    'attach <url>',
-    'Serve a volume as a local NBD export or FUSE file until SIGINT/SIGTERM',
+    VERBS.attach.command,
+    VERBS.attach.describe,
     (b) =>
       b
         .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P]' })
@@ -44,6 +57,9 @@ export function attachCommand<T extends { debug: boolean }>(y: Argv<T>): Argv<T>
         const problem = kernelNbdProblem(a['nbd-device']);
         if (problem !== undefined) throw new Error(problem);
       }
+      // A socket path of the user's goes in a directory that is there: a mistyped one is refused,
+      // not created and left behind (only the state directory, ours, is created; docs/cli.md "attach URL").
+      if (a['nbd-socket'] !== undefined) await requireSocketDir(resolve(a['nbd-socket']));
       const log = new CliLogger(a.debug ? 'debug' : a.verbose ? 'info' : 'warn');
       const dir = stateDir(a);
       const session = await openSession(a.url, a);

@@ -12,6 +12,7 @@ import { fields, json } from '../output.js';
 import { progressBar, progressInterval } from '../progress-bar.js';
 import { formatBytes, formatRate, parseDuration, parseSize } from '../size.js';
 import { connectionOptions, withVolume } from '../target-args.js';
+import { VERBS } from '../verbs.js';
 
 const DEFAULT_RUNTIME_MS = 10_000;
 const MAX_QD = 1024;
@@ -50,8 +51,8 @@ function report(name: string, plan: BenchPlan, r: BenchResult, reconnects: numbe
 
 export function benchCommand<T>(y: Argv<T>): Argv<T> {
   return y.command(
-    'bench <url>',
-    'Measure IOPS, bandwidth and latency (writes destroy data: they need --yes)',
+    VERBS.bench.command,
+    VERBS.bench.describe,
     (b) =>
       b
         .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P]' })

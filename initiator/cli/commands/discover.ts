@@ -5,6 +5,7 @@ import type { VolumeInfo } from '../../discovery.js';
 import { json, table } from '../output.js';
 import { formatBytes } from '../size.js';
 import { connectionOptions, hostPort, hostToUrl, openSession, parseUrl } from '../target-args.js';
+import { VERBS } from '../verbs.js';
 
 /** The URL that names one volume of the target, with the provider the user chose. */
 function volumeUrl(base: string, provider: string | undefined, name: string): string {
@@ -15,8 +16,8 @@ function volumeUrl(base: string, provider: string | undefined, name: string): st
 
 export function discoverCommand<T>(y: Argv<T>): Argv<T> {
   return y.command(
-    'discover <host>',
-    'List the volumes a target shows this initiator',
+    VERBS.discover.command,
+    VERBS.discover.describe,
     (b) =>
       b
         .positional('host', { type: 'string', demandOption: true, describe: 'HOST, HOST:PORT, [IPV6]:PORT or rblk://host[:port]' })

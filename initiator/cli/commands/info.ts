@@ -4,11 +4,12 @@ import type { Argv } from 'yargs';
 import { fields, json } from '../output.js';
 import { formatBytes } from '../size.js';
 import { connectionOptions, withVolume } from '../target-args.js';
+import { VERBS } from '../verbs.js';
 
 export function infoCommand<T>(y: Argv<T>): Argv<T> {
   return y.command(
-    'info <url>',
-    'Show one volume: size, blocks, block size, access, serial, id, largest transfer, provider, and its paths (several gateways)',
+    VERBS.info.command,
+    VERBS.info.describe,
     (b) =>
       b
         .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port][,host[:port]...]/VOLUME[?provider=P]' })

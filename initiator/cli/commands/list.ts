@@ -6,11 +6,12 @@ import { json, table } from '../output.js';
 import { isRunning } from '../../process-state.js';
 import { formatBytes } from '../size.js';
 import { stateDir, stateDirOption } from '../state-dir.js';
+import { VERBS } from '../verbs.js';
 
 export function listCommand<T>(y: Argv<T>): Argv<T> {
   return y.command(
-    'list',
-    'List volumes attached with `rblk mount` or `rblk attach --fuse`',
+    VERBS.list.command,
+    VERBS.list.describe,
     (b) => b.options(stateDirOption).option('json', { type: 'boolean', default: false, describe: 'print one JSON object' }),
     async (a) => {
       const { records, problems } = await readAttachmentRecords(stateDir(a));

@@ -16,6 +16,7 @@ import { waitForStop } from '../signals.js';
 import { formatBytes } from '../size.js';
 import { stateDir, stateDirOption } from '../state-dir.js';
 import { connectionArgv, connectionOptions, openSession, volumeOf, type ConnectionArgs } from '../target-args.js';
+import { VERBS } from '../verbs.js';
 
 /** What the helper tells the `rblk mount` that started it. */
 type HelperMessage =
@@ -164,8 +165,8 @@ async function startHelper(a: MountArgs, dir: string): Promise<void> {
 
 export function mountCommand<T extends { debug: boolean }>(y: Argv<T>): Argv<T> {
   return y.command(
-    'mount <url> <dir>',
-    'Mount the filesystem on a volume (FUSE file, loop device, mount); --mkfs ext4 makes one first',
+    VERBS.mount.command,
+    VERBS.mount.describe,
     (b) =>
       b
         .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P]' })
@@ -178,13 +179,17 @@ export function mountCommand<T extends { debug: boolean }>(y: Argv<T>): Argv<T> 
         .option('options', { alias: 'o', type: 'string', requiresArg: true, describe: 'mount options, comma-separated' })
         .option('foreground', { type: 'boolean', default: false, describe: 'mount and serve in this process until SIGINT/SIGTERM' })
         .option('verbose', { alias: 'v', type: 'boolean', default: false, describe: 'log more (to STATE_DIR/mount.log when in the background)' })
+        // A check, not the handler: a dry parse (test/package/readme-commands.test.ts) sees it too.
+        .check((c) => {
+          if (c.mkfs !== undefined && !c.yes) throw new UsageError(`--mkfs ${c.mkfs} destroys the data on the volume: pass --yes to confirm`);
+          return true;
+        })
         .example('$0 mount rblk://10.0.0.5/db /mnt/db --mkfs ext4 --yes', 'format and mount')
         .example('$0 mount rblk://10.0.0.5/db /mnt/db', 'mount the filesystem already there')
         .example('$0 umount /mnt/db', 'unmount it again'),
     async (a) => {
       const args: MountArgs = { ...a, mkfs: a.mkfs };
       volumeOf(a.url);
-      if (a.mkfs !== undefined && !a.yes) throw new UsageError(`--mkfs ${a.mkfs} destroys the data on the volume: pass --yes to confirm`);
       requireRoot('mount', 'it sets up a loop device and mounts a filesystem');
       const dir = resolve(a.dir);
       if (a.foreground) await serveMount({ ...args, dir });

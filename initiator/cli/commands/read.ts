@@ -8,13 +8,14 @@ import { UsageError } from '../cli-error.js';
 import { json } from '../output.js';
 import { connectionOptions, withVolume } from '../target-args.js';
 import { TransferProgress } from '../transfer-progress.js';
+import { VERBS } from '../verbs.js';
 
 export const IO_CHUNK = 4 << 20;
 
 export function readCommand<T>(y: Argv<T>): Argv<T> {
   return y.command(
-    'read <url>',
-    'Read a volume (or a range of it) to stdout or a file',
+    VERBS.read.command,
+    VERBS.read.describe,
     (b) =>
       b
         .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P]' })

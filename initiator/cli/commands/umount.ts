@@ -13,6 +13,7 @@ import { CliLogger } from '../logger.js';
 import { isRunning } from '../../process-state.js';
 import { parseDuration } from '../size.js';
 import { stateDir, stateDirOption } from '../state-dir.js';
+import { VERBS } from '../verbs.js';
 
 const POLL_MS = 50;
 
@@ -28,8 +29,8 @@ async function recordGone(state: string, id: string): Promise<boolean> {
 
 export function umountCommand<T extends { debug: boolean }>(y: Argv<T>): Argv<T> {
   return y.command(
-    ['umount <target>', 'detach <target>'],
-    'Unmount a volume mounted with `rblk mount`, or stop an `rblk attach --fuse`',
+    VERBS.umount.command,
+    VERBS.umount.describe,
     (b) =>
       b
         .positional('target', { type: 'string', demandOption: true, describe: 'mount point, FUSE directory, loop device or attachment id (see rblk list)' })

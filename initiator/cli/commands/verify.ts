@@ -11,6 +11,7 @@ import { formatBytes } from '../size.js';
 import { connectionOptions, withVolume } from '../target-args.js';
 import { TransferProgress } from '../transfer-progress.js';
 import { checkBlock, fillBlocks, MIN_VERIFY_BLOCK, type BlockMismatch } from '../verify-pattern.js';
+import { VERBS } from '../verbs.js';
 
 const CHUNK = 1 << 20;
 /** Chunks in flight: enough to keep the fabric busy, little enough for any volume's pool. */
@@ -72,8 +73,8 @@ async function checkPattern(vol: Volume, range: ByteRange, seed: number, progres
 
 export function verifyCommand<T>(y: Argv<T>): Argv<T> {
   return y.command(
-    'verify <url>',
-    'Write a checksummed pattern and read it back (destroys data: needs --yes), or check one with --read-only',
+    VERBS.verify.command,
+    VERBS.verify.describe,
     (b) =>
       b
         .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P]' })

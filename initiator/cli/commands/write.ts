@@ -11,6 +11,7 @@ import { json } from '../output.js';
 import { connectionOptions, withVolume } from '../target-args.js';
 import { TransferProgress } from '../transfer-progress.js';
 import { IO_CHUNK } from './read.js';
+import { VERBS } from '../verbs.js';
 
 interface WriteOutcome {
   bytes: number;
@@ -68,8 +69,8 @@ async function copyIn(vol: Volume, offset: number, input: AsyncIterable<Buffer>,
 
 export function writeCommand<T>(y: Argv<T>): Argv<T> {
   return y.command(
-    'write <url>',
-    'Write stdin or a file onto a volume (then flush it)',
+    VERBS.write.command,
+    VERBS.write.describe,
     (b) =>
       b
         .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P]' })
