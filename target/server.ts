@@ -37,6 +37,12 @@ export interface ConnectionLimits {
    */
   preLoginPerSource?: number;
   /**
+   * How long a pre-login connection is left alone before a newer one from its
+   * source may take its slot (evictStalePreLogin). Not a config key: tests
+   * set it. Absent: PRE_LOGIN_GRACE_MS.
+   */
+  preLoginGraceMs?: number;
+  /**
    * Bytes of receive buffers one session may register (limits.connection_memory):
    * the credits granted are lowered to fit. Absent: no limit.
    */
@@ -91,6 +97,12 @@ const DEFAULT_MAX_CAPSULE = 8192 + 48;
 const LOGIN_RECV_BUFFERS = 2;
 /** At most one "refused at the pre-login limit" line per this many ms. */
 const REFUSAL_LOG_INTERVAL_MS = 10_000;
+/**
+ * How long a pre-login connection is left alone before a newer one from its
+ * source may take its slot: a live login completes in milliseconds on a LAN and
+ * in a few round trips over a WAN; one that has waited a second is most likely dead.
+ */
+const PRE_LOGIN_GRACE_MS = 1_000;
 
 export class TargetServer {
   readonly scsi = new ScsiTarget();
@@ -110,6 +122,10 @@ export class TargetServer {
   private readonly refusals: ThrottledLog;
   private readonly reaped: ThrottledLog;
   private readonly heap = new HeapTrimmer();
+  /** When each connection was adopted: how long a pre-login one has waited. */
+  private readonly adoptedAt = new WeakMap<ServedConnection, number>();
+  /** Pre-login connections ended to make room for a newer one from their source; they no longer count. */
+  private readonly evicted = new WeakSet<ServedConnection>();
 
   constructor(
     opts: TargetServerOptions,
@@ -124,15 +140,43 @@ export class TargetServer {
   /** Connections that count against limits.pre_login_connections: accepting, or accepted and not logged in. */
   get preLoginConnections(): number {
     let n = this.accepting;
-    for (const s of this.sessions) if (!s.loggedIn) n++;
+    for (const s of this.sessions) if (this.waitingToLogIn(s)) n++;
     return n;
   }
 
   /** Of preLoginConnections, those from one source address (sourceOf). */
   preLoginFrom(source: string): number {
     let n = this.acceptingFrom.get(source) ?? 0;
-    for (const s of this.sessions) if (!s.loggedIn && sourceOf(s.info().peer) === source) n++;
+    for (const s of this.sessions) if (this.waitingToLogIn(s) && sourceOf(s.info().peer) === source) n++;
     return n;
+  }
+
+  /** Accepted, not logged in, and not already told to make room for a newer one. */
+  private waitingToLogIn(s: ServedConnection): boolean {
+    return !s.loggedIn && !this.evicted.has(s);
+  }
+
+  /**
+   * A source at its share of pre-login slots ends its own oldest connection
+   * that has waited longer than PRE_LOGIN_GRACE_MS to make room for the new
+   * one, rather than being locked out until login_timeout_ms reaps it: a
+   * host whose earlier connections died unseen (a crashed initiator, a
+   * provider that lost the login request) logs in at once, and since only
+   * the same source's connections are ever ended, no other host notices
+   * (docs/operations.md "Connection limits"). A login still inside its grace
+   * is never ended, so a burst of live logins is refused, not thrashed.
+   */
+  private evictStalePreLogin(source: string): ServedConnection | null {
+    const now = Date.now();
+    // The set iterates in insertion order: oldest first.
+    for (const s of this.sessions) {
+      if (!this.waitingToLogIn(s) || sourceOf(s.info().peer) !== source) continue;
+      if (now - (this.adoptedAt.get(s) ?? now) < (this.opts.limits.preLoginGraceMs ?? PRE_LOGIN_GRACE_MS)) return null;
+      this.evicted.add(s);
+      s.fence(`a newer connection from ${source} took its pre-login slot (limits.pre_login_per_source)`);
+      return s;
+    }
+    return null;
   }
 
   /**
@@ -141,7 +185,7 @@ export class TargetServer {
    */
   private preLoginRefusal(source: string): string | null {
     const l = this.opts.limits;
-    if (l.preLoginPerSource !== undefined && this.preLoginFrom(source) >= l.preLoginPerSource) {
+    if (l.preLoginPerSource !== undefined && this.preLoginFrom(source) >= l.preLoginPerSource && this.evictStalePreLogin(source) === null) {
       return `${l.preLoginPerSource} connections from ${source} are already waiting to log in (limits.pre_login_per_source)`;
     }
     if (l.preLoginConnections !== undefined && this.preLoginConnections >= l.preLoginConnections) {
@@ -361,6 +405,7 @@ export class TargetServer {
   /** A session on a new connection: counted while it lasts; its end lets the heap give memory back. */
   private adoptConnection(s: ServedConnection): void {
     this.sessions.add(s);
+    this.adoptedAt.set(s, Date.now());
     s.onEnd = () => {
       this.sessions.delete(s);
       this.heap.noteRelease();

@@ -54,7 +54,7 @@ async function healthy(t: ExecutionContext, d: DaemonProcess, provider: string, 
       s = await login(port, { provider });
     } catch (e) {
       await assertAlive(d, `a failed healthy login on ${provider}`);
-      if (attempt === 3) throw new Error(`${provider}: ${attempt} healthy logins failed, the last with ${String(e)}; rblkd logged:\n${d.lines.slice(from).join('\n')}`);
+      if (attempt === 3) throw new Error(`${provider}: ${attempt} healthy logins failed, the last with ${String(e)}; rblkd logged:\n${d.lines.slice(-40).join('\n')}`);
       t.log(`${provider}: healthy login ${attempt} failed (${String(e)}), trying again`);
     }
   }

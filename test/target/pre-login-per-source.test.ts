@@ -51,7 +51,7 @@ function idle(port: number, from: string): Promise<Idle> {
 }
 
 /** A target with an rblk (tcp) listener and an iSCSI portal, BUDGET pre-login slots, PER_SOURCE of them per address. */
-async function serve(): Promise<{ server: TargetServer; log: ReturnType<typeof memoryLog>; rblkPort: TargetPort; portal: IscsiPortal }> {
+async function serve(preLoginGraceMs = 600_000): Promise<{ server: TargetServer; log: ReturnType<typeof memoryLog>; rblkPort: TargetPort; portal: IscsiPortal }> {
   const log = memoryLog();
   const server = new TargetServer(
     {
@@ -66,6 +66,8 @@ async function serve(): Promise<{ server: TargetServer; log: ReturnType<typeof m
         maxSessions: 16,
         preLoginConnections: BUDGET,
         preLoginPerSource: PER_SOURCE,
+        // Long unless a test says otherwise: a slow machine must not turn a refusal into an eviction.
+        preLoginGraceMs,
         dataBuffers: 16,
       },
       authRequired: false,
@@ -141,6 +143,40 @@ test('fabric connections count against their address too, on every listener: one
   t.teardown(() => c.close());
   const answer = await c.login({ initiator: 'iqn.2026-12.io.rblk:third', target: TARGET });
   t.is(answer === null ? -1 : loginStatus(answer), 0);
+});
+
+test('a source at its share whose oldest pre-login connection has waited past the grace gets the slot: the old one is ended, nobody else is touched', async (t) => {
+  const GRACE = 300;
+  const { server, log, portal } = await serve(GRACE);
+  const sockets: Idle[] = [];
+  t.teardown(async () => {
+    for (const s of sockets) s.destroy();
+    await server.close();
+  });
+  // Another host's idle connection: never ended by 127.0.0.2's traffic.
+  const other = await idle(portal.port, '127.0.0.3');
+  sockets.push(other);
+  // 127.0.0.2 fills its share with connections that will never log in (dead initiators, as far as anyone can tell).
+  const stale: Idle[] = [];
+  for (let i = 0; i < PER_SOURCE; i++) stale.push(await idle(portal.port, '127.0.0.2'));
+  sockets.push(...stale);
+  await eventually(() => server.preLoginFrom('127.0.0.2') === PER_SOURCE, 'the target to count them');
+  // Within the grace, one more is refused: a burst of live logins is not thrashed.
+  const early = await idle(portal.port, '127.0.0.2');
+  sockets.push(early);
+  await eventually(() => early.ended, 'the target to refuse a connection while the others are inside their grace');
+  t.false(stale[0].ended, 'a connection inside its grace was not ended');
+  await sleep(GRACE + 100);
+  // Past the grace, a login from 127.0.0.2 gets in.
+  const c = await RawInitiator.open(portal.port, '127.0.0.2');
+  t.teardown(() => c.close());
+  const answer = await c.login({ initiator: 'iqn.2026-12.io.rblk:restarted', target: TARGET });
+  t.is(answer === null ? -1 : loginStatus(answer), 0, 'the login from 127.0.0.2 was answered with success');
+  await eventually(() => stale[0].ended, "the target to end 127.0.0.2's oldest pre-login connection");
+  t.false(stale[1].ended, 'only the oldest was ended, one for one');
+  t.false(other.ended, "127.0.0.3's connection was not touched");
+  t.true(log.lines.some((l) => l.message.includes('a newer connection from 127.0.0.2 took its pre-login slot (limits.pre_login_per_source)')));
+  t.true(server.preLoginFrom('127.0.0.2') <= PER_SOURCE, '127.0.0.2 still holds no more than its share');
 });
 
 test('pre_login_per_source defaults to a quarter of pre_login_connections, rounded up, and warns when it is the whole budget', (t) => {
