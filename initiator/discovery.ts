@@ -20,6 +20,7 @@ import { parseModeSense6 } from '../protocol/scsi/mode.js';
 import { DEVICE_TYPE_DISK, ModePage, VpdPage } from '../protocol/scsi/opcodes.js';
 import { parseReadCapacity16 } from '../protocol/scsi/read-capacity.js';
 import { parseReportLuns } from '../protocol/scsi/report-luns.js';
+import { RblkError } from './errors.js';
 import type { ScsiRequest, ScsiResponse } from './scsi-request.js';
 
 
@@ -92,6 +93,36 @@ function worldWideName(ds: Designator[], serial: string): string {
   return serial;
 }
 
+/**
+ * The mode parameter header's WP bit. Another initiator's Exclusive Access
+ * reservation makes MODE SENSE a RESERVATION CONFLICT (SPC-5 5.14.1, table of
+ * commands allowed under reservations); as Linux sd does, that LU is then taken
+ * as write-enabled, and its writes meet the conflict themselves. A reservation on
+ * one LU never makes another LU, or the listing, fail.
+ */
+async function modeWriteProtect(run: RunCommand, lun: number): Promise<boolean> {
+  try {
+    return parseModeSense6(await dataIn(run, lun, modeSense6({ page: ModePage.CACHING, dbd: true, allocationLength: 255 }), 255, `MODE SENSE(6) of LUN ${lun}`)).writeProtect;
+  } catch (e) {
+    if (e instanceof RblkError && e.code === 'RESERVATION_CONFLICT') return false;
+    throw e;
+  }
+}
+
+/**
+ * The name rblkd exports a LUN under, from INQUIRY and VPD 83h only: commands
+ * every reservation allows, so finding a volume by name touches no other LU's
+ * medium. Undefined when the LUN holds no disk or names none.
+ */
+export async function lunVolumeName(run: RunCommand, lun: number): Promise<string | undefined> {
+  const std = parseStandardInquiry(await dataIn(run, lun, inquiry(96), 96, `INQUIRY of LUN ${lun}`));
+  if (std.peripheralQualifier !== 0 || std.deviceType !== DEVICE_TYPE_DISK) return undefined;
+  const pages = parseSupportedVpdPages(await dataIn(run, lun, inquiry(255, VpdPage.SUPPORTED_PAGES), 255, `VPD 00h of LUN ${lun}`));
+  if (!pages.includes(VpdPage.DEVICE_IDENTIFICATION)) return `lun${lun}`;
+  const ids = parseDeviceIdentification(await dataIn(run, lun, inquiry(1024, VpdPage.DEVICE_IDENTIFICATION), 1024, `VPD 83h of LUN ${lun}`));
+  return ids.map(t10VolumeName).find((n) => n !== undefined) ?? `lun${lun}`;
+}
+
 /** Everything about one LUN; undefined when the target has no volume there. */
 export async function probeLun(run: RunCommand, lun: number): Promise<Probe | undefined> {
   const std = parseStandardInquiry(await dataIn(run, lun, inquiry(96), 96, `INQUIRY of LUN ${lun}`));
@@ -112,7 +143,7 @@ export async function probeLun(run: RunCommand, lun: number): Promise<Probe | un
   }
   const thin = pages.includes(VpdPage.LOGICAL_BLOCK_PROVISIONING) && parseLogicalBlockProvisioning(await vpd(VpdPage.LOGICAL_BLOCK_PROVISIONING, 64)).lbpu;
   const cap = parseReadCapacity16(await dataIn(run, lun, readCapacity16(32), 32, `READ CAPACITY(16) of LUN ${lun}`));
-  const mode = parseModeSense6(await dataIn(run, lun, modeSense6({ page: ModePage.CACHING, dbd: true, allocationLength: 255 }), 255, `MODE SENSE(6) of LUN ${lun}`));
+  const writeProtect = await modeWriteProtect(run, lun);
   const name = ids.map(t10VolumeName).find((n) => n !== undefined) ?? `lun${lun}`;
   return {
     info: {
@@ -120,7 +151,7 @@ export async function probeLun(run: RunCommand, lun: number): Promise<Probe | un
       name,
       size: Number(cap.blocks) * cap.blockSize,
       blockSize: cap.blockSize,
-      readOnly: mode.writeProtect,
+      readOnly: writeProtect,
       thin,
       serial,
       id: worldWideName(ids, serial),

@@ -8,7 +8,7 @@ import { ASYMMETRIC_ACCESS_STATE_CHANGED, ALUA_STANDBY, ALUA_TRANSITIONING, ALUA
 import { ScsiStatus } from '../protocol/scsi/status.js';
 import { Channel, type Attempt, type ChannelHost, type RecoveryEvent } from './channel.js';
 import { LoginError, TransportError } from './connection.js';
-import { listLuns, probeLun, type VolumeInfo } from './discovery.js';
+import { listLuns, lunVolumeName, probeLun, type VolumeInfo } from './discovery.js';
 import { errorForStatus, RblkError } from './errors.js';
 import type { ResolvedOptions } from './options.js';
 import { aluaOf, identify, identityMismatch, Path, type PathIdentity, type PathInfo } from './paths.js';
@@ -632,13 +632,23 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
       if (!Number.isInteger(target) || target < 0 || target > 0x3fff) throw new RangeError(`LUN ${target} is outside 0..16383`);
       lun = target;
     } else {
-      const list = await this.volumes();
-      const found = list.find((v) => v.name === target);
-      if (found === undefined) {
-        const names = list.map((v) => v.name).join(', ') || 'none';
-        throw new RblkError('INVALID', `no volume named "${target}" at ${this.where()} (visible: ${names})`);
+      // By name from INQUIRY and VPD 83h alone (discovery.ts): another LU's
+      // reservation or state cannot stop this one from opening.
+      const names: string[] = [];
+      let found: number | undefined;
+      for (const l of await listLuns(run)) {
+        const name = await lunVolumeName(run, l);
+        if (name === undefined) continue;
+        names.push(name);
+        if (name === target) {
+          found = l;
+          break;
+        }
       }
-      lun = found.lun;
+      if (found === undefined) {
+        throw new RblkError('INVALID', `no volume named "${target}" at ${this.where()} (visible: ${names.join(', ') || 'none'})`);
+      }
+      lun = found;
     }
     const probe = await probeLun(run, lun);
     if (probe === undefined) throw new RblkError('INVALID', `LUN ${lun} at ${this.where()} holds no volume`);

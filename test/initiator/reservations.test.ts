@@ -65,3 +65,40 @@ for (const kind of ['loop', 'tcp'] as const) {
     await t.throwsAsync(a.reservations.register(0n), { instanceOf: RangeError, message: 'register(0n) would unregister; call unregister()' });
   });
 }
+
+test.serial('loop: an Exclusive Access reservation on one LU lets another initiator open and list the other LUs (found by name without touching the reserved one)', async (t) => {
+  const target = await startServer('loop', [
+    { name: 'held', lun: 0, size: 1 << 20 },
+    { name: 'free', lun: 1, size: 1 << 20 },
+  ]);
+  const sessions: Session[] = [];
+  t.teardown(async () => {
+    for (const s of sessions) await s.close();
+    await target.close();
+  });
+  const s1 = await connect(target.options());
+  sessions.push(s1);
+  const held = await s1.open('held');
+  await held.reservations.register(0xaaaan);
+  await held.reservations.reserve(0xaaaan, ReservationType.EXCLUSIVE_ACCESS);
+
+  const s2 = await connect(target.options({ initiatorName: OTHER }));
+  sessions.push(s2);
+  const free = await s2.open('free');
+  await free.write(0, Buffer.alloc(512, 7));
+  t.true((await free.read(0, 512)).equals(Buffer.alloc(512, 7)), 'the unreserved LU serves the other initiator');
+
+  const list = await s2.volumes();
+  t.deepEqual(
+    list.map((v) => [v.name, v.lun, v.size]),
+    [
+      ['held', 0, 1 << 20],
+      ['free', 1, 1 << 20],
+    ],
+    'the listing names the reserved LU too (MODE SENSE conflicts there, READ CAPACITY does not)',
+  );
+  // The reserved LU itself still refuses the other initiator's media access.
+  const other = await s2.open('held');
+  const conflict = await t.throwsAsync(other.read(0, 512), { instanceOf: RblkError });
+  t.is(conflict?.code, 'RESERVATION_CONFLICT');
+});
