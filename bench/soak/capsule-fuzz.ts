@@ -212,7 +212,8 @@ class Fuzzer {
     // stream: windows of well-formed commands with fuzzed CDBs, now and then a mutated capsule.
     let sent = 0;
     while (sent < this.perConnection && !raw.closed) {
-      const tags = new Set<bigint>();
+      // Each command's CDB and task attribute, so a lost one can be named.
+      const tags = new Map<bigint, string>();
       let mutated = false;
       for (let i = 0; i < window; i++) {
         if (this.rand() < 0.003) {
@@ -222,7 +223,7 @@ class Fuzzer {
           break;
         }
         const c = await this.validCommand(raw, grant.immediateDataSize);
-        tags.add(c.tag);
+        tags.set(c.tag, `${c.cdb.toString('hex')} attr ${c.taskAttribute} lun ${c.lun}`);
         sent++;
         if (!(await this.#send(raw, c))) break;
       }
@@ -235,7 +236,7 @@ class Fuzzer {
       }
       if (tags.size > 0 && !raw.closed && !mutated) {
         this.tally.unanswered += tags.size;
-        note(this.tally, `${tags.size} commands unanswered for ${ANSWER_MS / 1000} s on an open connection`);
+        note(this.tally, `${tags.size} commands unanswered for ${ANSWER_MS / 1000} s on an open connection (${[...tags.values()].slice(0, 3).join('; ')})`);
         return;
       }
       if (mutated) {
