@@ -1,11 +1,11 @@
 // The target without its daemon wrapping: exported volumes (LUNs over logical
 // units), ports on transports, and the sessions on them, which the front end's
-// session factory makes (rblk's is rblkConnections in session/connection.ts).
+// session factory makes (rblk's is rblkConnections in rblk/connection.ts).
 // rblkd (daemon.ts) builds one from the config; tests build one directly,
 // over the loop or the fabric transport.
 import type { Reactors } from '../native/reactors.js';
 import { ScsiTarget, type Access, type LogicalUnit } from './scsi/index.js';
-import type { MappedLun, ServedConnection, ConnectionEnvironment, ConnectionFactory, SessionLimits, TargetLogger } from './session/environment.js';
+import type { MappedLun, ServedConnection, ConnectionEnvironment, ConnectionFactory, SessionLimits, TargetLogger } from './connection/environment.js';
 import type { DataBuffer, TargetConnection, TargetPort, TargetTransport } from './transport/transport.js';
 import { ConnectRejectReason, MAX_CAPSULE_SIZE, MIN_CAPSULE_SIZE, CONTROL_RECV_BUFFERS } from '../protocol/wire/index.js';
 import { ThrottledLog } from './throttled-log.js';

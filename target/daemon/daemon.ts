@@ -10,7 +10,7 @@ import { Reactors } from '../../native/reactors.js';
 import { frontEndOf, listenerName } from '../front-end/registry.js';
 import { TargetPortGroups } from '../scsi/index.js';
 import { TargetServer, type TargetServerOptions } from '../server.js';
-import { rblkConnections } from '../session/connection.js';
+import { rblkConnections } from '../rblk/connection.js';
 import { FabricTargetTransport } from '../transport/fabric-transport.js';
 import type { TargetPort, TargetTransport } from '../transport/transport.js';
 import { ControlServer, ControlSocketTaken } from './control-server.js';

@@ -10,7 +10,7 @@ import type { Socket } from 'node:net';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
 import { ScsiRequest, SessionIo, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
-import { noNative, requestScopes, withMeta, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type SessionInfo, type TargetLogger } from '../session/environment.js';
+import { noNative, requestScopes, withMeta, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type SessionInfo, type TargetLogger } from '../connection/environment.js';
 import { ChapError, CHAP_MD5, chapResponse, decodeBinary, encodeBinary, newChallenge, verifyResponse, type ChapChallenge } from './chap.js';
 import { AlignedBuffers } from './aligned-buffers.js';
 import { crc32c } from './crc32c.js';

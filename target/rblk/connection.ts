@@ -40,7 +40,7 @@ import { backendFailure, IO_CLASSES, LATENCY_BUCKETS_S, NO_RESIDUALS, ScsiReques
 import type { ConnectionFastPath, DataBuffer, FastPathStats, TargetConnection } from '../transport/transport.js';
 import { isConnectionLoss } from '../transport/connection-loss.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
-import { noNative, requestScopes, withMeta, type LogoutKind, type MappedLun, type NativeInfo, type ServedConnection, type ConnectionEnvironment, type ConnectionFactory, type SessionInfo, type TargetLogger } from './environment.js';
+import { noNative, requestScopes, withMeta, type LogoutKind, type MappedLun, type NativeInfo, type ServedConnection, type ConnectionEnvironment, type ConnectionFactory, type SessionInfo, type TargetLogger } from '../connection/environment.js';
 
 /**
  * Session ids (LOGIN_RSP) count up from a random start, so that an id an
