@@ -36,11 +36,12 @@ import {
 } from '../../protocol/wire/index.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
-import { backendFailure, IO_CLASSES, LATENCY_BUCKETS_S, NO_RESIDUALS, ScsiRequest, SessionIo, nexusKey, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
+import { backendFailure, IO_CLASSES, LATENCY_BUCKETS_S, NO_RESIDUALS, ScsiRequest, nexusKey, type LogicalUnit, type Residuals } from '../scsi/index.js';
 import type { ConnectionFastPath, DataBuffer, FastPathStats, TargetConnection } from '../transport/transport.js';
 import { isConnectionLoss } from '../transport/connection-loss.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
-import { noNative, requestScopes, withMeta, type LogoutKind, type MappedLun, type NativeInfo, type ServedConnection, type ConnectionEnvironment, type ConnectionFactory, type SessionInfo, type TargetLogger } from '../connection/environment.js';
+import { noNative, type LogoutKind, type NativeInfo, type ConnectionEnvironment, type ConnectionFactory } from '../connection/environment.js';
+import { FrontEndConnection, type ConnectionFacts } from '../connection/front-end-connection.js';
 
 /**
  * Session ids (LOGIN_RSP) count up from a random start, so that an id an
@@ -78,31 +79,16 @@ interface Outstanding<B extends DataBuffer> {
   done: Promise<void>;
 }
 
-export class RblkConnection<B extends DataBuffer = DataBuffer> implements ServedConnection {
+export class RblkConnection<B extends DataBuffer = DataBuffer> extends FrontEndConnection<bigint, Outstanding<B>> {
   readonly sessionId = nextSessionId++;
   private state: State = 'login';
   private limits: WireLimits;
   private login: LoginRequest | null = null;
   private targetNonce: Buffer | null = null;
-  private nexus: Nexus | null = null;
-  private luns: ReadonlyMap<number, MappedLun> = new Map();
-  /** Where each mapped LUN's commands run (the request core's scope): kept with `luns`, not rebuilt for every command. */
-  private scopes: ReadonlyMap<number, RequestScope> = new Map();
-  /** The scope of a LUN this initiator cannot see: only INQUIRY, REPORT LUNS and REQUEST SENSE answer there. */
-  private unmapped: RequestScope | null = null;
   private credits = 0;
-  private readonly outstanding = new Map<bigint, Outstanding<B>>();
   private readonly host: CommandHost<B>;
   private outstandingTasks = 0;
   private keepAliveOutstanding = false;
-  private lastHeard = Date.now();
-  private timer: NodeJS.Timeout | null = null;
-  private draining = false;
-  private readonly idle: (() => void)[] = [];
-  private log: TargetLogger;
-  private closedPromise: Promise<void>;
-  private resolveClosed!: () => void;
-  private ending: Promise<void> | null = null;
   /** The transport has said the connection is gone (onLost or onClose): a failed transfer after that is no violation. */
   private transportGone = false;
   /** The connection's native fast path, when it has one and fast_path is on (docs/target.md "Fast path"). */
@@ -117,18 +103,12 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
   private readonly fastCollectors = new Map<number, () => void>();
   /** takeCounts' scratch: six totals and two histograms. */
   private readonly fastCounts = new Float64Array(6 + 2 * (LATENCY_BUCKETS_S.length + 1));
-  /** Called once when the connection has ended and released everything. */
-  onEnd: ((session: ServedConnection) => void) | null = null;
-  /** Commands and bytes of this connection, counted by the request core. */
-  readonly io = new SessionIo();
-  private readonly since = new Date();
-  private loggedInAt: Date | null = null;
 
   constructor(
     readonly conn: TargetConnection<B>,
-    private readonly env: ConnectionEnvironment,
+    env: ConnectionEnvironment,
   ) {
-    this.log = env.log;
+    super(env);
     this.host = {
       conn,
       respond: (tag, status, sense, residuals) => this.respond(tag, status, sense, residuals),
@@ -138,14 +118,13 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
       fail: (why, cause) => this.transferFailed(why, cause),
     };
     this.limits = { ...PROTOCOL_LIMITS, maxCapsule: conn.maxCapsule };
-    this.closedPromise = new Promise((r) => (this.resolveClosed = r));
     // §4: login must complete within the login timeout. Armed before
     // onCapsule is set: setting it delivers capsules that arrived early (the
     // fabric transport holds them), so the whole login can run right there,
     // and this timer must not then replace the keep-alive timer it started.
-    this.timer = setTimeout(() => {
+    this.armLoginTimer(() => {
       if (this.state === 'login' || this.state === 'challenged') this.detach(this.fail(new ProtocolViolation('login did not complete in time')), 'login timeout');
-    }, env.limits.loginTimeoutMs);
+    });
     conn.onClose = (reason) => {
       this.transportGone = true;
       this.log.debug(`transport closed the connection: ${reason}`, this.meta());
@@ -162,29 +141,13 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     return this.nexus ? String(this.sessionId) : `c${this.conn.id}`;
   }
 
-  info(): SessionInfo {
+  protected facts(): ConnectionFacts {
+    // What the fast path counted so far, into io before info() reads it.
     for (const lun of this.fastCollectors.keys()) {
       const m = this.luns.get(lun);
       if (this.fast !== null && m !== undefined) this.collectFast(this.fast, lun, m.lu);
     }
-    return {
-      id: this.id,
-      initiator: this.initiator,
-      peer: this.conn.peer,
-      provider: this.conn.provider,
-      port: this.env.portName,
-      connection: this.conn.id,
-      state: this.state,
-      credits: this.credits,
-      inFlight: this.outstanding.size,
-      ops: this.io.ops,
-      readBytes: this.io.readBytes,
-      writeBytes: this.io.writeBytes,
-      errors: this.io.errors,
-      native: this.nativeInfo(),
-      since: this.since.toISOString(),
-      loggedInAt: this.loggedInAt?.toISOString() ?? null,
-    };
+    return { id: this.id, peer: this.conn.peer, provider: this.conn.provider, connection: this.conn.id, state: this.state, credits: this.credits, native: this.nativeInfo() };
   }
 
   /** Whether the fast path serves this connection, why not where it does not, and what it did. */
@@ -225,6 +188,9 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
   get isActive(): boolean {
     return this.state === 'active';
   }
+  protected get serving(): boolean {
+    return this.state === 'active';
+  }
   /** What the native fast path has done on this connection, or null without one (docs/target.md "Fast path"). */
   get fastPathStats(): FastPathStats | null {
     return this.fast?.stats ?? null;
@@ -233,21 +199,11 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
   get loggedIn(): boolean {
     return this.nexus !== null;
   }
-  /** Resolves when the connection has ended. */
-  get closed(): Promise<void> {
-    return this.closedPromise;
-  }
-  /**
-   * Resolves when every command outstanding on this LUN right now has
-   * responded (or the connection ended): what a removed volume waits for.
-   */
-  settled(lun: number): Promise<void> {
-    const running = [...this.outstanding.values()].filter((s) => s.lun === lun).map((s) => s.done);
-    if (this.fast) {
-      this.fast.revoke(lun);
-      running.push(this.fast.idle(lun));
-    }
-    return Promise.race([Promise.allSettled(running).then(() => undefined), this.closedPromise]);
+  /** A removed volume waits for the fast path's commands on its LUN too, revoked first. */
+  protected override nativeSettled(lun: number): Promise<void> | null {
+    if (!this.fast) return null;
+    this.fast.revoke(lun);
+    return this.fast.idle(lun);
   }
 
   private onCapsule(buf: Buffer): void {
@@ -408,14 +364,14 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     this.credits = credits;
     this.limits = sessionLimits(rsp, 'target');
     this.nexus = { sessionId: String(this.sessionId), initiator: req.initiatorName, targetPort: this.env.portName };
-    this.log = withMeta(this.env.log, this.meta());
+    this.fixLogFields();
     this.startFastPath(rsp);
     this.mapLuns(this.env.lunsFor(req.initiatorName));
     this.env.scsi.login(this.nexus);
     this.state = 'active';
     this.loggedInAt = new Date();
-    if (this.timer) clearTimeout(this.timer);
-    this.startKeepAlive();
+    this.stopTimer();
+    this.keepAlive();
     this.log.info(`logged in${proof ? ' (authenticated)' : ''}: ${credits} credits, ${this.luns.size} LUN(s)`, { provider: this.conn.provider });
     this.detach(this.sendCapsule(rsp), 'LOGIN_RSP');
   }
@@ -565,33 +521,28 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     );
   }
 
-  private mapLuns(luns: ReadonlyMap<number, MappedLun>): void {
-    this.luns = luns;
-    ({ scopes: this.scopes, unmapped: this.unmapped } = requestScopes(this.nexus!, luns, this.env, this.log, this.io));
+  protected override lunsMapped(): void {
     this.bindFastPath();
   }
 
-  private startKeepAlive(): void {
-    const ka = this.env.limits.keepAliveMs;
-    if (ka <= 0) return;
-    // §13: silence for 2 × keepAliveMs ends the connection. Capsules the
-    // native fast path served never reach onCapsule; the transport's count
-    // of everything received does see them, so a connection busy only with
-    // native commands is heard (docs/architecture.md "What the control plane
-    // sees of native work").
-    let received = this.conn.received;
-    this.timer = setInterval(() => {
-      const now = this.conn.received;
-      if (now !== received) {
-        received = now;
-        this.lastHeard = Date.now();
-      }
-      if (Date.now() - this.lastHeard > 2 * ka) {
-        this.log.warn(`no capsule for ${Date.now() - this.lastHeard} ms: the initiator is gone`);
+  private keepAlive(): void {
+    // §13: silence for 2 × keepAliveMs ends the connection.
+    this.startKeepAlive((quiet, ka) => {
+      if (quiet > 2 * ka) {
+        this.log.warn(`no capsule for ${quiet} ms: the initiator is gone`);
         this.detach(this.logoutAndEnd(LogoutReason.INACTIVE, 'keep-alive timeout'), 'keep-alive timeout');
       }
-    }, Math.max(50, Math.floor(ka / 2)));
-    this.timer.unref();
+    });
+  }
+
+  /**
+   * Capsules the native fast path served never reach onCapsule; the
+   * transport's count of everything received does see them, so a connection
+   * busy only with native commands is heard (docs/architecture.md "What the
+   * control plane sees of native work").
+   */
+  protected override receivedCount(): number {
+    return this.conn.received;
   }
 
   /** Commands running on the fast path count against the credits and own their tags too. */
@@ -618,7 +569,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     // returns: keep copies of what outlives it (the CDB, immediate data).
     const cdb = Buffer.from(c.cdb);
     const data = c.data.format === DataFormat.IMMEDIATE ? { format: c.data.format, data: Buffer.from(c.data.data) } : c.data;
-    const request = new ScsiRequest(new CapsuleCommand(this.host, c.tag, data), this.scopes.get(c.lun) ?? this.unmapped!, cdb, offerOf(c.direction, data));
+    const request = new ScsiRequest(new CapsuleCommand(this.host, c.tag, data), this.scopeOf(c.lun), cdb, offerOf(c.direction, data));
     const command: Outstanding<B> = { lun: c.lun, request, done: Promise.resolve() };
     this.outstanding.set(c.tag, command);
     this.syncFast();
@@ -631,7 +582,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     this.outstanding.delete(tag);
     // As respond() does: the fast path takes nothing while JS holds a command.
     this.syncFast();
-    if (this.outstanding.size === 0) for (const w of this.idle.splice(0)) w();
+    this.wakeIfIdle();
     return true;
   }
 
@@ -650,7 +601,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
       dataInResidual: residual(residuals.dataIn),
     };
     await this.sendCapsule(rsp);
-    if (this.outstanding.size === 0) for (const w of this.idle.splice(0)) w();
+    this.wakeIfIdle();
   }
 
   // §14.1: abort what was asked, send each aborted command's RSP, then TSK_RSP.
@@ -737,14 +688,6 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     );
   }
 
-  /** The initiator asked, through another connection (FENCE CONNECTION): end now, in silence. */
-  fence(why: string): void {
-    // Also while closing (a T_LOGOUT on its way): end() now, so that the fast
-    // path's close, and the fence of what it leaves in a backend, come before the answer.
-    if (this.state === 'closed') return;
-    this.detach(this.end(why), 'fence');
-  }
-
   private async runTask(t: TaskManagement): Promise<void> {
     this.log.debug(`TSK_MGMT ${taskName(t.function)} on LUN ${t.lun}${t.function === TaskFunction.ABORT_TASK ? ` for tag ${t.taskTag}` : ''} (tag ${t.tag})`);
     const mapped = this.luns.get(t.lun);
@@ -809,7 +752,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
    * reaching the daemon's unhandled-rejection handler, which would exit
    * (docs/operations.md "Errors nobody caught") and drop every other connection.
    */
-  private detach(p: Promise<unknown>, what: string): void {
+  protected detach(p: Promise<unknown>, what: string): void {
     p.catch((e: unknown) => {
       this.log.error(`${what} failed: ${errorText(e)}`, this.meta());
       if (this.state !== 'closed')
@@ -817,7 +760,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     });
   }
 
-  private meta(): Record<string, unknown> {
+  protected meta(): Record<string, unknown> {
     // Every line about a connection carries the peer, so a journal search by address finds them all.
     // `session` only once the login has granted the id (docs/operations.md "Logs"): a refused login has none.
     return { ...(this.nexus ? { session: Number(this.sessionId) } : {}), initiator: this.login?.initiatorName, connection: this.conn.id, peer: this.conn.peer };
@@ -859,32 +802,15 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     await this.end(why);
   }
 
-  /**
-   * Drain (SIGTERM): new commands get BUSY, running ones finish, then
-   * T_LOGOUT (shutting down) and disconnect. Resolves when the connection ended.
-   */
-  async drain(timeoutMs: number): Promise<void> {
-    if (this.state === 'closed') return;
-    if (this.state !== 'active') return this.end('shutting down');
-    this.draining = true;
-    const fastIdle = this.fastIdle();
-    if (this.outstanding.size > 0) {
-      await Promise.race([new Promise<void>((r) => this.idle.push(r)), new Promise((r) => setTimeout(r, timeoutMs).unref())]);
-    }
-    await Promise.race([fastIdle, new Promise((r) => setTimeout(r, timeoutMs).unref())]);
-    await this.logoutAndEnd(LogoutReason.SHUTDOWN, 'target shutting down');
+  /** A drain waits for the fast path's commands too (each LUN revoked first). */
+  protected override nativeIdle(): Promise<void> {
+    return this.fastIdle();
   }
 
-  /** Ends the connection administratively (a volume it used was removed, forced logout). */
-  logout(kind: LogoutKind | number = 'admin', why = 'administrative logout'): Promise<void> {
-    if (this.state !== 'active') return this.end(why);
+  /** T_LOGOUT with the reason (drain: shutting down; forced logout, a removed volume: administrative), then disconnect. */
+  protected askLogout(kind: LogoutKind | number, why: string): Promise<void> {
     const reason = kind === 'shutdown' ? LogoutReason.SHUTDOWN : kind === 'admin' ? LogoutReason.ADMIN : kind;
     return this.logoutAndEnd(reason, why);
-  }
-
-  /** After a reload: recompute this connection's LUN map (removed LUNs vanish, added ones appear). */
-  refreshLuns(): void {
-    if (this.state === 'active' && this.login) this.mapLuns(this.env.lunsFor(this.login.initiatorName));
   }
 
   /**
@@ -897,20 +823,11 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
    */
   private abortAll(): void {
     for (const s of this.outstanding.values()) s.request?.abort();
-    if (this.nexus === null) return;
-    let fenced = 0;
-    for (const { lu } of this.luns.values()) fenced += lu.fenceLost(this.nexus);
+    const fenced = this.fenceLostCommands();
     if (fenced > 0) this.log.info(`connection lost with ${fenced} command${fenced === 1 ? '' : 's'} still in the backend: later commands on those blocks wait for them`, this.meta());
   }
 
-  /** Disconnects and releases; every caller gets the one ending (a failed send may race a logout). */
-  private end(why: string): Promise<void> {
-    if (this.state === 'closed') return this.closedPromise;
-    this.ending ??= this.endOnce(why);
-    return this.ending;
-  }
-
-  private async endOnce(why: string): Promise<void> {
+  protected async endOnce(why: string): Promise<void> {
     this.state = 'closing';
     this.unbindFastPath();
     this.abortAll();
@@ -938,17 +855,13 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> implements Served
     this.state = 'closed';
     this.unbindFastPath();
     this.finishFastCounts();
-    if (this.timer) {
-      clearTimeout(this.timer);
-      clearInterval(this.timer);
-    }
+    this.stopTimer();
     if (this.nexus) this.env.scsi.logout(this.nexus);
     this.outstanding.clear();
     // Counts include what the fast path served (finishFastCounts above).
     const { ops, readBytes, writeBytes, errors } = this.io;
     this.log.info(`session ended: ${why}`, { ...this.meta(), commands: ops, readBytes, writeBytes, errors, nativeCommands: this.fast?.stats.taken ?? 0 });
-    this.resolveClosed();
-    this.onEnd?.(this);
+    this.finish();
   }
 }
 
