@@ -5,17 +5,26 @@
 // Discovery session (SendTargets). rblkd allows one connection per session
 // (MaxConnections=1) and error recovery level 0, so a connection is its
 // session, and any protocol error ends it alone (docs/iscsi.md).
-import { randomBytes } from 'node:crypto';
+//
+// Over 600 lines on purpose: the full feature phase is one state machine over
+// one set of sequence numbers (StatSN, ExpCmdSN, MaxCmdSN, the tasks in the
+// window), which receiving, ordering, sending and every PDU kind read and
+// advance; split across files, each part would reach into the others' fields.
+// What stands apart is apart: the life every front end's connection shares
+// (FrontEndConnection, target/connection/front-end-connection.ts), login
+// (login.ts), task management (task-management.ts), text exchanges
+// (text-exchange.ts) and one task's data (task.ts).
 import type { Socket } from 'node:net';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
 import { ScsiRequest, type Residuals } from '../scsi/index.js';
 import { noNative, type LogoutKind, type ConnectionEnvironment } from '../connection/environment.js';
 import { FrontEndConnection, type ConnectionFacts } from '../connection/front-end-connection.js';
-import { ChapError, CHAP_MD5, chapResponse, decodeBinary, encodeBinary, newChallenge, verifyResponse, type ChapChallenge } from './chap.js';
+import { ChapError } from './chap.js';
 import { AlignedBuffers } from './aligned-buffers.js';
 import { crc32c } from './crc32c.js';
-import { defaultParams, negotiate, NegotiationError, type SessionParams, type TargetOffer } from './negotiation.js';
+import { defaultParams, NegotiationError, type SessionParams, type TargetOffer } from './negotiation.js';
+import { IscsiLogin, LoginRefusal } from './login.js';
 import {
   BHS_LENGTH,
   CONTINUE,
@@ -41,20 +50,18 @@ import {
 } from './pdu.js';
 import { PduReader, type FrameError, type ReceivedPdu } from './pdu-reader.js';
 import { IscsiTask, type TaskBuffer, type TaskHost } from './task.js';
+import { taskFunction, type TaskManagementHost } from './task-management.js';
 import { encodeText, parseText, TextError } from './text.js';
 import { TextExchange, TextExchangeError } from './text-exchange.js';
 
 const EMPTY = Buffer.alloc(0);
 const PADDING = Buffer.alloc(4);
-/** Login text is small; more than this across continued PDUs is refused (RFC 7143 §6.6 lets the target bound it). */
-const MAX_LOGIN_TEXT = 64 * 1024;
 /** Immediate commands (I bit) run outside the CmdSN window; this many at once at most. */
 const MAX_IMMEDIATE_TASKS = 16;
 /** After a requested logout (drain, admin), how long the initiator has to log out before the connection is closed. */
 const LOGOUT_GRACE_MS = 1000;
 
 type Phase = 'login' | 'full' | 'closing' | 'closed';
-type Stage = 0 | 1 | 3;
 
 /** How sessions find each other for reinstatement (RFC 7143 §6.3.5): the portal group's live sessions. */
 export interface SessionRegistry {
@@ -78,15 +85,6 @@ class ProtocolError extends Error {
     message: string,
     /** The Reject reason to send first, if the RFC asks for one. */
     readonly reject?: number,
-  ) {
-    super(message);
-  }
-}
-
-class LoginRefusal extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
   ) {
     super(message);
   }
@@ -132,16 +130,10 @@ export class IscsiConnection extends FrontEndConnection<number, Running> impleme
   private phase: Phase = 'login';
   private readonly reader: PduReader;
   params: SessionParams;
-  // Login state.
-  private stage: Stage = 0;
-  private loginText: Buffer[] = [];
-  private loginTextBytes = 0;
-  private loginStarted = false;
-  private authenticated = false;
-  private authNone = false;
-  private chap: ChapChallenge | null = null;
-  private chapStep: 'none' | 'method' | 'challenged' | 'done' = 'none';
-  private operationalAnswered = false;
+  /** The login phase's negotiation (login.ts). */
+  private readonly login: IscsiLogin;
+  /** What task management (task-management.ts) reads of this connection. */
+  private readonly tmf: TaskManagementHost;
   initiatorName = '';
   isid = '';
   tsih = 0;
@@ -173,6 +165,53 @@ export class IscsiConnection extends FrontEndConnection<number, Running> impleme
     super(ctx.env);
     this.params = defaultParams(ctx.offer.maxRecvDataSegment);
     this.budget = new Budget(ctx.memoryBudget);
+    // The getters below read the connection's fields as they are at each call.
+    const self = this;
+    this.tmf = {
+      get luns() {
+        return self.luns;
+      },
+      tasks: this.outstanding,
+      get expCmdSN() {
+        return self.expCmdSN;
+      },
+      answeredRecently: (itt) => this.recentlyDone.has(itt),
+      get log() {
+        return self.log;
+      },
+    };
+    this.login = new IscsiLogin({
+      env: ctx.env,
+      registry: ctx.registry,
+      offer: ctx.offer,
+      get params() {
+        return self.params;
+      },
+      get log() {
+        return self.log;
+      },
+      meta: () => this.meta(),
+      get isid() {
+        return self.isid;
+      },
+      get tsih() {
+        return self.tsih;
+      },
+      started: (h) => this.loginStarted(h),
+      get initiatorName() {
+        return self.initiatorName;
+      },
+      named: (name) => {
+        this.initiatorName = name;
+        this.fixLogFields();
+      },
+      get discovery() {
+        return self.discovery;
+      },
+      set discovery(d: boolean) {
+        self.discovery = d;
+      },
+    });
     this.reader = new PduReader(
       (pdu) => this.onPdu(pdu),
       (e) => this.onFrameError(e),
@@ -360,7 +399,9 @@ export class IscsiConnection extends FrontEndConnection<number, Running> impleme
     const h = pdu.bhs;
     if (opcodeOf(h) !== Op.LOGIN) throw new ProtocolError(`opcode 0x${opcodeOf(h).toString(16)} before login completed`);
     try {
-      this.onLogin(h, pdu.data);
+      const o = this.login.step(h, pdu.data);
+      if (o.finish) this.finishLogin(h, o.answer);
+      else this.loginResponse(h, o.transit, o.csg, o.answer, o.nsg);
     } catch (e) {
       if (e instanceof LoginRefusal) return this.refuseLogin(h, e);
       if (e instanceof TextError || e instanceof NegotiationError || e instanceof ChapError)
@@ -392,162 +433,14 @@ export class IscsiConnection extends FrontEndConnection<number, Running> impleme
     this.send(h);
   }
 
-  private onLogin(h: Buffer, data: Buffer): void {
-    const transit = (h[1] & 0x80) !== 0;
-    const cont = (h[1] & 0x40) !== 0;
-    const csg = ((h[1] >> 2) & 3) as Stage | 2;
-    const nsg = (h[1] & 3) as Stage | 2;
-    if (h[3] > 0) throw new LoginRefusal(LoginStatus.UNSUPPORTED_VERSION, `version-min ${h[3]}; rblkd speaks version 0`);
-    if (transit && cont) throw new LoginRefusal(LoginStatus.INITIATOR_ERROR, 'T and C both set');
-    if (csg === 2 || (transit && (nsg === 2 || nsg <= csg))) throw new LoginRefusal(LoginStatus.INITIATOR_ERROR, `bad stage transition ${csg} -> ${nsg}`);
-    const isid = h.toString('hex', 8, 14);
-    if (!this.loginStarted) {
-      this.loginStarted = true;
-      this.isid = isid;
-      this.tsih = h.readUInt16BE(14);
-      this.cid = h.readUInt16BE(20);
-      this.expCmdSN = word(h, 24);
-      this.maxCmdSN = snAdd(this.expCmdSN, Math.max(1, this.env.limits.queueDepth) - 1);
-      this.statSN = word(h, 28);
-    } else if (isid !== this.isid) throw new LoginRefusal(LoginStatus.INITIATOR_ERROR, 'ISID changed during login');
-    if (csg !== this.stage && !(this.stage === 0 && csg === 1 && this.chapStep === 'none')) {
-      throw new LoginRefusal(LoginStatus.INVALID_DURING_LOGIN, `login PDU for stage ${csg} while in stage ${this.stage}`);
-    }
-    this.stage = csg;
-    this.loginTextBytes += data.length;
-    if (this.loginTextBytes > MAX_LOGIN_TEXT) throw new LoginRefusal(LoginStatus.OUT_OF_RESOURCES, 'login text too long');
-    this.loginText.push(Buffer.from(data));
-    if (cont) {
-      // RFC 7143 §6.6: an empty response asks for the rest of the text.
-      this.loginResponse(h, false, this.stage, []);
-      return;
-    }
-    const pairs = parseText(Buffer.concat(this.loginText));
-    this.loginText = [];
-    this.loginTextBytes = 0;
-    const keys = new Map(pairs);
-    this.log.debug(`iSCSI login stage ${csg}${transit ? ` -> ${nsg}` : ''}: ${pairs.map(([k, v]) => (k.startsWith('CHAP_R') || k === 'CHAP_C' ? k : `${k}=${v}`)).join(' ')}`, this.meta());
-    if (this.initiatorName === '') this.firstLogin(keys);
-
-    const answer: [string, string][] = [];
-    if (!this.answeredTpgt) {
-      // RFC 7143 §13.9: the first Login Response of a new session names the portal group.
-      if (!this.discovery) answer.push(['TargetPortalGroupTag', '1']);
-      this.answeredTpgt = true;
-    }
-    let mayTransit = true;
-    if (csg === 0) mayTransit = this.security(keys, answer);
-    else {
-      if (!this.authenticated) {
-        // Skipping the security stage is only a login without authentication.
-        if (this.needsAuth()) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'authentication required, and the initiator skipped the security stage');
-        this.authenticated = true;
-      }
-    }
-    // Operational keys may come in either stage (the security stage's are login and CHAP keys, which negotiate() skips).
-    const ops = negotiate(pairs, this.params, this.ctx.offer, csg === 1 && !this.operationalAnswered);
-    if (csg === 1) this.operationalAnswered = true;
-    answer.push(...ops.filter(([k]) => !answer.some(([a]) => a === k)));
-    if (!transit || !mayTransit) {
-      this.loginResponse(h, false, this.stage, answer);
-      return;
-    }
-    if (nsg === 3) return this.finishLogin(h, answer);
-    this.stage = nsg as Stage;
-    this.loginResponse(h, true, csg, answer, nsg);
-  }
-
-  private answeredTpgt = false;
-
-  private needsAuth(): boolean {
-    return this.env.authRequired || this.env.secretFor(this.initiatorName) !== null;
-  }
-
-  private firstLogin(keys: Map<string, string>): void {
-    const name = keys.get('InitiatorName');
-    if (name === undefined || name === '') throw new LoginRefusal(LoginStatus.MISSING_PARAMETER, 'no InitiatorName');
-    if (name.length > 223) throw new LoginRefusal(LoginStatus.INITIATOR_ERROR, 'InitiatorName longer than 223 bytes');
-    this.initiatorName = name;
-    this.fixLogFields();
-    const type = keys.get('SessionType') ?? 'Normal';
-    if (type !== 'Normal' && type !== 'Discovery') throw new LoginRefusal(LoginStatus.SESSION_TYPE_NOT_SUPPORTED, `SessionType=${type}`);
-    this.discovery = type === 'Discovery';
-    if (!this.discovery) {
-      const target = keys.get('TargetName');
-      if (target === undefined) throw new LoginRefusal(LoginStatus.MISSING_PARAMETER, 'no TargetName in a Normal session');
-      if (target !== this.env.targetName) throw new LoginRefusal(LoginStatus.NOT_FOUND, `unknown target name ${JSON.stringify(target)}`);
-      const admitted = this.env.admitSession();
-      if (admitted === 'full') throw new LoginRefusal(LoginStatus.OUT_OF_RESOURCES, 'max_sessions reached');
-      if (admitted === 'draining') throw new LoginRefusal(LoginStatus.SERVICE_UNAVAILABLE, 'shutting down');
-    } else if (this.env.admitSession() === 'draining') throw new LoginRefusal(LoginStatus.SERVICE_UNAVAILABLE, 'shutting down');
-    if (this.tsih !== 0) {
-      const old = this.ctx.registry.find(name, this.isid);
-      if (!old || old.tsih !== this.tsih) throw new LoginRefusal(LoginStatus.SESSION_DOES_NOT_EXIST, `no session with TSIH ${this.tsih}`);
-    }
-  }
-
-  /** The security stage: AuthMethod, then CHAP (RFC 7143 §12.1.3). Returns whether the stage may end now. */
-  private security(keys: Map<string, string>, answer: [string, string][]): boolean {
-    const method = keys.get('AuthMethod');
-    if (this.chapStep === 'none') {
-      if (method === undefined) {
-        if (this.needsAuth()) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'authentication required, and no AuthMethod offered');
-        this.authenticated = true;
-        return true;
-      }
-      const offered = method.split(',');
-      const wantChap = this.needsAuth() || !offered.includes('None');
-      if (wantChap && !offered.includes('CHAP')) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, `authentication required, and AuthMethod=${method} has no CHAP`);
-      if (!wantChap) {
-        answer.push(['AuthMethod', 'None']);
-        this.authNone = true;
-        this.authenticated = true;
-        this.chapStep = 'done';
-        return true;
-      }
-      answer.push(['AuthMethod', 'CHAP']);
-      this.chapStep = 'method';
-      // The initiator may send CHAP_A in the same PDU.
-      if (!keys.has('CHAP_A')) return false;
-    }
-    if (this.chapStep === 'method') {
-      const algorithms = keys.get('CHAP_A');
-      if (algorithms === undefined) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'no CHAP_A after AuthMethod=CHAP');
-      if (!algorithms.split(',').includes(CHAP_MD5)) {
-        answer.push(['CHAP_A', 'Reject']);
-        throw new LoginRefusal(LoginStatus.AUTH_FAILURE, `CHAP_A=${algorithms} has no MD5 (5)`);
-      }
-      this.chap = newChallenge();
-      answer.push(['CHAP_A', CHAP_MD5], ['CHAP_I', String(this.chap.id)], ['CHAP_C', encodeBinary(this.chap.challenge)]);
-      this.chapStep = 'challenged';
-      return false;
-    }
-    if (this.chapStep === 'challenged') {
-      const n = keys.get('CHAP_N');
-      const r = keys.get('CHAP_R');
-      if (n === undefined || r === undefined) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'no CHAP_N and CHAP_R after the challenge');
-      const secret = this.env.secretFor(this.initiatorName);
-      // A name without a secret is checked against a random one, so its refusal looks like a wrong secret's (docs/protocol.md §10).
-      const ok = verifyResponse(this.chap!, secret ?? UNKNOWN_SECRET, decodeBinary(r, 'CHAP_R'));
-      if (secret === null || !ok) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, secret === null ? 'no secret is configured for this initiator' : `CHAP response of ${n} is wrong`);
-      const mi = keys.get('CHAP_I');
-      const mc = keys.get('CHAP_C');
-      if (mi !== undefined || mc !== undefined) {
-        // Mutual CHAP: the initiator authenticates the target.
-        if (mi === undefined || mc === undefined) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'mutual CHAP needs both CHAP_I and CHAP_C');
-        const id = Number(mi);
-        if (!/^[0-9]+$/.test(mi) || id > 255) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, `CHAP_I=${mi}`);
-        const challenge = decodeBinary(mc, 'CHAP_C');
-        // RFC 7143 §12.1.3: a target's own challenge sent back is a reflection attack.
-        if (challenge.equals(this.chap!.challenge)) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'the initiator reflected the target challenge');
-        answer.push(['CHAP_N', this.env.targetName], ['CHAP_R', encodeBinary(chapResponse(id, secret, challenge))]);
-      }
-      this.chapStep = 'done';
-      this.authenticated = true;
-      this.log.info(`iSCSI CHAP authentication accepted${mi !== undefined ? ' (mutual)' : ''}`, { chapName: n });
-      return true;
-    }
-    return this.authenticated;
+  /** The first Login PDU: the session's ISID, TSIH and CID, and where its sequence numbers start (RFC 7143 §4.2.2). */
+  private loginStarted(h: Buffer): void {
+    this.isid = h.toString('hex', 8, 14);
+    this.tsih = h.readUInt16BE(14);
+    this.cid = h.readUInt16BE(20);
+    this.expCmdSN = word(h, 24);
+    this.maxCmdSN = snAdd(this.expCmdSN, Math.max(1, this.env.limits.queueDepth) - 1);
+    this.statSN = word(h, 28);
   }
 
   private loginResponse(req: Buffer, transit: boolean, csg: number, pairs: readonly (readonly [string, string])[], nsg = 0): void {
@@ -561,7 +454,7 @@ export class IscsiConnection extends FrontEndConnection<number, Running> impleme
   }
 
   private finishLogin(req: Buffer, answer: [string, string][]): void {
-    if (!this.authenticated) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'login ended before authentication');
+    if (!this.login.authenticated) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'login ended before authentication');
     if (!this.discovery) {
       const luns = this.env.lunsFor(this.initiatorName);
       if (luns.size === 0) throw new LoginRefusal(LoginStatus.AUTHORIZATION_FAILURE, 'no volume is visible to this initiator');
@@ -580,11 +473,11 @@ export class IscsiConnection extends FrontEndConnection<number, Running> impleme
       if (this.tsih === 0) this.tsih = this.ctx.registry.nextTsih();
       this.nexus = { sessionId: this.id, initiator: this.initiatorName };
     }
-    if (answer.length === 0 || !this.operationalAnswered) {
+    if (answer.length === 0 || !this.login.operationalAnswered) {
       if (!answer.some(([k]) => k === 'MaxRecvDataSegmentLength')) answer.push(['MaxRecvDataSegmentLength', String(this.params.targetMaxRecvDataSegment)]);
     }
     this.fixLogFields();
-    this.loginResponse(req, true, this.stage, answer, 3);
+    this.loginResponse(req, true, this.login.stage, answer, 3);
     // Digests and the declared segment length apply from the first PDU after the last Login Response.
     this.phase = 'full';
     this.loggedInAt = new Date();
@@ -595,7 +488,7 @@ export class IscsiConnection extends FrontEndConnection<number, Running> impleme
     this.keepAlive();
     const p = this.params;
     this.log.info(
-      `iSCSI ${this.discovery ? 'discovery ' : ''}session logged in${this.authNone || !this.chap ? '' : ' (CHAP)'}: ${this.luns.size} LUN(s), ` +
+      `iSCSI ${this.discovery ? 'discovery ' : ''}session logged in${this.login.usedChap ? ' (CHAP)' : ''}: ${this.luns.size} LUN(s), ` +
         `HeaderDigest=${p.headerDigest} DataDigest=${p.dataDigest} MaxRecvDataSegmentLength=${p.initiatorMaxRecvDataSegment}/${p.targetMaxRecvDataSegment} ` +
         `MaxBurstLength=${p.maxBurstLength} FirstBurstLength=${p.firstBurstLength} ImmediateData=${p.immediateData ? 'Yes' : 'No'} InitialR2T=${p.initialR2T ? 'Yes' : 'No'}`,
     );
@@ -967,7 +860,7 @@ export class IscsiConnection extends FrontEndConnection<number, Running> impleme
     this.detach(this.end(why));
   }
 
-  // ---- Task management (RFC 7143 §11.5) ----
+  // ---- Task management (RFC 7143 §11.5; task-management.ts) ----
 
   private onTaskManagement(h: Buffer): void {
     const fn = h[1] & 0x7f;
@@ -975,45 +868,8 @@ export class IscsiConnection extends FrontEndConnection<number, Running> impleme
     const lun = lunOf(h);
     const ref = word(h, 20);
     const refCmdSN = word(h, 32);
-    const run = async (): Promise<number> => {
-      const lunScoped = fn === TmfFunction.ABORT_TASK || fn === TmfFunction.ABORT_TASK_SET || fn === TmfFunction.CLEAR_TASK_SET || fn === TmfFunction.LOGICAL_UNIT_RESET;
-      const mapped = this.luns.get(lun);
-      if (lunScoped && !mapped) return TmfResponse.NO_LUN;
-      switch (fn) {
-        case TmfFunction.ABORT_TASK: {
-          const r = this.outstanding.get(ref);
-          // RFC 7143 §11.5.1: a RefCmdSN in the window that never arrived counts as received and
-          // aborted (Function Complete); a task that ran and was answered does not exist any more.
-          if (!r || r.task.lun !== lun) return snLess(refCmdSN, this.expCmdSN) && !this.recentlyDone.has(ref) ? TmfResponse.COMPLETE : TmfResponse.NO_TASK;
-          await this.abort([r]);
-          // Past its last abort point it ran to the end and answered: for the
-          // initiator that task completed, so there was none to abort (RFC 7143 §11.6.1).
-          return r.task.answered ? TmfResponse.NO_TASK : TmfResponse.COMPLETE;
-        }
-        case TmfFunction.ABORT_TASK_SET:
-        case TmfFunction.CLEAR_TASK_SET:
-          await this.abort([...this.outstanding.values()].filter((r) => r.task.lun === lun));
-          return TmfResponse.COMPLETE;
-        case TmfFunction.LOGICAL_UNIT_RESET:
-          await this.abort([...this.outstanding.values()].filter((r) => r.task.lun === lun));
-          // SAM-5 6.3.3: other nexuses see 29/00 on their next command.
-          mapped!.lu.reset();
-          this.log.info(`LUN ${lun} reset`);
-          return TmfResponse.COMPLETE;
-        case TmfFunction.TARGET_WARM_RESET:
-        case TmfFunction.TARGET_COLD_RESET:
-          await this.abort([...this.outstanding.values()]);
-          for (const m of this.luns.values()) m.lu.reset();
-          this.log.info(`target ${fn === TmfFunction.TARGET_COLD_RESET ? 'cold' : 'warm'} reset of this session's LUNs`);
-          return TmfResponse.COMPLETE;
-        case TmfFunction.TASK_REASSIGN:
-          return TmfResponse.NO_REASSIGNMENT;
-        default:
-          return TmfResponse.NOT_SUPPORTED;
-      }
-    };
     this.detach(
-      run().then((response) => {
+      taskFunction(this.tmf, fn, lun, ref, refCmdSN).then((response) => {
         if (this.phase !== 'full') return;
         const r = header(TOp.TASK_MGMT_RESPONSE, FINAL, 0);
         r[2] = response;
@@ -1024,15 +880,6 @@ export class IscsiConnection extends FrontEndConnection<number, Running> impleme
         if (fn === TmfFunction.TARGET_COLD_RESET && response === TmfResponse.COMPLETE) this.closeAfterFlush('target cold reset');
       }),
     );
-  }
-
-  private async abort(tasks: Running[]): Promise<void> {
-    for (const r of tasks) {
-      r.task.silenced = true;
-      r.request?.abort();
-      r.task.cancel('aborted by task management', false);
-    }
-    await Promise.allSettled(tasks.map((r) => r.done));
   }
 
   // ---- The end ----
@@ -1074,6 +921,4 @@ function residualFlags(residual: number): number {
   return residual > 0 ? 0x02 : residual < 0 ? 0x04 : 0;
 }
 
-/** Stands in for the secret of a name that has none: random, known to nobody. */
-const UNKNOWN_SECRET = randomBytes(16);
 
