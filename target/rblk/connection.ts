@@ -32,15 +32,15 @@ import { errorText } from '../error-text.js';
 import { backendFailure, NO_RESIDUALS, ScsiRequest, type Residuals } from '../scsi/index.js';
 import type { DataBuffer, FastPathStats, TargetConnection } from '../transport/transport.js';
 import { isConnectionLoss } from '../transport/connection-loss.js';
-import type { LogoutKind, ConnectionEnvironment, ConnectionFactory } from '../connection/environment.js';
+import type { LogoutKind, ConnectionEnvironment } from '../connection/environment.js';
+import type { TransportFrontEnd } from '../server.js';
 import { FrontEndConnection, type ConnectionFacts } from '../connection/front-end-connection.js';
 import { CapsuleCommand, offerOf, type CommandHost } from './command.js';
 import { errnoName, RblkFastPath } from './fast-path.js';
+import { listenRblk } from './listen.js';
 import { loginAuthStep, loginFields, loginRequestStep, loginResponse, type LoginContext, type LoginStep } from './login.js';
 import { onTaskManagement, type TaskManagementHost } from './task-management.js';
 import { opName, ProtocolViolation } from './violation.js';
-
-export { ProtocolViolation } from './violation.js';
 
 /**
  * Session ids (LOGIN_RSP) count up from a random start, so that an id an
@@ -594,5 +594,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> extends FrontEndC
   }
 }
 
-/** rblk's ConnectionFactory, for TargetServer: one RblkConnection per connection. */
-export const rblkConnections: ConnectionFactory = (conn, env) => new RblkConnection(conn, env);
+/** rblk for TargetServer: its ports on a TargetTransport (listen.ts), one RblkConnection per connection. */
+export const rblkConnections: TransportFrontEnd = {
+  listen: (host, o) => listenRblk(host, o, (conn, env) => new RblkConnection(conn, env)),
+};
