@@ -1,12 +1,13 @@
 // The life every served connection shares, whichever protocol it speaks
-// (docs/architecture.md "Front ends"): its end (once, whoever asks first),
-// its LUN map and the request scopes over it, its commands between arrival
-// and answer per LUN (what settled(lun) and drain wait for), the drain
-// skeleton, fence, the keep-alive timer, what `rblkd ctl sessions` shows of
-// it, and its log. A front end's connection (rblk's RblkConnection, iSCSI's
-// IscsiConnection) extends FrontEndConnection and adds only what its protocol
-// says: how commands arrive and are answered, login, task management, how an
-// initiator is told to log out, and what keep-alive sends.
+// (docs/architecture.md "A front end's connection"): its end (once, whoever
+// asks first), its LUN map and the request scopes over it, its commands
+// between arrival and answer per LUN (what settled(lun) and drain wait for),
+// the drain skeleton, fence, the login and keep-alive timers, what `rblkd ctl
+// sessions` shows of it, and its log. A front end's connection (rblk's
+// RblkConnection, iSCSI's IscsiConnection) extends FrontEndConnection and adds
+// only what its protocol says: how commands arrive and are answered, login,
+// task management, how an initiator is told to log out, and what keep-alive
+// sends.
 import { SessionIo, type Nexus, type RequestScope } from '../scsi/index.js';
 import { requestScopes, withMeta, type ConnectionEnvironment, type LogoutKind, type MappedLun, type NativeInfo, type ServedConnection, type SessionInfo, type TargetLogger } from './environment.js';
 

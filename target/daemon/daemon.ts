@@ -1,7 +1,8 @@
 // rblkd's lifecycle (docs/operations.md): config → volumes → TargetServer →
 // listeners, then READY=1; SIGHUP applies a new config whole or not at all;
-// SIGTERM drains and flushes. The session layer does the protocol; this file
-// only decides what is served, and tells systemd how it is going.
+// SIGTERM drains and flushes. The front ends (target/rblk/, target/iscsi/)
+// do the protocol; this file only decides what is served, and tells systemd
+// how it is going.
 import { ConfigError, formatIssue } from '../../config/config-error.js';
 import { loadConfig } from '../../config/loader.js';
 import type { Config, ListenerConfig, MetricsConfig } from '../../config/schema.js';
