@@ -22,6 +22,7 @@ import { noNative, type LogoutKind, type ConnectionEnvironment } from '../connec
 import { FrontEndConnection, type ConnectionFacts } from '../connection/front-end-connection.js';
 import { ChapError } from './chap.js';
 import { AlignedBuffers } from './aligned-buffers.js';
+import { Budget } from './budget.js';
 import { crc32c } from './crc32c.js';
 import { defaultParams, NegotiationError, type SessionParams, type TargetOffer } from './negotiation.js';
 import { IscsiLogin, LoginRefusal } from './login.js';
@@ -100,30 +101,8 @@ interface Running {
   done: Promise<void>;
 }
 
-/** A byte budget that delays, never fails (the data pool's rule, docs/architecture.md "Memory"). */
 /** ITTs of ended tasks kept for ABORT TASK (rememberDone): more than any CmdSN window rblkd grants. */
 const RECENTLY_DONE = 1024;
-
-class Budget {
-  private used = 0;
-  private readonly waiters: { n: number; go: () => void }[] = [];
-  constructor(private readonly limit: number) {}
-  async take(n: number): Promise<void> {
-    if (this.waiters.length === 0 && this.used + n <= this.limit) {
-      this.used += n;
-      return;
-    }
-    await new Promise<void>((go) => this.waiters.push({ n, go }));
-  }
-  give(n: number): void {
-    this.used -= n;
-    while (this.waiters.length > 0 && (this.used + this.waiters[0].n <= this.limit || this.used === 0)) {
-      const w = this.waiters.shift()!;
-      this.used += w.n;
-      w.go();
-    }
-  }
-}
 
 export class IscsiConnection extends FrontEndConnection<number, Running> implements TaskHost {
   readonly id = `iscsi-${nextConnectionId++}`;
