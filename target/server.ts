@@ -1,17 +1,18 @@
 // The target without its daemon wrapping: exported volumes (LUNs over logical
-// units), ports on transports, and the sessions on them, which the front end's
-// session factory makes (rblk's is rblkConnections in session/connection.ts).
-// rblkd (daemon.ts) builds one from the config; tests build one directly,
-// over the loop or the fabric transport.
+// units), ports, and the connections served on them (its "sessions"). A front
+// end opens a port through PortHost (listenWith): the server gives it the
+// connections' environment, the pre-login limits and a place for its
+// connections; TargetServer.listen does so for the front end over a
+// TargetTransport it was built with (rblk's is rblkConnections, with its
+// admission in target/rblk/listen.ts). rblkd (daemon.ts) builds one from the
+// config; tests build one directly, over the loop or the fabric transport.
 import type { Reactors } from '../native/reactors.js';
 import { ScsiTarget, type Access, type LogicalUnit } from './scsi/index.js';
-import type { MappedLun, ServedConnection, ConnectionEnvironment, ConnectionFactory, SessionLimits, TargetLogger } from './session/environment.js';
-import type { DataBuffer, TargetConnection, TargetPort, TargetTransport } from './transport/transport.js';
-import { ConnectRejectReason, MAX_CAPSULE_SIZE, MIN_CAPSULE_SIZE, CONTROL_RECV_BUFFERS } from '../protocol/wire/index.js';
+import type { MappedLun, ServedConnection, ConnectionEnvironment, SessionLimits, TargetLogger } from './connection/environment.js';
+import type { TargetPort, TargetTransport } from './transport/transport.js';
 import { ThrottledLog } from './throttled-log.js';
 import { HeapTrimmer } from './heap-trimmer.js';
 import { sourceOf } from './peer-source.js';
-import type { ConnectRequestData } from '../protocol/wire/index.js';
 
 export interface ExportedVolume {
   readonly name: string;
@@ -68,10 +69,12 @@ export interface TargetServerOptions {
 }
 
 /**
- * What a front end with its own listener (iSCSI's TCP portal, target/iscsi/)
- * gets from the server: the connections' environment, admission of a new
- * connection against the drain and the pre-login limit, and a place for its
- * connections, so that limits, reload, drain and close treat them as rblk's.
+ * What a front end gets from the server for one of its ports (rblk's on a
+ * TargetTransport, target/rblk/listen.ts; iSCSI's TCP portal,
+ * target/iscsi/portal.ts): the connections' environment, admission of a new
+ * connection against the drain and the pre-login limits, and a place for its
+ * connections, so that limits, reload, drain and close treat every front
+ * end's alike.
  */
 export interface PortHost {
   environment(portName: string): ConnectionEnvironment;
@@ -79,6 +82,31 @@ export interface PortHost {
   admitConnection(portName: string, peer: string): boolean;
   /** A served connection: counted, drained, closed and refreshed with the rest. */
   adopt(connection: ServedConnection): void;
+  /** The server's options as they are now (a reload replaces them). */
+  readonly options: TargetServerOptions;
+  /** Stopping: no new connection may stay. */
+  readonly draining: boolean;
+  /** Why a new connection from `source` (sourceOf) must be refused before login, or null: the pre-login limits. */
+  preLoginRefusal(source: string): string | null;
+  /** The log of refused connections, throttled. */
+  readonly refusals: ThrottledLog;
+  /**
+   * For a transport that admits in two steps (request, then accept): a request
+   * admitted from `source` counts as pre-login (+1) until its accept has
+   * finished or been abandoned (-1).
+   */
+  accepting(source: string, by: 1 | -1): void;
+  /** Resources of a connection went back: the heap may return memory (heap-trimmer.ts). */
+  released(): void;
+  /** The log of connections the transport closed before they asked anything, throttled. */
+  readonly reaped: ThrottledLog;
+  /** A connection the port could not take: logged, with what to do about running out of fds. */
+  acceptFailed(portName: string, e: Error): void;
+}
+
+/** A front end whose connections come over a TargetTransport (rblk): how it opens a port there, for TargetServer.listen. */
+export interface TransportFrontEnd {
+  listen(host: PortHost, o: ListenOptions): Promise<TargetPort>;
 }
 
 export interface ListenOptions {
@@ -88,13 +116,6 @@ export interface ListenOptions {
   port: number;
 }
 
-const DEFAULT_MAX_CAPSULE = 8192 + 48;
-/**
- * Receive buffers posted before login: the LOGIN_REQ, then the LOGIN_AUTH
- * (docs/protocol.md §4, §7); each is reposted once handled. The rest of the
- * ring is posted at login (docs/operations.md, "Connection limits").
- */
-const LOGIN_RECV_BUFFERS = 2;
 /** At most one "refused at the pre-login limit" line per this many ms. */
 const REFUSAL_LOG_INTERVAL_MS = 10_000;
 /**
@@ -118,7 +139,6 @@ export class TargetServer {
   private accepting = 0;
   /** The same, by source address (sourceOf), and each admitted request's source. */
   private readonly acceptingFrom = new Map<string, number>();
-  private readonly requestSource = new WeakMap<ConnectRequestData, string>();
   private readonly refusals: ThrottledLog;
   private readonly reaped: ThrottledLog;
   private readonly heap = new HeapTrimmer();
@@ -129,8 +149,8 @@ export class TargetServer {
 
   constructor(
     opts: TargetServerOptions,
-    /** Serves each new connection with the front end's ServedConnection. */
-    private readonly newConnection: ConnectionFactory,
+    /** The front end that listen() opens ports for, on a TargetTransport. */
+    private readonly transportFrontEnd: TransportFrontEnd,
   ) {
     this.opts = opts;
     this.refusals = new ThrottledLog(REFUSAL_LOG_INTERVAL_MS, (m) => this.opts.log.warn(m));
@@ -323,67 +343,15 @@ export class TargetServer {
     };
   }
 
-  async listen(o: ListenOptions): Promise<TargetPort> {
-    const limits = this.opts.limits;
-    const maxCapsule = Math.min(MAX_CAPSULE_SIZE, Math.max(MIN_CAPSULE_SIZE, limits.maxCapsule ?? Math.max(DEFAULT_MAX_CAPSULE, limits.inCapsuleData + 48)));
-    let env: ConnectionEnvironment | null = null;
-    const port = await o.transport.listen(
-      {
-        provider: o.provider,
-        address: o.address,
-        port: o.port,
-        maxIo: limits.maxIo,
-        dataBuffers: limits.dataBuffers ?? 64,
-        protocolVersion: this.opts.protocolVersion,
-        // One clock from TCP accept to LOGIN_RSP: the fabric connection request must come within it too.
-        connectTimeoutMs: limits.loginTimeoutMs,
-        reactors: this.opts.reactors ?? null,
-      },
-      {
-        admit: (request, peer) => {
-          if (this.draining) return { reject: ConnectRejectReason.SHUTTING_DOWN };
-          this.opts.log.debug(`connection request on ${env?.portName ?? o.provider}: queue depth ${request.queueDepth}, capsule ${request.maxCapsule}`, { peer });
-          const l = this.opts.limits;
-          const source = sourceOf(peer);
-          const refusal = this.preLoginRefusal(source);
-          if (refusal !== null) {
-            this.refusals.note(`connection from ${source} refused: ${refusal}`);
-            return { reject: ConnectRejectReason.NO_RESOURCES };
-          }
-          const capsule = Math.min(request.maxCapsule, maxCapsule);
-          // limits.connection_memory bounds the ring a session may register: credits + control buffers.
-          const fit = l.connectionMemory === undefined ? Infinity : Math.floor(l.connectionMemory / capsule) - CONTROL_RECV_BUFFERS;
-          const depth = Math.min(request.queueDepth, l.queueDepth, fit);
-          if (depth < 1) return { reject: ConnectRejectReason.NO_RESOURCES };
-          this.countAccepting(source, 1);
-          this.requestSource.set(request, source);
-          const recvBuffers = depth + CONTROL_RECV_BUFFERS;
-          return { accept: { recvBuffers, maxCapsule: capsule, loginBuffers: Math.min(LOGIN_RECV_BUFFERS, recvBuffers) } };
-        },
-        connected: <B extends DataBuffer>(conn: TargetConnection<B>) => {
-          this.countAccepting(sourceOf(conn.peer), -1);
-          this.opts.log.debug(`accepted a connection on ${env?.portName ?? o.provider}`, { connection: conn.id, peer: conn.peer, provider: conn.provider });
-          const s = this.newConnection(conn, env!);
-          this.adoptConnection(s);
-        },
-        acceptFailed: (e: Error) => this.acceptFailed(env?.portName ?? `${o.provider}:${o.address}:${o.port}`, e),
-        acceptAbandoned: (request) => {
-          this.countAccepting(this.requestSource.get(request) ?? '', -1);
-          this.heap.noteRelease();
-        },
-        staleClosed: (n) => {
-          this.heap.noteRelease();
-          this.reaped.note(`closed ${n} connection(s) that sent no connection request within ${this.opts.limits.loginTimeoutMs} ms`);
-        },
-      },
-    );
-    env = this.environment(`${port.provider}:${port.address}:${port.port}`);
-    this.ports.add(port);
-    return port;
+  /** Opens a port of the front end this server was built with, on a TargetTransport (rblk's: target/rblk/listen.ts). */
+  listen(o: ListenOptions): Promise<TargetPort> {
+    return this.listenWith((host) => this.transportFrontEnd.listen(host, o));
   }
 
-  /** Opens a port of a front end that listens on its own (not a TargetTransport), e.g. an iSCSI portal. */
+  /** Opens a port of a front end: `open` listens, with what the server gives a port (PortHost). */
   async listenWith<P extends TargetPort>(open: (host: PortHost) => Promise<P>): Promise<P> {
+    // The getters below read the server's fields as they are at each call.
+    const self = this;
     const port = await open({
       environment: (portName) => this.environment(portName),
       admitConnection: (portName, peer) => {
@@ -397,6 +365,18 @@ export class TargetServer {
         return true;
       },
       adopt: (s) => this.adoptConnection(s),
+      get options() {
+        return self.opts;
+      },
+      get draining() {
+        return self.draining;
+      },
+      preLoginRefusal: (source) => this.preLoginRefusal(source),
+      refusals: this.refusals,
+      accepting: (source, by) => this.countAccepting(source, by),
+      released: () => this.heap.noteRelease(),
+      reaped: this.reaped,
+      acceptFailed: (portName, e) => this.acceptFailed(portName, e),
     });
     this.ports.add(port);
     return port;

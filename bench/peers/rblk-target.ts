@@ -7,8 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { openBackend } from '../../target/backend/open.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkConnections } from '../../target/session/connection.js';
-import type { TargetLogger } from '../../target/session/environment.js';
+import { rblkConnections } from '../../target/rblk/connection.js';
+import type { TargetLogger } from '../../target/connection/environment.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 
 async function main(): Promise<void> {

@@ -201,7 +201,7 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   if (!DecodeFastCapsule(op->recv_buf, length, limits_, &c)) return false;
   FastCdb d;
   if (!DecodeFastCdb(c.cdb, &d) || d.write != c.write) return false;
-  // Tags and credits are the session's (target/session/connection.ts): while JS
+  // Tags and credits are the session's (target/rblk/connection.ts): while JS
   // holds any command, every command goes to JS, so a tag can only repeat
   // among the fast path's own; the overrun itself is for JS to refuse.
   // A command whose answer is out holds neither its credit nor its tag any

@@ -1,16 +1,16 @@
 // rblkd's lifecycle (docs/operations.md): config → volumes → TargetServer →
 // listeners, then READY=1; SIGHUP applies a new config whole or not at all;
-// SIGTERM drains and flushes. The session layer does the protocol; this file
-// only decides what is served, and tells systemd how it is going.
+// SIGTERM drains and flushes. The front ends (target/rblk/, target/iscsi/)
+// do the protocol; this file only decides what is served, and tells systemd
+// how it is going.
 import { ConfigError, formatIssue } from '../../config/config-error.js';
 import { loadConfig } from '../../config/loader.js';
 import type { Config, ListenerConfig, MetricsConfig } from '../../config/schema.js';
-import { FastPath } from '../../native/fast-path.js';
 import { Reactors } from '../../native/reactors.js';
 import { frontEndOf, listenerName } from '../front-end/registry.js';
 import { TargetPortGroups } from '../scsi/index.js';
-import { TargetServer, type TargetServerOptions } from '../server.js';
-import { rblkConnections } from '../session/connection.js';
+import { TargetServer } from '../server.js';
+import { rblkConnections } from '../rblk/connection.js';
 import { FabricTargetTransport } from '../transport/fabric-transport.js';
 import type { TargetPort, TargetTransport } from '../transport/transport.js';
 import { ControlServer, ControlSocketTaken } from './control-server.js';
@@ -20,6 +20,7 @@ import { errorMessage, reconfigureLogger, type DaemonLogger } from './logger.js'
 import { monotonicUsec, startWatchdog, systemdNotifier, type Notifier } from './notify.js';
 import { quiesce } from './quiesce.js';
 import { listenerKey, planReload, type ReloadPlan } from './reload-plan.js';
+import { serverOptions, startReactors } from './server-options.js';
 import { ServedVolume, type VolumeContext } from './volumes.js';
 
 /** How often a fenced volume's recovery looks whether the LU has gone idle, and retries a store that is away. */
@@ -40,51 +41,6 @@ export interface DaemonOptions {
   transport?: TargetTransport;
   /** The package version, for `rblkd ctl status`. */
   version?: string;
-}
-
-/** Descriptors per command: one RMA per rma_iov_limit of them, so a few more than any provider's limit is enough. */
-const MAX_DESCRIPTORS = 16;
-
-function serverOptions(config: Config, log: DaemonLogger, reactors: Reactors | null): TargetServerOptions {
-  const l = config.limits;
-  return {
-    targetName: config.targetName,
-    limits: {
-      queueDepth: l.queueDepth,
-      maxIo: l.maxIo,
-      inCapsuleData: l.inCapsuleData,
-      maxDescriptors: MAX_DESCRIPTORS,
-      // keepalive_ms is how long a silent session lives; the session ends one
-      // after 2 × the interval it negotiates (docs/protocol.md §13).
-      keepAliveMs: Math.floor(l.keepaliveMs / 2),
-      loginTimeoutMs: l.loginTimeoutMs,
-      maxSessions: l.maxSessions,
-      preLoginConnections: l.preLoginConnections,
-      preLoginPerSource: l.preLoginPerSource,
-      connectionMemory: l.connectionMemory,
-    },
-    authRequired: config.auth.required,
-    secrets: new Map(config.auth.initiators.map((i) => [i.name, i.secret])),
-    log,
-    fastPath: config.fastPath,
-    reactors,
-  };
-}
-
-/**
- * The reactor threads `reactors` asks for (docs/operations.md "reactors"), or
- * null: none asked for ('auto' on fewer than 4 cores), no native fast path on
- * this host, or threads that could not start (logged; the JS thread serves).
- */
-function startReactors(config: Config, log: DaemonLogger): Reactors | null {
-  const count = config.reactors === 'auto' ? Reactors.autoCount() : config.reactors;
-  if (count === 0 || !FastPath.available()) return null;
-  try {
-    return Reactors.start(count);
-  } catch (e) {
-    log.warn(`reactors: cannot start ${count} thread(s), the JS thread serves every connection: ${errorMessage(e)}`);
-    return null;
-  }
 }
 
 /** What a reload did, for `rblkd ctl reload` (docs/operations.md "Reloading"). */

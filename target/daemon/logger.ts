@@ -1,7 +1,7 @@
 // rblkd's log: winston, to stderr, or to the journal. The level and the
 // format (text or json) come from the config's `logging` section and change on
 // reload. Sessions log through the same logger with their session id,
-// initiator name and peer address as fields (target/session/connection.ts adds
+// initiator name and peer address as fields (target/rblk/connection.ts adds
 // them), so every session line can be found by any of them.
 //
 // Under journald (JOURNAL_STREAM names the file stderr is: systemd.exec(5))

@@ -4,7 +4,7 @@
 // RDMA READ of their data). The backend may close only when those are done:
 // every such command was outstanding at the moment of removal, and
 // ServedConnection.settled(lun) resolves when those have responded.
-import type { ServedConnection } from '../session/environment.js';
+import type { ServedConnection } from '../connection/environment.js';
 
 export type QuiesceConnection = Pick<ServedConnection, 'settled'>;
 

@@ -3,7 +3,7 @@
 // An uncaught exception or unhandled rejection leaves the process in a state
 // no code was written for; rblkd logs it with its stack and exits 70
 // (EX_SOFTWARE, sysexits.h) rather than carry on serving from it. Per-session
-// failures never get here: the session layer confines them to the session.
+// failures never get here: each front end's connection confines them to itself.
 import { describeError, type DaemonLogger } from './logger.js';
 
 /** sysexits.h EX_SOFTWARE: an internal error. */

@@ -4,7 +4,7 @@
 // folder and one line below.
 import type { ListenerConfig } from '../../config/schema.js';
 import { iscsiFrontEnd } from '../iscsi/front-end.js';
-import { rblkFrontEnd } from '../session/front-end.js';
+import { rblkFrontEnd } from '../rblk/front-end.js';
 import type { FrontEndKind } from './kind.js';
 
 /** The first is what a listener without `protocol:` speaks. */

@@ -5,16 +5,27 @@
 // Discovery session (SendTargets). rblkd allows one connection per session
 // (MaxConnections=1) and error recovery level 0, so a connection is its
 // session, and any protocol error ends it alone (docs/iscsi.md).
-import { randomBytes } from 'node:crypto';
+//
+// Over 600 lines on purpose: the full feature phase is one state machine over
+// one set of sequence numbers (StatSN, ExpCmdSN, MaxCmdSN, the tasks in the
+// window), which receiving, ordering, sending and every PDU kind read and
+// advance; split across files, each part would reach into the others' fields.
+// What stands apart is apart: the life every front end's connection shares
+// (FrontEndConnection, target/connection/front-end-connection.ts), login
+// (login.ts), task management (task-management.ts), text exchanges
+// (text-exchange.ts) and one task's data (task.ts).
 import type { Socket } from 'node:net';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { errorText } from '../error-text.js';
-import { ScsiRequest, SessionIo, type Access, type LogicalUnit, type Nexus, type RequestScope, type Residuals } from '../scsi/index.js';
-import { noNative, requestScopes, withMeta, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type SessionInfo, type TargetLogger } from '../session/environment.js';
-import { ChapError, CHAP_MD5, chapResponse, decodeBinary, encodeBinary, newChallenge, verifyResponse, type ChapChallenge } from './chap.js';
+import { ScsiRequest, type Residuals } from '../scsi/index.js';
+import { noNative, type LogoutKind, type ConnectionEnvironment } from '../connection/environment.js';
+import { FrontEndConnection, type ConnectionFacts } from '../connection/front-end-connection.js';
+import { ChapError } from './chap.js';
 import { AlignedBuffers } from './aligned-buffers.js';
+import { Budget } from './budget.js';
 import { crc32c } from './crc32c.js';
-import { defaultParams, negotiate, NegotiationError, type SessionParams, type TargetOffer } from './negotiation.js';
+import { defaultParams, NegotiationError, type SessionParams, type TargetOffer } from './negotiation.js';
+import { IscsiLogin, LoginRefusal } from './login.js';
 import {
   BHS_LENGTH,
   CONTINUE,
@@ -40,20 +51,18 @@ import {
 } from './pdu.js';
 import { PduReader, type FrameError, type ReceivedPdu } from './pdu-reader.js';
 import { IscsiTask, type TaskBuffer, type TaskHost } from './task.js';
+import { taskFunction, type TaskManagementHost } from './task-management.js';
 import { encodeText, parseText, TextError } from './text.js';
 import { TextExchange, TextExchangeError } from './text-exchange.js';
 
 const EMPTY = Buffer.alloc(0);
 const PADDING = Buffer.alloc(4);
-/** Login text is small; more than this across continued PDUs is refused (RFC 7143 §6.6 lets the target bound it). */
-const MAX_LOGIN_TEXT = 64 * 1024;
 /** Immediate commands (I bit) run outside the CmdSN window; this many at once at most. */
 const MAX_IMMEDIATE_TASKS = 16;
 /** After a requested logout (drain, admin), how long the initiator has to log out before the connection is closed. */
 const LOGOUT_GRACE_MS = 1000;
 
 type Phase = 'login' | 'full' | 'closing' | 'closed';
-type Stage = 0 | 1 | 3;
 
 /** How sessions find each other for reinstatement (RFC 7143 §6.3.5): the portal group's live sessions. */
 export interface SessionRegistry {
@@ -82,64 +91,28 @@ class ProtocolError extends Error {
   }
 }
 
-class LoginRefusal extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 let nextConnectionId = 1;
 
 interface Running {
   readonly task: IscsiTask;
-  readonly request: ScsiRequest<TaskBuffer>;
+  readonly lun: number;
+  /** Null for a task answered BUSY without running. */
+  readonly request: ScsiRequest<TaskBuffer> | null;
   done: Promise<void>;
 }
 
-/** A byte budget that delays, never fails (the data pool's rule, docs/architecture.md "Memory"). */
 /** ITTs of ended tasks kept for ABORT TASK (rememberDone): more than any CmdSN window rblkd grants. */
 const RECENTLY_DONE = 1024;
 
-class Budget {
-  private used = 0;
-  private readonly waiters: { n: number; go: () => void }[] = [];
-  constructor(private readonly limit: number) {}
-  async take(n: number): Promise<void> {
-    if (this.waiters.length === 0 && this.used + n <= this.limit) {
-      this.used += n;
-      return;
-    }
-    await new Promise<void>((go) => this.waiters.push({ n, go }));
-  }
-  give(n: number): void {
-    this.used -= n;
-    while (this.waiters.length > 0 && (this.used + this.waiters[0].n <= this.limit || this.used === 0)) {
-      const w = this.waiters.shift()!;
-      this.used += w.n;
-      w.go();
-    }
-  }
-}
-
-export class IscsiConnection implements ServedConnection, TaskHost {
+export class IscsiConnection extends FrontEndConnection<number, Running> implements TaskHost {
   readonly id = `iscsi-${nextConnectionId++}`;
   private phase: Phase = 'login';
   private readonly reader: PduReader;
   params: SessionParams;
-  private log: TargetLogger;
-  // Login state.
-  private stage: Stage = 0;
-  private loginText: Buffer[] = [];
-  private loginTextBytes = 0;
-  private loginStarted = false;
-  private authenticated = false;
-  private authNone = false;
-  private chap: ChapChallenge | null = null;
-  private chapStep: 'none' | 'method' | 'challenged' | 'done' = 'none';
-  private operationalAnswered = false;
+  /** The login phase's negotiation (login.ts). */
+  private readonly login: IscsiLogin;
+  /** What task management (task-management.ts) reads of this connection. */
+  private readonly tmf: TaskManagementHost;
   initiatorName = '';
   isid = '';
   tsih = 0;
@@ -150,12 +123,7 @@ export class IscsiConnection implements ServedConnection, TaskHost {
   private expCmdSN = 0;
   private maxCmdSN = 0;
   private readonly held = new Map<number, ReceivedPdu>();
-  // Full feature phase.
-  private nexus: Nexus | null = null;
-  private luns: ReadonlyMap<number, MappedLun> = new Map();
-  private scopes: ReadonlyMap<number, RequestScope> = new Map();
-  private unmapped: RequestScope | null = null;
-  private readonly running = new Map<number, Running>();
+  // Full feature phase (its tasks are FrontEndConnection.outstanding, by ITT).
   private readonly recentlyDone = new Set<number>();
   /** Page-aligned, for O_DIRECT volumes (aligned-buffers.ts). */
   private readonly buffers = new AlignedBuffers();
@@ -163,32 +131,66 @@ export class IscsiConnection implements ServedConnection, TaskHost {
   private immediateTasks = 0;
   private nextTtt = 1;
   private readonly budget: Budget;
-  private draining = false;
-  private readonly idle: (() => void)[] = [];
-  private lastHeard = Date.now();
   private pingTtt: number | null = null;
-  private timer: NodeJS.Timeout | null = null;
   private corked = false;
-  private ending: Promise<void> | null = null;
-  private closedResolve!: () => void;
   /** The Text Request exchange in progress (text-exchange.ts), if any. */
   private text: TextExchange | null = null;
-  readonly closed: Promise<void>;
   private logoutRequested: (() => void) | null = null;
-  onEnd: ((session: ServedConnection) => void) | null = null;
-  /** Commands, bytes and errors, counted by the request core (`rblkd ctl sessions`). */
-  readonly io = new SessionIo();
-  private readonly since = new Date();
-  private loggedInAt: Date | null = null;
 
   constructor(
     private readonly socket: Socket,
     private readonly ctx: ConnectionContext,
   ) {
-    this.log = ctx.env.log;
+    super(ctx.env);
     this.params = defaultParams(ctx.offer.maxRecvDataSegment);
     this.budget = new Budget(ctx.memoryBudget);
-    this.closed = new Promise((r) => (this.closedResolve = r));
+    // The getters below read the connection's fields as they are at each call.
+    const self = this;
+    this.tmf = {
+      get luns() {
+        return self.luns;
+      },
+      tasks: this.outstanding,
+      get expCmdSN() {
+        return self.expCmdSN;
+      },
+      answeredRecently: (itt) => this.recentlyDone.has(itt),
+      get log() {
+        return self.log;
+      },
+    };
+    this.login = new IscsiLogin({
+      env: ctx.env,
+      registry: ctx.registry,
+      offer: ctx.offer,
+      get params() {
+        return self.params;
+      },
+      get log() {
+        return self.log;
+      },
+      meta: () => this.meta(),
+      get isid() {
+        return self.isid;
+      },
+      get tsih() {
+        return self.tsih;
+      },
+      started: (h) => this.loginStarted(h),
+      get initiatorName() {
+        return self.initiatorName;
+      },
+      named: (name) => {
+        this.initiatorName = name;
+        this.fixLogFields();
+      },
+      get discovery() {
+        return self.discovery;
+      },
+      set discovery(d: boolean) {
+        self.discovery = d;
+      },
+    });
     this.reader = new PduReader(
       (pdu) => this.onPdu(pdu),
       (e) => this.onFrameError(e),
@@ -201,61 +203,42 @@ export class IscsiConnection implements ServedConnection, TaskHost {
     socket.on('error', (e) => this.detach(this.end(`socket error: ${e.message}`)));
     socket.on('close', () => this.detach(this.end('connection closed by the initiator')));
     // RFC 7143 leaves the login time to the target; rblkd's is limits.login_timeout_ms.
-    this.timer = setTimeout(() => {
+    this.armLoginTimer(() => {
       if (this.phase === 'login') {
         this.log.warn('iSCSI login did not complete in time, closing the connection', this.meta());
         this.detach(this.end('login timeout'));
       }
-    }, ctx.env.limits.loginTimeoutMs);
+    });
   }
 
-  // ServedConnection.
-  info(): SessionInfo {
+  // ServedConnection (the rest is FrontEndConnection's).
+  protected facts(): ConnectionFacts {
     return {
       id: this.tsih !== 0 ? `iscsi:${this.isid}:${this.tsih}` : this.id,
-      initiator: this.initiatorName === '' ? null : this.initiatorName,
       peer: `${this.socket.remoteAddress ?? '?'}:${this.socket.remotePort ?? '?'}`,
       provider: 'iscsi',
-      port: this.ctx.env.portName,
       connection: this.cid,
       state: this.phase,
       credits: this.maxCmdSN - this.expCmdSN + 1,
-      inFlight: this.running.size,
-      ops: this.io.ops,
-      readBytes: this.io.readBytes,
-      writeBytes: this.io.writeBytes,
-      errors: this.io.errors,
       native: noNative('iSCSI connections are served in JavaScript'),
-      since: this.since.toISOString(),
-      loggedInAt: this.loggedInAt?.toISOString() ?? null,
     };
   }
 
+  get initiator(): string | null {
+    return this.initiatorName === '' ? null : this.initiatorName;
+  }
   get loggedIn(): boolean {
     return this.phase !== 'login' && this.nexus !== null;
   }
   get isActive(): boolean {
     return this.phase === 'full' && !this.discovery;
   }
-  settled(lun: number): Promise<void> {
-    const running = [...this.running.values()].filter((r) => r.task.lun === lun).map((r) => r.done);
-    return Promise.race([Promise.allSettled(running).then(() => undefined), this.closed]);
-  }
-  refreshLuns(): void {
-    if (this.phase === 'full' && this.nexus) this.mapLuns(this.ctx.env.lunsFor(this.initiatorName));
-  }
-  async drain(timeoutMs: number): Promise<void> {
-    if (this.phase !== 'full') return this.end('shutting down');
-    this.draining = true;
-    if (this.running.size > 0) await Promise.race([new Promise<void>((r) => this.idle.push(r)), new Promise((r) => setTimeout(r, timeoutMs).unref())]);
-    await this.requestLogout('target shutting down');
-  }
-  fence(why: string): void {
-    this.detach(this.end(why));
+  protected get serving(): boolean {
+    return this.phase === 'full';
   }
 
-  logout(_kind: LogoutKind | number = 'admin', why = 'administrative logout'): Promise<void> {
-    if (this.phase !== 'full') return this.end(why);
+  /** Drain, forced logout, a removed volume: the initiator is asked to log out, whatever the kind. */
+  protected askLogout(_kind: LogoutKind | number, why: string): Promise<void> {
     return this.requestLogout(why);
   }
 
@@ -273,7 +256,7 @@ export class IscsiConnection implements ServedConnection, TaskHost {
     await this.end(why);
   }
 
-  private meta(): Record<string, unknown> {
+  protected meta(): Record<string, unknown> {
     return { connection: this.id, ...(this.initiatorName ? { initiator: this.initiatorName } : {}), ...(this.tsih ? { tsih: this.tsih } : {}) };
   }
 
@@ -326,7 +309,7 @@ export class IscsiConnection implements ServedConnection, TaskHost {
 
   /** MaxCmdSN never goes back (RFC 7143 §4.2.2.1): the window is the queue depth less the commands in it. */
   private currentMaxCmdSN(): number {
-    const depth = Math.max(1, this.ctx.env.limits.queueDepth);
+    const depth = Math.max(1, this.env.limits.queueDepth);
     const m = snAdd(this.expCmdSN, depth - 1 - Math.min(this.windowed, depth));
     if (snLess(this.maxCmdSN, m)) this.maxCmdSN = m;
     return this.maxCmdSN;
@@ -395,7 +378,9 @@ export class IscsiConnection implements ServedConnection, TaskHost {
     const h = pdu.bhs;
     if (opcodeOf(h) !== Op.LOGIN) throw new ProtocolError(`opcode 0x${opcodeOf(h).toString(16)} before login completed`);
     try {
-      this.onLogin(h, pdu.data);
+      const o = this.login.step(h, pdu.data);
+      if (o.finish) this.finishLogin(h, o.answer);
+      else this.loginResponse(h, o.transit, o.csg, o.answer, o.nsg);
     } catch (e) {
       if (e instanceof LoginRefusal) return this.refuseLogin(h, e);
       if (e instanceof TextError || e instanceof NegotiationError || e instanceof ChapError)
@@ -427,162 +412,14 @@ export class IscsiConnection implements ServedConnection, TaskHost {
     this.send(h);
   }
 
-  private onLogin(h: Buffer, data: Buffer): void {
-    const transit = (h[1] & 0x80) !== 0;
-    const cont = (h[1] & 0x40) !== 0;
-    const csg = ((h[1] >> 2) & 3) as Stage | 2;
-    const nsg = (h[1] & 3) as Stage | 2;
-    if (h[3] > 0) throw new LoginRefusal(LoginStatus.UNSUPPORTED_VERSION, `version-min ${h[3]}; rblkd speaks version 0`);
-    if (transit && cont) throw new LoginRefusal(LoginStatus.INITIATOR_ERROR, 'T and C both set');
-    if (csg === 2 || (transit && (nsg === 2 || nsg <= csg))) throw new LoginRefusal(LoginStatus.INITIATOR_ERROR, `bad stage transition ${csg} -> ${nsg}`);
-    const isid = h.toString('hex', 8, 14);
-    if (!this.loginStarted) {
-      this.loginStarted = true;
-      this.isid = isid;
-      this.tsih = h.readUInt16BE(14);
-      this.cid = h.readUInt16BE(20);
-      this.expCmdSN = word(h, 24);
-      this.maxCmdSN = snAdd(this.expCmdSN, Math.max(1, this.ctx.env.limits.queueDepth) - 1);
-      this.statSN = word(h, 28);
-    } else if (isid !== this.isid) throw new LoginRefusal(LoginStatus.INITIATOR_ERROR, 'ISID changed during login');
-    if (csg !== this.stage && !(this.stage === 0 && csg === 1 && this.chapStep === 'none')) {
-      throw new LoginRefusal(LoginStatus.INVALID_DURING_LOGIN, `login PDU for stage ${csg} while in stage ${this.stage}`);
-    }
-    this.stage = csg;
-    this.loginTextBytes += data.length;
-    if (this.loginTextBytes > MAX_LOGIN_TEXT) throw new LoginRefusal(LoginStatus.OUT_OF_RESOURCES, 'login text too long');
-    this.loginText.push(Buffer.from(data));
-    if (cont) {
-      // RFC 7143 §6.6: an empty response asks for the rest of the text.
-      this.loginResponse(h, false, this.stage, []);
-      return;
-    }
-    const pairs = parseText(Buffer.concat(this.loginText));
-    this.loginText = [];
-    this.loginTextBytes = 0;
-    const keys = new Map(pairs);
-    this.log.debug(`iSCSI login stage ${csg}${transit ? ` -> ${nsg}` : ''}: ${pairs.map(([k, v]) => (k.startsWith('CHAP_R') || k === 'CHAP_C' ? k : `${k}=${v}`)).join(' ')}`, this.meta());
-    if (this.initiatorName === '') this.firstLogin(keys);
-
-    const answer: [string, string][] = [];
-    if (!this.answeredTpgt) {
-      // RFC 7143 §13.9: the first Login Response of a new session names the portal group.
-      if (!this.discovery) answer.push(['TargetPortalGroupTag', '1']);
-      this.answeredTpgt = true;
-    }
-    let mayTransit = true;
-    if (csg === 0) mayTransit = this.security(keys, answer);
-    else {
-      if (!this.authenticated) {
-        // Skipping the security stage is only a login without authentication.
-        if (this.needsAuth()) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'authentication required, and the initiator skipped the security stage');
-        this.authenticated = true;
-      }
-    }
-    // Operational keys may come in either stage (the security stage's are login and CHAP keys, which negotiate() skips).
-    const ops = negotiate(pairs, this.params, this.ctx.offer, csg === 1 && !this.operationalAnswered);
-    if (csg === 1) this.operationalAnswered = true;
-    answer.push(...ops.filter(([k]) => !answer.some(([a]) => a === k)));
-    if (!transit || !mayTransit) {
-      this.loginResponse(h, false, this.stage, answer);
-      return;
-    }
-    if (nsg === 3) return this.finishLogin(h, answer);
-    this.stage = nsg as Stage;
-    this.loginResponse(h, true, csg, answer, nsg);
-  }
-
-  private answeredTpgt = false;
-
-  private needsAuth(): boolean {
-    return this.ctx.env.authRequired || this.ctx.env.secretFor(this.initiatorName) !== null;
-  }
-
-  private firstLogin(keys: Map<string, string>): void {
-    const name = keys.get('InitiatorName');
-    if (name === undefined || name === '') throw new LoginRefusal(LoginStatus.MISSING_PARAMETER, 'no InitiatorName');
-    if (name.length > 223) throw new LoginRefusal(LoginStatus.INITIATOR_ERROR, 'InitiatorName longer than 223 bytes');
-    this.initiatorName = name;
-    this.log = withMeta(this.ctx.env.log, this.meta());
-    const type = keys.get('SessionType') ?? 'Normal';
-    if (type !== 'Normal' && type !== 'Discovery') throw new LoginRefusal(LoginStatus.SESSION_TYPE_NOT_SUPPORTED, `SessionType=${type}`);
-    this.discovery = type === 'Discovery';
-    if (!this.discovery) {
-      const target = keys.get('TargetName');
-      if (target === undefined) throw new LoginRefusal(LoginStatus.MISSING_PARAMETER, 'no TargetName in a Normal session');
-      if (target !== this.ctx.env.targetName) throw new LoginRefusal(LoginStatus.NOT_FOUND, `unknown target name ${JSON.stringify(target)}`);
-      const admitted = this.ctx.env.admitSession();
-      if (admitted === 'full') throw new LoginRefusal(LoginStatus.OUT_OF_RESOURCES, 'max_sessions reached');
-      if (admitted === 'draining') throw new LoginRefusal(LoginStatus.SERVICE_UNAVAILABLE, 'shutting down');
-    } else if (this.ctx.env.admitSession() === 'draining') throw new LoginRefusal(LoginStatus.SERVICE_UNAVAILABLE, 'shutting down');
-    if (this.tsih !== 0) {
-      const old = this.ctx.registry.find(name, this.isid);
-      if (!old || old.tsih !== this.tsih) throw new LoginRefusal(LoginStatus.SESSION_DOES_NOT_EXIST, `no session with TSIH ${this.tsih}`);
-    }
-  }
-
-  /** The security stage: AuthMethod, then CHAP (RFC 7143 §12.1.3). Returns whether the stage may end now. */
-  private security(keys: Map<string, string>, answer: [string, string][]): boolean {
-    const method = keys.get('AuthMethod');
-    if (this.chapStep === 'none') {
-      if (method === undefined) {
-        if (this.needsAuth()) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'authentication required, and no AuthMethod offered');
-        this.authenticated = true;
-        return true;
-      }
-      const offered = method.split(',');
-      const wantChap = this.needsAuth() || !offered.includes('None');
-      if (wantChap && !offered.includes('CHAP')) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, `authentication required, and AuthMethod=${method} has no CHAP`);
-      if (!wantChap) {
-        answer.push(['AuthMethod', 'None']);
-        this.authNone = true;
-        this.authenticated = true;
-        this.chapStep = 'done';
-        return true;
-      }
-      answer.push(['AuthMethod', 'CHAP']);
-      this.chapStep = 'method';
-      // The initiator may send CHAP_A in the same PDU.
-      if (!keys.has('CHAP_A')) return false;
-    }
-    if (this.chapStep === 'method') {
-      const algorithms = keys.get('CHAP_A');
-      if (algorithms === undefined) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'no CHAP_A after AuthMethod=CHAP');
-      if (!algorithms.split(',').includes(CHAP_MD5)) {
-        answer.push(['CHAP_A', 'Reject']);
-        throw new LoginRefusal(LoginStatus.AUTH_FAILURE, `CHAP_A=${algorithms} has no MD5 (5)`);
-      }
-      this.chap = newChallenge();
-      answer.push(['CHAP_A', CHAP_MD5], ['CHAP_I', String(this.chap.id)], ['CHAP_C', encodeBinary(this.chap.challenge)]);
-      this.chapStep = 'challenged';
-      return false;
-    }
-    if (this.chapStep === 'challenged') {
-      const n = keys.get('CHAP_N');
-      const r = keys.get('CHAP_R');
-      if (n === undefined || r === undefined) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'no CHAP_N and CHAP_R after the challenge');
-      const secret = this.ctx.env.secretFor(this.initiatorName);
-      // A name without a secret is checked against a random one, so its refusal looks like a wrong secret's (docs/protocol.md §10).
-      const ok = verifyResponse(this.chap!, secret ?? UNKNOWN_SECRET, decodeBinary(r, 'CHAP_R'));
-      if (secret === null || !ok) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, secret === null ? 'no secret is configured for this initiator' : `CHAP response of ${n} is wrong`);
-      const mi = keys.get('CHAP_I');
-      const mc = keys.get('CHAP_C');
-      if (mi !== undefined || mc !== undefined) {
-        // Mutual CHAP: the initiator authenticates the target.
-        if (mi === undefined || mc === undefined) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'mutual CHAP needs both CHAP_I and CHAP_C');
-        const id = Number(mi);
-        if (!/^[0-9]+$/.test(mi) || id > 255) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, `CHAP_I=${mi}`);
-        const challenge = decodeBinary(mc, 'CHAP_C');
-        // RFC 7143 §12.1.3: a target's own challenge sent back is a reflection attack.
-        if (challenge.equals(this.chap!.challenge)) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'the initiator reflected the target challenge');
-        answer.push(['CHAP_N', this.ctx.env.targetName], ['CHAP_R', encodeBinary(chapResponse(id, secret, challenge))]);
-      }
-      this.chapStep = 'done';
-      this.authenticated = true;
-      this.log.info(`iSCSI CHAP authentication accepted${mi !== undefined ? ' (mutual)' : ''}`, { chapName: n });
-      return true;
-    }
-    return this.authenticated;
+  /** The first Login PDU: the session's ISID, TSIH and CID, and where its sequence numbers start (RFC 7143 §4.2.2). */
+  private loginStarted(h: Buffer): void {
+    this.isid = h.toString('hex', 8, 14);
+    this.tsih = h.readUInt16BE(14);
+    this.cid = h.readUInt16BE(20);
+    this.expCmdSN = word(h, 24);
+    this.maxCmdSN = snAdd(this.expCmdSN, Math.max(1, this.env.limits.queueDepth) - 1);
+    this.statSN = word(h, 28);
   }
 
   private loginResponse(req: Buffer, transit: boolean, csg: number, pairs: readonly (readonly [string, string])[], nsg = 0): void {
@@ -596,9 +433,9 @@ export class IscsiConnection implements ServedConnection, TaskHost {
   }
 
   private finishLogin(req: Buffer, answer: [string, string][]): void {
-    if (!this.authenticated) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'login ended before authentication');
+    if (!this.login.authenticated) throw new LoginRefusal(LoginStatus.AUTH_FAILURE, 'login ended before authentication');
     if (!this.discovery) {
-      const luns = this.ctx.env.lunsFor(this.initiatorName);
+      const luns = this.env.lunsFor(this.initiatorName);
       if (luns.size === 0) throw new LoginRefusal(LoginStatus.AUTHORIZATION_FAILURE, 'no volume is visible to this initiator');
       // Session reinstatement (RFC 7143 §6.3.5): the same initiator name and ISID replace the old session.
       const old = this.ctx.registry.find(this.initiatorName, this.isid);
@@ -608,29 +445,29 @@ export class IscsiConnection implements ServedConnection, TaskHost {
       }
       if (this.tsih === 0) this.tsih = this.ctx.registry.nextTsih();
       this.ctx.registry.add(this);
-      this.nexus = { sessionId: `${this.id}`, initiator: `${this.initiatorName},i,0x${this.isid}`, targetPort: this.ctx.env.portName };
+      this.nexus = { sessionId: `${this.id}`, initiator: `${this.initiatorName},i,0x${this.isid}`, targetPort: this.env.portName };
       this.mapLuns(luns);
-      this.ctx.env.scsi.login(this.nexus);
+      this.env.scsi.login(this.nexus);
     } else {
       if (this.tsih === 0) this.tsih = this.ctx.registry.nextTsih();
       this.nexus = { sessionId: this.id, initiator: this.initiatorName };
     }
-    if (answer.length === 0 || !this.operationalAnswered) {
+    if (answer.length === 0 || !this.login.operationalAnswered) {
       if (!answer.some(([k]) => k === 'MaxRecvDataSegmentLength')) answer.push(['MaxRecvDataSegmentLength', String(this.params.targetMaxRecvDataSegment)]);
     }
-    this.log = withMeta(this.ctx.env.log, this.meta());
-    this.loginResponse(req, true, this.stage, answer, 3);
+    this.fixLogFields();
+    this.loginResponse(req, true, this.login.stage, answer, 3);
     // Digests and the declared segment length apply from the first PDU after the last Login Response.
     this.phase = 'full';
     this.loggedInAt = new Date();
     this.reader.headerDigest = this.params.headerDigest === 'CRC32C';
     this.reader.dataDigest = this.params.dataDigest === 'CRC32C';
     this.reader.maxDataSegment = this.params.targetMaxRecvDataSegment;
-    if (this.timer) clearTimeout(this.timer);
-    this.startKeepAlive();
+    this.stopTimer();
+    this.keepAlive();
     const p = this.params;
     this.log.info(
-      `iSCSI ${this.discovery ? 'discovery ' : ''}session logged in${this.authNone || !this.chap ? '' : ' (CHAP)'}: ${this.luns.size} LUN(s), ` +
+      `iSCSI ${this.discovery ? 'discovery ' : ''}session logged in${this.login.usedChap ? ' (CHAP)' : ''}: ${this.luns.size} LUN(s), ` +
         `HeaderDigest=${p.headerDigest} DataDigest=${p.dataDigest} MaxRecvDataSegmentLength=${p.initiatorMaxRecvDataSegment}/${p.targetMaxRecvDataSegment} ` +
         `MaxBurstLength=${p.maxBurstLength} FirstBurstLength=${p.firstBurstLength} ImmediateData=${p.immediateData ? 'Yes' : 'No'} InitialR2T=${p.initialR2T ? 'Yes' : 'No'}`,
     );
@@ -642,17 +479,9 @@ export class IscsiConnection implements ServedConnection, TaskHost {
     this.detach(this.end('reinstated by a new login of the same initiator and ISID'));
   }
 
-  private mapLuns(luns: ReadonlyMap<number, MappedLun>): void {
-    this.luns = luns;
-    ({ scopes: this.scopes, unmapped: this.unmapped } = requestScopes(this.nexus!, luns, this.ctx.env, this.log, this.io));
-  }
-
-  private startKeepAlive(): void {
-    const ka = this.ctx.env.limits.keepAliveMs;
-    if (ka <= 0) return;
+  private keepAlive(): void {
     // A silent initiator gets a NOP-In ping (RFC 7143 §11.19); silence for another interval ends the connection.
-    this.timer = setInterval(() => {
-      const quiet = Date.now() - this.lastHeard;
+    this.startKeepAlive((quiet, ka) => {
       if (this.pingTtt !== null && quiet > 2 * ka) {
         this.log.warn(`no PDU for ${quiet} ms and no answer to a NOP-In: the initiator is gone`);
         this.detach(this.end('keep-alive timeout'));
@@ -664,8 +493,7 @@ export class IscsiConnection implements ServedConnection, TaskHost {
         this.seqFields(h, false);
         this.send(h);
       }
-    }, Math.max(50, Math.floor(ka / 2)));
-    this.timer.unref();
+    });
   }
 
   private transferTag(): number {
@@ -791,9 +619,9 @@ export class IscsiConnection implements ServedConnection, TaskHost {
         // RFC 7143 Appendix C: All in a discovery session; in a normal session, the empty value means this target.
         // Only to an initiator that may see a LUN of it, as REPORT LUNS answers it (RFC 7143 Appendix C:
         // the targets the initiator is allowed to access): to any other the answer is empty.
-        const name = this.ctx.env.targetName;
+        const name = this.env.targetName;
         const named = value === 'All' ? this.discovery : value === '' || value === name;
-        if (named && this.ctx.env.lunsFor(this.initiatorName).size > 0) {
+        if (named && this.env.lunsFor(this.initiatorName).size > 0) {
           answer.push(['TargetName', name]);
           const a = this.socket.localAddress ?? '127.0.0.1';
           answer.push(['TargetAddress', `${a.includes(':') ? `[${a}]` : a}:${this.socket.localPort ?? 3260},1`]);
@@ -828,7 +656,7 @@ export class IscsiConnection implements ServedConnection, TaskHost {
     const finish = async (): Promise<void> => {
       if (response === 0) {
         this.draining = true;
-        await Promise.allSettled([...this.running.values()].map((r) => r.done));
+        await Promise.allSettled([...this.outstanding.values()].map((r) => r.done));
       }
       const r = header(TOp.LOGOUT_RESPONSE, FINAL, 0);
       r[2] = response;
@@ -865,7 +693,7 @@ export class IscsiConnection implements ServedConnection, TaskHost {
     if (this.discovery) throw new ProtocolError('SCSI command in a discovery session', RejectReason.PROTOCOL_ERROR);
     const itt = ittOf(h);
     const immediate = isImmediate(h);
-    if (itt === RESERVED_TAG || this.running.has(itt)) throw new ProtocolError(`ITT 0x${itt.toString(16)} is reserved or already in use`, RejectReason.PROTOCOL_ERROR);
+    if (itt === RESERVED_TAG || this.outstanding.has(itt)) throw new ProtocolError(`ITT 0x${itt.toString(16)} is reserved or already in use`, RejectReason.PROTOCOL_ERROR);
     const read = (h[1] & 0x40) !== 0;
     const write = (h[1] & 0x20) !== 0;
     if (read && write) {
@@ -892,22 +720,22 @@ export class IscsiConnection implements ServedConnection, TaskHost {
     if (this.draining || overfull) return this.busy(task);
     // A READ flagged W (or a WRITE flagged R) runs moving no data, its EDTL an underflow residual:
     // RFC 7143 §11.4.5 reports what moved against the EDTL, and libiscsi's Read10Invalid expects GOOD.
-    const request = new ScsiRequest(task, this.scopes.get(lun) ?? this.unmapped!, Buffer.from(cdb), { direction, length: edtl, otherDirection: 'moves-nothing' });
-    const r: Running = { task, request, done: Promise.resolve() };
-    this.running.set(itt, r);
+    const request = new ScsiRequest(task, this.scopeOf(lun), Buffer.from(cdb), { direction, length: edtl, otherDirection: 'moves-nothing' });
+    const r: Running = { task, lun, request, done: Promise.resolve() };
+    this.outstanding.set(itt, r);
     r.done = request.run();
   }
 
   /** Draining or too many immediate commands: BUSY without running (SAM-5 5.3.1). */
   private busy(task: IscsiTask): void {
-    const r = { task, request: null as unknown as ScsiRequest<TaskBuffer>, done: Promise.resolve() };
-    this.running.set(task.itt, r);
+    const r: Running = { task, lun: task.lun, request: null, done: Promise.resolve() };
+    this.outstanding.set(task.itt, r);
     r.done = task.complete(ScsiStatus.BUSY, undefined, { dataOut: task.direction === 'out' ? task.edtl : 0, dataIn: task.direction === 'in' ? task.edtl : 0 });
   }
 
   private onDataOut(pdu: ReceivedPdu): void {
     const h = pdu.bhs;
-    const r = this.running.get(ittOf(h));
+    const r = this.outstanding.get(ittOf(h));
     if (!r) {
       // Data for a task that was aborted or answered already: dropped (RFC 7143 §4.2.3.3).
       return;
@@ -991,13 +819,13 @@ export class IscsiConnection implements ServedConnection, TaskHost {
   }
 
   finished(task: IscsiTask): void {
-    const r = this.running.get(task.itt);
+    const r = this.outstanding.get(task.itt);
     if (!r || r.task !== task) return;
-    this.running.delete(task.itt);
+    this.outstanding.delete(task.itt);
     this.rememberDone(task.itt);
     if (task.immediate) this.immediateTasks--;
     else this.windowed--;
-    if (this.running.size === 0) for (const w of this.idle.splice(0)) w();
+    this.wakeIfIdle();
   }
 
   /** The last tasks that ended, by ITT, bounded: an ABORT TASK naming one finds it answered, not lost. */
@@ -1011,7 +839,7 @@ export class IscsiConnection implements ServedConnection, TaskHost {
     this.detach(this.end(why));
   }
 
-  // ---- Task management (RFC 7143 §11.5) ----
+  // ---- Task management (RFC 7143 §11.5; task-management.ts) ----
 
   private onTaskManagement(h: Buffer): void {
     const fn = h[1] & 0x7f;
@@ -1019,45 +847,8 @@ export class IscsiConnection implements ServedConnection, TaskHost {
     const lun = lunOf(h);
     const ref = word(h, 20);
     const refCmdSN = word(h, 32);
-    const run = async (): Promise<number> => {
-      const lunScoped = fn === TmfFunction.ABORT_TASK || fn === TmfFunction.ABORT_TASK_SET || fn === TmfFunction.CLEAR_TASK_SET || fn === TmfFunction.LOGICAL_UNIT_RESET;
-      const mapped = this.luns.get(lun);
-      if (lunScoped && !mapped) return TmfResponse.NO_LUN;
-      switch (fn) {
-        case TmfFunction.ABORT_TASK: {
-          const r = this.running.get(ref);
-          // RFC 7143 §11.5.1: a RefCmdSN in the window that never arrived counts as received and
-          // aborted (Function Complete); a task that ran and was answered does not exist any more.
-          if (!r || r.task.lun !== lun) return snLess(refCmdSN, this.expCmdSN) && !this.recentlyDone.has(ref) ? TmfResponse.COMPLETE : TmfResponse.NO_TASK;
-          await this.abort([r]);
-          // Past its last abort point it ran to the end and answered: for the
-          // initiator that task completed, so there was none to abort (RFC 7143 §11.6.1).
-          return r.task.answered ? TmfResponse.NO_TASK : TmfResponse.COMPLETE;
-        }
-        case TmfFunction.ABORT_TASK_SET:
-        case TmfFunction.CLEAR_TASK_SET:
-          await this.abort([...this.running.values()].filter((r) => r.task.lun === lun));
-          return TmfResponse.COMPLETE;
-        case TmfFunction.LOGICAL_UNIT_RESET:
-          await this.abort([...this.running.values()].filter((r) => r.task.lun === lun));
-          // SAM-5 6.3.3: other nexuses see 29/00 on their next command.
-          mapped!.lu.reset();
-          this.log.info(`LUN ${lun} reset`);
-          return TmfResponse.COMPLETE;
-        case TmfFunction.TARGET_WARM_RESET:
-        case TmfFunction.TARGET_COLD_RESET:
-          await this.abort([...this.running.values()]);
-          for (const m of this.luns.values()) m.lu.reset();
-          this.log.info(`target ${fn === TmfFunction.TARGET_COLD_RESET ? 'cold' : 'warm'} reset of this session's LUNs`);
-          return TmfResponse.COMPLETE;
-        case TmfFunction.TASK_REASSIGN:
-          return TmfResponse.NO_REASSIGNMENT;
-        default:
-          return TmfResponse.NOT_SUPPORTED;
-      }
-    };
     this.detach(
-      run().then((response) => {
+      taskFunction(this.tmf, fn, lun, ref, refCmdSN).then((response) => {
         if (this.phase !== 'full') return;
         const r = header(TOp.TASK_MGMT_RESPONSE, FINAL, 0);
         r[2] = response;
@@ -1070,55 +861,37 @@ export class IscsiConnection implements ServedConnection, TaskHost {
     );
   }
 
-  private async abort(tasks: Running[]): Promise<void> {
-    for (const r of tasks) {
-      r.task.silenced = true;
-      r.request?.abort();
-      r.task.cancel('aborted by task management', false);
-    }
-    await Promise.allSettled(tasks.map((r) => r.done));
-  }
-
   // ---- The end ----
 
   /** For work nobody awaits: a failure is a bug here, and ends this connection, logged, instead of reaching the daemon. */
-  private detach(p: Promise<unknown>): void {
+  protected detach(p: Promise<unknown>, _what?: string): void {
     p.catch((e: unknown) => {
       this.log.error(`iSCSI connection failed: ${errorText(e)}`, this.meta());
       if (this.phase !== 'closed') this.end('internal error').catch(() => undefined);
     });
   }
 
-  private end(why: string): Promise<void> {
-    this.ending ??= this.endOnce(why);
-    return this.ending;
-  }
-
-  private async endOnce(why: string): Promise<void> {
+  protected async endOnce(why: string): Promise<void> {
     this.phase = 'closing';
     this.reader.stop();
     this.ctx.registry.remove(this);
-    for (const r of this.running.values()) {
+    for (const r of this.outstanding.values()) {
       r.request?.abort();
       r.task.cancel(why, true);
     }
     // What is still inside a backend fences later commands on its blocks, so
     // that a task the initiator retries elsewhere cannot land before it
     // (LogicalUnit.fenceLost, docs/target.md "A lost connection's commands").
-    if (this.nexus && !this.discovery) for (const { lu } of this.luns.values()) lu.fenceLost(this.nexus);
+    if (!this.discovery) this.fenceLostCommands();
     this.socket.destroy();
-    await Promise.allSettled([...this.running.values()].map((r) => r.done));
+    await Promise.allSettled([...this.outstanding.values()].map((r) => r.done));
     this.phase = 'closed';
-    if (this.timer) {
-      clearTimeout(this.timer);
-      clearInterval(this.timer);
-    }
-    if (this.nexus && !this.discovery) this.ctx.env.scsi.logout(this.nexus);
-    this.running.clear();
+    this.stopTimer();
+    if (this.nexus && !this.discovery) this.env.scsi.logout(this.nexus);
+    this.outstanding.clear();
     this.held.clear();
     this.log.info(`iSCSI connection ended: ${why}`, this.meta());
-    this.closedResolve();
-    this.onEnd?.(this);
+    this.finish();
   }
 }
 
@@ -1127,6 +900,4 @@ function residualFlags(residual: number): number {
   return residual > 0 ? 0x02 : residual < 0 ? 0x04 : 0;
 }
 
-/** Stands in for the secret of a name that has none: random, known to nobody. */
-const UNKNOWN_SECRET = randomBytes(16);
 

@@ -41,7 +41,7 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
   #onCapsule: ((capsule: Buffer) => void) | null = null;
 
   /**
-   * The receive handler goes on the endpoint only once the session layer has
+   * The receive handler goes on the endpoint only once the rblk connection has
    * set this: the initiator may send its login as soon as its side is
    * connected, before this side has read FI_CONNECTED (the sockets provider
    * did so about once in 20 logins), and the endpoint holds receives that

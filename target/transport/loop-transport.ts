@@ -1,5 +1,5 @@
 // The in-process transport (as nvme-loop is to nvmet-rdma): the same
-// TargetConnection contract over native/loop-fabric.ts, so the session layer
+// TargetConnection contract over native/loop-fabric.ts, so the rblk front end
 // and the SCSI core can be tested end to end without libfabric. Addresses
 // are names ("loop:<address>:<port>"); RMA is a checked copy.
 import {

@@ -1,4 +1,4 @@
-// The seam between the rblk session layer and the fabric: a transport accepts
+// The seam between the rblk front end (target/rblk/) and the fabric: a transport accepts
 // connections, moves capsules, and moves data between target-local
 // registered memory and the initiator's memory (RDMA READ for a write, RDMA
 // WRITE for a read). It knows nothing of SCSI or of the capsules' contents

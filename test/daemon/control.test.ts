@@ -11,7 +11,7 @@ import * as cdb from '../../protocol/scsi/cdb.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { controlRequest } from '../../target/daemon/control-client.js';
 import { rblkGid } from '../../target/daemon/control-server.js';
-import type { SessionInfo } from '../../target/session/environment.js';
+import type { SessionInfo } from '../../target/connection/environment.js';
 import { assertReturned, baseline } from '../helpers/resources.js';
 import { baseConfig, ROOT, spawnDaemon, workdir } from './helpers/daemon-process.js';
 import { command, login, pattern, read, write } from './helpers/initiator.js';

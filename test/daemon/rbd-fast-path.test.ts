@@ -19,7 +19,7 @@ import { RbdBackend } from '../../target/backend/rbd/rbd-backend.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { SharedReservationStore } from '../../target/scsi/shared-reservation-store.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkConnections, type RblkConnection } from '../../target/session/connection.js';
+import { rblkConnections, type RblkConnection } from '../../target/rblk/connection.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { cephMissing, startCephCluster, type CephCluster } from '../helpers/ceph-cluster.js';
 import { memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';

@@ -18,7 +18,7 @@ import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type RegisteredBuffer, type Session, type Volume } from '../../initiator/index.js';
 import { controlRequest } from '../../target/daemon/control-client.js';
-import type { SessionInfo } from '../../target/session/environment.js';
+import type { SessionInfo } from '../../target/connection/environment.js';
 import { diesWithParent } from '../../bench/parent-death.js';
 import { resources, rssAllowanceKiB, type Resources } from '../helpers/resources.js';
 import { ROOT, spawnDaemon, workdir, type DaemonProcess } from './helpers/daemon-process.js';

@@ -17,7 +17,7 @@ import * as cdb from '../../protocol/scsi/cdb.js';
 import { FileBackend } from '../../target/backend/file.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkConnections } from '../../target/session/connection.js';
+import { rblkConnections } from '../../target/rblk/connection.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { connect, type RblkError, type RecoveryEvent, type Session } from '../../initiator/index.js';
 import type { RegisteredBuffer } from '../../initiator/registered-buffer.js';

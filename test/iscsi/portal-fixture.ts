@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process';
 import { exportMemoryVolume, memoryLog, type LogLine, type VolumeDef } from '../helpers/target-fixture.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkConnections } from '../../target/session/connection.js';
+import { rblkConnections } from '../../target/rblk/connection.js';
 import { IscsiPortal } from '../../target/iscsi/portal.js';
 
 export const IQN = 'iqn.2026-12.io.rblk:iscsi-test';

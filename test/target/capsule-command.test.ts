@@ -5,7 +5,7 @@
 import test from 'ava';
 import { DataDirection, DataFormat, type CommandData, type DataDescriptor } from '../../protocol/wire/index.js';
 import type { Residuals } from '../../target/scsi/index.js';
-import { CapsuleCommand, offerOf, type CommandHost } from '../../target/session/command.js';
+import { CapsuleCommand, offerOf, type CommandHost } from '../../target/rblk/command.js';
 import type { DataBuffer, TargetConnection } from '../../target/transport/transport.js';
 
 interface Rma {

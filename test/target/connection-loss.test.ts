@@ -7,7 +7,7 @@ import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { Connection } from '../../initiator/connection.js';
 import { LoopInitiatorTransport } from '../../initiator/transport/loop-transport.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkConnections } from '../../target/session/connection.js';
+import { rblkConnections } from '../../target/rblk/connection.js';
 import { isConnectionLoss } from '../../target/transport/connection-loss.js';
 import { LoopTargetTransport } from '../../target/transport/loop-transport.js';
 import type { PortHandlers, PortOptions, TargetPort, TargetTransport } from '../../target/transport/transport.js';

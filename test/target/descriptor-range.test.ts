@@ -1,7 +1,7 @@
 // descriptorRange: the regions of a descriptor list that hold one byte range
 // of the initiator's buffer (what the rblk front end RDMA-reads or writes).
 import test from 'ava';
-import { descriptorRange } from '../../target/session/descriptor-range.js';
+import { descriptorRange } from '../../target/rblk/descriptor-range.js';
 
 const list = [
   { address: 0x1000n, key: 7n, length: 100 },

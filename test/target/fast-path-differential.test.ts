@@ -23,7 +23,7 @@ import { capsuleBuffer, DataDirection, DataFormat, decodeCapsule, Opcode, TaskAt
 import { FileBackend } from '../../target/backend/file.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkConnections, type RblkConnection } from '../../target/session/connection.js';
+import { rblkConnections, type RblkConnection } from '../../target/rblk/connection.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { FastPath } from '../../native/fast-path.js';
 import { Reactors } from '../../native/reactors.js';

@@ -1,5 +1,5 @@
 // A fast-path READ or WRITE that fails tells its backend the errno before the
-// command is answered (Backend.fastPathFailed, target/session/connection.ts):
+// command is answered (Backend.fastPathFailed, target/rblk/connection.ts):
 // what an error proves is the store's to act on (rbd: EBLOCKLISTED fences the
 // volume, docs/backends.md "A fenced gateway learns of it"), whichever path
 // ran the command. Here the store is a file whose fast-path descriptor is
@@ -14,7 +14,7 @@ import type { Backend } from '../../target/backend/backend.js';
 import { FileBackend } from '../../target/backend/file.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkConnections, type RblkConnection } from '../../target/session/connection.js';
+import { rblkConnections, type RblkConnection } from '../../target/rblk/connection.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { tempDir } from '../fuse/helpers/fuse-fixture.js';
 import { memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';

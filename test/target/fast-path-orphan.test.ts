@@ -18,7 +18,7 @@ import { FileBackend } from '../../target/backend/file.js';
 import { MemoryBackend } from '../../target/backend/memory.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkConnections, type RblkConnection } from '../../target/session/connection.js';
+import { rblkConnections, type RblkConnection } from '../../target/rblk/connection.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { tempDir } from '../fuse/helpers/fuse-fixture.js';
 import { memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';

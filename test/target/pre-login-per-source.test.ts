@@ -13,7 +13,7 @@ import { connect } from '../../initiator/index.js';
 import { IscsiPortal } from '../../target/iscsi/portal.js';
 import { sourceOf } from '../../target/peer-source.js';
 import { TargetServer } from '../../target/server.js';
-import { rblkConnections } from '../../target/session/connection.js';
+import { rblkConnections } from '../../target/rblk/connection.js';
 import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import type { TargetPort } from '../../target/transport/transport.js';
 import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';

@@ -8,7 +8,7 @@ import { FileBackend } from '../../../target/backend/file.js';
 import { MemoryBackend } from '../../../target/backend/memory.js';
 import { LogicalUnit } from '../../../target/scsi/index.js';
 import { TargetServer } from '../../../target/server.js';
-import { rblkConnections } from '../../../target/session/connection.js';
+import { rblkConnections } from '../../../target/rblk/connection.js';
 import { FabricTargetTransport } from '../../../target/transport/fabric-transport.js';
 import { DEFAULT_TARGET_NAME } from '../../../protocol/wire/index.js';
 import { memoryLog } from '../../helpers/target-fixture.js';

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Backend } from '../../../target/backend/backend.js';
 import { LogicalUnit, type Access, type LuLimits } from '../../../target/scsi/index.js';
 import { TargetServer } from '../../../target/server.js';
-import { rblkConnections } from '../../../target/session/connection.js';
+import { rblkConnections } from '../../../target/rblk/connection.js';
 import { FabricTargetTransport } from '../../../target/transport/fabric-transport.js';
 import { LoopTargetTransport } from '../../../target/transport/loop-transport.js';
 import type { TargetTransport } from '../../../target/transport/transport.js';

@@ -1,13 +1,13 @@
 // The seam between TargetServer and the connections of a front end (rblk's
-// RblkConnection, iSCSI's IscsiConnection). What a connection needs from the
-// daemon: the SCSI target, the negotiated limits, LUN masking and secrets for
-// an initiator, and a logger. Connections never read the config themselves,
-// so a reload changes what the next lookup returns and nothing else. What the
-// server needs from a connection: ServedConnection, made by the front end's
-// ConnectionFactory (docs/architecture.md "Seams"). The server and the
-// operator call a served connection a session (TargetServer.sessions,
-// max_sessions, `rblkd ctl sessions`): one logged-in connection each
-// (docs/architecture.md "Words").
+// RblkConnection, iSCSI's IscsiConnection, both FrontEndConnections,
+// front-end-connection.ts). What a connection needs from the daemon: the SCSI
+// target, the negotiated limits, LUN masking and secrets for an initiator,
+// and a logger. Connections never read the config themselves, so a reload
+// changes what the next lookup returns and nothing else. What the server
+// needs from a connection: ServedConnection (docs/architecture.md "Seams").
+// The server and the operator call a served connection a session
+// (TargetServer.sessions, max_sessions, `rblkd ctl sessions`): one logged-in
+// connection each (docs/architecture.md "Words").
 import type { Access, LogicalUnit, Nexus, RequestScope, ScsiTarget, SessionIo } from '../scsi/index.js';
 import type { DataBuffer, TargetConnection } from '../transport/transport.js';
 
@@ -189,5 +189,5 @@ export interface ServedConnection {
   onEnd: ((connection: ServedConnection) => void) | null;
 }
 
-/** How a front end takes a new connection on a port: it serves it with one ServedConnection. */
+/** How a front end serves a connection its port accepted: with one ServedConnection (rblk's port, target/rblk/listen.ts, takes one). */
 export type ConnectionFactory = <B extends DataBuffer>(conn: TargetConnection<B>, env: ConnectionEnvironment) => ServedConnection;
