@@ -20,7 +20,9 @@ import { errorMessage, reconfigureLogger, type DaemonLogger } from './logger.js'
 import { monotonicUsec, startWatchdog, systemdNotifier, type Notifier } from './notify.js';
 import { quiesce } from './quiesce.js';
 import { listenerKey, planReload, type ReloadPlan } from './reload-plan.js';
-import { ServedVolume, type VolumeContext } from './volumes.js';
+import { makeStateDir, ServedVolume, type VolumeContext } from './volumes.js';
+import { writeLunRecord } from '../../config/lun-record.js';
+import { asConfigRefusal, ConfigRefusal } from './config-refusal.js';
 
 /** How often a fenced volume's recovery looks whether the LU has gone idle, and retries a store that is away. */
 const RECOVER_POLL_MS = 50;
@@ -184,6 +186,7 @@ export class Daemon {
     const d = new Daemon(config, opts);
     for (const w of config.warnings) d.log.warn(formatIssue(config.source, w, 'warning'));
     try {
+      await d.recordLuns(config);
       for (const v of config.volumes) {
         const sv = await ServedVolume.open(v, d.volumeContext(config));
         d.volumes.set(v.name, sv);
@@ -326,6 +329,23 @@ export class Daemon {
     return { kicked: id, initiator: info.initiator, peer: info.peer };
   }
 
+  /**
+   * Remembers the config's LUNs in state_dir/luns.json before any of them is served, so that
+   * a restart or a later reload gives every volume the same one (docs/operations.md "Stable LUNs").
+   */
+  private async recordLuns(config: Config): Promise<void> {
+    if (!config.luns.changed) return;
+    try {
+      await makeStateDir(config.stateDir);
+      await writeLunRecord(config.luns.file, config.luns.entries);
+    } catch (e) {
+      const what = `cannot record the volumes' LUNs in ${config.luns.file}`;
+      const refusal = asConfigRefusal(what, e);
+      throw refusal instanceof ConfigRefusal ? refusal : new Error(`${what}: ${errorMessage(e)}`, { cause: e });
+    }
+    this.log.debug(`recorded the LUNs of ${plural(config.volumes.length, 'volume')} in ${config.luns.file}`);
+  }
+
   private volumeContext(config: Config): VolumeContext {
     return { stateDir: config.stateDir, maxIo: config.limits.maxIo, log: this.log, portGroups: this.portGroups };
   }
@@ -402,7 +422,12 @@ export class Daemon {
       this.log.warn(`control.socket changed: the control socket stays at ${this.control?.path ?? '(none)'} until rblkd restarts`);
     }
 
-    // Everything that can fail comes before anything is changed: new volumes, a moved metrics endpoint.
+    // Everything that can fail comes before anything is changed: the LUN record, new volumes, a moved metrics endpoint.
+    try {
+      await this.recordLuns(next);
+    } catch (e) {
+      return this.refuse('the LUNs could not be recorded', [errorMessage(e)]);
+    }
     const opened: ServedVolume[] = [];
     try {
       for (const v of plan.added) opened.push(await ServedVolume.open(v, this.volumeContext(next)));

@@ -30,7 +30,7 @@ export interface VolumeContext {
  * unit's StateDirectory and not writable by a user who starts rblkd by hand
  * (docs/operations.md "Troubleshooting"); Node's own error names only the path.
  */
-async function makeStateDir(dir: string): Promise<void> {
+export async function makeStateDir(dir: string): Promise<void> {
   try {
     await mkdir(dir, { recursive: true, mode: 0o755 });
   } catch (e) {
