@@ -87,6 +87,8 @@ async function serve(args: Args, config: Config, log: DaemonLogger): Promise<num
   };
   const reload = (d: Daemon): void => {
     // A reload that fails reports why and keeps serving the old configuration (docs/operations.md).
+    // SIGHUP has no --force: removing a volume that sessions can see is refused and logged
+    // (docs/operations.md "Removing a volume in use").
     d.reload().catch((e: unknown) => log.error(`reload failed: ${describeError(e)}`));
   };
   const removeSignals = installSignals({
