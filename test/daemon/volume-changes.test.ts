@@ -13,6 +13,7 @@ import { controlRequest } from '../../target/daemon/control-client.js';
 import type { ReloadResult } from '../../target/daemon/daemon.js';
 import { baseConfig, ROOT, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
 import { login, pattern, read, reportLuns, senseOf } from './helpers/initiator.js';
+import { loginStatus, RawInitiator } from '../iscsi/raw-initiator.js';
 
 const MiB = 1024 * 1024;
 const SEED: Record<string, number> = { a: 11, b: 22, c: 33, d: 44 };
@@ -179,5 +180,38 @@ test('adding a read-only volume whose file does not exist: refused saying what i
   writeFileSync(missing, pattern(MiB, SEED.d!));
   t.true(((await controlRequest(socket, 'reload')) as ReloadResult).applied);
   t.deepEqual(await lunMap(port, socket), { 0: 'a', 1: 'd' });
+  await stop(d);
+});
+
+test('an iSCSI session counts as well: removing what it can see is refused naming it; removing what its ACL hides is not', async (t) => {
+  const w = workdir(t);
+  const target = 'iqn.2026-12.io.rblk:changes';
+  const reader = 'iqn.2026-12.io.rblk:reader';
+  const shared = { name: 'shared', memory: true, size: '1MiB', acl: [{ initiator: reader, access: 'ro' }] };
+  const hidden = { name: 'hidden', memory: true, size: '1MiB', acl: [{ initiator: 'iqn.2026-12.io.rblk:other', access: 'rw' }] };
+  const listeners = [
+    { provider: 'tcp', address: '127.0.0.1', port: 0 },
+    { protocol: 'iscsi', address: '127.0.0.1', port: 0 },
+  ];
+  w.writeConfig(baseConfig(w, [shared, hidden], { target_name: target, listeners }));
+  const d = spawnDaemon(t, ['--config', w.configPath]);
+  const port = await d.iscsiPort();
+  await d.waitForLine(/rblkd ready/);
+  const socket = join(w.dir, 'rblkd.ctl');
+  const c = await RawInitiator.open(port);
+  t.teardown(() => c.close());
+  const r = await c.login({ initiator: reader, target });
+  t.is(r ? loginStatus(r) : -1, 0);
+
+  w.writeConfig(baseConfig(w, [shared], { target_name: target, listeners }));
+  const hiddenGone = (await controlRequest(socket, 'reload')) as ReloadResult;
+  t.deepEqual([hiddenGone.applied, hiddenGone.removed, hiddenGone.inUse], [true, ['hidden'], []], JSON.stringify(hiddenGone));
+
+  w.writeConfig(baseConfig(w, [], { target_name: target, listeners }));
+  const refused = (await controlRequest(socket, 'reload')) as ReloadResult;
+  t.false(refused.applied);
+  t.deepEqual(refused.inUse.map((u) => [u.volume, u.lun, u.sessions.map((s) => s.initiator)]), [['shared', 0, [reader]]]);
+  t.regex(refused.errors[1] ?? '', /^volume shared \(LUN 0\) is in use by 1 session: \S+ \(iqn\.2026-12\.io\.rblk:reader from 127\.0\.0\.1:\d+\); /);
+  c.close();
   await stop(d);
 });
