@@ -212,6 +212,10 @@ test('an iSCSI session counts as well: removing what it can see is refused namin
   t.false(refused.applied);
   t.deepEqual(refused.inUse.map((u) => [u.volume, u.lun, u.sessions.map((s) => s.initiator)]), [['shared', 0, [reader]]]);
   t.regex(refused.errors[1] ?? '', /^volume shared \(LUN 0\) is in use by 1 session: \S+ \(iqn\.2026-12\.io\.rblk:reader from 127\.0\.0\.1:\d+\); /);
+  // What the operator reads after forcing it.
+  const forced = await ctl(['reload', '--force', '--socket', socket]);
+  t.is(forced.code, 0, forced.stderr);
+  t.regex(forced.stdout, /^reloaded\nremoved: shared\nremoved under 1 session\(s\): shared \(LUN 0\): \S+ iqn\.2026-12\.io\.rblk:reader 127\.0\.0\.1:\d+\n$/);
   c.close();
   await stop(d);
 });
