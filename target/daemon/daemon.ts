@@ -115,12 +115,17 @@ export interface VolumeInUse {
   sessions: { id: string; initiator: string | null; peer: string }[];
 }
 
+/** One volume in use, and by which sessions. */
+function inUseWho(u: VolumeInUse): string {
+  const who = u.sessions.map((s) => `${s.id} (${s.initiator ?? 'not logged in'} from ${s.peer})`).join(', ');
+  return `volume ${u.volume} (LUN ${u.lun}) is in use by ${plural(u.sessions.length, 'session')}: ${who}`;
+}
+
 /** The refusal line of one volume in use: which sessions, and the two ways on. */
 function inUseText(u: VolumeInUse): string {
-  const who = u.sessions.map((s) => `${s.id} (${s.initiator ?? 'not logged in'} from ${s.peer})`).join(', ');
   return (
-    `volume ${u.volume} (LUN ${u.lun}) is in use by ${plural(u.sessions.length, 'session')}: ${who}; ` +
-    `log them out first (rblkd ctl kick ID, or on the initiator), or run rblkd ctl reload --force to remove it under them (their commands to LUN ${u.lun} then fail with LOGICAL UNIT NOT SUPPORTED)`
+    `${inUseWho(u)}; log them out first (rblkd ctl kick ID, or on the initiator), ` +
+    `or run rblkd ctl reload --force to remove it under them (their commands to LUN ${u.lun} then fail with LOGICAL UNIT NOT SUPPORTED)`
   );
 }
 
@@ -474,7 +479,7 @@ export class Daemon {
         return this.refuse('the metrics endpoint could not move', [errorMessage(e)]);
       }
     } else if (!next.metrics) metrics = null;
-    for (const u of inUse) this.log.warn(`reload --force: ${inUseText(u).replace(/; log them out first.*$/, '')}; removing it under them`, { volume: u.volume, lun: u.lun });
+    for (const u of inUse) this.log.warn(`reload --force: ${inUseWho(u)}; removing it under them`, { volume: u.volume, lun: u.lun });
     const result = await this.apply(next, plan, opened);
     result.inUse = inUse;
     if (metrics !== undefined && metrics !== this.metrics) {
