@@ -22,6 +22,8 @@ interface CtlArgs {
   socket?: string;
   config: string;
   json: boolean;
+  /** reload --force: remove volumes that sessions can still see. */
+  force: boolean;
 }
 
 /** --socket, else control.socket from the config file (if it can be read), else the default path. */
@@ -124,6 +126,8 @@ function text(verb: ControlCommand, result: unknown): string {
         ['listeners removed', r.listenersRemoved],
       ] as const;
       const said = parts.filter(([, v]) => v.length > 0).map(([k, v]) => `${k}: ${v.join(', ')}`);
+      // What --force removed under sessions (docs/operations.md "Removing a volume in use").
+      for (const u of r.inUse ?? []) said.push(`removed under ${u.sessions.length} session(s): ${u.volume} (LUN ${u.lun}): ${u.sessions.map((s) => `${s.id} ${s.initiator ?? '-'} ${s.peer}`).join(', ')}`);
       const errors = r.errors.map((e) => `error: ${e}`);
       return `${['reloaded', ...said, ...errors].join('\n')}\n`;
     }
@@ -131,7 +135,7 @@ function text(verb: ControlCommand, result: unknown): string {
 }
 
 const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload'] as const;
-const OPTIONS = ['json', 'socket', 'config', 'help'] as const;
+const OPTIONS = ['json', 'socket', 'config', 'force', 'help'] as const;
 const VALUED = ['--socket', '--config'];
 
 /**
@@ -149,7 +153,7 @@ function parse(argv: string[]): CtlArgs {
   let verb: ControlCommand | undefined;
   const p = yargs(argv)
     .scriptName('rblkd ctl')
-    .usage('$0 <status|sessions|volumes|kick SESSION|reload> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket.')
+    .usage('$0 <status|sessions|volumes|kick SESSION|reload [--force]> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket.')
     .command('status', 'the daemon: version, uptime, listeners, counts', {}, () => {
       verb = 'status';
     })
@@ -162,9 +166,14 @@ function parse(argv: string[]): CtlArgs {
     .command('kick <session>', 'log a session out (the initiator sees a lost connection)', (y) => y.positional('session', { type: 'string', describe: 'the ID that sessions lists', demandOption: true }), () => {
       verb = 'kick';
     })
-    .command('reload', 'what SIGHUP does; prints what changed, or why it was refused', {}, () => {
-      verb = 'reload';
-    })
+    .command(
+      'reload',
+      'what SIGHUP does; prints what changed, or why it was refused',
+      (y) => y.option('force', { type: 'boolean', default: false, describe: 'remove volumes even while logged-in sessions can see them (they get LOGICAL UNIT NOT SUPPORTED)' }),
+      () => {
+        verb = 'reload';
+      },
+    )
     .option('json', { type: 'boolean', default: false, describe: "print the daemon's answer as JSON" })
     .option('socket', { type: 'string', requiresArg: true, describe: `the control socket (default: control.socket from --config, else ${DEFAULT_CONTROL_SOCKET})` })
     .option('config', { type: 'string', default: DEFAULT_CONFIG_PATH, requiresArg: true, describe: 'where to read control.socket from' })
@@ -184,6 +193,7 @@ function parse(argv: string[]): CtlArgs {
     ...(parsed.socket !== undefined ? { socket: parsed.socket } : {}),
     config: parsed.config,
     json: parsed.json,
+    force: parsed.force === true,
   };
 }
 
@@ -192,7 +202,7 @@ export async function runCtl(argv: string[]): Promise<number> {
   const path = socketPath(a);
   let result: unknown;
   try {
-    result = await controlRequest(path, a.verb, a.session !== undefined ? [a.session] : []);
+    result = await controlRequest(path, a.verb, a.session !== undefined ? [a.session] : a.verb === 'reload' && a.force ? ['force'] : []);
   } catch (e) {
     process.stderr.write(`rblkd ctl: ${e instanceof ControlError ? e.message : String(e)}\n`);
     return 1;

@@ -36,7 +36,7 @@ function fail(message: string, code: number): never {
 function parseArgs(argv: string[]): Args {
   const parsed = yargs(argv)
     .scriptName('rblkd')
-    .usage('$0 [--config FILE] [--state-dir DIR]\n$0 --check-config [FILE]\n$0 ctl <status|sessions|volumes|kick SESSION|reload> [--json]\n\nThe rblk target daemon: serves block volumes to rblk initiators over libfabric.')
+    .usage('$0 [--config FILE] [--state-dir DIR]\n$0 --check-config [FILE]\n$0 ctl <status|sessions|volumes|kick SESSION|reload [--force]> [--json]\n\nThe rblk target daemon: serves block volumes to rblk initiators over libfabric.')
     .option('config', { type: 'string', default: DEFAULT_CONFIG_PATH, describe: 'configuration file', requiresArg: true })
     .option('check-config', {
       type: 'string',
@@ -87,6 +87,8 @@ async function serve(args: Args, config: Config, log: DaemonLogger): Promise<num
   };
   const reload = (d: Daemon): void => {
     // A reload that fails reports why and keeps serving the old configuration (docs/operations.md).
+    // SIGHUP has no --force: removing a volume that sessions can see is refused and logged
+    // (docs/operations.md "Removing a volume in use").
     d.reload().catch((e: unknown) => log.error(`reload failed: ${describeError(e)}`));
   };
   const removeSignals = installSignals({

@@ -20,6 +20,14 @@ export interface BackingRequest {
   stateDir: string;
 }
 
+/**
+ * What a read_only volume whose file is missing says, whether the config check finds it or the
+ * open does (target/daemon/volumes.ts: a file removed after the check): one wording.
+ */
+export function readOnlyMissing(path: string): string {
+  return `${path} does not exist, and a read_only volume is never created (create it, or drop read_only)`;
+}
+
 export function inspectBacking(req: BackingRequest): BackingInspection {
   const kernel = kernelInterface(req.path);
   if (kernel) return { ok: false, field: 'path', message: `${kernel}, not storage: a volume path must be a regular file or a block device` };
@@ -29,7 +37,7 @@ export function inspectBacking(req: BackingRequest): BackingInspection {
   } catch (e) {
     if (!isNotFound(e)) return { ok: false, field: 'path', message: `${req.path} ${describeFsError(e)}` };
     if (req.readOnly) {
-      return { ok: false, field: 'path', message: `${req.path} does not exist, and a read_only volume is never created (create it, or drop read_only)` };
+      return { ok: false, field: 'path', message: readOnlyMissing(req.path) };
     }
     if (req.size === undefined) {
       return {

@@ -42,6 +42,7 @@ import {
 } from './schema.js';
 import { readSecretFile } from './secret-file.js';
 import { stateDirProblem } from './state-dir.js';
+import { lunRecordFile, readLunRecord, sameEntries, type LunRecordUpdate } from './lun-record.js';
 import { formatSize, parseSize } from './size.js';
 import type { PathSegment } from './yaml-positions.js';
 import type { AluaState } from '../protocol/scsi/target-port-groups.js';
@@ -72,7 +73,7 @@ type Rec = Record<string, unknown>;
 const LABEL = '[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
 const HOSTNAME_RE = new RegExp(`^(?=.{1,253}$)${LABEL}(?:\\.${LABEL})*$`);
 const WILDCARDS = new Set(['0.0.0.0', '::']);
-const MAX_LUNS = 256;
+const MAX_LUN = 255;
 
 export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult {
   const errors: PathIssue[] = [];
@@ -112,6 +113,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   const targetName = str(get(root, ['target_name'])) ?? DEFAULT_TARGET_NAME;
   const auth = resolveAuth();
   const listeners = resolveListeners();
+  let luns: LunRecordUpdate | undefined;
   const volumes = resolveVolumes();
   // The start makes state_dir before it opens the first volume; without volumes it never does.
   if (volumes.length > 0) {
@@ -147,7 +149,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   return {
     errors,
     warnings,
-    config: { source: ctx.source, targetName, listeners, volumes, auth, limits, logging, control, metrics, stateDir, fastPath, reactors, alua, warnings: [] },
+    config: { source: ctx.source, targetName, listeners, volumes, auth, limits, logging, control, metrics, stateDir, luns: luns ?? { file: lunRecordFile(stateDir), entries: new Map(), changed: false }, fastPath, reactors, alua, warnings: [] },
   };
 
   function resolveListeners(): ListenerConfig[] {
@@ -302,24 +304,77 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       });
     }
 
-    // Volumes without a LUN take the lowest free ones, in file order, so adding a volume at the
-    // end of the file never moves the others.
-    const used = new Set(firstBy.lun.keys());
-    let next = 0;
-    const out: VolumeConfig[] = [];
+    return assignLuns(partial, firstBy.lun);
+  }
+
+  /**
+   * Every volume's LUN (docs/operations.md "Stable LUNs"): an explicit `lun` wins; else the one
+   * state_dir/luns.json remembers for the volume's name; else, in file order, the lowest LUN
+   * that is neither taken nor remembered for another name, so that neither removing a volume
+   * nor reordering the file moves another, and a removed volume's LUN is not reused silently.
+   */
+  function assignLuns(
+    partial: Array<{ index: number; volume: Omit<VolumeConfig, 'lun'> & { lun?: number } }>,
+    explicit: ReadonlyMap<number, number>,
+  ): VolumeConfig[] {
+    const read = readLunRecord(stateDir);
+    if (!read.ok) {
+      err(['state_dir'], read.message);
+      return [];
+    }
+    const remembered = read.record.entries;
+    const entries = new Map(remembered);
+    const holderOf = new Map([...remembered].map(([name, e]) => [e.lun, name]));
+    const configured = new Map(partial.map((p) => [p.volume.name, p]));
+    const lunOf = new Map<number, number>();
+    const used = new Set(explicit.keys());
     for (const { index, volume: v } of partial) {
-      if (v.lun !== undefined) {
-        out.push({ ...v, lun: v.lun });
-        continue;
+      if (v.lun === undefined) continue;
+      lunOf.set(index, v.lun);
+      const holder = holderOf.get(v.lun);
+      if (holder === undefined || holder === v.name) continue;
+      const other = configured.get(holder);
+      if (other === undefined) {
+        // A removed volume's LUN, taken back on purpose.
+        warn(['volumes', index, 'lun'], `LUN ${v.lun} was volume ${holder}'s, which is no longer configured; ${v.name} takes it (hosts that still have ${holder} cached at LUN ${v.lun} will see other data there)`);
+        entries.delete(holder);
+      } else if (other.volume.lun === undefined) {
+        err(
+          ['volumes', index, 'lun'],
+          `LUN ${v.lun} is volume ${holder}'s (${read.record.file}), which has no lun of its own and would move: give ${v.name} another lun, or give ${holder} a lun explicitly`,
+        );
       }
-      while (used.has(next)) next++;
-      if (next >= MAX_LUNS) {
-        err(['volumes', index], 'no free LUN: 0 to 255 are all taken');
+    }
+    // Remembered LUNs first, so that a new volume earlier in the file never takes one.
+    for (const { index, volume: v } of partial) {
+      const r = remembered.get(v.name)?.lun;
+      if (v.lun !== undefined || r === undefined || used.has(r)) continue;
+      used.add(r);
+      lunOf.set(index, r);
+    }
+    let next = 0;
+    for (const { index, volume: v } of partial) {
+      if (lunOf.has(index)) continue;
+      while (next <= MAX_LUN && (used.has(next) || (holderOf.has(next) && holderOf.get(next) !== v.name))) next++;
+      if (next > MAX_LUN) {
+        const removed = [...remembered.keys()].filter((n) => !configured.has(n));
+        err(
+          ['volumes', index],
+          `no free LUN: 0 to ${MAX_LUN} are all taken${removed.length > 0 ? ` or remembered for removed volumes (${removed.join(', ')}) in ${read.record.file}; give lun explicitly to take one of theirs back` : ''}`,
+        );
         continue;
       }
       used.add(next);
-      out.push({ ...v, lun: next });
+      lunOf.set(index, next);
     }
+    const out: VolumeConfig[] = [];
+    for (const { index, volume: v } of partial) {
+      const lun = lunOf.get(index);
+      if (lun === undefined) continue;
+      out.push({ ...v, lun });
+      entries.set(v.name, { ...entries.get(v.name), lun });
+    }
+    luns = { file: read.record.file, entries, changed: !sameEntries(remembered, entries) };
     return out;
   }
 

@@ -5,6 +5,7 @@
 
 import type { SchemaObject } from 'ajv';
 import type { ConfigIssue } from './config-error.js';
+import type { LunRecordUpdate } from './lun-record.js';
 import { kindProperties, type VolumeBacking as RegisteredBacking } from '../target/backend/registry.js';
 import { FRONT_END_NAMES, type FrontEndName } from '../target/front-end/registry.js';
 import { ALUA_STATES, type AluaState } from '../protocol/scsi/target-port-groups.js';
@@ -368,6 +369,11 @@ export interface Config {
   /** The Prometheus endpoint, or null when it is off (the default). */
   metrics: MetricsConfig | null;
   stateDir: string;
+  /**
+   * state_dir/luns.json as this config would leave it: every volume's LUN, and those of
+   * removed volumes still remembered (config/lun-record.ts; docs/operations.md "Stable LUNs").
+   */
+  luns: LunRecordUpdate;
   /** fast_path: READ and WRITE to file and block-device volumes handled natively (docs/target.md "Fast path"). */
   fastPath: boolean;
   /**

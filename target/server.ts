@@ -263,6 +263,16 @@ export class TargetServer {
     return v;
   }
 
+  /** The logged-in connections whose initiator may see volume `name` (its ACL): those that may be using it. */
+  usersOf(name: string): ServedConnection[] {
+    const v = this.volumes.get(name);
+    if (!v) return [];
+    return [...this.sessions].filter((s) => {
+      const initiator = s.loggedIn ? s.info().initiator : null;
+      return initiator !== null && v.access(initiator) !== null;
+    });
+  }
+
   /**
    * Ends at once (ServedConnection.fence) every logged-in connection whose
    * initiator may see volume `name`, and resolves how many once they have all
@@ -270,12 +280,7 @@ export class TargetServer {
    * them will start anything on the volume's backend any more.
    */
   async endConnectionsOf(name: string, why: string): Promise<number> {
-    const v = this.volumes.get(name);
-    if (!v) return 0;
-    const users = [...this.sessions].filter((s) => {
-      const initiator = s.loggedIn ? s.info().initiator : null;
-      return initiator !== null && v.access(initiator) !== null;
-    });
+    const users = this.usersOf(name);
     await Promise.all(
       users.map(
         (s) =>

@@ -21,7 +21,8 @@ export interface ControlHandlers {
   sessions(): unknown;
   volumes(): unknown;
   kick(session: string): Promise<unknown>;
-  reload(): Promise<unknown>;
+  /** force: remove volumes even while sessions can see them (`{"command":"reload","args":["force"]}`). */
+  reload(force: boolean): Promise<unknown>;
 }
 
 export interface ControlRequest {
@@ -215,7 +216,8 @@ export class ControlServer {
           if (args.length !== 1) return { ok: false, error: 'kick takes one session id' };
           return { ok: true, result: await this.handlers.kick(args[0] as string) };
         case 'reload':
-          return { ok: true, result: await this.handlers.reload() };
+          if (args.length > 1 || (args.length === 1 && args[0] !== 'force')) return { ok: false, error: 'reload takes no argument, or "force"' };
+          return { ok: true, result: await this.handlers.reload(args[0] === 'force') };
       }
     } catch (e) {
       return { ok: false, error: errorMessage(e) };

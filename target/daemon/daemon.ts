@@ -21,7 +21,9 @@ import { monotonicUsec, startWatchdog, systemdNotifier, type Notifier } from './
 import { quiesce } from './quiesce.js';
 import { listenerKey, planReload, type ReloadPlan } from './reload-plan.js';
 import { serverOptions, startReactors } from './server-options.js';
-import { ServedVolume, type VolumeContext } from './volumes.js';
+import { makeStateDir, ServedVolume, type VolumeContext } from './volumes.js';
+import { writeLunRecord } from '../../config/lun-record.js';
+import { asConfigRefusal, ConfigRefusal } from './config-refusal.js';
 
 /** How often a fenced volume's recovery looks whether the LU has gone idle, and retries a store that is away. */
 const RECOVER_POLL_MS = 50;
@@ -55,10 +57,36 @@ export interface ReloadResult {
   listenersRemoved: string[];
   /** Why it was refused, or what failed while applying it (a listener that did not bind). */
   errors: string[];
+  /**
+   * Removed volumes that logged-in sessions could see: why a reload without force was refused,
+   * or what a forced one removed under them (docs/operations.md "Removing a volume in use").
+   */
+  inUse: VolumeInUse[];
+}
+
+/** A volume a reload removes, and the sessions that may be using it. */
+export interface VolumeInUse {
+  volume: string;
+  lun: number;
+  sessions: { id: string; initiator: string | null; peer: string }[];
+}
+
+/** One volume in use, and by which sessions. */
+function inUseWho(u: VolumeInUse): string {
+  const who = u.sessions.map((s) => `${s.id} (${s.initiator ?? 'not logged in'} from ${s.peer})`).join(', ');
+  return `volume ${u.volume} (LUN ${u.lun}) is in use by ${plural(u.sessions.length, 'session')}: ${who}`;
+}
+
+/** The refusal line of one volume in use: which sessions, and the two ways on. */
+function inUseText(u: VolumeInUse): string {
+  return (
+    `${inUseWho(u)}; log them out first (rblkd ctl kick ID, or on the initiator), ` +
+    `or run rblkd ctl reload --force to remove it under them (their commands to LUN ${u.lun} then fail with LOGICAL UNIT NOT SUPPORTED)`
+  );
 }
 
 function emptyResult(applied: boolean, errors: string[] = []): ReloadResult {
-  return { applied, added: [], removed: [], changed: [], resized: [], listenersAdded: [], listenersRemoved: [], errors };
+  return { applied, added: [], removed: [], changed: [], resized: [], listenersAdded: [], listenersRemoved: [], errors, inUse: [] };
 }
 
 function sameMetrics(a: MetricsConfig | null, b: MetricsConfig | null): boolean {
@@ -107,8 +135,8 @@ export class Daemon {
   private readonly log: DaemonLogger;
   private stopWatchdog: () => void = () => undefined;
   private reloadChain: Promise<unknown> = Promise.resolve();
-  /** The reload waiting behind the running one, which later requests join. */
-  private queuedReload: Promise<ReloadResult> | null = null;
+  /** The reload waiting behind the running one, which later requests of the same force join. */
+  private queuedReload: { force: boolean; run: Promise<ReloadResult> } | null = null;
   private stopping: Promise<number> | null = null;
   private skipDrain: (() => void) | null = null;
   private control: ControlServer | null = null;
@@ -140,6 +168,7 @@ export class Daemon {
     const d = new Daemon(config, opts);
     for (const w of config.warnings) d.log.warn(formatIssue(config.source, w, 'warning'));
     try {
+      await d.recordLuns(config);
       for (const v of config.volumes) {
         const sv = await ServedVolume.open(v, d.volumeContext(config));
         d.volumes.set(v.name, sv);
@@ -188,7 +217,7 @@ export class Daemon {
       sessions: () => [...this.server.sessions].map((s) => s.info()),
       volumes: () => this.volumesInfo(),
       kick: (id) => this.kick(id),
-      reload: () => this.reload(),
+      reload: (force) => this.reload({ force }),
     };
   }
 
@@ -282,6 +311,23 @@ export class Daemon {
     return { kicked: id, initiator: info.initiator, peer: info.peer };
   }
 
+  /**
+   * Remembers the config's LUNs in state_dir/luns.json before any of them is served, so that
+   * a restart or a later reload gives every volume the same one (docs/operations.md "Stable LUNs").
+   */
+  private async recordLuns(config: Config): Promise<void> {
+    if (!config.luns.changed) return;
+    try {
+      await makeStateDir(config.stateDir);
+      await writeLunRecord(config.luns.file, config.luns.entries);
+    } catch (e) {
+      const what = `cannot record the volumes' LUNs in ${config.luns.file}`;
+      const refusal = asConfigRefusal(what, e);
+      throw refusal instanceof ConfigRefusal ? refusal : new Error(`${what}: ${errorMessage(e)}`, { cause: e });
+    }
+    this.log.debug(`recorded the LUNs of ${plural(config.volumes.length, 'volume')} in ${config.luns.file}`);
+  }
+
   private volumeContext(config: Config): VolumeContext {
     return { stateDir: config.stateDir, maxIo: config.limits.maxIo, log: this.log, portGroups: this.portGroups };
   }
@@ -311,15 +357,19 @@ export class Daemon {
 
   /**
    * SIGHUP and `rblkd ctl reload`. Reloads run one at a time; requests
-   * during one coalesce into one more, whose result they all get.
+   * during one coalesce into one more, whose result they all get (a forced
+   * request and an unforced one are not merged). Without force, removing a
+   * volume that logged-in sessions can see is refused, naming them; SIGHUP
+   * has no force (docs/operations.md "Removing a volume in use").
    */
-  reload(): Promise<ReloadResult> {
+  reload(opts: { force?: boolean } = {}): Promise<ReloadResult> {
+    const force = opts.force === true;
     if (this.stopping) return Promise.resolve(emptyResult(false, ['rblkd is stopping']));
-    if (this.queuedReload) return this.queuedReload;
+    if (this.queuedReload?.force === force) return this.queuedReload.run;
     const run = this.reloadChain.then(() => {
-      this.queuedReload = null;
+      if (this.queuedReload?.run === run) this.queuedReload = null;
       if (this.stopping) return emptyResult(false, ['rblkd is stopping']);
-      return this.doReload().then(
+      return this.doReload(force).then(
         (r) => {
           const successful = r.applied && r.errors.length === 0;
           this.lastReload = { successful, successTimestamp: successful ? Date.now() / 1000 : this.lastReload.successTimestamp };
@@ -331,12 +381,12 @@ export class Daemon {
         },
       );
     });
-    this.queuedReload = run;
+    this.queuedReload = { force, run };
     this.reloadChain = run.catch(() => undefined);
     return run;
   }
 
-  private async doReload(): Promise<ReloadResult> {
+  private async doReload(force: boolean): Promise<ReloadResult> {
     // Type=notify-reload protocol (systemd ≥ 253): RELOADING=1 with the monotonic time, then READY=1.
     this.notifier.send({ RELOADING: 1, MONOTONIC_USEC: monotonicUsec().toString(), STATUS: 'reloading the configuration' });
     this.log.info(`reloading ${this.opts.configPath}`);
@@ -353,12 +403,22 @@ export class Daemon {
         `listeners +[${plan.listenersAdded.map(listenerKey).join(', ')}] -[${plan.listenersRemoved.map(listenerKey).join(', ')}], ${plural(plan.refusals.length, 'refusal')}`,
     );
     if (plan.refusals.length > 0) return this.refuse(`${plural(plan.refusals.length, 'change')} cannot apply`, plan.refusals);
+    const inUse = this.inUse(plan.removed);
+    if (inUse.length > 0 && !force) {
+      const refused = this.refuse(`${plural(inUse.length, 'volume')} to remove ${inUse.length === 1 ? 'is' : 'are'} in use`, inUse.map(inUseText));
+      return { ...refused, inUse };
+    }
     for (const w of next.warnings) this.log.warn(formatIssue(next.source, w, 'warning'));
     if (next.control.socket !== this.config.control.socket) {
       this.log.warn(`control.socket changed: the control socket stays at ${this.control?.path ?? '(none)'} until rblkd restarts`);
     }
 
-    // Everything that can fail comes before anything is changed: new volumes, a moved metrics endpoint.
+    // Everything that can fail comes before anything is changed: the LUN record, new volumes, a moved metrics endpoint.
+    try {
+      await this.recordLuns(next);
+    } catch (e) {
+      return this.refuse('the LUNs could not be recorded', [errorMessage(e)]);
+    }
     const opened: ServedVolume[] = [];
     try {
       for (const v of plan.added) opened.push(await ServedVolume.open(v, this.volumeContext(next)));
@@ -375,7 +435,9 @@ export class Daemon {
         return this.refuse('the metrics endpoint could not move', [errorMessage(e)]);
       }
     } else if (!next.metrics) metrics = null;
+    for (const u of inUse) this.log.warn(`reload --force: ${inUseWho(u)}; removing it under them`, { volume: u.volume, lun: u.lun });
     const result = await this.apply(next, plan, opened);
+    result.inUse = inUse;
     if (metrics !== undefined && metrics !== this.metrics) {
       await this.metrics?.close();
       if (this.metrics && !metrics) this.log.info('metrics endpoint closed');
@@ -383,6 +445,20 @@ export class Daemon {
     }
     this.notifier.send({ READY: 1, STATUS: this.status() });
     return result;
+  }
+
+  /** Of the volumes a reload removes, those logged-in sessions can see, with those sessions. */
+  private inUse(removed: readonly { name: string; lun: number }[]): VolumeInUse[] {
+    return removed
+      .map((v) => ({
+        volume: v.name,
+        lun: v.lun,
+        sessions: this.server.usersOf(v.name).map((s) => {
+          const i = s.info();
+          return { id: i.id, initiator: i.initiator, peer: i.peer };
+        }),
+      }))
+      .filter((u) => u.sessions.length > 0);
   }
 
   private refuse(summary: string, reasons: readonly string[]): ReloadResult {

@@ -4,6 +4,7 @@
 // only parts a reload may change on a live volume; the rest is fixed at open.
 import { mkdir } from 'node:fs/promises';
 import { accessFor } from '../../config/acl.js';
+import { readOnlyMissing } from '../../config/backing.js';
 import { volumeIdentity } from '../../config/identity.js';
 import { formatSize } from '../../config/size.js';
 import type { VolumeConfig } from '../../config/schema.js';
@@ -30,7 +31,7 @@ export interface VolumeContext {
  * unit's StateDirectory and not writable by a user who starts rblkd by hand
  * (docs/operations.md "Troubleshooting"); Node's own error names only the path.
  */
-async function makeStateDir(dir: string): Promise<void> {
+export async function makeStateDir(dir: string): Promise<void> {
   try {
     await mkdir(dir, { recursive: true, mode: 0o755 });
   } catch (e) {
@@ -80,6 +81,9 @@ export class ServedVolume implements ExportedVolume {
       });
     } catch (e) {
       // A file gone since the config was checked, a sandbox that makes its directory read-only.
+      if (config.readOnly && 'path' in config.backing && (e as NodeJS.ErrnoException).code === 'ENOENT') {
+        throw new ConfigRefusal(`volume ${config.name}: ${readOnlyMissing(config.backing.path)}`, 'ENOENT', { cause: e });
+      }
       throw asConfigRefusal(`volume ${config.name}: cannot open ${kindOf(config.backing).where(config.backing)}${config.readOnly ? ' (read_only)' : ''}`, e);
     }
     try {

@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { LoginError } from '../../initiator/connection.js';
 import * as cdb from '../../protocol/scsi/cdb.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
+import { controlRequest } from '../../target/daemon/control-client.js';
+import type { ReloadResult } from '../../target/daemon/daemon.js';
 import { baseConfig, spawnDaemon, workdir } from './helpers/daemon-process.js';
 import { command, login, pattern, read, readCapacity, reportLuns, senseOf, write, type SenseTriple } from './helpers/initiator.js';
 
@@ -25,7 +27,7 @@ function until(cond: () => boolean, what: string): Promise<void> {
   });
 }
 
-test('SIGHUP adds, removes and grows volumes under a running session; a bad file changes nothing', async (t) => {
+test('a reload adds, removes (forced) and grows volumes under a running session; a bad file changes nothing', async (t) => {
   const w = workdir(t);
   const volumes = [
     { name: 'a', path: 'a.img', size: '4MiB', lun: 0 },
@@ -93,7 +95,9 @@ test('SIGHUP adds, removes and grows volumes under a running session; a bad file
       { name: 'd', memory: true, size: '8MiB', lun: 3 },
     ]),
   );
-  d.kill('SIGHUP');
+  // c is removed under sessions that can see it: SIGHUP would refuse that (test/daemon/volume-changes.test.ts), ctl reload --force does it.
+  const forced = (await controlRequest(join(w.dir, 'rblkd.ctl'), 'reload', ['force'])) as ReloadResult;
+  t.deepEqual(forced.inUse.map((u) => [u.volume, u.sessions.map((s) => s.initiator).sort()]), [['c', ['iqn.2026-11.io.rblk:busy', 'iqn.2026-11.io.rblk:on-c']]]);
   await d.waitForLine(/info: reloaded \(added b; removed c\): serving 3 volumes/, mark);
   await d.waitForLine(/info: volume c closed/, mark);
   const seen = (asc: number, ascq: number) => attentions.some((s) => s.asc === asc && s.ascq === ascq);
