@@ -11,7 +11,7 @@ import { explainUnknown } from '../initiator/cli/suggest.js';
 import { DEFAULT_CONFIG_PATH, DEFAULT_CONTROL_SOCKET } from '../config/paths.js';
 import { ControlError, controlRequest } from '../target/daemon/control-client.js';
 import type { ControlCommand } from '../target/daemon/control-server.js';
-import type { ReloadResult } from '../target/daemon/daemon.js';
+import type { ReloadResult } from '../target/daemon/reload-result.js';
 import type { SessionInfo } from '../target/connection/environment.js';
 
 const EX_USAGE = 64;

@@ -15,10 +15,11 @@ import { FabricTargetTransport } from '../transport/fabric-transport.js';
 import type { TargetPort, TargetTransport } from '../transport/transport.js';
 import { ControlServer, ControlSocketTaken } from './control-server.js';
 import { ListenError } from './listen-error.js';
-import { MetricsServer, type MetricsSource } from './metrics.js';
+import { openMetrics, sameMetrics, type MetricsServer, type MetricsSource } from './metrics.js';
 import { errorMessage, reconfigureLogger, type DaemonLogger } from './logger.js';
 import { monotonicUsec, startWatchdog, systemdNotifier, type Notifier } from './notify.js';
 import { quiesce } from './quiesce.js';
+import { emptyResult, inUseText, inUseWho, plural, type ReloadResult, type VolumeInUse } from './reload-result.js';
 import { listenerKey, planReload, type ReloadPlan } from './reload-plan.js';
 import { serverOptions, startReactors } from './server-options.js';
 import { makeStateDir, ServedVolume, type VolumeContext } from './volumes.js';
@@ -45,68 +46,6 @@ export interface DaemonOptions {
   version?: string;
 }
 
-/** What a reload did, for `rblkd ctl reload` (docs/operations.md "Reloading"). */
-export interface ReloadResult {
-  applied: boolean;
-  added: string[];
-  removed: string[];
-  /** Kept volumes whose ACL or size changed. */
-  changed: string[];
-  resized: string[];
-  listenersAdded: string[];
-  listenersRemoved: string[];
-  /** Why it was refused, or what failed while applying it (a listener that did not bind). */
-  errors: string[];
-  /**
-   * Removed volumes that logged-in sessions could see: why a reload without force was refused,
-   * or what a forced one removed under them (docs/operations.md "Removing a volume in use").
-   */
-  inUse: VolumeInUse[];
-}
-
-/** A volume a reload removes, and the sessions that may be using it. */
-export interface VolumeInUse {
-  volume: string;
-  lun: number;
-  sessions: { id: string; initiator: string | null; peer: string }[];
-}
-
-/** One volume in use, and by which sessions. */
-function inUseWho(u: VolumeInUse): string {
-  const who = u.sessions.map((s) => `${s.id} (${s.initiator ?? 'not logged in'} from ${s.peer})`).join(', ');
-  return `volume ${u.volume} (LUN ${u.lun}) is in use by ${plural(u.sessions.length, 'session')}: ${who}`;
-}
-
-/** The refusal line of one volume in use: which sessions, and the two ways on. */
-function inUseText(u: VolumeInUse): string {
-  return (
-    `${inUseWho(u)}; log them out first (rblkd ctl kick ID, or on the initiator), ` +
-    `or run rblkd ctl reload --force to remove it under them (their commands to LUN ${u.lun} then fail with LOGICAL UNIT NOT SUPPORTED)`
-  );
-}
-
-function emptyResult(applied: boolean, errors: string[] = []): ReloadResult {
-  return { applied, added: [], removed: [], changed: [], resized: [], listenersAdded: [], listenersRemoved: [], errors, inUse: [] };
-}
-
-function sameMetrics(a: MetricsConfig | null, b: MetricsConfig | null): boolean {
-  return a === b || (a !== null && b !== null && a.address === b.address && a.port === b.port);
-}
-
-/**
- * The metrics endpoint, or an error that names it, its address and the file, as a listener's
- * does (docs/operations.md "Troubleshooting"): Node's own says only `listen EADDRINUSE`.
- */
-async function openMetrics(metrics: MetricsConfig, source: string, src: MetricsSource, log: DaemonLogger): Promise<MetricsServer> {
-  try {
-    return await MetricsServer.open(metrics, src, log);
-  } catch (e) {
-    const c = e as NodeJS.ErrnoException;
-    const why = c.code === 'EADDRINUSE' ? 'the port is in use (EADDRINUSE)' : c.code === 'EADDRNOTAVAIL' ? 'the address is not one of this host (EADDRNOTAVAIL)' : errorMessage(e);
-    throw Object.assign(new Error(`cannot serve metrics on ${metrics.address}:${metrics.port} (${source}, metrics): ${why}`, { cause: e }), { code: c.code });
-  }
-}
-
 /** A bound listener's name in `rblkd ctl`, the metrics' `listener` label and log lines: `tcp:10.0.0.1:7471`. */
 function portName(p: TargetPort): string {
   return `${p.provider}:${p.address}:${p.port}`;
@@ -115,10 +54,6 @@ function portName(p: TargetPort): string {
 /** The same name for a listener that is not bound: its configured port. */
 function configuredName(l: ListenerConfig): string {
   return listenerName(l, ':');
-}
-
-function plural(n: number, what: string): string {
-  return `${n} ${what}${n === 1 ? '' : 's'}`;
 }
 
 export class Daemon {

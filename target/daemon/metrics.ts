@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import type { MetricsConfig } from '../../config/schema.js';
 import { IO_CLASSES, LATENCY_BUCKETS_S, type IoStats } from '../scsi/index.js';
 import type { PoolUse } from '../transport/transport.js';
-import type { DaemonLogger } from './logger.js';
+import { errorMessage, type DaemonLogger } from './logger.js';
 
 /** What the endpoint reads at each scrape. */
 export interface MetricsSource {
@@ -162,5 +162,24 @@ export class MetricsServer {
       this.server.close(() => resolve());
       this.server.closeAllConnections();
     });
+  }
+}
+
+/** Whether a reload keeps the metrics endpoint where it is. */
+export function sameMetrics(a: MetricsConfig | null, b: MetricsConfig | null): boolean {
+  return a === b || (a !== null && b !== null && a.address === b.address && a.port === b.port);
+}
+
+/**
+ * The metrics endpoint, or an error that names it, its address and the file, as a listener's
+ * does (docs/operations.md "Troubleshooting"): Node's own says only `listen EADDRINUSE`.
+ */
+export async function openMetrics(metrics: MetricsConfig, source: string, src: MetricsSource, log: DaemonLogger): Promise<MetricsServer> {
+  try {
+    return await MetricsServer.open(metrics, src, log);
+  } catch (e) {
+    const c = e as NodeJS.ErrnoException;
+    const why = c.code === 'EADDRINUSE' ? 'the port is in use (EADDRINUSE)' : c.code === 'EADDRNOTAVAIL' ? 'the address is not one of this host (EADDRNOTAVAIL)' : errorMessage(e);
+    throw Object.assign(new Error(`cannot serve metrics on ${metrics.address}:${metrics.port} (${source}, metrics): ${why}`, { cause: e }), { code: c.code });
   }
 }

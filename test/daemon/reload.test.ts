@@ -5,7 +5,7 @@ import { LoginError } from '../../initiator/connection.js';
 import * as cdb from '../../protocol/scsi/cdb.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { controlRequest } from '../../target/daemon/control-client.js';
-import type { ReloadResult } from '../../target/daemon/daemon.js';
+import type { ReloadResult } from '../../target/daemon/reload-result.js';
 import { baseConfig, spawnDaemon, workdir } from './helpers/daemon-process.js';
 import { command, login, pattern, read, readCapacity, reportLuns, senseOf, write, type SenseTriple } from './helpers/initiator.js';
 

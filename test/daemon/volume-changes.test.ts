@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { Connection } from '../../initiator/connection.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { controlRequest } from '../../target/daemon/control-client.js';
-import type { ReloadResult } from '../../target/daemon/daemon.js';
+import type { ReloadResult } from '../../target/daemon/reload-result.js';
 import { baseConfig, ROOT, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
 import { login, pattern, read, reportLuns, senseOf } from './helpers/initiator.js';
 import { loginStatus, RawInitiator } from '../iscsi/raw-initiator.js';
