@@ -19,6 +19,8 @@ const EX_USAGE = 64;
 interface CtlArgs {
   verb: ControlCommand;
   session?: string;
+  /** The verb's positional arguments and flags, as the control socket takes them. */
+  args?: string[];
   socket?: string;
   config: string;
   json: boolean;
@@ -127,11 +129,28 @@ function text(verb: ControlCommand, result: unknown): string {
       const errors = r.errors.map((e) => `error: ${e}`);
       return `${['reloaded', ...said, ...errors].join('\n')}\n`;
     }
+    case 'snapshot': {
+      const r = result as { volume: string; name: string; path: string; size: number; method: string; pausedMs: number };
+      return `snapshot ${r.volume}@${r.name} taken: ${r.path} (${r.method === 'reflink' ? 'reflink' : 'full copy'}, ${bytes(r.size)}, I/O paused ${r.pausedMs} ms)\n`;
+    }
+    case 'snapshots': {
+      const r = result as { volume: string; snapshots: { name: string; path: string; size: number; created: string }[] };
+      if (r.snapshots.length === 0) return `volume ${r.volume} has no snapshots\n`;
+      return table([['NAME', 'SIZE', 'CREATED', 'PATH'], ...r.snapshots.map((s) => [s.name, bytes(s.size), s.created, s.path])]);
+    }
+    case 'delete-snapshot': {
+      const r = result as { volume: string; name: string; path: string };
+      return `snapshot ${r.volume}@${r.name} deleted (${r.path})\n`;
+    }
+    case 'clone': {
+      const r = result as { volume: string; snapshot: string; path: string; method: string; size: number };
+      return `${r.volume}@${r.snapshot} cloned to ${r.path} (${r.method === 'reflink' ? 'reflink' : 'full copy'}, ${bytes(r.size)}); serve it with a volume whose path is that file\n`;
+    }
   }
 }
 
-const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload'] as const;
-const OPTIONS = ['json', 'socket', 'config', 'help'] as const;
+const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone'] as const;
+const OPTIONS = ['json', 'socket', 'config', 'copy', 'help'] as const;
 const VALUED = ['--socket', '--config'];
 
 /**
@@ -147,9 +166,10 @@ export function explainUsage(msg: string, argv: readonly string[]): string {
 
 function parse(argv: string[]): CtlArgs {
   let verb: ControlCommand | undefined;
+  let args: string[] = [];
   const p = yargs(argv)
     .scriptName('rblkd ctl')
-    .usage('$0 <status|sessions|volumes|kick SESSION|reload> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket.')
+    .usage('$0 <status|sessions|volumes|kick SESSION|reload|snapshot VOLUME NAME|snapshots VOLUME|delete-snapshot VOLUME NAME|clone VOLUME@SNAP NEW> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket.')
     .command('status', 'the daemon: version, uptime, listeners, counts', {}, () => {
       verb = 'status';
     })
@@ -165,10 +185,42 @@ function parse(argv: string[]): CtlArgs {
     .command('reload', 'what SIGHUP does; prints what changed, or why it was refused', {}, () => {
       verb = 'reload';
     })
+    .command(
+      'snapshot <volume> <name>',
+      "a crash-consistent snapshot of a file volume, <file>@<name> beside it (a reflink; refused where the filesystem has none unless --copy)",
+      (y) => y.positional('volume', { type: 'string', demandOption: true }).positional('name', { type: 'string', demandOption: true }),
+      (a) => {
+        verb = 'snapshot';
+        args = [String(a.volume), String(a.name), ...(a.copy === true ? ['--copy'] : [])];
+      },
+    )
+    .command('snapshots <volume>', "a volume's snapshots: name, size, creation time, file", (y) => y.positional('volume', { type: 'string', demandOption: true }), (a) => {
+      verb = 'snapshots';
+      args = [String(a.volume)];
+    })
+    .command(
+      'delete-snapshot <volume> <name>',
+      "remove a snapshot's file (refused while a volume serves it)",
+      (y) => y.positional('volume', { type: 'string', demandOption: true }).positional('name', { type: 'string', demandOption: true }),
+      (a) => {
+        verb = 'delete-snapshot';
+        args = [String(a.volume), String(a.name)];
+      },
+    )
+    .command(
+      'clone <snapshot> <new>',
+      'a writable copy of VOLUME@SNAP at NEW (a path; a bare name goes beside the volume\'s file), a reflink unless --copy is needed',
+      (y) => y.positional('snapshot', { type: 'string', demandOption: true, describe: 'VOLUME@SNAP' }).positional('new', { type: 'string', demandOption: true }),
+      (a) => {
+        verb = 'clone';
+        args = [String(a.snapshot), String(a.new), ...(a.copy === true ? ['--copy'] : [])];
+      },
+    )
+    .option('copy', { type: 'boolean', default: false, describe: 'snapshot, clone: a full copy where the filesystem cannot reflink' })
     .option('json', { type: 'boolean', default: false, describe: "print the daemon's answer as JSON" })
     .option('socket', { type: 'string', requiresArg: true, describe: `the control socket (default: control.socket from --config, else ${DEFAULT_CONTROL_SOCKET})` })
     .option('config', { type: 'string', default: DEFAULT_CONFIG_PATH, requiresArg: true, describe: 'where to read control.socket from' })
-    .demandCommand(1, 1, 'name one of status, sessions, volumes, kick, reload')
+    .demandCommand(1, 1, 'name one of status, sessions, volumes, kick, reload, snapshot, snapshots, delete-snapshot, clone')
     .strict()
     .help()
     .alias('help', 'h')
@@ -181,6 +233,7 @@ function parse(argv: string[]): CtlArgs {
   return {
     verb: verb!,
     ...(typeof parsed.session === 'string' ? { session: parsed.session } : {}),
+    args,
     ...(parsed.socket !== undefined ? { socket: parsed.socket } : {}),
     config: parsed.config,
     json: parsed.json,
@@ -192,7 +245,7 @@ export async function runCtl(argv: string[]): Promise<number> {
   const path = socketPath(a);
   let result: unknown;
   try {
-    result = await controlRequest(path, a.verb, a.session !== undefined ? [a.session] : []);
+    result = await controlRequest(path, a.verb, a.session !== undefined ? [a.session] : (a.args ?? []));
   } catch (e) {
     process.stderr.write(`rblkd ctl: ${e instanceof ControlError ? e.message : String(e)}\n`);
     return 1;

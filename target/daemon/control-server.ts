@@ -13,7 +13,7 @@ import type { DaemonLogger } from './logger.js';
 import { describeError, errorMessage } from './logger.js';
 import { ControlLineReader, type ControlLine } from './control-lines.js';
 
-export const CONTROL_COMMANDS = ['status', 'sessions', 'volumes', 'kick', 'reload'] as const;
+export const CONTROL_COMMANDS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone'] as const;
 export type ControlCommand = (typeof CONTROL_COMMANDS)[number];
 
 export interface ControlHandlers {
@@ -22,6 +22,11 @@ export interface ControlHandlers {
   volumes(): unknown;
   kick(session: string): Promise<unknown>;
   reload(): Promise<unknown>;
+  /** docs/operations.md "Snapshots and clones". */
+  snapshot(volume: string, name: string, copy: boolean): Promise<unknown>;
+  snapshots(volume: string): Promise<unknown>;
+  deleteSnapshot(volume: string, name: string): Promise<unknown>;
+  clone(ref: string, target: string, copy: boolean): Promise<unknown>;
 }
 
 export interface ControlRequest {
@@ -216,6 +221,23 @@ export class ControlServer {
           return { ok: true, result: await this.handlers.kick(args[0] as string) };
         case 'reload':
           return { ok: true, result: await this.handlers.reload() };
+        // A full copy only when asked: `--copy` after the positional arguments.
+        case 'snapshot': {
+          const [volume, name, ...flags] = args as string[];
+          if (volume === undefined || name === undefined || !flags.every((f) => f === '--copy')) return { ok: false, error: 'snapshot takes VOLUME NAME [--copy]' };
+          return { ok: true, result: await this.handlers.snapshot(volume, name, flags.length > 0) };
+        }
+        case 'snapshots':
+          if (args.length !== 1) return { ok: false, error: 'snapshots takes one VOLUME' };
+          return { ok: true, result: await this.handlers.snapshots(args[0] as string) };
+        case 'delete-snapshot':
+          if (args.length !== 2) return { ok: false, error: 'delete-snapshot takes VOLUME NAME' };
+          return { ok: true, result: await this.handlers.deleteSnapshot(args[0] as string, args[1] as string) };
+        case 'clone': {
+          const [ref, target, ...flags] = args as string[];
+          if (ref === undefined || target === undefined || !flags.every((f) => f === '--copy')) return { ok: false, error: 'clone takes VOLUME@SNAPSHOT NEW [--copy]' };
+          return { ok: true, result: await this.handlers.clone(ref, target, flags.length > 0) };
+        }
       }
     } catch (e) {
       return { ok: false, error: errorMessage(e) };

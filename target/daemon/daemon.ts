@@ -20,6 +20,7 @@ import { errorMessage, reconfigureLogger, type DaemonLogger } from './logger.js'
 import { monotonicUsec, startWatchdog, systemdNotifier, type Notifier } from './notify.js';
 import { quiesce } from './quiesce.js';
 import { listenerKey, planReload, type ReloadPlan } from './reload-plan.js';
+import { cloneSnapshot, deleteSnapshot, describeTaken, listSnapshots, parseSnapshotRef, snapshotBase, takeSnapshot } from './snapshots.js';
 import { ServedVolume, type VolumeContext } from './volumes.js';
 
 /** How often a fenced volume's recovery looks whether the LU has gone idle, and retries a store that is away. */
@@ -233,7 +234,49 @@ export class Daemon {
       volumes: () => this.volumesInfo(),
       kick: (id) => this.kick(id),
       reload: () => this.reload(),
+      snapshot: (volume, name, copy) => this.snapshot(volume, name, copy),
+      snapshots: async (volume) => ({ volume, snapshots: await listSnapshots(snapshotBase(this.served(volume).config)) }),
+      deleteSnapshot: (volume, name) => this.deleteSnapshot(volume, name),
+      clone: (ref, target, copy) => this.clone(ref, target, copy),
     };
+  }
+
+  private served(name: string): ServedVolume {
+    const sv = this.volumes.get(name);
+    if (!sv) throw new Error(`no volume ${name} (rblkd ctl volumes lists them)`);
+    return sv;
+  }
+
+  /** `rblkd ctl snapshot` (snapshots.ts): crash-consistent, with the volume's I/O paused while it is taken. */
+  private async snapshot(volume: string, name: string, copy: boolean): Promise<Record<string, unknown>> {
+    if (this.stopping) throw new Error('rblkd is stopping');
+    const sv = this.served(volume);
+    const meta = { volume: sv.name, lun: sv.lun };
+    this.log.info(`volume ${sv.name}: taking snapshot ${name}${copy ? ' (a full copy where there is no reflink)' : ''}`, meta);
+    try {
+      const taken = await takeSnapshot(sv.config, sv.lu, name, { copy });
+      this.log.info(describeTaken(taken), meta);
+      return { ...taken };
+    } catch (e) {
+      this.log.error(`volume ${sv.name}: snapshot ${name} not taken: ${errorMessage(e)}`, meta);
+      throw e;
+    }
+  }
+
+  private async deleteSnapshot(volume: string, name: string): Promise<Record<string, unknown>> {
+    const sv = this.served(volume);
+    const servedBy = (path: string): string | undefined => [...this.volumes.values()].find((v) => 'path' in v.config.backing && v.config.backing.path === path)?.name;
+    const r = await deleteSnapshot(sv.config, name, servedBy);
+    this.log.info(`volume ${sv.name}: snapshot ${name} deleted (${r.path})`, { volume: sv.name, lun: sv.lun });
+    return r;
+  }
+
+  private async clone(ref: string, target: string, copy: boolean): Promise<Record<string, unknown>> {
+    const { volume, snapshot } = parseSnapshotRef(ref);
+    const sv = this.served(volume);
+    const r = await cloneSnapshot(sv.config, snapshot, target, { copy });
+    this.log.info(`volume ${sv.name}: snapshot ${snapshot} cloned to ${r.path} (${r.method === 'reflink' ? 'reflink' : 'full copy'})`, { volume: sv.name, lun: sv.lun });
+    return { volume, snapshot, ...r };
   }
 
   private metricsSource(): MetricsSource {
