@@ -160,7 +160,12 @@ const VALUED = ['--socket', '--config'];
  */
 export function explainUsage(msg: string, argv: readonly string[]): string {
   const first = argv.find((a, i) => !a.startsWith('-') && !VALUED.includes(argv[i - 1] ?? ''));
-  if (/^Not enough non-option arguments/.test(msg) && first === 'kick') return 'kick needs a SESSION id (rblkd ctl sessions lists them)';
+  if (/^Not enough non-option arguments/.test(msg)) {
+    if (first === 'kick') return 'kick needs a SESSION id (rblkd ctl sessions lists them)';
+    if (first === 'snapshot' || first === 'delete-snapshot') return `${first} needs VOLUME NAME (rblkd ctl volumes lists the volumes)`;
+    if (first === 'snapshots') return 'snapshots needs a VOLUME (rblkd ctl volumes lists them)';
+    if (first === 'clone') return 'clone needs VOLUME@SNAP NEW (rblkd ctl snapshots VOLUME lists the snapshots)';
+  }
   return explainUnknown(msg, argv, VERBS, OPTIONS, VALUED) ?? msg;
 }
 
