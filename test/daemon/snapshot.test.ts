@@ -1,0 +1,285 @@
+// Snapshots and clones of file volumes (docs/operations.md "Snapshots and
+// clones"), on the real rblkd:
+//   - on a real XFS with reflink (a loop-mounted image made by mkfs.xfs -m
+//     reflink=1): a snapshot taken under a QD32 write load holds every write
+//     acknowledged before the request and none issued after its answer, block
+//     by block, byte for byte, read back over rblk once exported read-only by a
+//     reload; a clone made by YAML clone_of reads the same and is writable
+//     without touching the snapshot or the origin;
+//   - on a filesystem without reflink (the root ext4): refused, saying so, and
+//     nothing left behind; --copy makes a full copy; snapshots lists it;
+//     clone --copy; delete-snapshot; a memory volume has none.
+// Needs root (mount) and mkfs.xfs (xfsprogs); skipped without them.
+import test, { type ExecutionContext } from 'ava';
+import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect, type Session, type Volume } from '../../initiator/index.js';
+import { controlRequest } from '../../target/daemon/control-client.js';
+import { baseConfig, ROOT, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
+
+const BS = 4096;
+const BLOCKS = 4096; // 16 MiB
+const QD = 32;
+const TARGET = 'iqn.2026-12.io.rblk:snapshot';
+
+function haveXfs(): boolean {
+  if (process.getuid?.() !== 0) return false;
+  try {
+    execFileSync('mkfs.xfs', ['-V'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+const xfsTest = haveXfs() ? test.serial : test.skip;
+
+/** A 1 GiB XFS with reflink, loop-mounted; unmounted (which frees the loop device) and removed at teardown. */
+function reflinkXfs(t: ExecutionContext): string {
+  const dir = mkdtempSync(join(tmpdir(), 'rblk-xfs-'));
+  const img = join(dir, 'x.img');
+  const mnt = join(dir, 'mnt');
+  mkdirSync(mnt);
+  let mounted = false;
+  // Registered first, so it runs after the daemon's teardown (ava runs them last to first).
+  t.teardown(async () => {
+    for (let i = 0; mounted && i < 50; i++) {
+      try {
+        execFileSync('umount', [mnt], { stdio: 'pipe' });
+        mounted = false;
+      } catch {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    if (mounted) execFileSync('umount', ['-l', mnt]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  execFileSync('truncate', ['-s', '1G', img]);
+  execFileSync('mkfs.xfs', ['-q', '-m', 'reflink=1', img]);
+  execFileSync('mount', ['-o', 'loop', img, mnt]);
+  mounted = true;
+  return mnt;
+}
+
+function ctl(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import=tsx', join(ROOT, 'bin-src', 'rblkd.ts'), 'ctl', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/**
+ * The block every write puts down: its id and block in the first 16 bytes,
+ * the rest a digest stream of them, so a torn or misplaced block is seen.
+ * Id 0 is pattern A, -1 the overwrite after the snapshot.
+ */
+function blockOf(id: number, block: number): Buffer {
+  const b = Buffer.alloc(BS);
+  b.writeDoubleLE(id, 0);
+  b.writeUInt32LE(block, 8);
+  b.write('rblk', 12, 'latin1');
+  let seed = createHash('sha256').update(`${id}/${block}`).digest();
+  for (let off = 16; off < BS; off += seed.length) {
+    seed.copy(b, off);
+    seed = createHash('sha256').update(seed).digest();
+  }
+  return b;
+}
+
+async function fill(vol: Volume, id: number): Promise<void> {
+  const per = 32; // 128 KiB writes
+  for (let first = 0; first < BLOCKS; first += per) {
+    await vol.write(first * BS, Buffer.concat(Array.from({ length: per }, (_, i) => blockOf(id, first + i))));
+  }
+}
+
+async function readAll(vol: Volume): Promise<Buffer> {
+  const out = Buffer.alloc(BLOCKS * BS);
+  const chunk = 128 * 1024;
+  for (let off = 0; off < out.length; off += chunk) await vol.read(off, out.subarray(off, off + chunk));
+  return out;
+}
+
+interface Write {
+  id: number;
+  block: number;
+  issued: bigint;
+  acked: bigint;
+}
+
+async function serveAndConnect(t: ExecutionContext, w: Workdir, volumes: Record<string, unknown>[]): Promise<{ d: DaemonProcess; socket: string; session: (name: string) => Promise<Session> }> {
+  const socket = join(w.dir, 'rblkd.ctl');
+  w.writeConfig(baseConfig(w, volumes, { target_name: TARGET, limits: { queue_depth: 64 } }));
+  const d = spawnDaemon(t, ['--config', w.configPath]);
+  const port = await d.port();
+  await d.waitForLine(/rblkd ready/);
+  const session = async (name: string): Promise<Session> => {
+    const s = await connect({ address: '127.0.0.1', port, provider: 'tcp', initiatorName: `iqn.2026-12.io.rblk:${name}`, targetName: TARGET, queueDepth: QD });
+    t.teardown(() => s.close().catch(() => undefined));
+    return s;
+  };
+  return { d, socket, session };
+}
+
+xfsTest('XFS reflink: a snapshot under QD32 writes holds every write acknowledged before it and none after; clone_of reads the same and is independent', async (t) => {
+  t.timeout(240_000);
+  const mnt = reflinkXfs(t);
+  const w = workdir(t);
+  const volPath = join(mnt, 'vol.img');
+  const volume = { name: 'vol', path: volPath, size: `${(BLOCKS * BS) >> 20}MiB`, lun: 0 };
+  const { d, socket, session } = await serveAndConnect(t, w, [volume]);
+  const s1 = await session('writer');
+  const vol = await s1.open('vol');
+  await fill(vol, 0);
+
+  // QD32: each worker owns every QD-th block and writes one block at a time,
+  // so the writes of one block are ordered by issue and acknowledgement.
+  const writes: Write[] = [];
+  let nextId = 1;
+  let stop = false;
+  const memory = s1.allocate(QD * BS);
+  const load = Promise.all(
+    Array.from({ length: QD }, async (_, worker) => {
+      const buf = memory.buffer.subarray(worker * BS, (worker + 1) * BS);
+      while (!stop) {
+        const block = worker + QD * Math.floor(Math.random() * (BLOCKS / QD));
+        const id = nextId++;
+        blockOf(id, block).copy(buf);
+        const issued = process.hrtime.bigint();
+        await vol.write(block * BS, buf);
+        writes.push({ id, block, issued, acked: process.hrtime.bigint() });
+      }
+    }),
+  );
+  await new Promise((r) => setTimeout(r, 1000));
+  const snapStart = process.hrtime.bigint();
+  const taken = (await controlRequest(socket, 'snapshot', ['vol', 's1'])) as { path: string; method: string; pausedMs: number };
+  const snapEnd = process.hrtime.bigint();
+  await new Promise((r) => setTimeout(r, 1000));
+  stop = true;
+  await load;
+  memory.release();
+  t.is(taken.path, `${volPath}@s1`);
+  t.is(taken.method, 'reflink');
+  const before = writes.filter((x) => x.acked < snapStart).length;
+  const after = writes.filter((x) => x.issued > snapEnd).length;
+  t.log(`${writes.length} writes: ${before} acknowledged before the snapshot request, ${after} issued after its answer; I/O paused ${taken.pausedMs} ms`);
+  t.true(before > QD && after > QD, 'the load ran on both sides of the snapshot');
+  const [info] = ((await controlRequest(socket, 'sessions')) as { initiator: string | null; native: { commands: number } }[]).filter((x) => x.initiator === 'iqn.2026-12.io.rblk:writer');
+  t.log(`native fast-path commands: ${info?.native.commands ?? 0}`);
+
+  // The origin moves on: every block overwritten.
+  await fill(vol, -1);
+
+  // Export the snapshot read-only and a clone of it, by a reload.
+  const clonePath = join(mnt, 'clone.img');
+  w.writeConfig(
+    baseConfig(w, [volume, { name: 'snap', path: `${volPath}@s1`, read_only: true }, { name: 'cl', path: clonePath, clone_of: 'vol@s1' }], { target_name: TARGET, limits: { queue_depth: 64 } }),
+  );
+  const reloaded = (await controlRequest(socket, 'reload')) as { applied: boolean; added: string[]; errors: string[] };
+  t.true(reloaded.applied, reloaded.errors.join('; '));
+  t.deepEqual(reloaded.added.sort(), ['cl', 'snap']);
+  t.true(existsSync(clonePath));
+
+  const s2 = await session('reader');
+  const snapVol = await s2.open('snap');
+  const snap = await readAll(snapVol);
+
+  // Block by block: the last write acknowledged before the request, or a later
+  // one issued before the answer; never one issued after it, never the overwrite.
+  const byBlock = new Map<number, Write[]>();
+  for (const x of writes) byBlock.set(x.block, [...(byBlock.get(x.block) ?? []), x]);
+  let inFlight = 0;
+  const problems: string[] = [];
+  for (let block = 0; block < BLOCKS; block++) {
+    const got = snap.subarray(block * BS, (block + 1) * BS);
+    const id = got.readDoubleLE(0);
+    const mine = (byBlock.get(block) ?? []).sort((a, b) => a.id - b.id);
+    const acked = mine.filter((x) => x.acked < snapStart);
+    const floor = acked.length > 0 ? acked[acked.length - 1].id : 0;
+    const allowed = new Set([floor, ...mine.filter((x) => x.id > floor && x.issued <= snapEnd).map((x) => x.id)]);
+    if (allowed.size > 1) inFlight++;
+    if (!allowed.has(id)) problems.push(`block ${block}: write ${id} in the snapshot, expected one of ${[...allowed].join(', ')}`);
+    else if (!got.equals(blockOf(id, block))) problems.push(`block ${block}: write ${id} is not whole`);
+  }
+  t.log(`${inFlight} blocks had a write in flight across the snapshot`);
+  t.deepEqual(problems.slice(0, 10), [], `${problems.length} blocks differ from what was acknowledged`);
+
+  // The clone reads the snapshot byte for byte, and is its own.
+  const clVol = await s2.open('cl');
+  t.true((await readAll(clVol)).equals(snap), 'the clone reads as the snapshot');
+  const mark = blockOf(-2, 7);
+  await clVol.write(7 * BS, mark);
+  const back = Buffer.alloc(BS);
+  await clVol.read(7 * BS, back);
+  t.true(back.equals(mark), 'the clone is writable');
+  await snapVol.read(7 * BS, back);
+  t.true(back.equals(snap.subarray(7 * BS, 8 * BS)), 'a write to the clone leaves the snapshot alone');
+  await vol.read(7 * BS, back);
+  t.true(back.equals(blockOf(-1, 7)), 'and the origin');
+  t.true(readFileSync(`${volPath}@s1`).equals(snap), 'the snapshot file holds what was read over rblk');
+
+  // Listed; not deleted while served; deleted once it is not.
+  const listed = (await controlRequest(socket, 'snapshots', ['vol'])) as { snapshots: { name: string; size: number; created: string }[] };
+  t.deepEqual(
+    listed.snapshots.map((x) => [x.name, x.size]),
+    [['s1', BLOCKS * BS]],
+  );
+  t.false(Number.isNaN(Date.parse(listed.snapshots[0].created)));
+  await t.throwsAsync(controlRequest(socket, 'delete-snapshot', ['vol', 's1']), { message: /served as volume snap/ });
+  await s2.close();
+  await s1.close();
+  t.false(d.lines.some((l) => /\berror:/.test(l) && !/not deleted|served as volume/.test(l)), 'no error logged');
+});
+
+test.serial('no reflink (ext4): refused and nothing left; --copy copies; snapshots, clone --copy, delete-snapshot; a memory volume has none', async (t) => {
+  t.timeout(120_000);
+  const w = workdir(t);
+  const volPath = join(w.dir, 'vol.img');
+  const { socket, session } = await serveAndConnect(t, w, [
+    { name: 'vol', path: volPath, size: `${(BLOCKS * BS) >> 20}MiB`, lun: 0 },
+    { name: 'mem', memory: true, size: '1MiB', lun: 1 },
+  ]);
+  const s = await session('copier');
+  const vol = await s.open('vol');
+  await fill(vol, 0);
+  const sock = ['--socket', socket];
+
+  const refused = await ctl(['snapshot', 'vol', 's1', ...sock]);
+  t.is(refused.code, 1);
+  t.regex(refused.stderr, /cannot reflink .* ask for one with --copy/);
+  t.false(existsSync(`${volPath}@s1`), 'a refused snapshot leaves no file');
+
+  const copied = await ctl(['snapshot', 'vol', 's1', '--copy', ...sock]);
+  t.is(copied.code, 0, copied.stderr);
+  t.regex(copied.stdout, /snapshot vol@s1 taken: .*vol\.img@s1 \(full copy, 16 MiB/);
+  await fill(vol, -1);
+  const snap = readFileSync(`${volPath}@s1`);
+  t.true(snap.equals(Buffer.concat(Array.from({ length: BLOCKS }, (_, b) => blockOf(0, b)))), 'the copy holds the volume as it was at the snapshot');
+
+  const listed = await ctl(['snapshots', 'vol', ...sock]);
+  t.is(listed.code, 0);
+  t.regex(listed.stdout, /^NAME\s+SIZE\s+CREATED\s+PATH\ns1\s+16 MiB\s+\d{4}-\d\d-\d\dT[\d:.]+Z\s+\S+vol\.img@s1\n$/);
+
+  t.regex((await ctl(['clone', 'vol@s1', 'c1.img', ...sock])).stderr, /cannot reflink/);
+  const cloned = await ctl(['clone', 'vol@s1', 'c1.img', '--copy', ...sock]);
+  t.is(cloned.code, 0, cloned.stderr);
+  t.true(readFileSync(join(w.dir, 'c1.img')).equals(snap), 'the clone, beside the volume, holds the snapshot');
+  t.regex((await ctl(['clone', 'vol@s1', 'c1.img', '--copy', ...sock])).stderr, /already exists/);
+
+  const deleted = await ctl(['delete-snapshot', 'vol', 's1', ...sock]);
+  t.is(deleted.code, 0, deleted.stderr);
+  t.false(existsSync(`${volPath}@s1`));
+  t.regex((await ctl(['delete-snapshot', 'vol', 's1', ...sock])).stderr, /volume vol has no snapshot s1/);
+  t.regex((await ctl(['snapshots', 'vol', ...sock])).stdout, /volume vol has no snapshots/);
+
+  t.regex((await ctl(['snapshot', 'mem', 's1', ...sock])).stderr, /memory volume: it has no snapshots/);
+  t.regex((await ctl(['snapshot', 'nope', 's1', ...sock])).stderr, /no volume nope/);
+  t.regex((await ctl(['snapshot', 'vol', '../x', ...sock])).stderr, /snapshot name '\.\.\/x' must be/);
+});
