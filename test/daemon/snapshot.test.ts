@@ -12,7 +12,6 @@
 // Needs root (mount) and mkfs.xfs (xfsprogs); skipped without them.
 import test, { type ExecutionContext } from 'ava';
 import { execFileSync, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +20,7 @@ import { controlRequest } from '../../target/daemon/control-client.js';
 import { baseConfig, ROOT, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
 
 const BS = 4096;
-const BLOCKS = 4096; // 16 MiB
+const BLOCKS = 16384; // 64 MiB: a full copy of it takes long enough for writes to land in the middle of an unquiesced one
 const QD = 32;
 const TARGET = 'iqn.2026-12.io.rblk:snapshot';
 
@@ -76,7 +75,7 @@ function ctl(args: string[]): Promise<{ code: number | null; stdout: string; std
 
 /**
  * The block every write puts down: its id and block in the first 16 bytes,
- * the rest a digest stream of them, so a torn or misplaced block is seen.
+ * the rest a pseudo-random stream of them, so a torn or misplaced block is seen.
  * Id 0 is pattern A, -1 the overwrite after the snapshot.
  */
 function blockOf(id: number, block: number): Buffer {
@@ -84,10 +83,13 @@ function blockOf(id: number, block: number): Buffer {
   b.writeDoubleLE(id, 0);
   b.writeUInt32LE(block, 8);
   b.write('rblk', 12, 'latin1');
-  let seed = createHash('sha256').update(`${id}/${block}`).digest();
-  for (let off = 16; off < BS; off += seed.length) {
-    seed.copy(b, off);
-    seed = createHash('sha256').update(seed).digest();
+  // xorshift32 (Marsaglia 2003) seeded by both.
+  let x = (Math.imul(id | 0, 0x9e3779b1) ^ Math.imul(block + 1, 0x85ebca6b)) >>> 0 || 1;
+  for (let off = 16; off < BS; off += 4) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    b.writeUInt32LE(x >>> 0, off);
   }
   return b;
 }
@@ -111,6 +113,86 @@ interface Write {
   block: number;
   issued: bigint;
   acked: bigint;
+}
+
+interface LoadResult {
+  writes: Write[];
+  snapStart: bigint;
+  snapEnd: bigint;
+  taken: { path: string; method: string; pausedMs: number };
+}
+
+/**
+ * QD32 writes for a second, the snapshot, a second more. Each worker owns
+ * every QD-th block and writes one block at a time, so the writes of one
+ * block are ordered by issue and acknowledgement.
+ */
+async function snapshotUnderLoad(session: Session, vol: Volume, socket: string, args: string[]): Promise<LoadResult> {
+  const writes: Write[] = [];
+  let nextId = 1;
+  let stop = false;
+  const memory = session.allocate(QD * BS);
+  const load = Promise.all(
+    Array.from({ length: QD }, async (_, worker) => {
+      const buf = memory.buffer.subarray(worker * BS, (worker + 1) * BS);
+      while (!stop) {
+        const block = worker + QD * Math.floor(Math.random() * (BLOCKS / QD));
+        const id = nextId++;
+        blockOf(id, block).copy(buf);
+        const issued = process.hrtime.bigint();
+        await vol.write(block * BS, buf);
+        writes.push({ id, block, issued, acked: process.hrtime.bigint() });
+      }
+    }),
+  );
+  try {
+    await new Promise((r) => setTimeout(r, 1000));
+    const snapStart = process.hrtime.bigint();
+    const taken = (await controlRequest(socket, 'snapshot', args)) as LoadResult['taken'];
+    const snapEnd = process.hrtime.bigint();
+    await new Promise((r) => setTimeout(r, 1000));
+    return { writes, snapStart, snapEnd, taken };
+  } finally {
+    stop = true;
+    await load;
+    memory.release();
+  }
+}
+
+/**
+ * What the snapshot must hold, block by block: the last write acknowledged
+ * before the request, or a later one issued before the answer; never one
+ * issued after it, never the overwrite; each whole. And it is one instant of
+ * the volume (crash consistency): if it holds a write issued at time T, it
+ * holds, on every block, the last write acknowledged before T or a later one.
+ * Returns the problems (empty when it holds) and how many blocks had a write
+ * in flight across the snapshot.
+ */
+function checkSnapshot(snap: Buffer, r: LoadResult): { problems: string[]; inFlight: number } {
+  const byId = new Map(r.writes.map((x) => [x.id, x]));
+  const byBlock = new Map<number, Write[]>();
+  for (const x of [...r.writes].sort((a, b) => a.id - b.id)) byBlock.set(x.block, [...(byBlock.get(x.block) ?? []), x]);
+  const held = Array.from({ length: BLOCKS }, (_, block) => snap.readDoubleLE(block * BS));
+  // The latest issue among the writes the snapshot holds: everything acknowledged before it must be there.
+  let cut = r.snapStart;
+  for (const id of held) {
+    const x = byId.get(id);
+    if (x !== undefined && x.issued > cut) cut = x.issued;
+  }
+  let inFlight = 0;
+  const problems: string[] = [];
+  for (let block = 0; block < BLOCKS; block++) {
+    const id = held[block];
+    const mine = byBlock.get(block) ?? [];
+    const floorOf = (t: bigint): number => mine.filter((x) => x.acked < t).reduce((m, x) => Math.max(m, x.id), 0);
+    const floor = floorOf(r.snapStart);
+    const allowed = new Set([floor, ...mine.filter((x) => x.id > floor && x.issued <= r.snapEnd).map((x) => x.id)]);
+    if (allowed.size > 1) inFlight++;
+    if (!allowed.has(id)) problems.push(`block ${block}: write ${id} in the snapshot, expected one of ${[...allowed].join(', ')}`);
+    else if (!snap.subarray(block * BS, (block + 1) * BS).equals(blockOf(id, block))) problems.push(`block ${block}: write ${id} is not whole`);
+    else if (id < floorOf(cut)) problems.push(`block ${block}: write ${id} in the snapshot, but write ${floorOf(cut)} was acknowledged before another write it holds was issued: not one instant`);
+  }
+  return { problems, inFlight };
 }
 
 async function serveAndConnect(t: ExecutionContext, w: Workdir, volumes: Record<string, unknown>[]): Promise<{ d: DaemonProcess; socket: string; session: (name: string) => Promise<Session> }> {
@@ -138,33 +220,8 @@ xfsTest('XFS reflink: a snapshot under QD32 writes holds every write acknowledge
   const vol = await s1.open('vol');
   await fill(vol, 0);
 
-  // QD32: each worker owns every QD-th block and writes one block at a time,
-  // so the writes of one block are ordered by issue and acknowledgement.
-  const writes: Write[] = [];
-  let nextId = 1;
-  let stop = false;
-  const memory = s1.allocate(QD * BS);
-  const load = Promise.all(
-    Array.from({ length: QD }, async (_, worker) => {
-      const buf = memory.buffer.subarray(worker * BS, (worker + 1) * BS);
-      while (!stop) {
-        const block = worker + QD * Math.floor(Math.random() * (BLOCKS / QD));
-        const id = nextId++;
-        blockOf(id, block).copy(buf);
-        const issued = process.hrtime.bigint();
-        await vol.write(block * BS, buf);
-        writes.push({ id, block, issued, acked: process.hrtime.bigint() });
-      }
-    }),
-  );
-  await new Promise((r) => setTimeout(r, 1000));
-  const snapStart = process.hrtime.bigint();
-  const taken = (await controlRequest(socket, 'snapshot', ['vol', 's1'])) as { path: string; method: string; pausedMs: number };
-  const snapEnd = process.hrtime.bigint();
-  await new Promise((r) => setTimeout(r, 1000));
-  stop = true;
-  await load;
-  memory.release();
+  const r = await snapshotUnderLoad(s1, vol, socket, ['vol', 's1']);
+  const { writes, snapStart, snapEnd, taken } = r;
   t.is(taken.path, `${volPath}@s1`);
   t.is(taken.method, 'reflink');
   const before = writes.filter((x) => x.acked < snapStart).length;
@@ -191,23 +248,7 @@ xfsTest('XFS reflink: a snapshot under QD32 writes holds every write acknowledge
   const snapVol = await s2.open('snap');
   const snap = await readAll(snapVol);
 
-  // Block by block: the last write acknowledged before the request, or a later
-  // one issued before the answer; never one issued after it, never the overwrite.
-  const byBlock = new Map<number, Write[]>();
-  for (const x of writes) byBlock.set(x.block, [...(byBlock.get(x.block) ?? []), x]);
-  let inFlight = 0;
-  const problems: string[] = [];
-  for (let block = 0; block < BLOCKS; block++) {
-    const got = snap.subarray(block * BS, (block + 1) * BS);
-    const id = got.readDoubleLE(0);
-    const mine = (byBlock.get(block) ?? []).sort((a, b) => a.id - b.id);
-    const acked = mine.filter((x) => x.acked < snapStart);
-    const floor = acked.length > 0 ? acked[acked.length - 1].id : 0;
-    const allowed = new Set([floor, ...mine.filter((x) => x.id > floor && x.issued <= snapEnd).map((x) => x.id)]);
-    if (allowed.size > 1) inFlight++;
-    if (!allowed.has(id)) problems.push(`block ${block}: write ${id} in the snapshot, expected one of ${[...allowed].join(', ')}`);
-    else if (!got.equals(blockOf(id, block))) problems.push(`block ${block}: write ${id} is not whole`);
-  }
+  const { problems, inFlight } = checkSnapshot(snap, r);
   t.log(`${inFlight} blocks had a write in flight across the snapshot`);
   t.deepEqual(problems.slice(0, 10), [], `${problems.length} blocks differ from what was acknowledged`);
 
@@ -256,16 +297,24 @@ test.serial('no reflink (ext4): refused and nothing left; --copy copies; snapsho
   t.regex(refused.stderr, /cannot reflink .* ask for one with --copy/);
   t.false(existsSync(`${volPath}@s1`), 'a refused snapshot leaves no file');
 
-  const copied = await ctl(['snapshot', 'vol', 's1', '--copy', ...sock]);
+  const copied = await ctl(['snapshot', 'vol', 's0', '--copy', ...sock]);
   t.is(copied.code, 0, copied.stderr);
-  t.regex(copied.stdout, /snapshot vol@s1 taken: .*vol\.img@s1 \(full copy, 16 MiB/);
+  t.regex(copied.stdout, /snapshot vol@s0 taken: .*vol\.img@s0 \(full copy, 64 MiB/);
+  t.true(readFileSync(`${volPath}@s0`).equals(Buffer.concat(Array.from({ length: BLOCKS }, (_, b) => blockOf(0, b)))), 'the copy holds the volume as it was');
+  t.is((await ctl(['delete-snapshot', 'vol', 's0', ...sock])).code, 0);
+
+  // A full copy takes a while, and the volume's I/O waits for all of it: the same guarantees under QD32 writes.
+  const r = await snapshotUnderLoad(s, vol, socket, ['vol', 's1', '--copy']);
+  t.is(r.taken.method, 'copy');
+  t.log(`${r.writes.length} writes; I/O paused ${r.taken.pausedMs} ms for the copy`);
   await fill(vol, -1);
   const snap = readFileSync(`${volPath}@s1`);
-  t.true(snap.equals(Buffer.concat(Array.from({ length: BLOCKS }, (_, b) => blockOf(0, b)))), 'the copy holds the volume as it was at the snapshot');
+  const { problems } = checkSnapshot(snap, r);
+  t.deepEqual(problems.slice(0, 10), [], `${problems.length} blocks differ from what was acknowledged`);
 
   const listed = await ctl(['snapshots', 'vol', ...sock]);
   t.is(listed.code, 0);
-  t.regex(listed.stdout, /^NAME\s+SIZE\s+CREATED\s+PATH\ns1\s+16 MiB\s+\d{4}-\d\d-\d\dT[\d:.]+Z\s+\S+vol\.img@s1\n$/);
+  t.regex(listed.stdout, /^NAME\s+SIZE\s+CREATED\s+PATH\ns1\s+64 MiB\s+\d{4}-\d\d-\d\dT[\d:.]+Z\s+\S+vol\.img@s1\n$/);
 
   t.regex((await ctl(['clone', 'vol@s1', 'c1.img', ...sock])).stderr, /cannot reflink/);
   const cloned = await ctl(['clone', 'vol@s1', 'c1.img', '--copy', ...sock]);
