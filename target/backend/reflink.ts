@@ -36,10 +36,13 @@ async function syncPath(path: string): Promise<void> {
  * Makes `dst` (which must not exist) a reflink of `src`, or, with `copy`, a
  * reflink where the filesystem has one and a full copy where it has not.
  * Durable when it resolves. Refused with EOPNOTSUPP (no reflink there) or
- * EXDEV (another filesystem) without `copy`; EEXIST when dst exists. A dst
+ * EXDEV (another filesystem) without `copy`, saying `instead` what to do
+ * (default: ask for one with --copy); EEXIST when dst exists. A dst
  * left half made by a failure is removed.
  */
-export async function cloneFile(src: string, dst: string, opts: { copy?: boolean } = {}): Promise<CloneResult> {
+export async function cloneFile(src: string, dst: string, opts: { copy?: boolean; instead?: string } = {}): Promise<CloneResult> {
+  // What the refusal tells the operator to do instead.
+  const instead = opts.instead ?? 'ask for one with --copy';
   const { size } = await stat(src);
   let method: CloneResult['method'] = 'reflink';
   try {
@@ -61,12 +64,12 @@ export async function cloneFile(src: string, dst: string, opts: { copy?: boolean
     } else if (noReflink) {
       throw coded(
         `the filesystem of ${src} cannot reflink (FICLONE: ${(e as NodeJS.ErrnoException).code}): it is not XFS with reflink=1 or btrfs, so a snapshot or clone there ` +
-          `would be a full copy of ${formatSize(size)} (for a snapshot, made while the volume's I/O waits); ask for one with --copy`,
+          `would be a full copy of ${formatSize(size)} (for a snapshot, made while the volume's I/O waits); ${instead}`,
         'EOPNOTSUPP',
         e,
       );
     } else if (otherFs) {
-      throw coded(`${dst} is on another filesystem than ${src}: a reflink stays within one filesystem; put it beside ${src}, or ask for a full copy with --copy`, 'EXDEV', e);
+      throw coded(`${dst} is on another filesystem than ${src}: a reflink stays within one filesystem; put it beside ${src}, or ${instead}`, 'EXDEV', e);
     } else throw e;
   }
   try {

@@ -279,7 +279,7 @@ xfsTest('XFS reflink: a snapshot under QD32 writes holds every write acknowledge
   t.false(d.lines.some((l) => /\berror:/.test(l) && !/not deleted|served as volume/.test(l)), 'no error logged');
 });
 
-test.serial('no reflink (ext4): refused and nothing left; --copy copies; snapshots, clone --copy, delete-snapshot; a memory volume has none', async (t) => {
+test.serial('no reflink (ext4): refused and nothing left; --copy copies, under QD32 writes too; snapshots, clone --copy, clone_of refused, delete-snapshot; a memory volume has none', async (t) => {
   t.timeout(120_000);
   const w = workdir(t);
   const volPath = join(w.dir, 'vol.img');
@@ -321,6 +321,18 @@ test.serial('no reflink (ext4): refused and nothing left; --copy copies; snapsho
   t.is(cloned.code, 0, cloned.stderr);
   t.true(readFileSync(join(w.dir, 'c1.img')).equals(snap), 'the clone, beside the volume, holds the snapshot');
   t.regex((await ctl(['clone', 'vol@s1', 'c1.img', '--copy', ...sock])).stderr, /already exists/);
+
+  // clone_of where there is no reflink: the reload that adds it is refused, saying what to do.
+  const volumes = [
+    { name: 'vol', path: volPath, size: `${(BLOCKS * BS) >> 20}MiB`, lun: 0 },
+    { name: 'mem', memory: true, size: '1MiB', lun: 1 },
+  ];
+  w.writeConfig(baseConfig(w, [...volumes, { name: 'cl', path: join(w.dir, 'cl.img'), clone_of: 'vol@s1' }], { target_name: TARGET, limits: { queue_depth: 64 } }));
+  const refusedReload = (await controlRequest(socket, 'reload')) as { applied: boolean; errors: string[] };
+  t.false(refusedReload.applied);
+  t.regex(refusedReload.errors.join('\n'), /volume cl: .*cannot reflink .*rblkd ctl clone vol@s1 \S+cl\.img --copy/);
+  t.false(existsSync(join(w.dir, 'cl.img')));
+  w.writeConfig(baseConfig(w, volumes, { target_name: TARGET, limits: { queue_depth: 64 } }));
 
   const deleted = await ctl(['delete-snapshot', 'vol', 's1', ...sock]);
   t.is(deleted.code, 0, deleted.stderr);

@@ -108,7 +108,10 @@ export const fileKind: BackendKind<FileBacking> = {
   defaultDirect: () => false,
   async open(b, o) {
     // clone_of: made once, at the first open; refused where the filesystem has no reflink (reflink.ts).
-    if (b.cloneFrom !== undefined && !existsSync(b.path)) await cloneFile(b.cloneFrom, b.path);
+    if (b.cloneFrom !== undefined && !existsSync(b.path)) {
+      const instead = `make ${b.path} a full copy yourself (\`rblkd ctl clone ${b.cloneOf ?? 'VOLUME@SNAP'} ${b.path} --copy\`) and start or reload again`;
+      await cloneFile(b.cloneFrom, b.path, { instead });
+    }
     return openBackend({
       path: b.path,
       ...(b.size !== undefined ? { size: b.size } : {}),
