@@ -15,6 +15,8 @@ import type { ReloadResult } from '../target/daemon/daemon.js';
 import type { SessionInfo } from '../target/session/environment.js';
 
 const EX_USAGE = 64;
+/** How long `--copy` waits for its answer: a day, as long as copying a volume may take. */
+const COPY_ANSWER_MS = 24 * 3600 * 1000;
 
 interface CtlArgs {
   verb: ControlCommand;
@@ -250,7 +252,9 @@ export async function runCtl(argv: string[]): Promise<number> {
   const path = socketPath(a);
   let result: unknown;
   try {
-    result = await controlRequest(path, a.verb, a.session !== undefined ? [a.session] : (a.args ?? []));
+    const args = a.session !== undefined ? [a.session] : (a.args ?? []);
+    // A full copy (snapshot or clone --copy) runs as long as the volume is large: no answer timeout to speak of.
+    result = await controlRequest(path, a.verb, args, args.includes('--copy') ? COPY_ANSWER_MS : undefined);
   } catch (e) {
     process.stderr.write(`rblkd ctl: ${e instanceof ControlError ? e.message : String(e)}\n`);
     return 1;
