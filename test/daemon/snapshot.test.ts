@@ -12,12 +12,14 @@
 // Needs root (mount) and mkfs.xfs (xfsprogs); skipped without them.
 import test, { type ExecutionContext } from 'ava';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type Session, type Volume } from '../../initiator/index.js';
 import { controlRequest } from '../../target/daemon/control-client.js';
-import { baseConfig, ROOT, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
+import { clonePath, parseSnapshotRef, snapshotBase } from '../../target/daemon/snapshots.js';
+import type { VolumeConfig } from '../../config/schema.js';
+import { baseConfig, ROOT, runDaemon, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
 
 const BS = 4096;
 const BLOCKS = 16384; // 64 MiB: a full copy of it takes long enough for writes to land in the middle of an unquiesced one
@@ -343,4 +345,49 @@ test.serial('no reflink (ext4): refused and nothing left; --copy copies, under Q
   t.regex((await ctl(['snapshot', 'mem', 's1', ...sock])).stderr, /memory volume: it has no snapshots/);
   t.regex((await ctl(['snapshot', 'nope', 's1', ...sock])).stderr, /no volume nope/);
   t.regex((await ctl(['snapshot', 'vol', '../x', ...sock])).stderr, /snapshot name '\.\.\/x' must be/);
+});
+
+test('clone_of is checked at load: an existing snapshot of another file volume of the file; a snapshot served writable is a warning', async (t) => {
+  const w = workdir(t);
+  const a = join(w.dir, 'a.img');
+  writeFileSync(a, Buffer.alloc(1 << 20));
+  copyFileSync(a, `${a}@s1`);
+  w.writeConfig(
+    baseConfig(w, [
+      { name: 'a', path: a },
+      { name: 'ok', path: join(w.dir, 'ok.img'), clone_of: 'a@s1' },
+      { name: 'nosnap', path: join(w.dir, 'n.img'), clone_of: 'a@nope' },
+      { name: 'novol', path: join(w.dir, 'v.img'), clone_of: 'zz@s1' },
+      { name: 'mem', memory: true, size: '1MiB', clone_of: 'a@s1' },
+      { name: 'bad', path: join(w.dir, 'b.img'), size: '1MiB', clone_of: 'a' },
+    ]),
+  );
+  const r = await runDaemon(t, ['--check-config', w.configPath]);
+  t.is(r.code, 78);
+  const said = r.stderr;
+  t.regex(said, /volumes\[2\]\.clone_of: volume a has no snapshot nope \(\S+a\.img@nope\); take it with `rblkd ctl snapshot a nope`/);
+  t.regex(said, /volumes\[3\]\.clone_of: names no other file volume 'zz' of this file/);
+  t.regex(said, /volumes\[4\]\.clone_of: applies only to file volumes; this one is memory/);
+  t.regex(said, /volumes\[5\]\.clone_of: must be VOLUME@SNAPSHOT/);
+  t.notRegex(said, /volumes\[1\]/, 'a clone_of of an existing snapshot, its file not made yet, is fine');
+
+  // Warnings are printed with a file that has no error.
+  w.writeConfig(baseConfig(w, [{ name: 'a', path: a }, { name: 'ok', path: join(w.dir, 'ok.img'), clone_of: 'a@s1' }, { name: 'rw', path: `${a}@s1` }]));
+  const ok = await runDaemon(t, ['--check-config', w.configPath]);
+  t.is(ok.code, 0, ok.stderr);
+  t.regex(ok.stderr, /warning: volumes\[2\]\.path: is snapshot s1 of volume a, served writable: writes change the snapshot/);
+});
+
+test('snapshot references and where clones go; rbd, block devices and memory volumes say why they have no snapshots', (t) => {
+  t.deepEqual(parseSnapshotRef('db@nightly'), { volume: 'db', snapshot: 'nightly' });
+  t.throws(() => parseSnapshotRef('db'), { message: "'db' is not VOLUME@SNAPSHOT" });
+  t.throws(() => parseSnapshotRef('db@../x'), { message: /snapshot name '\.\.\/x' must be/ });
+  t.is(clonePath('/srv/rblk/db.img', 'test.img'), '/srv/rblk/test.img');
+  t.is(clonePath('/srv/rblk/db.img', '/other/test.img'), '/other/test.img');
+  const common = { blockSize: 512, readOnly: false, direct: false, ioEngine: 'auto', thin: false, lun: 0 } as const;
+  const rbd = { ...common, name: 'r', backing: { kind: 'rbd', pool: 'rbd', image: 'db' } } as unknown as VolumeConfig;
+  t.throws(() => snapshotBase(rbd), { message: /volume r is an rbd image: rbd snapshots and clones are not supported yet \(use `rbd snap create` and `rbd clone`\)/ });
+  t.throws(() => snapshotBase({ ...common, name: 'd', backing: { kind: 'blockdev', path: '/dev/sdz' } }), { message: /block device \(\/dev\/sdz\): rblkd snapshots only file volumes/ });
+  t.throws(() => snapshotBase({ ...common, name: 'm', backing: { kind: 'memory', size: 1 } as unknown as VolumeConfig['backing'] }), { message: /memory volume: it has no snapshots/ });
+  t.is(snapshotBase({ ...common, name: 'f', backing: { kind: 'file', path: '/srv/f.img' } }), '/srv/f.img');
 });
