@@ -94,6 +94,7 @@ Napi::Function RbdImage::Init(Napi::Env env) {
                          InstanceMethod<&RbdImage::RecordAck>("recordAck"),
                          InstanceMethod<&RbdImage::GatewayPublish>("gatewayPublish"),
                          InstanceMethod<&RbdImage::GatewayFence>("gatewayFence"),
+                         InstanceMethod<&RbdImage::SnapOp>("snapOp"),
                          InstanceAccessor<&RbdImage::GatewayResult>("gatewayResult"),
                          StaticValue("WATCH_TOKEN", Napi::Number::New(env, kWatchToken)),
                          StaticValue("RECORD_NOTIFY_TOKEN", Napi::Number::New(env, kRecordNotifyToken)),
@@ -160,6 +161,7 @@ Napi::Value RbdImage::Open(const Napi::CallbackInfo& info) {
   std::string timeout = std::to_string(ToU32(env, o.Get("timeoutSeconds"), "rbd open", "timeoutSeconds"));
   bool read_only = o.Get("readOnly").ToBoolean().Value();
   JoinWorker();
+  image_name_ = image;
   busy_ = true;
   Started();
   std::shared_ptr<RbdQueue> q = queue_;
