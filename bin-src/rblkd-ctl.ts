@@ -51,6 +51,11 @@ function bytes(n: number): string {
   return n === 0 ? '0' : formatSize(n);
 }
 
+/** How a snapshot or clone was made (target/daemon/snapshots.ts methodText). */
+function methodName(m: string): string {
+  return m === 'reflink' ? 'reflink' : m === 'rbd' ? 'rbd snapshot' : 'full copy';
+}
+
 type Counters = Record<string, { ops: number; bytes: number; errors: number; seconds: number }>;
 
 function text(verb: ControlCommand, result: unknown): string {
@@ -133,7 +138,7 @@ function text(verb: ControlCommand, result: unknown): string {
     }
     case 'snapshot': {
       const r = result as { volume: string; name: string; path: string; size: number; method: string; pausedMs: number };
-      return `snapshot ${r.volume}@${r.name} taken: ${r.path} (${r.method === 'reflink' ? 'reflink' : 'full copy'}, ${bytes(r.size)}, I/O paused ${r.pausedMs} ms)\n`;
+      return `snapshot ${r.volume}@${r.name} taken: ${r.path} (${methodName(r.method)}, ${bytes(r.size)}, I/O paused ${r.pausedMs} ms)\n`;
     }
     case 'snapshots': {
       const r = result as { volume: string; snapshots: { name: string; path: string; size: number; created: string }[] };
@@ -146,7 +151,7 @@ function text(verb: ControlCommand, result: unknown): string {
     }
     case 'clone': {
       const r = result as { volume: string; snapshot: string; path: string; method: string; size: number };
-      return `${r.volume}@${r.snapshot} cloned to ${r.path} (${r.method === 'reflink' ? 'reflink' : 'full copy'}, ${bytes(r.size)}); serve it with a volume whose path is that file\n`;
+      return `${r.volume}@${r.snapshot} cloned to ${r.path} (${methodName(r.method)}, ${bytes(r.size)}); serve it as a volume of its own (${r.method === 'rbd' ? 'rbd: with that image' : 'path: that file'})\n`;
     }
   }
 }

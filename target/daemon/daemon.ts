@@ -20,7 +20,7 @@ import { errorMessage, reconfigureLogger, type DaemonLogger } from './logger.js'
 import { monotonicUsec, startWatchdog, systemdNotifier, type Notifier } from './notify.js';
 import { quiesce } from './quiesce.js';
 import { listenerKey, planReload, type ReloadPlan } from './reload-plan.js';
-import { cloneSnapshot, deleteSnapshot, describeTaken, listSnapshots, parseSnapshotRef, snapshotBase, takeSnapshot } from './snapshots.js';
+import { cloneSnapshot, deleteSnapshot, describeTaken, methodText, parseSnapshotRef, snapshotsOf, takeSnapshot } from './snapshots.js';
 import { ServedVolume, type VolumeContext } from './volumes.js';
 
 /** How often a fenced volume's recovery looks whether the LU has gone idle, and retries a store that is away. */
@@ -235,7 +235,10 @@ export class Daemon {
       kick: (id) => this.kick(id),
       reload: () => this.reload(),
       snapshot: (volume, name, copy) => this.snapshot(volume, name, copy),
-      snapshots: async (volume) => ({ volume, snapshots: await listSnapshots(snapshotBase(this.served(volume).config)) }),
+      snapshots: async (volume) => {
+        const sv = this.served(volume);
+        return { volume, snapshots: await snapshotsOf(sv.config, sv.backend) };
+      },
       deleteSnapshot: (volume, name) => this.deleteSnapshot(volume, name),
       clone: (ref, target, copy) => this.clone(ref, target, copy),
     };
@@ -266,7 +269,7 @@ export class Daemon {
   private async deleteSnapshot(volume: string, name: string): Promise<Record<string, unknown>> {
     const sv = this.served(volume);
     const servedBy = (path: string): string | undefined => [...this.volumes.values()].find((v) => 'path' in v.config.backing && v.config.backing.path === path)?.name;
-    const r = await deleteSnapshot(sv.config, name, servedBy);
+    const r = await deleteSnapshot(sv.config, sv.backend, name, servedBy);
     this.log.info(`volume ${sv.name}: snapshot ${name} deleted (${r.path})`, { volume: sv.name, lun: sv.lun });
     return r;
   }
@@ -274,8 +277,8 @@ export class Daemon {
   private async clone(ref: string, target: string, copy: boolean): Promise<Record<string, unknown>> {
     const { volume, snapshot } = parseSnapshotRef(ref);
     const sv = this.served(volume);
-    const r = await cloneSnapshot(sv.config, snapshot, target, { copy });
-    this.log.info(`volume ${sv.name}: snapshot ${snapshot} cloned to ${r.path} (${r.method === 'reflink' ? 'reflink' : 'full copy'})`, { volume: sv.name, lun: sv.lun });
+    const r = await cloneSnapshot(sv.config, sv.backend, snapshot, target, { copy });
+    this.log.info(`volume ${sv.name}: snapshot ${snapshot} cloned to ${r.path} (${methodText(r.method)})`, { volume: sv.name, lun: sv.lun });
     return { volume, snapshot, ...r };
   }
 

@@ -19,11 +19,10 @@ import { connect, type Session, type Volume } from '../../initiator/index.js';
 import { controlRequest } from '../../target/daemon/control-client.js';
 import { clonePath, parseSnapshotRef, snapshotBase } from '../../target/daemon/snapshots.js';
 import type { VolumeConfig } from '../../config/schema.js';
+import { BS, blockOf, checkSnapshot, fill, QD, readAll, snapshotUnderLoad } from './helpers/snapshot-load.js';
 import { baseConfig, ROOT, runDaemon, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
 
-const BS = 4096;
 const BLOCKS = 16384; // 64 MiB: a full copy of it takes long enough for writes to land in the middle of an unquiesced one
-const QD = 32;
 const TARGET = 'iqn.2026-12.io.rblk:snapshot';
 
 function haveXfs(): boolean {
@@ -75,128 +74,6 @@ function ctl(args: string[]): Promise<{ code: number | null; stdout: string; std
   });
 }
 
-/**
- * The block every write puts down: its id and block in the first 16 bytes,
- * the rest a pseudo-random stream of them, so a torn or misplaced block is seen.
- * Id 0 is pattern A, -1 the overwrite after the snapshot.
- */
-function blockOf(id: number, block: number): Buffer {
-  const b = Buffer.alloc(BS);
-  b.writeDoubleLE(id, 0);
-  b.writeUInt32LE(block, 8);
-  b.write('rblk', 12, 'latin1');
-  // xorshift32 (Marsaglia 2003) seeded by both.
-  let x = (Math.imul(id | 0, 0x9e3779b1) ^ Math.imul(block + 1, 0x85ebca6b)) >>> 0 || 1;
-  for (let off = 16; off < BS; off += 4) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    b.writeUInt32LE(x >>> 0, off);
-  }
-  return b;
-}
-
-async function fill(vol: Volume, id: number): Promise<void> {
-  const per = 32; // 128 KiB writes
-  for (let first = 0; first < BLOCKS; first += per) {
-    await vol.write(first * BS, Buffer.concat(Array.from({ length: per }, (_, i) => blockOf(id, first + i))));
-  }
-}
-
-async function readAll(vol: Volume): Promise<Buffer> {
-  const out = Buffer.alloc(BLOCKS * BS);
-  const chunk = 128 * 1024;
-  for (let off = 0; off < out.length; off += chunk) await vol.read(off, out.subarray(off, off + chunk));
-  return out;
-}
-
-interface Write {
-  id: number;
-  block: number;
-  issued: bigint;
-  acked: bigint;
-}
-
-interface LoadResult {
-  writes: Write[];
-  snapStart: bigint;
-  snapEnd: bigint;
-  taken: { path: string; method: string; pausedMs: number };
-}
-
-/**
- * QD32 writes for a second, the snapshot, a second more. Each worker owns
- * every QD-th block and writes one block at a time, so the writes of one
- * block are ordered by issue and acknowledgement.
- */
-async function snapshotUnderLoad(session: Session, vol: Volume, socket: string, args: string[]): Promise<LoadResult> {
-  const writes: Write[] = [];
-  let nextId = 1;
-  let stop = false;
-  const memory = session.allocate(QD * BS);
-  const load = Promise.all(
-    Array.from({ length: QD }, async (_, worker) => {
-      const buf = memory.buffer.subarray(worker * BS, (worker + 1) * BS);
-      while (!stop) {
-        const block = worker + QD * Math.floor(Math.random() * (BLOCKS / QD));
-        const id = nextId++;
-        blockOf(id, block).copy(buf);
-        const issued = process.hrtime.bigint();
-        await vol.write(block * BS, buf);
-        writes.push({ id, block, issued, acked: process.hrtime.bigint() });
-      }
-    }),
-  );
-  try {
-    await new Promise((r) => setTimeout(r, 1000));
-    const snapStart = process.hrtime.bigint();
-    const taken = (await controlRequest(socket, 'snapshot', args)) as LoadResult['taken'];
-    const snapEnd = process.hrtime.bigint();
-    await new Promise((r) => setTimeout(r, 1000));
-    return { writes, snapStart, snapEnd, taken };
-  } finally {
-    stop = true;
-    await load;
-    memory.release();
-  }
-}
-
-/**
- * What the snapshot must hold, block by block: the last write acknowledged
- * before the request, or a later one issued before the answer; never one
- * issued after it, never the overwrite; each whole. And it is one instant of
- * the volume (crash consistency): if it holds a write issued at time T, it
- * holds, on every block, the last write acknowledged before T or a later one.
- * Returns the problems (empty when it holds) and how many blocks had a write
- * in flight across the snapshot.
- */
-function checkSnapshot(snap: Buffer, r: LoadResult): { problems: string[]; inFlight: number } {
-  const byId = new Map(r.writes.map((x) => [x.id, x]));
-  const byBlock = new Map<number, Write[]>();
-  for (const x of [...r.writes].sort((a, b) => a.id - b.id)) byBlock.set(x.block, [...(byBlock.get(x.block) ?? []), x]);
-  const held = Array.from({ length: BLOCKS }, (_, block) => snap.readDoubleLE(block * BS));
-  // The latest issue among the writes the snapshot holds: everything acknowledged before it must be there.
-  let cut = r.snapStart;
-  for (const id of held) {
-    const x = byId.get(id);
-    if (x !== undefined && x.issued > cut) cut = x.issued;
-  }
-  let inFlight = 0;
-  const problems: string[] = [];
-  for (let block = 0; block < BLOCKS; block++) {
-    const id = held[block];
-    const mine = byBlock.get(block) ?? [];
-    const floorOf = (t: bigint): number => mine.filter((x) => x.acked < t).reduce((m, x) => Math.max(m, x.id), 0);
-    const floor = floorOf(r.snapStart);
-    const allowed = new Set([floor, ...mine.filter((x) => x.id > floor && x.issued <= r.snapEnd).map((x) => x.id)]);
-    if (allowed.size > 1) inFlight++;
-    if (!allowed.has(id)) problems.push(`block ${block}: write ${id} in the snapshot, expected one of ${[...allowed].join(', ')}`);
-    else if (!snap.subarray(block * BS, (block + 1) * BS).equals(blockOf(id, block))) problems.push(`block ${block}: write ${id} is not whole`);
-    else if (id < floorOf(cut)) problems.push(`block ${block}: write ${id} in the snapshot, but write ${floorOf(cut)} was acknowledged before another write it holds was issued: not one instant`);
-  }
-  return { problems, inFlight };
-}
-
 async function serveAndConnect(t: ExecutionContext, w: Workdir, volumes: Record<string, unknown>[]): Promise<{ d: DaemonProcess; socket: string; session: (name: string) => Promise<Session> }> {
   const socket = join(w.dir, 'rblkd.ctl');
   w.writeConfig(baseConfig(w, volumes, { target_name: TARGET, limits: { queue_depth: 64 } }));
@@ -220,9 +97,9 @@ xfsTest('XFS reflink: a snapshot under QD32 writes holds every write acknowledge
   const { d, socket, session } = await serveAndConnect(t, w, [volume]);
   const s1 = await session('writer');
   const vol = await s1.open('vol');
-  await fill(vol, 0);
+  await fill(vol, 0, BLOCKS);
 
-  const r = await snapshotUnderLoad(s1, vol, socket, ['vol', 's1']);
+  const r = await snapshotUnderLoad(s1, vol, socket, ['vol', 's1'], BLOCKS);
   const { writes, snapStart, snapEnd, taken } = r;
   t.is(taken.path, `${volPath}@s1`);
   t.is(taken.method, 'reflink');
@@ -234,7 +111,7 @@ xfsTest('XFS reflink: a snapshot under QD32 writes holds every write acknowledge
   t.log(`native fast-path commands: ${info?.native.commands ?? 0}`);
 
   // The origin moves on: every block overwritten.
-  await fill(vol, -1);
+  await fill(vol, -1, BLOCKS);
 
   // Export the snapshot read-only and a clone of it, by a reload.
   const clonePath = join(mnt, 'clone.img');
@@ -248,15 +125,15 @@ xfsTest('XFS reflink: a snapshot under QD32 writes holds every write acknowledge
 
   const s2 = await session('reader');
   const snapVol = await s2.open('snap');
-  const snap = await readAll(snapVol);
+  const snap = await readAll(snapVol, BLOCKS);
 
-  const { problems, inFlight } = checkSnapshot(snap, r);
+  const { problems, inFlight } = checkSnapshot(snap, r, BLOCKS);
   t.log(`${inFlight} blocks had a write in flight across the snapshot`);
   t.deepEqual(problems.slice(0, 10), [], `${problems.length} blocks differ from what was acknowledged`);
 
   // The clone reads the snapshot byte for byte, and is its own.
   const clVol = await s2.open('cl');
-  t.true((await readAll(clVol)).equals(snap), 'the clone reads as the snapshot');
+  t.true((await readAll(clVol, BLOCKS)).equals(snap), 'the clone reads as the snapshot');
   const mark = blockOf(-2, 7);
   await clVol.write(7 * BS, mark);
   const back = Buffer.alloc(BS);
@@ -291,7 +168,7 @@ test.serial('no reflink (ext4): refused and nothing left; --copy copies, under Q
   ]);
   const s = await session('copier');
   const vol = await s.open('vol');
-  await fill(vol, 0);
+  await fill(vol, 0, BLOCKS);
   const sock = ['--socket', socket];
 
   const refused = await ctl(['snapshot', 'vol', 's1', ...sock]);
@@ -306,12 +183,12 @@ test.serial('no reflink (ext4): refused and nothing left; --copy copies, under Q
   t.is((await ctl(['delete-snapshot', 'vol', 's0', ...sock])).code, 0);
 
   // A full copy takes a while, and the volume's I/O waits for all of it: the same guarantees under QD32 writes.
-  const r = await snapshotUnderLoad(s, vol, socket, ['vol', 's1', '--copy']);
+  const r = await snapshotUnderLoad(s, vol, socket, ['vol', 's1', '--copy'], BLOCKS);
   t.is(r.taken.method, 'copy');
   t.log(`${r.writes.length} writes; I/O paused ${r.taken.pausedMs} ms for the copy`);
-  await fill(vol, -1);
+  await fill(vol, -1, BLOCKS);
   const snap = readFileSync(`${volPath}@s1`);
-  const { problems } = checkSnapshot(snap, r);
+  const { problems } = checkSnapshot(snap, r, BLOCKS);
   t.deepEqual(problems.slice(0, 10), [], `${problems.length} blocks differ from what was acknowledged`);
 
   const listed = await ctl(['snapshots', 'vol', ...sock]);
@@ -378,7 +255,7 @@ test('clone_of is checked at load: an existing snapshot of another file volume o
   t.regex(ok.stderr, /warning: volumes\[2\]\.path: is snapshot s1 of volume a, served writable: writes change the snapshot/);
 });
 
-test('snapshot references and where clones go; rbd, block devices and memory volumes say why they have no snapshots', (t) => {
+test('snapshot references and where clones go; block devices and memory volumes say why they have no snapshots', (t) => {
   t.deepEqual(parseSnapshotRef('db@nightly'), { volume: 'db', snapshot: 'nightly' });
   t.throws(() => parseSnapshotRef('db'), { message: "'db' is not VOLUME@SNAPSHOT" });
   t.throws(() => parseSnapshotRef('db@../x'), { message: /snapshot name '\.\.\/x' must be/ });
@@ -386,7 +263,7 @@ test('snapshot references and where clones go; rbd, block devices and memory vol
   t.is(clonePath('/srv/rblk/db.img', '/other/test.img'), '/other/test.img');
   const common = { blockSize: 512, readOnly: false, direct: false, ioEngine: 'auto', thin: false, lun: 0 } as const;
   const rbd = { ...common, name: 'r', backing: { kind: 'rbd', pool: 'rbd', image: 'db' } } as unknown as VolumeConfig;
-  t.throws(() => snapshotBase(rbd), { message: /volume r is an rbd image: rbd snapshots and clones are not supported yet \(use `rbd snap create` and `rbd clone`\)/ });
+  t.throws(() => snapshotBase(rbd), { message: /volume r is an rbd image: its snapshots are librbd's, not files/ });
   t.throws(() => snapshotBase({ ...common, name: 'd', backing: { kind: 'blockdev', path: '/dev/sdz' } }), { message: /block device \(\/dev\/sdz\): rblkd snapshots only file volumes/ });
   t.throws(() => snapshotBase({ ...common, name: 'm', backing: { kind: 'memory', size: 1 } as unknown as VolumeConfig['backing'] }), { message: /memory volume: it has no snapshots/ });
   t.is(snapshotBase({ ...common, name: 'f', backing: { kind: 'file', path: '/srv/f.img' } }), '/srv/f.img');
