@@ -488,6 +488,8 @@ export interface NativeRbdOpenOptions {
   pool: string;
   image: string;
   namespace?: string;
+  /** A snapshot of the image, opened read-only (readOnly must be true). */
+  snapshot?: string;
   /** ceph.conf; empty: librados's default search. */
   conf?: string;
   /** The cephx user without `client.`; empty: admin. */

@@ -69,6 +69,7 @@ export type SnapshotHome = { kind: 'file'; path: string } | { kind: 'store'; whe
 
 export function snapshotHome(v: VolumeConfig, backend: Backend): SnapshotHome {
   const b = v.backing;
+  if (b.kind === 'rbd' && b.snapshot !== undefined) throw new Error(`volume ${v.name} is snapshot ${b.snapshot} of rbd image ${b.image}: a snapshot has no snapshots (clone it for a volume that has)`);
   if (b.kind === 'rbd' && backend.snapshots !== undefined) {
     return { kind: 'store', where: `${b.pool}/${b.namespace !== undefined && b.namespace !== '' ? `${b.namespace}/` : ''}${b.image}`, snapshots: backend.snapshots };
   }

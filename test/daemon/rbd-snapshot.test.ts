@@ -3,8 +3,9 @@
 // against the throw-away Ceph cluster (test/helpers/ceph-cluster.ts) and the
 // real rblkd. A snapshot taken under QD32 writes holds every write
 // acknowledged before the request and none issued after its answer, as `rbd
-// export` reads it; its clone, served by a reload, reads the same over rblk
-// and is writable without touching the snapshot or the origin. Skipped
+// export` reads it, and as it reads over rblk once served read-only; its
+// clone, served by a reload, reads the same and is writable without touching
+// the snapshot or the origin. Skipped
 // without Ceph or without rblk_rbd.node.
 import test from 'ava';
 import { connect, type Session } from '../../initiator/index.js';
@@ -30,7 +31,7 @@ test.after.always(async () => {
   await cluster?.stop();
 });
 
-rbdTest('rbd: a snapshot under QD32 writes holds every write acknowledged before it and none after; its clone reads the same over rblk and is independent', async (t) => {
+rbdTest('rbd: a snapshot under QD32 writes holds every write acknowledged before it and none after; served read-only (rbd.snapshot) and cloned, it reads the same over rblk; the clone is independent', async (t) => {
   t.timeout(240_000);
   const ceph = cluster!;
   const w = workdir(t);
@@ -78,10 +79,20 @@ rbdTest('rbd: a snapshot under QD32 writes holds every write acknowledged before
   // A clone, served by a reload, reads the snapshot byte for byte and is its own.
   const cloned = (await controlRequest(socket, 'clone', ['vol@s1', 'snapclone'])) as { path: string; method: string };
   t.deepEqual([cloned.path, cloned.method], [`${ceph.pool}/snapclone`, 'rbd']);
-  w.writeConfig(baseConfig(w, [...volumes, { name: 'cl', rbd: rbd('snapclone'), lun: 1 }], extra));
+  // The snapshot itself is served only read-only.
+  w.writeConfig(baseConfig(w, [...volumes, { name: 'snap', rbd: { ...rbd('snapvol'), snapshot: 's1' }, lun: 2 }], extra));
+  const refused = (await controlRequest(socket, 'reload')) as { applied: boolean; errors: string[] };
+  t.false(refused.applied);
+  t.regex(refused.errors.join('\n'), /rbd\.snapshot: a snapshot is served read-only: give read_only: true/);
+  w.writeConfig(baseConfig(w, [...volumes, { name: 'cl', rbd: rbd('snapclone'), lun: 1 }, { name: 'snap', rbd: { ...rbd('snapvol'), snapshot: 's1' }, read_only: true, lun: 2 }], extra));
   const reloaded = (await controlRequest(socket, 'reload')) as { applied: boolean; added: string[]; errors: string[] };
   t.true(reloaded.applied, reloaded.errors.join('; '));
+  t.deepEqual(reloaded.added.sort(), ['cl', 'snap']);
   const s2 = await session('reader');
+  const snapVol = await s2.open('snap');
+  t.true((await readAll(snapVol, BLOCKS)).equals(snap), 'the snapshot, served read-only, reads over rblk as rbd export reads it');
+  await t.throwsAsync(snapVol.write(0, blockOf(-3, 0)), undefined, 'and refuses writes');
+  await t.throwsAsync(controlRequest(socket, 'snapshot', ['snap', 'x']), { message: /a snapshot has no snapshots/ });
   const cl = await s2.open('cl');
   t.true((await readAll(cl, BLOCKS)).equals(snap), 'the clone reads as the snapshot');
   const mark = blockOf(-2, 7);
@@ -94,12 +105,14 @@ rbdTest('rbd: a snapshot under QD32 writes holds every write acknowledged before
   t.true(back.equals(blockOf(-1, 7)), 'and the origin');
 
   // A snapshot with a clone is not deleted; without, it is.
+  await s2.close();
+  w.writeConfig(baseConfig(w, [...volumes, { name: 'cl', rbd: rbd('snapclone'), lun: 1 }], extra));
+  t.true(((await controlRequest(socket, 'reload')) as { applied: boolean }).applied);
   await t.throwsAsync(controlRequest(socket, 'delete-snapshot', ['vol', 's1']), { message: /snapshot vol@s1 has clones/ });
   await controlRequest(socket, 'snapshot', ['vol', 's2']);
   await controlRequest(socket, 'delete-snapshot', ['vol', 's2']);
   t.deepEqual(((await controlRequest(socket, 'snapshots', ['vol'])) as { snapshots: { name: string }[] }).snapshots.map((x) => x.name), ['s1']);
   await t.throwsAsync(controlRequest(socket, 'clone', ['vol@nope', 'x']), { message: /volume vol has no snapshot nope/ });
   await t.throwsAsync(controlRequest(socket, 'clone', ['vol@s1', 'other/x']), { message: /give its name/ });
-  await s2.close();
   await s1.close();
 });

@@ -66,7 +66,8 @@ export class RbdBackend implements Backend {
     this.#pool = `${options.pool}${options.namespace !== undefined && options.namespace !== '' ? ` (namespace ${options.namespace})` : ''}`;
     this.#timeoutSeconds = options.timeoutSeconds;
     this.#size = image.size();
-    this.sharedIdentity = image.id();
+    // A snapshot is another device than its image (VPD 83h): its own identity, and its own records.
+    this.sharedIdentity = options.snapshot !== undefined ? `${image.id()}@${options.snapshot}` : image.id();
     this.#gate = new IoGate(what);
     this.#fast = fastPath ? { fd: -1, align: 1, rbd: image.fastTarget() } : null;
     image.onBlocklisted(() => this.#blocklisted());
