@@ -199,7 +199,7 @@ function parse(argv: string[]): CtlArgs {
     })
     .command(
       'snapshot <volume> <name>',
-      "a crash-consistent snapshot of a file volume, <file>@<name> beside it (a reflink; refused where the filesystem has none unless --copy)",
+      "a crash-consistent snapshot: <file>@<name> beside a file volume's file (a reflink; refused where the filesystem has none unless --copy), or an rbd volume's pool/image@<name>",
       (y) => y.positional('volume', { type: 'string', demandOption: true }).positional('name', { type: 'string', demandOption: true }),
       (a) => {
         verb = 'snapshot';
@@ -221,7 +221,7 @@ function parse(argv: string[]): CtlArgs {
     )
     .command(
       'clone <snapshot> <new>',
-      'a writable copy of VOLUME@SNAP at NEW (a path; a bare name goes beside the volume\'s file), a reflink unless --copy is needed',
+      'a writable copy of VOLUME@SNAP: NEW is a path (a bare name goes beside the volume\'s file; a reflink unless --copy is needed), or for rbd a new image in the pool',
       (y) => y.positional('snapshot', { type: 'string', demandOption: true, describe: 'VOLUME@SNAP' }).positional('new', { type: 'string', demandOption: true }),
       (a) => {
         verb = 'clone';
