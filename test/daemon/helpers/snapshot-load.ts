@@ -18,7 +18,7 @@ export function blockOf(id: number, block: number): Buffer {
   b.writeDoubleLE(id, 0);
   b.writeUInt32LE(block, 8);
   b.write('rblk', 12, 'latin1');
-  // xorshift32 (Marsaglia 2003) seeded by both.
+  // xorshift32, seeded by both.
   let x = (Math.imul(id | 0, 0x9e3779b1) ^ Math.imul(block + 1, 0x85ebca6b)) >>> 0 || 1;
   for (let off = 16; off < BS; off += 4) {
     x ^= x << 13;
