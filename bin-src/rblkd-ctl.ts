@@ -15,10 +15,14 @@ import type { ReloadResult } from '../target/daemon/reload-result.js';
 import type { SessionInfo } from '../target/connection/environment.js';
 
 const EX_USAGE = 64;
+/** How long `--copy` waits for its answer: a day, as long as copying a volume may take. */
+const COPY_ANSWER_MS = 24 * 3600 * 1000;
 
 interface CtlArgs {
   verb: ControlCommand;
   session?: string;
+  /** The verb's positional arguments and flags, as the control socket takes them. */
+  args?: string[];
   socket?: string;
   config: string;
   json: boolean;
@@ -47,6 +51,11 @@ function table(rows: string[][]): string {
 
 function bytes(n: number): string {
   return n === 0 ? '0' : formatSize(n);
+}
+
+/** How a snapshot or clone was made (target/daemon/snapshots.ts methodText). */
+function methodName(m: string): string {
+  return m === 'reflink' ? 'reflink' : m === 'rbd' ? 'rbd snapshot' : 'full copy';
 }
 
 type Counters = Record<string, { ops: number; bytes: number; errors: number; seconds: number }>;
@@ -131,11 +140,28 @@ function text(verb: ControlCommand, result: unknown): string {
       const errors = r.errors.map((e) => `error: ${e}`);
       return `${['reloaded', ...said, ...errors].join('\n')}\n`;
     }
+    case 'snapshot': {
+      const r = result as { volume: string; name: string; path: string; size: number; method: string; pausedMs: number };
+      return `snapshot ${r.volume}@${r.name} taken: ${r.path} (${methodName(r.method)}, ${bytes(r.size)}, I/O paused ${r.pausedMs} ms)\n`;
+    }
+    case 'snapshots': {
+      const r = result as { volume: string; snapshots: { name: string; path: string; size: number; created: string }[] };
+      if (r.snapshots.length === 0) return `volume ${r.volume} has no snapshots\n`;
+      return table([['NAME', 'SIZE', 'CREATED', 'PATH'], ...r.snapshots.map((s) => [s.name, bytes(s.size), s.created, s.path])]);
+    }
+    case 'delete-snapshot': {
+      const r = result as { volume: string; name: string; path: string };
+      return `snapshot ${r.volume}@${r.name} deleted (${r.path})\n`;
+    }
+    case 'clone': {
+      const r = result as { volume: string; snapshot: string; path: string; method: string; size: number };
+      return `${r.volume}@${r.snapshot} cloned to ${r.path} (${methodName(r.method)}, ${bytes(r.size)}); serve it as a volume of its own (${r.method === 'rbd' ? 'rbd: with that image' : 'path: that file'})\n`;
+    }
   }
 }
 
-const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload'] as const;
-const OPTIONS = ['json', 'socket', 'config', 'force', 'help'] as const;
+const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone'] as const;
+const OPTIONS = ['json', 'socket', 'config', 'force', 'copy', 'help'] as const;
 const VALUED = ['--socket', '--config'];
 
 /**
@@ -145,15 +171,21 @@ const VALUED = ['--socket', '--config'];
  */
 export function explainUsage(msg: string, argv: readonly string[]): string {
   const first = argv.find((a, i) => !a.startsWith('-') && !VALUED.includes(argv[i - 1] ?? ''));
-  if (/^Not enough non-option arguments/.test(msg) && first === 'kick') return 'kick needs a SESSION id (rblkd ctl sessions lists them)';
+  if (/^Not enough non-option arguments/.test(msg)) {
+    if (first === 'kick') return 'kick needs a SESSION id (rblkd ctl sessions lists them)';
+    if (first === 'snapshot' || first === 'delete-snapshot') return `${first} needs VOLUME NAME (rblkd ctl volumes lists the volumes)`;
+    if (first === 'snapshots') return 'snapshots needs a VOLUME (rblkd ctl volumes lists them)';
+    if (first === 'clone') return 'clone needs VOLUME@SNAP NEW (rblkd ctl snapshots VOLUME lists the snapshots)';
+  }
   return explainUnknown(msg, argv, VERBS, OPTIONS, VALUED) ?? msg;
 }
 
 function parse(argv: string[]): CtlArgs {
   let verb: ControlCommand | undefined;
+  let args: string[] = [];
   const p = yargs(argv)
     .scriptName('rblkd ctl')
-    .usage('$0 <status|sessions|volumes|kick SESSION|reload [--force]> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket.')
+    .usage('$0 <status|sessions|volumes|kick SESSION|reload [--force]|snapshot VOLUME NAME|snapshots VOLUME|delete-snapshot VOLUME NAME|clone VOLUME@SNAP NEW> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket.')
     .command('status', 'the daemon: version, uptime, listeners, counts', {}, () => {
       verb = 'status';
     })
@@ -174,10 +206,42 @@ function parse(argv: string[]): CtlArgs {
         verb = 'reload';
       },
     )
+    .command(
+      'snapshot <volume> <name>',
+      "a crash-consistent snapshot: <file>@<name> beside a file volume's file (a reflink; refused where the filesystem has none unless --copy), or an rbd volume's pool/image@<name>",
+      (y) => y.positional('volume', { type: 'string', demandOption: true }).positional('name', { type: 'string', demandOption: true }),
+      (a) => {
+        verb = 'snapshot';
+        args = [String(a.volume), String(a.name), ...(a.copy === true ? ['--copy'] : [])];
+      },
+    )
+    .command('snapshots <volume>', "a volume's snapshots: name, size, creation time, file", (y) => y.positional('volume', { type: 'string', demandOption: true }), (a) => {
+      verb = 'snapshots';
+      args = [String(a.volume)];
+    })
+    .command(
+      'delete-snapshot <volume> <name>',
+      "remove a snapshot's file (refused while a volume serves it)",
+      (y) => y.positional('volume', { type: 'string', demandOption: true }).positional('name', { type: 'string', demandOption: true }),
+      (a) => {
+        verb = 'delete-snapshot';
+        args = [String(a.volume), String(a.name)];
+      },
+    )
+    .command(
+      'clone <snapshot> <new>',
+      'a writable copy of VOLUME@SNAP: NEW is a path (a bare name goes beside the volume\'s file; a reflink unless --copy is needed), or for rbd a new image in the pool',
+      (y) => y.positional('snapshot', { type: 'string', demandOption: true, describe: 'VOLUME@SNAP' }).positional('new', { type: 'string', demandOption: true }),
+      (a) => {
+        verb = 'clone';
+        args = [String(a.snapshot), String(a.new), ...(a.copy === true ? ['--copy'] : [])];
+      },
+    )
+    .option('copy', { type: 'boolean', default: false, describe: 'snapshot, clone: a full copy where the filesystem cannot reflink' })
     .option('json', { type: 'boolean', default: false, describe: "print the daemon's answer as JSON" })
     .option('socket', { type: 'string', requiresArg: true, describe: `the control socket (default: control.socket from --config, else ${DEFAULT_CONTROL_SOCKET})` })
     .option('config', { type: 'string', default: DEFAULT_CONFIG_PATH, requiresArg: true, describe: 'where to read control.socket from' })
-    .demandCommand(1, 1, 'name one of status, sessions, volumes, kick, reload')
+    .demandCommand(1, 1, 'name one of status, sessions, volumes, kick, reload, snapshot, snapshots, delete-snapshot, clone')
     .strict()
     .help()
     .alias('help', 'h')
@@ -190,6 +254,7 @@ function parse(argv: string[]): CtlArgs {
   return {
     verb: verb!,
     ...(typeof parsed.session === 'string' ? { session: parsed.session } : {}),
+    args,
     ...(parsed.socket !== undefined ? { socket: parsed.socket } : {}),
     config: parsed.config,
     json: parsed.json,
@@ -202,7 +267,9 @@ export async function runCtl(argv: string[]): Promise<number> {
   const path = socketPath(a);
   let result: unknown;
   try {
-    result = await controlRequest(path, a.verb, a.session !== undefined ? [a.session] : a.verb === 'reload' && a.force ? ['force'] : []);
+    const args = a.session !== undefined ? [a.session] : a.verb === 'reload' && a.force ? ['force'] : (a.args ?? []);
+    // A full copy (snapshot or clone --copy) runs as long as the volume is large: no answer timeout to speak of.
+    result = await controlRequest(path, a.verb, args, args.includes('--copy') ? COPY_ANSWER_MS : undefined);
   } catch (e) {
     process.stderr.write(`rblkd ctl: ${e instanceof ControlError ? e.message : String(e)}\n`);
     return 1;

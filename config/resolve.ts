@@ -2,6 +2,7 @@
 // errors, so that one pass reports everything; it reads a field only when the field has the type
 // the schema expects and no schema error of its own, so one mistake is reported once.
 
+import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
 import { CONTROL_RECV_BUFFERS, DEFAULT_TARGET_NAME } from '../protocol/wire/constants.js';
@@ -191,6 +192,48 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
     return out;
   }
 
+  /**
+   * Snapshots and clones (docs/operations.md "Snapshots and clones"): a
+   * file volume's snapshot NAME is `<path>@NAME` beside its file. clone_of
+   * is only for a file volume; while the clone's file does not exist, it must
+   * name a file volume of this file and a snapshot of it that exists, which
+   * the first open reflinks. A volume that serves a snapshot's file writable
+   * would change the snapshot: a warning.
+   */
+  function resolveSnapshots(partial: ReadonlyArray<{ index: number; volume: { name: string; backing: VolumeBacking; readOnly: boolean } }>): void {
+    const raw = list(get(root, ['volumes']));
+    const files = new Map<string, string>();
+    for (const { volume: v } of partial) if (v.backing.kind === 'file') files.set(v.name, v.backing.path);
+    for (const { index, volume: v } of partial) {
+      const given = raw ? get(rec(raw[index]) ?? {}, ['volumes', index, 'clone_of']) : undefined;
+      const b = v.backing;
+      if (given !== undefined && b.kind !== 'file') err(['volumes', index, 'clone_of'], `applies only to file volumes; this one is ${kindOf(b).where(b)}`);
+      if (b.kind !== 'file') continue;
+      if (!v.readOnly) {
+        for (const [other, path] of files) {
+          if (other !== v.name && b.path.startsWith(`${path}@`)) {
+            warn(['volumes', index, 'path'], `is snapshot ${b.path.slice(path.length + 1)} of volume ${other}, served writable: writes change the snapshot (give read_only: true, or serve a clone_of it)`);
+          }
+        }
+      }
+      if (b.cloneOf === undefined) continue;
+      const at = b.cloneOf.lastIndexOf('@');
+      const origin = b.cloneOf.slice(0, at);
+      const snapshot = b.cloneOf.slice(at + 1);
+      const originPath = files.get(origin);
+      if (originPath === undefined || origin === v.name) {
+        err(['volumes', index, 'clone_of'], `names no other file volume '${origin}' of this file: the snapshot of a volume this file serves is cloned`);
+        continue;
+      }
+      const from = `${originPath}@${snapshot}`;
+      if (!existsSync(from)) {
+        err(['volumes', index, 'clone_of'], `volume ${origin} has no snapshot ${snapshot} (${from}); take it with \`rblkd ctl snapshot ${origin} ${snapshot}\``);
+        continue;
+      }
+      v.backing = { ...b, cloneFrom: from };
+    }
+  }
+
   function resolveVolumes(): VolumeConfig[] {
     const raw = list(get(root, ['volumes']));
     if (!raw) return [];
@@ -304,6 +347,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       });
     }
 
+    resolveSnapshots(partial);
     return assignLuns(partial, firstBy.lun);
   }
 

@@ -475,6 +475,12 @@ export interface NativeRbdImage {
   gatewayPublish(oid: string, name: string, token: number): void;
   /** Blocklists the address xattr `name` holds; result 0 (fenced), 1 (none published), 2 (this client's own), or -errno. */
   gatewayFence(oid: string, name: string, token: number): void;
+  /**
+   * Snapshots and clones (native/src/rbd-snap.cc): op create, remove, list or clone (of
+   * snapshot `name` to image `child`), on the gateway thread; gatewayResult is then the
+   * list as JSON, or the failed step.
+   */
+  snapOp(op: 'create' | 'remove' | 'list' | 'clone', name: string, token: number, child?: string): void;
   readonly gatewayResult: string;
 }
 
@@ -482,6 +488,8 @@ export interface NativeRbdOpenOptions {
   pool: string;
   image: string;
   namespace?: string;
+  /** A snapshot of the image, opened read-only (readOnly must be true). */
+  snapshot?: string;
   /** ceph.conf; empty: librados's default search. */
   conf?: string;
   /** The cephx user without `client.`; empty: admin. */

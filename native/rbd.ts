@@ -261,6 +261,35 @@ export class RbdImage {
     return { kind: 'fenced', address: this.#image.gatewayResult };
   }
 
+  /** One snapshot operation (native/src/rbd-snap.cc); the failed step is the error's message. */
+  async #snapOp(op: 'create' | 'remove' | 'list' | 'clone', name: string, child?: string): Promise<string> {
+    await this.#call(`rbd snapshot ${op}`, [], (t) => this.#image.snapOp(op, name, t, child)).catch((e: unknown) => {
+      throw e instanceof RbdError ? new RbdError(e.errno, this.#image.gatewayResult) : e;
+    });
+    return this.#image.gatewayResult;
+  }
+
+  /** rbd_snap_create: a snapshot of the image as it is now (the caller quiesces and flushes first). */
+  async snapCreate(name: string): Promise<void> {
+    await this.#snapOp('create', name);
+  }
+
+  /** Every snapshot: name, size in bytes, creation time in seconds since the epoch. */
+  async snapList(): Promise<{ name: string; size: number; created: number }[]> {
+    // The name is not used by list; the addon takes only non-empty ones.
+    return JSON.parse(await this.#snapOp('list', '-')) as { name: string; size: number; created: number }[];
+  }
+
+  /** Unprotects (if protected) and removes; EBUSY while clones of it exist. */
+  async snapRemove(name: string): Promise<void> {
+    await this.#snapOp('remove', name);
+  }
+
+  /** Protects the snapshot (if not yet) and clones it to image `child` in the same pool and namespace. */
+  async snapClone(name: string, child: string): Promise<void> {
+    await this.#snapOp('clone', name, child);
+  }
+
   onRecord(fn: ((e: RecordEvent) => void) | null): void {
     this.#onRecord = fn;
   }

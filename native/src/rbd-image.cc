@@ -94,6 +94,7 @@ Napi::Function RbdImage::Init(Napi::Env env) {
                          InstanceMethod<&RbdImage::RecordAck>("recordAck"),
                          InstanceMethod<&RbdImage::GatewayPublish>("gatewayPublish"),
                          InstanceMethod<&RbdImage::GatewayFence>("gatewayFence"),
+                         InstanceMethod<&RbdImage::SnapOp>("snapOp"),
                          InstanceAccessor<&RbdImage::GatewayResult>("gatewayResult"),
                          StaticValue("WATCH_TOKEN", Napi::Number::New(env, kWatchToken)),
                          StaticValue("RECORD_NOTIFY_TOKEN", Napi::Number::New(env, kRecordNotifyToken)),
@@ -156,14 +157,18 @@ Napi::Value RbdImage::Open(const Napi::CallbackInfo& info) {
   uint32_t token = ToU32(env, info[1], "rbd open", "token");
   if (closed_ || cluster_ != nullptr || busy_) throw MakeUsageError(env, "ERR_INVALID_STATE", EBADF, "rbd open", "the image is already open");
   std::string pool = OptString(o, "pool"), image = OptString(o, "image"), ns = OptString(o, "namespace");
+  // A snapshot of the image (docs/operations.md "Snapshots and clones"): read-only, as librbd opens it.
+  std::string snap = OptString(o, "snapshot");
   std::string conf = OptString(o, "conf"), client = OptString(o, "clientId"), keyring = OptString(o, "keyring");
   std::string timeout = std::to_string(ToU32(env, o.Get("timeoutSeconds"), "rbd open", "timeoutSeconds"));
   bool read_only = o.Get("readOnly").ToBoolean().Value();
+  if (!snap.empty() && !read_only) throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, "rbd open", "a snapshot opens read-only");
   JoinWorker();
+  image_name_ = image;
   busy_ = true;
   Started();
   std::shared_ptr<RbdQueue> q = queue_;
-  worker_ = std::thread([this, q, token, pool, image, ns, conf, client, keyring, timeout, read_only]() {
+  worker_ = std::thread([this, q, token, pool, image, ns, snap, conf, client, keyring, timeout, read_only]() {
     rados_t cluster = nullptr;
     rados_ioctx_t io = nullptr;
     rbd_image_t img = nullptr;
@@ -197,7 +202,7 @@ Napi::Value RbdImage::Open(const Napi::CallbackInfo& info) {
     if (rc >= 0) {
       rados_ioctx_set_namespace(io, ns.empty() ? nullptr : ns.c_str());
       step = read_only ? "rbd_open_read_only" : "rbd_open";
-      rc = read_only ? rbd_open_read_only(io, image.c_str(), &img, nullptr) : rbd_open(io, image.c_str(), &img, nullptr);
+      rc = read_only ? rbd_open_read_only(io, image.c_str(), &img, snap.empty() ? nullptr : snap.c_str()) : rbd_open(io, image.c_str(), &img, nullptr);
     }
     uint64_t handle = 0;
     if (rc >= 0) {

@@ -116,6 +116,8 @@ class RbdImage : public Napi::ObjectWrap<RbdImage> {
   Napi::Value GatewayPublish(const Napi::CallbackInfo& info);
   Napi::Value GatewayFence(const Napi::CallbackInfo& info);
   Napi::Value GatewayResult(const Napi::CallbackInfo& info);
+  // Snapshots and clones, on the gateway thread (rbd-snap.cc).
+  Napi::Value SnapOp(const Napi::CallbackInfo& info);
   void JoinGateway();
   // The start both share: (oid, name, token) read, the image open and no
   // other gateway operation running, the last one's thread joined.
@@ -139,6 +141,7 @@ class RbdImage : public Napi::ObjectWrap<RbdImage> {
   rados_t cluster_ = nullptr;
   rados_ioctx_t ioctx_ = nullptr;
   rbd_image_t image_ = nullptr;
+  std::string image_name_;  // as opened, for rbd_clone3
   RbdFastImage fast_;  // what fastHandle() hands out; its image is image_
   uint64_t watch_handle_ = 0;
   bool watching_ = false;

@@ -144,6 +144,19 @@ export interface Backend {
    * what was done; `unknown` when no gateway of that group ever published.
    */
   fenceGateway?(group: number): Promise<GatewayFenceResult>;
+  /** Optional: the store's own snapshots and clones (an RBD image's); file volumes' are reflinks (target/backend/reflink.ts). */
+  readonly snapshots?: StoreSnapshots;
+}
+
+/** A store's own snapshots (an RBD image's), for `rblkd ctl snapshot` (docs/operations.md "Snapshots and clones"). */
+export interface StoreSnapshots {
+  /** Takes snapshot `name` of the store as it is now; the caller has quiesced and flushed. */
+  create(name: string): Promise<void>;
+  /** Every snapshot; created is ISO 8601. */
+  list(): Promise<{ name: string; size: number; created: string }[]>;
+  remove(name: string): Promise<void>;
+  /** Makes `child` a new store cloned from snapshot `name`; resolves how it is named (pool/image). */
+  clone(name: string, child: string): Promise<string>;
 }
 
 /** What fenceGateway did. */

@@ -4,8 +4,11 @@
 // it from restarting into the same refusal (docs/operations.md "Exit statuses").
 import { errorMessage } from './logger.js';
 
-/** errno codes of an open or mkdir that only a change to the file or the host can fix. */
-const CONFIG_CODES = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EROFS', 'ELOOP', 'ENAMETOOLONG', 'ENXIO', 'ENODEV']);
+/**
+ * errno codes of an open or mkdir that only a change to the file or the host can fix; and
+ * of a clone_of that the filesystem cannot reflink (EOPNOTSUPP, EXDEV: target/backend/reflink.ts).
+ */
+const CONFIG_CODES = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EROFS', 'ELOOP', 'ENAMETOOLONG', 'ENXIO', 'ENODEV', 'EOPNOTSUPP', 'EXDEV']);
 
 export class ConfigRefusal extends Error {
   readonly code: string;

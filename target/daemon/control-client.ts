@@ -15,8 +15,11 @@ export class ControlError extends Error {
 /** Guards against a daemon that accepts and never answers; a reload may take a while (new volumes open). */
 const ANSWER_MS = 60_000;
 
-/** Sends one request; resolves with its result, rejects with ControlError (the daemon's error, or why it could not be reached). */
-export function controlRequest(path: string, command: ControlCommand, args: readonly string[] = []): Promise<unknown> {
+/**
+ * Sends one request; resolves with its result, rejects with ControlError (the daemon's error, or why it could not be reached).
+ * answerMs: how long to wait for the answer (a full copy of a large volume, `snapshot --copy`, takes longer than the default).
+ */
+export function controlRequest(path: string, command: ControlCommand, args: readonly string[] = [], answerMs = ANSWER_MS): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const s = connect(path);
     let buf = '';
@@ -28,7 +31,7 @@ export function controlRequest(path: string, command: ControlCommand, args: read
       s.destroy();
       f();
     };
-    const timer = setTimeout(() => finish(() => reject(new ControlError(`no answer from ${path} within ${ANSWER_MS} ms`, 'ETIMEDOUT'))), ANSWER_MS);
+    const timer = setTimeout(() => finish(() => reject(new ControlError(`no answer from ${path} within ${answerMs} ms`, 'ETIMEDOUT'))), answerMs);
     s.setEncoding('utf8');
     s.on('connect', () => s.write(`${JSON.stringify({ command, args })}\n`));
     s.on('data', (d: string) => {

@@ -13,7 +13,7 @@ import type { DaemonLogger } from './logger.js';
 import { describeError, errorMessage } from './logger.js';
 import { ControlLineReader, type ControlLine } from './control-lines.js';
 
-export const CONTROL_COMMANDS = ['status', 'sessions', 'volumes', 'kick', 'reload'] as const;
+export const CONTROL_COMMANDS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone'] as const;
 export type ControlCommand = (typeof CONTROL_COMMANDS)[number];
 
 export interface ControlHandlers {
@@ -23,6 +23,11 @@ export interface ControlHandlers {
   kick(session: string): Promise<unknown>;
   /** force: remove volumes even while sessions can see them (`{"command":"reload","args":["force"]}`). */
   reload(force: boolean): Promise<unknown>;
+  /** docs/operations.md "Snapshots and clones". */
+  snapshot(volume: string, name: string, copy: boolean): Promise<unknown>;
+  snapshots(volume: string): Promise<unknown>;
+  deleteSnapshot(volume: string, name: string): Promise<unknown>;
+  clone(ref: string, target: string, copy: boolean): Promise<unknown>;
 }
 
 export interface ControlRequest {
@@ -218,6 +223,23 @@ export class ControlServer {
         case 'reload':
           if (args.length > 1 || (args.length === 1 && args[0] !== 'force')) return { ok: false, error: 'reload takes no argument, or "force"' };
           return { ok: true, result: await this.handlers.reload(args[0] === 'force') };
+        // A full copy only when asked: `--copy` after the positional arguments.
+        case 'snapshot': {
+          const [volume, name, ...flags] = args as string[];
+          if (volume === undefined || name === undefined || !flags.every((f) => f === '--copy')) return { ok: false, error: 'snapshot takes VOLUME NAME [--copy]' };
+          return { ok: true, result: await this.handlers.snapshot(volume, name, flags.length > 0) };
+        }
+        case 'snapshots':
+          if (args.length !== 1) return { ok: false, error: 'snapshots takes one VOLUME' };
+          return { ok: true, result: await this.handlers.snapshots(args[0] as string) };
+        case 'delete-snapshot':
+          if (args.length !== 2) return { ok: false, error: 'delete-snapshot takes VOLUME NAME' };
+          return { ok: true, result: await this.handlers.deleteSnapshot(args[0] as string, args[1] as string) };
+        case 'clone': {
+          const [ref, target, ...flags] = args as string[];
+          if (ref === undefined || target === undefined || !flags.every((f) => f === '--copy')) return { ok: false, error: 'clone takes VOLUME@SNAPSHOT NEW [--copy]' };
+          return { ok: true, result: await this.handlers.clone(ref, target, flags.length > 0) };
+        }
       }
     } catch (e) {
       return { ok: false, error: errorMessage(e) };

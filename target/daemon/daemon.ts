@@ -21,10 +21,10 @@ import { monotonicUsec, startWatchdog, systemdNotifier, type Notifier } from './
 import { quiesce } from './quiesce.js';
 import { emptyResult, inUseText, inUseWho, plural, type ReloadResult, type VolumeInUse } from './reload-result.js';
 import { listenerKey, planReload, type ReloadPlan } from './reload-plan.js';
+import { snapshotHandlers } from './snapshot-control.js';
 import { serverOptions, startReactors } from './server-options.js';
-import { makeStateDir, ServedVolume, type VolumeContext } from './volumes.js';
-import { writeLunRecord } from '../../config/lun-record.js';
-import { asConfigRefusal, ConfigRefusal } from './config-refusal.js';
+import { recordLuns } from './record-luns.js';
+import { ServedVolume, type VolumeContext } from './volumes.js';
 
 /** How often a fenced volume's recovery looks whether the LU has gone idle, and retries a store that is away. */
 const RECOVER_POLL_MS = 50;
@@ -103,7 +103,7 @@ export class Daemon {
     const d = new Daemon(config, opts);
     for (const w of config.warnings) d.log.warn(formatIssue(config.source, w, 'warning'));
     try {
-      await d.recordLuns(config);
+      await recordLuns(config, d.log);
       for (const v of config.volumes) {
         const sv = await ServedVolume.open(v, d.volumeContext(config));
         d.volumes.set(v.name, sv);
@@ -153,7 +153,14 @@ export class Daemon {
       volumes: () => this.volumesInfo(),
       kick: (id) => this.kick(id),
       reload: (force) => this.reload({ force }),
+      ...snapshotHandlers({ served: (name) => this.served(name), volumes: () => this.volumes.values(), stopping: () => this.stopping !== null, log: this.log }),
     };
+  }
+
+  private served(name: string): ServedVolume {
+    const sv = this.volumes.get(name);
+    if (!sv) throw new Error(`no volume ${name} (rblkd ctl volumes lists them)`);
+    return sv;
   }
 
   private metricsSource(): MetricsSource {
@@ -246,23 +253,6 @@ export class Daemon {
     return { kicked: id, initiator: info.initiator, peer: info.peer };
   }
 
-  /**
-   * Remembers the config's LUNs in state_dir/luns.json before any of them is served, so that
-   * a restart or a later reload gives every volume the same one (docs/operations.md "Stable LUNs").
-   */
-  private async recordLuns(config: Config): Promise<void> {
-    if (!config.luns.changed) return;
-    try {
-      await makeStateDir(config.stateDir);
-      await writeLunRecord(config.luns.file, config.luns.entries);
-    } catch (e) {
-      const what = `cannot record the volumes' LUNs in ${config.luns.file}`;
-      const refusal = asConfigRefusal(what, e);
-      throw refusal instanceof ConfigRefusal ? refusal : new Error(`${what}: ${errorMessage(e)}`, { cause: e });
-    }
-    this.log.debug(`recorded the LUNs of ${plural(config.volumes.length, 'volume')} in ${config.luns.file}`);
-  }
-
   private volumeContext(config: Config): VolumeContext {
     return { stateDir: config.stateDir, maxIo: config.limits.maxIo, log: this.log, portGroups: this.portGroups };
   }
@@ -350,7 +340,7 @@ export class Daemon {
 
     // Everything that can fail comes before anything is changed: the LUN record, new volumes, a moved metrics endpoint.
     try {
-      await this.recordLuns(next);
+      await recordLuns(next, this.log);
     } catch (e) {
       return this.refuse('the LUNs could not be recorded', [errorMessage(e)]);
     }

@@ -204,9 +204,11 @@ test('rblkd ctl: a mistyped verb or option gets the nearest one, kick without an
   const socket = ['--socket', '/nonexistent/rblkd.ctl'];
   const cases: [string[], string][] = [
     [['stauts'], "unknown command 'stauts': did you mean 'status'?"],
-    [['frob'], "unknown command 'frob': the commands are status, sessions, volumes, kick, reload"],
+    [['frob'], "unknown command 'frob': the commands are status, sessions, volumes, kick, reload, snapshot, snapshots, delete-snapshot, clone"],
     [['sessions', '--jsn'], 'unknown option --jsn: did you mean --json?'],
     [['kick'], 'kick needs a SESSION id (rblkd ctl sessions lists them)'],
+    [['snapshot', 'vol'], 'snapshot needs VOLUME NAME (rblkd ctl volumes lists the volumes)'],
+    [['clone', 'vol@s1'], 'clone needs VOLUME@SNAP NEW (rblkd ctl snapshots VOLUME lists the snapshots)'],
     [['status', 'extra'], "unexpected argument 'extra'"],
   ];
   for (const [args, said] of cases) {

@@ -2,11 +2,13 @@
 // size) or a block device (its size is the device's). Both are descriptor backends, so direct
 // and io_engine apply; stat decides which one a path is, at load and again at open.
 
+import { existsSync } from 'node:fs';
 import { stat, truncate } from 'node:fs/promises';
 import { resolve as resolvePath } from 'node:path';
 import { inspectBacking, type BackingInspection } from '../../../config/backing.js';
 import type { BackendKind, KindInput } from '../kind.js';
 import { openBackend } from '../open.js';
+import { cloneFile } from '../reflink.js';
 import type { IoEngineChoice } from '../positional-io.js';
 
 export interface FileBacking {
@@ -14,6 +16,13 @@ export interface FileBacking {
   readonly path: string;
   /** Configured size; the file is created or grown to it. */
   readonly size?: number;
+  /**
+   * clone_of (docs/operations.md "Snapshots and clones"), kept only while the
+   * file does not exist yet: VOLUME@SNAP as written, and the snapshot's file
+   * (config/resolve.ts fills it in), which the first open reflinks to `path`.
+   */
+  readonly cloneOf?: string;
+  readonly cloneFrom?: string;
 }
 
 export interface BlockDeviceBacking {
@@ -62,15 +71,25 @@ export const blockDeviceKind: BackendKind<BlockDeviceBacking> = {
     openBackend({ path: b.path, readOnly: o.readOnly, direct: o.direct, ioEngine: o.ioEngine, logicalBlockSize: o.logicalBlockSize, shared: o.sharedStore }),
 };
 
+/** clone_of: VOLUME@SNAP, both names as volume and snapshot names are written. */
+const CLONE_OF = '^[A-Za-z0-9._-]{1,64}@[A-Za-z0-9._-]{1,64}$';
+
 export const fileKind: BackendKind<FileBacking> = {
   kind: 'file',
   key: 'path',
   keyText: 'path',
   describes: 'a file or block device',
   selected: (v) => typeof v === 'string',
-  properties,
+  // patternMessage: config/schema.ts PATTERN_MESSAGE (not imported: the schema is built from this module).
+  properties: { ...properties, clone_of: { type: 'string', pattern: CLONE_OF, patternMessage: 'must be VOLUME@SNAPSHOT, each 1 to 64 characters of letters, digits and . _ -' } },
   descriptorOptions: true,
   resolve(input) {
+    const cloneOf = input.get('clone_of');
+    if (typeof cloneOf === 'string') {
+      // The clone is made at the first open; until then its file need not exist (resolve.ts checks the snapshot).
+      const path = resolvePath(input.stateDir, input.get('path') as string);
+      if (!existsSync(path)) return { kind: 'file', path, cloneOf, ...(input.size !== undefined ? { size: input.size } : {}) };
+    }
     const { path, found } = inspect(input);
     if (found === undefined) return undefined;
     if (!found.ok) {
@@ -87,8 +106,13 @@ export const fileKind: BackendKind<FileBacking> = {
   where: (b) => `file ${b.path}`,
   configuredSize: (b) => b.size,
   defaultDirect: () => false,
-  open: (b, o) =>
-    openBackend({
+  async open(b, o) {
+    // clone_of: made once, at the first open; refused where the filesystem has no reflink (reflink.ts).
+    if (b.cloneFrom !== undefined && !existsSync(b.path)) {
+      const instead = `make ${b.path} a full copy yourself (\`rblkd ctl clone ${b.cloneOf ?? 'VOLUME@SNAP'} ${b.path} --copy\`) and start or reload again`;
+      await cloneFile(b.cloneFrom, b.path, { instead });
+    }
+    return openBackend({
       path: b.path,
       ...(b.size !== undefined ? { size: b.size } : {}),
       readOnly: o.readOnly,
@@ -96,7 +120,8 @@ export const fileKind: BackendKind<FileBacking> = {
       ioEngine: o.ioEngine,
       logicalBlockSize: o.logicalBlockSize,
       shared: o.sharedStore,
-    }),
+    });
+  },
   async grow(b, _backend, size) {
     // ftruncate only ever lengthens here: the new tail is a hole, no data moves.
     if ((await stat(b.path)).size < size) await truncate(b.path, size);

@@ -16,7 +16,7 @@
 // gateway's operations all fail with EBLOCKLISTED (ESHUTDOWN); this backend
 // then says so once and fences the volume: every later operation fails at once.
 import { EBLOCKLISTED, RbdImage, type RbdOpenOptions } from '../../../native/rbd.js';
-import type { Backend, BackendNotice, Extent, FastPathTarget, GatewayFenceResult, SharedRecord, WriteOptions } from '../backend.js';
+import type { Backend, BackendNotice, Extent, FastPathTarget, GatewayFenceResult, SharedRecord, StoreSnapshots, WriteOptions } from '../backend.js';
 import { backendError } from '../backend-error.js';
 import { IoGate } from '../io-gate.js';
 import { checkRange } from '../range-check.js';
@@ -66,7 +66,8 @@ export class RbdBackend implements Backend {
     this.#pool = `${options.pool}${options.namespace !== undefined && options.namespace !== '' ? ` (namespace ${options.namespace})` : ''}`;
     this.#timeoutSeconds = options.timeoutSeconds;
     this.#size = image.size();
-    this.sharedIdentity = image.id();
+    // A snapshot is another device than its image (VPD 83h): its own identity, and its own records.
+    this.sharedIdentity = options.snapshot !== undefined ? `${image.id()}@${options.snapshot}` : image.id();
     this.#gate = new IoGate(what);
     this.#fast = fastPath ? { fd: -1, align: 1, rbd: image.fastTarget() } : null;
     image.onBlocklisted(() => this.#blocklisted());
@@ -257,6 +258,28 @@ export class RbdBackend implements Backend {
   }
 
   /** The addon runs one gateway operation at a time (it has one thread for them): later ones wait their turn. */
+  /**
+   * librbd snapshots and clones (native/src/rbd-snap.cc), one at a time with
+   * the gateway operations, whose thread they share. A clone is a new image
+   * in the same pool and namespace.
+   */
+  readonly snapshots: StoreSnapshots = {
+    create: (name) => this.#oneGatewayOp(() => (this.#checkFence('snapshot'), this.#image.snapCreate(name))),
+    list: () =>
+      this.#oneGatewayOp(async () => {
+        this.#checkFence('list snapshots');
+        return (await this.#image.snapList()).map((x) => ({ name: x.name, size: x.size, created: new Date(x.created * 1000).toISOString() }));
+      }),
+    remove: (name) => this.#oneGatewayOp(() => (this.#checkFence('remove snapshot'), this.#image.snapRemove(name))),
+    clone: (name, child) =>
+      this.#oneGatewayOp(async () => {
+        this.#checkFence('clone');
+        await this.#image.snapClone(name, child);
+        const ns = this.#options.namespace;
+        return `${this.#options.pool}/${ns !== undefined && ns !== '' ? `${ns}/` : ''}${child}`;
+      }),
+  };
+
   #oneGatewayOp<T>(op: () => Promise<T>): Promise<T> {
     const run = this.#gatewayTurn.then(() => this.#gate.run(op));
     this.#gatewayTurn = run.then(

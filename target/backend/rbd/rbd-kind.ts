@@ -11,6 +11,8 @@ export interface RbdBacking {
   readonly pool: string;
   readonly image: string;
   readonly namespace?: string;
+  /** A snapshot of the image, served read-only (docs/operations.md "Snapshots and clones"). */
+  readonly snapshot?: string;
   /** ceph.conf; absent: librados's default search (/etc/ceph/ceph.conf, $CEPH_CONF). */
   readonly conf?: string;
   /** The cephx user without `client.`; absent: admin. */
@@ -42,6 +44,7 @@ export const rbdKind: BackendKind<RbdBacking> = {
         pool: name,
         image: name,
         namespace: name,
+        snapshot: name,
         conf: { type: 'string', minLength: 1 },
         client_id: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$', patternMessage: 'must be a cephx user name without client., such as rblk' },
         keyring: { type: 'string', minLength: 1 },
@@ -73,6 +76,10 @@ export const rbdKind: BackendKind<RbdBacking> = {
       }
       return path;
     };
+    if (typeof r.snapshot === 'string' && !input.readOnly) {
+      input.error(['rbd', 'snapshot'], 'a snapshot is served read-only: give read_only: true (for a writable copy, `rblkd ctl clone`)');
+      ok = false;
+    }
     const conf = file('conf');
     const keyring = file('keyring');
     if (!ok || typeof r.pool !== 'string' || typeof r.image !== 'string') return undefined;
@@ -81,6 +88,7 @@ export const rbdKind: BackendKind<RbdBacking> = {
       pool: r.pool,
       image: r.image,
       ...(typeof r.namespace === 'string' ? { namespace: r.namespace } : {}),
+      ...(typeof r.snapshot === 'string' ? { snapshot: r.snapshot } : {}),
       ...(conf !== undefined ? { conf } : {}),
       ...(typeof r.client_id === 'string' ? { clientId: r.client_id } : {}),
       ...(keyring !== undefined ? { keyring } : {}),
@@ -88,8 +96,8 @@ export const rbdKind: BackendKind<RbdBacking> = {
       fastPath: r.fast_path !== false,
     };
   },
-  claim: (b) => `rbd image ${b.pool}/${b.namespace !== undefined ? `${b.namespace}/` : ''}${b.image} (of ${b.conf ?? 'the default ceph.conf'})`,
-  where: (b) => `rbd ${b.pool}/${b.namespace !== undefined ? `${b.namespace}/` : ''}${b.image}`,
+  claim: (b) => `rbd image ${b.pool}/${b.namespace !== undefined ? `${b.namespace}/` : ''}${b.image}${b.snapshot !== undefined ? `@${b.snapshot}` : ''} (of ${b.conf ?? 'the default ceph.conf'})`,
+  where: (b) => `rbd ${b.pool}/${b.namespace !== undefined ? `${b.namespace}/` : ''}${b.image}${b.snapshot !== undefined ? `@${b.snapshot}` : ''}`,
   configuredSize: () => undefined,
   defaultDirect: () => false,
   async open(b, o) {
@@ -99,6 +107,7 @@ export const rbdKind: BackendKind<RbdBacking> = {
       pool: b.pool,
       image: b.image,
       ...(b.namespace !== undefined ? { namespace: b.namespace } : {}),
+      ...(b.snapshot !== undefined ? { snapshot: b.snapshot } : {}),
       ...(b.conf !== undefined ? { conf: b.conf } : {}),
       ...(b.clientId !== undefined ? { clientId: b.clientId } : {}),
       ...(b.keyring !== undefined ? { keyring: b.keyring } : {}),

@@ -1,0 +1,118 @@
+// Snapshots and clones of an rbd volume (docs/operations.md "Snapshots and
+// clones"): librbd's own, through the rbd addon (native/src/rbd-snap.cc),
+// against the throw-away Ceph cluster (test/helpers/ceph-cluster.ts) and the
+// real rblkd. A snapshot taken under QD32 writes holds every write
+// acknowledged before the request and none issued after its answer, as `rbd
+// export` reads it, and as it reads over rblk once served read-only; its
+// clone, served by a reload, reads the same and is writable without touching
+// the snapshot or the origin. Skipped
+// without Ceph or without rblk_rbd.node.
+import test from 'ava';
+import { connect, type Session } from '../../initiator/index.js';
+import { nativeFeatures } from '../../native/binding.js';
+import { controlRequest } from '../../target/daemon/control-client.js';
+import { cephMissing, startCephCluster, type CephCluster } from '../helpers/ceph-cluster.js';
+import { baseConfig, spawnDaemon, workdir } from './helpers/daemon-process.js';
+import { BS, blockOf, checkSnapshot, fill, QD, readAll, snapshotUnderLoad } from './helpers/snapshot-load.js';
+
+const BLOCKS = 4096; // 16 MiB
+const TARGET = 'iqn.2026-12.io.rblk:rbd-snapshot';
+const reason = cephMissing() ?? (nativeFeatures().rbd ? null : 'rblk_rbd.node was not built (apt-get install librbd-dev, then rebuild)');
+const rbdTest = reason === null ? test.serial : test.skip;
+if (reason !== null) test.skip(`rbd snapshot tests: ${reason}`, () => undefined);
+
+let cluster: CephCluster | undefined;
+test.before(async () => {
+  if (reason !== null) return;
+  cluster = await startCephCluster();
+  await cluster.createImage('snapvol', BLOCKS * BS);
+});
+test.after.always(async () => {
+  await cluster?.stop();
+});
+
+rbdTest('rbd: a snapshot under QD32 writes holds every write acknowledged before it and none after; served read-only (rbd.snapshot) and cloned, it reads the same over rblk; the clone is independent', async (t) => {
+  t.timeout(240_000);
+  const ceph = cluster!;
+  const w = workdir(t);
+  const socket = `${w.dir}/rblkd.ctl`;
+  const rbd = (image: string): Record<string, unknown> => ({ pool: ceph.pool, image, conf: ceph.conf, timeout_s: 10 });
+  const volumes: Record<string, unknown>[] = [{ name: 'vol', rbd: rbd('snapvol'), lun: 0 }];
+  const extra = { target_name: TARGET, limits: { queue_depth: 64 } };
+  w.writeConfig(baseConfig(w, volumes, extra));
+  const d = spawnDaemon(t, ['--config', w.configPath]);
+  const port = await d.port();
+  await d.waitForLine(/rblkd ready/);
+  const session = async (name: string): Promise<Session> => {
+    const s = await connect({ address: '127.0.0.1', port, provider: 'tcp', initiatorName: `iqn.2026-12.io.rblk:${name}`, targetName: TARGET, queueDepth: QD });
+    t.teardown(() => s.close().catch(() => undefined));
+    return s;
+  };
+
+  const s1 = await session('writer');
+  const vol = await s1.open('vol');
+  await fill(vol, 0, BLOCKS);
+  const r = await snapshotUnderLoad(s1, vol, socket, ['vol', 's1'], BLOCKS);
+  t.is(r.taken.method, 'rbd');
+  t.is(r.taken.path, `${ceph.pool}/snapvol@s1`);
+  const before = r.writes.filter((x) => x.acked < r.snapStart).length;
+  const after = r.writes.filter((x) => x.issued > r.snapEnd).length;
+  t.log(`${r.writes.length} writes: ${before} acknowledged before the snapshot request, ${after} issued after its answer; I/O paused ${r.taken.pausedMs} ms`);
+  t.true(before > QD && after > QD, 'the load ran on both sides of the snapshot');
+  await fill(vol, -1, BLOCKS);
+
+  // The snapshot as Ceph's own tool reads it.
+  const snap = await ceph.run('rbd', ['export', `${ceph.pool}/snapvol@s1`, '-']);
+  t.is(snap.length, BLOCKS * BS);
+  const { problems, inFlight } = checkSnapshot(snap, r, BLOCKS);
+  t.log(`${inFlight} blocks had a write in flight across the snapshot`);
+  t.deepEqual(problems.slice(0, 10), [], `${problems.length} blocks differ from what was acknowledged`);
+
+  const listed = (await controlRequest(socket, 'snapshots', ['vol'])) as { snapshots: { name: string; size: number; created: string; path: string }[] };
+  t.deepEqual(
+    listed.snapshots.map((x) => [x.name, x.size, x.path]),
+    [['s1', BLOCKS * BS, `${ceph.pool}/snapvol@s1`]],
+  );
+  t.false(Number.isNaN(Date.parse(listed.snapshots[0].created)));
+  await t.throwsAsync(controlRequest(socket, 'snapshot', ['vol', 's1']), { message: /EEXIST|exists/ });
+
+  // A clone, served by a reload, reads the snapshot byte for byte and is its own.
+  const cloned = (await controlRequest(socket, 'clone', ['vol@s1', 'snapclone'])) as { path: string; method: string };
+  t.deepEqual([cloned.path, cloned.method], [`${ceph.pool}/snapclone`, 'rbd']);
+  // The snapshot itself is served only read-only.
+  w.writeConfig(baseConfig(w, [...volumes, { name: 'snap', rbd: { ...rbd('snapvol'), snapshot: 's1' }, lun: 2 }], extra));
+  const refused = (await controlRequest(socket, 'reload')) as { applied: boolean; errors: string[] };
+  t.false(refused.applied);
+  t.regex(refused.errors.join('\n'), /rbd\.snapshot: a snapshot is served read-only: give read_only: true/);
+  w.writeConfig(baseConfig(w, [...volumes, { name: 'cl', rbd: rbd('snapclone'), lun: 1 }, { name: 'snap', rbd: { ...rbd('snapvol'), snapshot: 's1' }, read_only: true, lun: 2 }], extra));
+  const reloaded = (await controlRequest(socket, 'reload')) as { applied: boolean; added: string[]; errors: string[] };
+  t.true(reloaded.applied, reloaded.errors.join('; '));
+  t.deepEqual(reloaded.added.sort(), ['cl', 'snap']);
+  const s2 = await session('reader');
+  const snapVol = await s2.open('snap');
+  t.true((await readAll(snapVol, BLOCKS)).equals(snap), 'the snapshot, served read-only, reads over rblk as rbd export reads it');
+  await t.throwsAsync(snapVol.write(0, blockOf(-3, 0)), undefined, 'and refuses writes');
+  await t.throwsAsync(controlRequest(socket, 'snapshot', ['snap', 'x']), { message: /a snapshot has no snapshots/ });
+  const cl = await s2.open('cl');
+  t.true((await readAll(cl, BLOCKS)).equals(snap), 'the clone reads as the snapshot');
+  const mark = blockOf(-2, 7);
+  await cl.write(7 * BS, mark);
+  const back = Buffer.alloc(BS);
+  await cl.read(7 * BS, back);
+  t.true(back.equals(mark), 'the clone is writable');
+  t.true((await ceph.run('rbd', ['export', `${ceph.pool}/snapvol@s1`, '-'])).equals(snap), 'a write to the clone leaves the snapshot alone');
+  await vol.read(7 * BS, back);
+  t.true(back.equals(blockOf(-1, 7)), 'and the origin');
+
+  // A snapshot with a clone is not deleted; without, it is.
+  await s2.close();
+  w.writeConfig(baseConfig(w, [...volumes, { name: 'cl', rbd: rbd('snapclone'), lun: 1 }], extra));
+  t.true(((await controlRequest(socket, 'reload')) as { applied: boolean }).applied);
+  await t.throwsAsync(controlRequest(socket, 'delete-snapshot', ['vol', 's1']), { message: /snapshot vol@s1 has clones/ });
+  await controlRequest(socket, 'snapshot', ['vol', 's2']);
+  await controlRequest(socket, 'delete-snapshot', ['vol', 's2']);
+  t.deepEqual(((await controlRequest(socket, 'snapshots', ['vol'])) as { snapshots: { name: string }[] }).snapshots.map((x) => x.name), ['s1']);
+  await t.throwsAsync(controlRequest(socket, 'clone', ['vol@nope', 'x']), { message: /volume vol has no snapshot nope/ });
+  await t.throwsAsync(controlRequest(socket, 'clone', ['vol@s1', 'other/x']), { message: /give its name/ });
+  await s1.close();
+});
