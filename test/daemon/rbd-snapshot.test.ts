@@ -107,7 +107,10 @@ rbdTest('rbd: a snapshot under QD32 writes holds every write acknowledged before
   // A snapshot with a clone is not deleted; without, it is.
   await s2.close();
   w.writeConfig(baseConfig(w, [...volumes, { name: 'cl', rbd: rbd('snapclone'), lun: 1 }], extra));
-  t.true(((await controlRequest(socket, 'reload')) as { applied: boolean }).applied);
+  // The writer's session still sees LUN 2, so removing 'snap' needs force (docs/operations.md "Removing a volume in use").
+  const unforced = (await controlRequest(socket, 'reload')) as { applied: boolean; inUse: { volume: string }[] };
+  t.deepEqual([unforced.applied, unforced.inUse.map((u) => u.volume)], [false, ['snap']]);
+  t.true(((await controlRequest(socket, 'reload', ['force'])) as { applied: boolean }).applied);
   await t.throwsAsync(controlRequest(socket, 'delete-snapshot', ['vol', 's1']), { message: /snapshot vol@s1 has clones/ });
   await controlRequest(socket, 'snapshot', ['vol', 's2']);
   await controlRequest(socket, 'delete-snapshot', ['vol', 's2']);
