@@ -13,7 +13,7 @@ import { ScsiRequest, SessionIo, type Access, type LogicalUnit, type Nexus, type
 import { noNative, requestScopes, withMeta, type LogoutKind, type MappedLun, type ServedConnection, type ConnectionEnvironment, type SessionInfo, type TargetLogger } from '../session/environment.js';
 import { ChapError, CHAP_MD5, chapResponse, decodeBinary, encodeBinary, newChallenge, verifyResponse, type ChapChallenge } from './chap.js';
 import { AlignedBuffers } from './aligned-buffers.js';
-import { crc32c } from './crc32c.js';
+import { crc32c } from '../../protocol/crc32c.js';
 import { defaultParams, negotiate, NegotiationError, type SessionParams, type TargetOffer } from './negotiation.js';
 import {
   BHS_LENGTH,
