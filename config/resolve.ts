@@ -110,6 +110,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
         : DEFAULT_STATE_DIR;
 
   const targetName = str(get(root, ['target_name'])) ?? DEFAULT_TARGET_NAME;
+  const nqn = str(get(root, ['nqn']));
   const auth = resolveAuth();
   const listeners = resolveListeners();
   const volumes = resolveVolumes();
@@ -147,7 +148,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   return {
     errors,
     warnings,
-    config: { source: ctx.source, targetName, listeners, volumes, auth, limits, logging, control, metrics, stateDir, fastPath, reactors, alua, warnings: [] },
+    config: { source: ctx.source, targetName, ...(nqn !== undefined ? { nqn } : {}), listeners, volumes, auth, limits, logging, control, metrics, stateDir, fastPath, reactors, alua, warnings: [] },
   };
 
   function resolveListeners(): ListenerConfig[] {

@@ -92,6 +92,12 @@ export const configSchema: SchemaObject = {
   properties: {
     // The name initiators log in to (LOGIN_REQ target name, docs/protocol.md §8).
     target_name: initiatorName,
+    // The NVMe subsystem NQN of the nvme-tcp listeners (docs/nvme.md "Configuration"); default derived from target_name.
+    nqn: {
+      type: 'string',
+      pattern: '^nqn\\.[0-9]{4}-[0-9]{2}\\.[A-Za-z0-9._:@-]{1,210}$',
+      [PATTERN_MESSAGE]: 'must be an NQN: nqn.yyyy-mm.<reversed domain>:<name>, at most 223 characters of letters, digits and . _ : @ -',
+    },
     listeners: {
       type: 'array',
       minItems: 1,
@@ -359,6 +365,8 @@ export interface Config {
   source: string;
   /** The name initiators log in to; DEFAULT_TARGET_NAME when the file names none. */
   targetName: string;
+  /** The NVMe subsystem NQN (`nqn:`); absent: derived from targetName (docs/nvme.md "Configuration"). */
+  nqn?: string;
   listeners: readonly ListenerConfig[];
   volumes: readonly VolumeConfig[];
   auth: AuthConfig;

@@ -51,6 +51,8 @@ export interface ConnectionLimits {
 
 export interface TargetServerOptions {
   targetName: string;
+  /** The NVMe subsystem NQN (config `nqn:`); absent: derived from targetName (target/nvme/subsystem.ts defaultNqn). */
+  nqn?: string;
   limits: SessionLimits & ConnectionLimits;
   authRequired: boolean;
   /** Per-initiator secrets (auth.initiators). */
@@ -291,6 +293,9 @@ export class TargetServer {
     return {
       get targetName() {
         return self.opts.targetName;
+      },
+      get nqn() {
+        return self.opts.nqn;
       },
       scsi: this.scsi,
       get limits() {

@@ -93,19 +93,23 @@ export function framePdu(header: Buffer, data: Buffer | null, d: Digests, pda = 
   const hd = d.header && !noDigests;
   const dd = d.data && !noDigests && data !== null && data.length > 0;
   const hlen = header.length;
-  const pdo = data !== null && data.length > 0 ? (noDigests ? hlen : dataOffset(hlen, hd, pda)) : 0;
-  const plen = (pdo > 0 ? pdo + data!.length : hlen + (hd ? DIGEST_LENGTH : 0)) + (dd ? DIGEST_LENGTH : 0);
+  const hasData = data !== null && data.length > 0;
+  const term = type === PduType.H2CTermReq || type === PduType.C2HTermReq;
+  // A TermReq's data follows its header at once and its PDO is reserved (§3.6.2.4, §3.6.2.5).
+  const start = hasData ? (noDigests ? hlen : dataOffset(hlen, hd, pda)) : 0;
+  const pdo = term ? 0 : start;
+  const plen = (hasData ? start + data.length : hlen + (hd ? DIGEST_LENGTH : 0)) + (dd ? DIGEST_LENGTH : 0);
   header[1] = (header[1] & ~(PduFlag.HDGSTF | PduFlag.DDGSTF)) | (hd ? PduFlag.HDGSTF : 0) | (dd ? PduFlag.DDGSTF : 0);
   header[2] = hlen;
   header[3] = pdo;
   header.writeUInt32LE(plen, 4);
   const out: Buffer[] = [header];
   if (hd) out.push(u32(crc32c(header)));
-  if (pdo > 0) {
-    const pad = pdo - hlen - (hd ? DIGEST_LENGTH : 0);
+  if (hasData) {
+    const pad = start - hlen - (hd ? DIGEST_LENGTH : 0);
     if (pad > 0) out.push(Buffer.alloc(pad));
-    out.push(data!);
-    if (dd) out.push(u32(crc32c(data!)));
+    out.push(data);
+    if (dd) out.push(u32(crc32c(data)));
   }
   return out;
 }

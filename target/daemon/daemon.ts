@@ -49,6 +49,7 @@ function serverOptions(config: Config, log: DaemonLogger, reactors: Reactors | n
   const l = config.limits;
   return {
     targetName: config.targetName,
+    ...(config.nqn !== undefined ? { nqn: config.nqn } : {}),
     limits: {
       queueDepth: l.queueDepth,
       maxIo: l.maxIo,

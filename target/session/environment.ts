@@ -80,6 +80,8 @@ export interface SessionLimits {
 export interface ConnectionEnvironment {
   /** The name initiators log in to (LOGIN_REQ targetName). */
   readonly targetName: string;
+  /** The NVMe subsystem NQN (config `nqn:`, docs/nvme.md "Configuration"); absent: derived from targetName. */
+  readonly nqn?: string;
   readonly scsi: ScsiTarget;
   readonly limits: SessionLimits;
   readonly log: TargetLogger;
