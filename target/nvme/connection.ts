@@ -276,6 +276,13 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     const min = h.hlen + (hd ? DIGEST_LENGTH : 0);
     if (h.plen < min) return { fes: Fes.InvalidHeaderField, fei: 4, why: `PLEN ${h.plen} shorter than the header` };
     if (h.plen === min) return null;
+    // The most a PDU of this type can hold, so that no more than that is ever buffered (docs/nvme.md "Bad input").
+    const most = (h.type === PduType.CapsuleCmd ? Math.max(inCapsuleBytes(this.ctx.env), ADMIN_IN_CAPSULE) : MAX_H2C_DATA) + min + 2 * DIGEST_LENGTH + 128;
+    if (h.plen > most) {
+      return h.type === PduType.H2CData
+        ? { fes: Fes.DataTransferLimitExceeded, fei: 0, why: `H2CData PLEN ${h.plen} exceeds MAXH2CDATA` }
+        : { fes: Fes.InvalidHeaderField, fei: 4, why: `CapsuleCmd PLEN ${h.plen} exceeds IOCCSZ` };
+    }
     const dd = (h.flags & PduFlag.DDGSTF) !== 0;
     if (dd !== this.#digests.data) return { fes: Fes.InvalidHeaderField, fei: 1, why: 'DDGSTF differs from what ICReq negotiated' };
     if (h.pdo < min || h.pdo >= h.plen - (dd ? DIGEST_LENGTH : 0)) return { fes: Fes.InvalidHeaderField, fei: 3, why: `PDO ${h.pdo} with PLEN ${h.plen}` };
