@@ -7,7 +7,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { PortHost } from '../server.js';
 import type { TargetPort } from '../transport/transport.js';
 import { NvmeTcpConnection } from './connection.js';
-import { subsystemOf, type Listener } from './subsystem.js';
+import { subsystemOf } from './subsystem.js';
 
 export interface NvmePortalOptions {
   address: string;
@@ -20,7 +20,6 @@ export class NvmeTcpPortal implements TargetPort {
   private readonly queues = new Set<NvmeTcpConnection>();
   private accepting = true;
   private closedServer: Promise<void> = Promise.resolve();
-  private listener: Listener | null = null;
   private unlist: () => void = () => undefined;
 
   private constructor(
@@ -45,7 +44,6 @@ export class NvmeTcpPortal implements TargetPort {
     const env = host.environment(portName);
     const subsystem = subsystemOf(env);
     const listener = subsystem.addListener(o.address, port);
-    portal.listener = listener;
     portal.unlist = () => subsystem.removeListener(listener);
     server.on('error', (e) => env.log.error(`NVMe/TCP listener ${portName}: ${e.message}`));
     server.on('connection', (socket) => {

@@ -1,12 +1,15 @@
 // The real rblkd with an `nvme-tcp` listener and a top-level `nqn:` from its
 // YAML config (docs/nvme.md "Configuration"): a host connects the admin and
 // an I/O queue, writes through R2T and in-capsule, reads back, and the bytes
-// are in the volume's file; SIGTERM then ends the daemon cleanly.
+// are in the volume's file; `rblkd ctl sessions` lists the queues; SIGTERM
+// then ends the daemon cleanly.
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { RawHost, rwSqe } from '../nvme/raw-host.js';
+import { controlRequest } from '../../target/daemon/control-client.js';
+import type { SessionInfo } from '../../target/session/environment.js';
+import { HOST_NQN, RawHost, rwSqe } from '../nvme/raw-host.js';
 import { baseConfig, spawnDaemon, workdir } from './helpers/daemon-process.js';
 
 const NQN = 'nqn.2026-12.io.rblk:daemon-nvme';
@@ -47,6 +50,11 @@ test('rblkd serves a volume as a namespace on its nvme-tcp listener', async (t) 
   t.is((await io.command(rwSqe(0x02, io.nextCid(), 1, 0, 272, 272 * 512))).sc, 0x02);
   const onDisk = readFileSync(file);
   t.true(onDisk.subarray(16 * 512, 16 * 512 + big.length).equals(big), 'the bytes are in the volume file');
+  // `rblkd ctl sessions` lists both queues, under the host's NQN, with their I/O.
+  const sessions = ((await controlRequest(join(w.dir, 'rblkd.ctl'), 'sessions')) as SessionInfo[]).filter((s) => s.provider === 'nvme-tcp');
+  t.deepEqual(sessions.map((s) => s.id).sort(), [`nvme-${cntlid}.0`, `nvme-${cntlid}.1`]);
+  t.true(sessions.every((s) => s.initiator === HOST_NQN));
+  t.true(sessions.find((s) => s.id.endsWith('.1'))!.writeBytes >= big.length + small.length);
   d.kill('SIGTERM');
   const exit = await d.exited;
   t.is(exit.code, 0, d.lines.join('\n'));

@@ -127,6 +127,20 @@ test('H2CData beyond the R2T: Data Transfer Out of Range; an unknown TTAG: Inval
   await healthy(t);
 });
 
+test('more commands than the queue has entries (Connect SQSIZE): PDU Sequence Error', async (t) => {
+  const admin = await open();
+  const cntlid = await admin.enable(f.nqn);
+  const io = await open();
+  await io.initialize();
+  t.is((await io.connect({ qid: 1, sqsize: 2, subnqn: f.nqn, cntlid })).statusField, 0);
+  // Writes whose data waits for R2T stay outstanding: the third is one more than the queue's two entries.
+  for (let cid = 1; cid <= 2; cid++) io.sendCapsule(rwSqe(0x01, cid, 1, 0, 8, 4096));
+  t.is((await io.next()).type, 0x09);
+  t.is((await io.next()).type, 0x09);
+  io.sendCapsule(rwSqe(0x01, 3, 1, 0, 8, 4096));
+  await expectTerm(t, io, 0x02);
+});
+
 test('H2CData larger than MAXH2CDATA: Data Transfer Limit Exceeded', async (t) => {
   const h = await open();
   const ic = await h.initialize();
