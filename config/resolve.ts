@@ -281,6 +281,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       if (uuid !== undefined) claim(firstBy.uuid, uuid, i, at('uuid'), `uuid ${uuid}`);
       const lun = int(get(r, at('lun')));
       if (lun !== undefined) claim(firstBy.lun, lun, i, at('lun'), `LUN ${lun}`);
+      const nsid = int(get(r, at('nsid')));
 
       const acl = resolveAcl(r, i);
       if (name === undefined || backing === undefined) continue;
@@ -296,6 +297,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
           ioEngine: ioEngineSetting ?? 'auto',
           thin,
           ...(lun !== undefined ? { lun } : {}),
+          ...(nsid !== undefined ? { nsid } : {}),
           ...(serial !== undefined ? { serial } : {}),
           ...(uuid !== undefined ? { uuid } : {}),
           ...(acl ? { acl } : {}),
@@ -320,6 +322,17 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       }
       used.add(next);
       out.push({ ...v, lun: next });
+    }
+    // Each namespace ID once: a volume's nsid, or its LUN + 1 without one (docs/nvme.md "Configuration").
+    // Two volumes without nsid cannot collide unless their LUNs do, which is reported above.
+    const nsids = new Map<number, string>();
+    for (const v of out) if (v.nsid === undefined && !nsids.has(v.lun + 1)) nsids.set(v.lun + 1, v.name);
+    for (const v of out) {
+      if (v.nsid === undefined) continue;
+      const other = nsids.get(v.nsid);
+      const index = partial.find((p) => p.volume.name === v.name)?.index ?? 0;
+      if (other !== undefined) err(['volumes', index, 'nsid'], `NVMe namespace ID ${v.nsid} is already volume ${other}'s`);
+      else nsids.set(v.nsid, v.name);
     }
     return out;
   }

@@ -145,6 +145,8 @@ export const configSchema: SchemaObject = {
             [PATTERN_MESSAGE]: 'must be an RFC 4122 UUID such as 6f1c2b1e-8d7a-4c1f-9b2e-3a4d5e6f7a8b',
           },
           lun: { type: 'integer', minimum: 0, maximum: 255 },
+          // The NVMe namespace ID on nvme-tcp listeners (docs/nvme.md "Configuration"); default LUN + 1. At most NN (16383).
+          nsid: { type: 'integer', minimum: 1, maximum: 16383 },
           acl: {
             type: 'array',
             items: {
@@ -291,6 +293,8 @@ export interface VolumeConfig {
   thin: boolean;
   /** Configured or assigned in order: the lowest LUN not taken. */
   lun: number;
+  /** The NVMe namespace ID (`nsid:`); absent: lun + 1 (docs/nvme.md "Configuration"). */
+  nsid?: number;
   serial?: string;
   /** Lower case. */
   uuid?: string;

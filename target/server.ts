@@ -16,6 +16,8 @@ import type { ConnectRequestData } from '../protocol/wire/index.js';
 export interface ExportedVolume {
   readonly name: string;
   readonly lun: number;
+  /** The NVMe namespace ID (config `nsid:`); absent: lun + 1 (docs/nvme.md "Configuration"). */
+  readonly nsid?: number;
   readonly lu: LogicalUnit;
   /** The initiator's access to this volume, or null when it may not see it (LUN masking). */
   access(initiator: string): Access | null;
@@ -283,7 +285,7 @@ export class TargetServer {
     const m = new Map<number, MappedLun>();
     for (const v of this.volumes.values()) {
       const access = v.access(initiator);
-      if (access !== null) m.set(v.lun, { lu: v.lu, access: v.lu.readOnly ? 'ro' : access });
+      if (access !== null) m.set(v.lun, { lu: v.lu, access: v.lu.readOnly ? 'ro' : access, ...(v.nsid !== undefined ? { nsid: v.nsid } : {}) });
     }
     return m;
   }

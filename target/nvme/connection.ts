@@ -37,7 +37,8 @@ interface Cmd {
   readonly cid: number;
   readonly sqe: Buffer;
   readonly prepared: PreparedIo;
-  readonly nsid: number;
+  /** The LUN of the namespace it runs on, or -1 (admin and Fabrics commands, Flush of every namespace). */
+  readonly lun: number;
   buf: Buffer | null;
   received: number;
   ttag: number;
@@ -153,7 +154,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   }
 
   settled(lun: number): Promise<void> {
-    const waits = [...this.#inflight.values()].filter((c) => c.nsid === lun + 1).map((c) => c.done);
+    const waits = [...this.#inflight.values()].filter((c) => c.lun === lun || c.lun === -2).map((c) => c.done);
     return Promise.race([Promise.all(waits).then(() => undefined), this.closed]);
   }
 
@@ -341,7 +342,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     if ('status' in p) return this.#respond(cid, p);
     let finish!: () => void;
     const done = new Promise<void>((r) => (finish = r));
-    const cmd: Cmd = { cid, sqe, prepared: p, nsid: sqe.readUInt32LE(4), buf: null, received: 0, ttag: -1, digestError: false, done, finish };
+    const cmd: Cmd = { cid, sqe, prepared: p, lun: this.#lunOf(sqe), buf: null, received: 0, ttag: -1, digestError: false, done, finish };
     this.#inflight.set(cid, cmd);
     // SGL1 (SQE bytes 24-39): address 24-31, length 32-35, identifier byte 39 (Base 2.0 §4.3.2; TCP 1.0 §3.3.1).
     const sglAddress = sqe.readBigUInt64LE(24);
@@ -362,6 +363,14 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
       else this.#run(cmd, null);
     } else this.#run(cmd, null);
     return null;
+  }
+
+  /** The LUN an I/O command runs on; -2 for a Flush of every namespace; -1 for the rest. */
+  #lunOf(sqe: Buffer): number {
+    if (this.qid <= 0 || sqe[0] === 0x7f) return -1;
+    const nsid = sqe.readUInt32LE(4);
+    if (sqe[0] === 0x00 && nsid === 0xffffffff) return -2;
+    return this.#controller?.namespaces.get(nsid)?.lun ?? -1;
   }
 
   #prepare(sqe: Buffer): PreparedIo | { status: NvmeStatus } {

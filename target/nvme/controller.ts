@@ -92,7 +92,10 @@ export class Controller {
 
   #lookup(): Map<number, Namespace> {
     const m = new Map<number, Namespace>();
-    for (const [lun, { lu, access }] of this.o.env.lunsFor(this.hostnqn)) if (lun + 1 <= MAX_NSID) m.set(lun + 1, { nsid: lun + 1, lu, access });
+    for (const [lun, { lu, access, nsid }] of this.o.env.lunsFor(this.hostnqn)) {
+      const id = nsid ?? lun + 1;
+      if (id <= MAX_NSID) m.set(id, { nsid: id, lun, lu, access });
+    }
     return m;
   }
 

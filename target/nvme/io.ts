@@ -10,6 +10,8 @@ import { statusForError, type NvmeIoKind } from './status.js';
 
 export interface Namespace {
   readonly nsid: number;
+  /** The volume's LUN, which the server's waits (ServedConnection.settled) name. */
+  readonly lun: number;
   readonly lu: LogicalUnit;
   readonly access: Access;
 }

@@ -33,6 +33,8 @@ export function withMeta(log: TargetLogger, meta: Record<string, unknown>): Targ
 export interface MappedLun {
   readonly lu: LogicalUnit;
   readonly access: Access;
+  /** The NVMe namespace ID when the config gives one; otherwise the LUN + 1 (docs/nvme.md "Configuration"). */
+  readonly nsid?: number;
 }
 
 /**

@@ -22,3 +22,12 @@ test('an nqn: that is not an NQN is refused', (t) => {
   const e = t.throws(() => parseConfig(`nqn: iqn.2026-12.com.example:disks\n${base}`, 'rblkd.yaml', { stateDir: '/x' }));
   t.regex(e.message, /nqn/);
 });
+
+test('a volume\'s nsid: overrides LUN + 1; two volumes cannot share a namespace ID', (t) => {
+  const vols = (v: string) => `listeners:\n  - protocol: nvme-tcp\n    address: 127.0.0.1\nvolumes:\n${v}`;
+  const c = parseConfig(vols('  - { name: a, memory: true, size: 1MiB }\n  - { name: b, memory: true, size: 1MiB, nsid: 10 }\n'), 'rblkd.yaml', { stateDir: '/x' });
+  t.is(c.volumes[0]!.nsid, undefined);
+  t.is(c.volumes[1]!.nsid, 10);
+  const e = t.throws(() => parseConfig(vols('  - { name: a, memory: true, size: 1MiB }\n  - { name: b, memory: true, size: 1MiB, nsid: 1 }\n'), 'rblkd.yaml', { stateDir: '/x' }));
+  t.regex(e.message, /namespace ID 1 is already volume a's/);
+});

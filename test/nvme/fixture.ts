@@ -16,11 +16,11 @@ export interface NvmeFixture {
   close(): Promise<void>;
 }
 
-export async function startNvme(vols: VolumeDef[], limits: Partial<TargetServerOptions['limits']> = {}, nqn?: string): Promise<NvmeFixture> {
+export async function startNvme(vols: (VolumeDef & { nsid?: number })[], limits: Partial<TargetServerOptions['limits']> = {}, nqn?: string): Promise<NvmeFixture> {
   const log = memoryLog();
   const opts = testServerOptions(log, { limits: { queueDepth: 32, inCapsuleData: 8192, maxSessions: 64, ...limits } });
   const server = new TargetServer(nqn ? { ...opts, nqn } : opts, rblkConnections);
-  const volumes = vols.map((v) => exportMemoryVolume(v));
+  const volumes = vols.map((v) => (v.nsid === undefined ? exportMemoryVolume(v) : { ...exportMemoryVolume(v), nsid: v.nsid }));
   for (const v of volumes) server.addVolume(v);
   const portal = await server.listenWith((host) => NvmeTcpPortal.listen(host, { address: '127.0.0.1', port: 0 }));
   return {
