@@ -160,12 +160,12 @@ test('a connection that never sends Connect is closed after limits.login_timeout
 
 test('Keep Alive Timeout: a controller that hears nothing for KATO ends, with its queues', async (t) => {
   const admin = await open();
-  const cntlid = await admin.enable(f.nqn, { kato: 600 });
+  const cntlid = await admin.enable(f.nqn, { kato: 1500 });
   const io = await open();
   await io.initialize();
   t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid })).statusField, 0);
-  // Keep Alive commands hold it for longer than KATO ...
-  for (let i = 0; i < 4; i++) {
+  // Keep Alive commands every 300 ms hold it for longer than KATO ...
+  for (let i = 0; i < 8; i++) {
     await new Promise((r) => setTimeout(r, 300));
     t.is((await admin.admin(0x18)).statusField, 0);
   }
