@@ -191,7 +191,9 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   }
 
   async #quiesce(timeoutMs: number): Promise<void> {
-    const all = Promise.all([...this.#inflight.values()].map((c) => c.done));
+    // A held Asynchronous Event Request is not work in progress: it would wait for an event, not for storage.
+    const running = [...this.#inflight.values()].filter((c) => !(this.qid === 0 && c.sqe[0] === 0x0c));
+    const all = Promise.all(running.map((c) => c.done));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([all, this.closed, new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]);
     clearTimeout(timer);

@@ -205,3 +205,17 @@ test('the discovery controller lists this listener (log page 70h)', async (t) =>
   // No namespaces on a discovery controller.
   t.is((await h.admin(0x06, { nsid: 1, length: 4096, cdw: { 10: 0 } })).sc, 0x02);
 });
+
+test('a drain does not wait for a held Asynchronous Event Request', async (t) => {
+  const g = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);
+  t.teardown(() => g.close());
+  const admin = await RawHost.open(g.port);
+  t.teardown(() => admin.close());
+  await admin.enable(g.nqn);
+  admin.sendCapsule(buildSqe({ opcode: 0x0c, cid: 99 }));
+  await new Promise((r) => setTimeout(r, 100));
+  const t0 = Date.now();
+  await g.server.drain(20_000);
+  t.true(Date.now() - t0 < 5000, `drained in ${Date.now() - t0} ms`);
+  t.true(await admin.waitClosed(5000));
+});
