@@ -334,6 +334,11 @@ export class Controller {
           return { status: Status.Success };
         }
         return { status: Status.Success, dw0: this.#aec };
+      case 0x81:
+        // Host Identifier (§5.27.1.25): the 128-bit HOSTID from Connect (CDW11 EXHID bit 0 must ask for it);
+        // on fabrics it is set by Connect only (NVMe-oF 1.1 §3.3), so Set Features is refused.
+        if (set || (v & 1) === 0) return { status: Status.InvalidField };
+        return { status: Status.Success, data: Buffer.from(this.hostid) };
       case 0x06:
         // Volatile Write Cache (§5.27.1.4): WCE bit 0; on, as the backends honour Flush and FUA.
         if (this.discovery) return { status: Status.InvalidField };

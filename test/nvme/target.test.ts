@@ -8,7 +8,7 @@ import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { exportMemoryVolume } from '../helpers/target-fixture.js';
 import { startNvme, type NvmeFixture } from './fixture.js';
-import { RawHost, rwSqe } from './raw-host.js';
+import { HOST_ID, RawHost, rwSqe } from './raw-host.js';
 
 const SIZE = 8 << 20;
 let f: NvmeFixture;
@@ -298,6 +298,9 @@ test('log pages and features: SMART counts, error log, Number of Queues, KATO, K
   t.is((await admin.admin(0x0a, { cdw: { 10: 0x0f } })).dw0, 30_000);
   t.is((await admin.admin(0x18)).statusField, 0, 'Keep Alive');
   t.is((await admin.admin(0x0a, { cdw: { 10: 0x06 } })).dw0 & 1, 1, 'volatile write cache on');
+  const hostid = await admin.admin(0x0a, { length: 16, cdw: { 10: 0x81, 11: 1 } });
+  t.is(hostid.statusField, 0);
+  t.true(hostid.data.equals(HOST_ID), 'Host Identifier: the HOSTID given at Connect');
 });
 
 // Serial: it changes the namespace inventory the other tests list.
