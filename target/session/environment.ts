@@ -1,5 +1,5 @@
 // The seam between TargetServer and the connections of a front end (rblk's
-// RblkConnection, iSCSI's IscsiConnection). What a connection needs from the
+// RblkConnection, iSCSI's IscsiConnection, NVMe/TCP's NvmeTcpConnection). What a connection needs from the
 // daemon: the SCSI target, the negotiated limits, LUN masking and secrets for
 // an initiator, and a logger. Connections never read the config themselves,
 // so a reload changes what the next lookup returns and nothing else. What the
