@@ -141,6 +141,10 @@ export const Status = {
   SglOffsetInvalid: g(0x16),
   NamespaceNotReady: g(0x82, false),
   NamespaceWriteProtected: g(0x20),
+  /** NVM Command Set 1.0 §2.1.2.1 / Base 2.0 §8.19: a reservation held by another host. */
+  ReservationConflict: g(0x83),
+  /** Path related (SCT 3h, Base 2.0 §4.6.1.2.4): this controller's path cannot reach the namespace now. */
+  AsymmetricAccessInaccessible: { sct: 3, sc: 0x02, dnr: false } as NvmeStatus,
   TransientTransportError: g(0x22, false),
   LbaOutOfRange: g(0x80),
   CapacityExceeded: g(0x81),

@@ -5,7 +5,8 @@
 // command set on the same volume; neither translates into the other
 // (docs/nvme.md "Command sets side by side").
 import { cdw, IoOpcode, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
-import type { Access, LogicalUnit, Nexus } from '../scsi/index.js';
+import { nexusKey, type Access, type LogicalUnit, type Nexus } from '../scsi/index.js';
+import type { PrClass } from '../scsi/reservations.js';
 import { statusForError, type NvmeIoKind } from './status.js';
 
 export interface Namespace {
@@ -70,10 +71,41 @@ async function timed(lu: LogicalUnit, ctx: IoContext, cls: number, bytes: number
 const OK: Completion = { status: Status.Success };
 
 /**
+ * What the volume's shared state says before a command reaches its backend,
+ * as the SCSI side asks it (target/scsi/scsi-command.ts): a gateway whose
+ * port group cannot reach the medium, or that its store fenced out, answers
+ * Asymmetric Access Inaccessible; a persistent reservation (or RESERVE(6))
+ * held through the SCSI side keeps this host, which is never a registrant,
+ * out as SPC-5 table 69 says, answered Reservation Conflict (Base 2.0 §8.19,
+ * "Command Behavior in the Presence of a Reservation": Read, Compare, Verify
+ * read; Write, Write Zeroes, Dataset Management write; Flush is allowed).
+ */
+async function refusal(lu: LogicalUnit, ctx: IoContext, cls: PrClass): Promise<Completion | null> {
+  if ((lu.portGroups !== undefined && !lu.portGroups.mediaAccess) || lu.backend.fenced === true) return { status: Status.AsymmetricAccessInaccessible };
+  if (cls === 'exempt') return null;
+  const r = lu.reservations;
+  if (!r.current && !(await r.whenCurrent())) return { status: Status.NamespaceNotReady };
+  return r.conflicts(nexusKey(ctx.nexus), cls, false) ? { status: Status.ReservationConflict } : null;
+}
+
+/** The prepared command, run only when refusal() lets it. */
+function guarded(p: PreparedIo, lu: LogicalUnit, ctx: IoContext, cls: PrClass): PreparedIo {
+  return { length: p.length, dir: p.dir, run: async (data) => (await refusal(lu, ctx, cls)) ?? p.run(data) };
+}
+
+/**
  * Checks one I/O command against its namespace (range, access, size) before
  * any data moves; returns a status to complete it with at once, or how to run it.
  */
 export function prepareIo(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedIo | { status: NvmeStatus } {
+  const p = prepare(sqe, ns, ctx);
+  if ('status' in p) return p;
+  const op = sqe[0];
+  const cls: PrClass = op === IoOpcode.Flush ? 'exempt' : op === IoOpcode.Read || op === IoOpcode.Compare || op === IoOpcode.Verify ? 'read' : 'write';
+  return guarded(p, ns.lu, ctx, cls);
+}
+
+function prepare(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedIo | { status: NvmeStatus } {
   const { lu } = ns;
   const bs = lu.blockSize;
   const opcode = sqe[0];
@@ -212,6 +244,8 @@ export function prepareIo(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedI
 /** Flush (NVM 1.0 §3.2.2 / Base 2.0 §7.1): one namespace, or every attached one for NSID FFFFFFFFh. */
 export async function flushAll(nss: readonly Namespace[], ctx: IoContext): Promise<Completion> {
   for (const ns of nss) {
+    const no = await refusal(ns.lu, ctx, 'exempt');
+    if (no) return no;
     const c = await timed(ns.lu, ctx, CLS.flush, 0, 'flush', async () => {
       await ns.lu.backend.flush();
       return OK;
