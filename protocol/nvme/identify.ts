@@ -24,6 +24,8 @@ export interface ControllerIdentity {
   inCapsuleData: number;
   /** Keep Alive granularity in 100 ms units (KAS). */
   kas: number;
+  /** The highest ANA group ID (ANAGRPMAX, NANAGRPID); 0: no ANA reporting. */
+  anaGroups: number;
 }
 
 export const VERSION_2_0 = 0x00020000;
@@ -37,11 +39,13 @@ export function identifyController(c: ControllerIdentity): Buffer {
   asciiField(b, 24, 40, c.model); // MN
   asciiField(b, 64, 8, c.firmware); // FR
   b[72] = 0; // RAB: 2^0 commands
-  b[76] = 1 << 1; // CMIC bit 1: the subsystem may have two or more controllers (dynamic model)
+  // CMIC bit 1: the subsystem may have two or more controllers (dynamic model); bit 3: ANA reporting.
+  b[76] = (1 << 1) | (c.anaGroups > 0 ? 1 << 3 : 0);
   b[77] = c.mdts; // MDTS
   b.writeUInt16LE(c.cntlid, 78); // CNTLID
   b.writeUInt32LE(VERSION_2_0, 80); // VER
-  if (c.type === 1) b.writeUInt32LE(1 << 8, 92); // OAES bit 8: Namespace Attribute Notices
+  // OAES bit 8: Namespace Attribute Notices; bit 11: ANA Change Notices.
+  if (c.type === 1) b.writeUInt32LE((1 << 8) | (c.anaGroups > 0 ? 1 << 11 : 0), 92);
   b.writeUInt32LE(1 << 0, 96); // CTRATT bit 0: 128-bit Host Identifier
   b[111] = c.type; // CNTRLTYPE
   // OACS (256-257) 0: no security, format, firmware, namespace management commands.
@@ -51,6 +55,13 @@ export function identifyController(c: ControllerIdentity): Buffer {
   b[261] = 1 << 2; // LPA bit 2: extended Get Log Page (NUMDU, LPOL/LPOU)
   b[262] = 0; // ELPE: 1 error log entry (0's based)
   b.writeUInt16LE(c.kas, 320); // KAS
+  if (c.anaGroups > 0) {
+    b[343] = 10; // ANATT: ANA transition time, seconds
+    // ANACAP: bits 0-2 optimized, non-optimized and inaccessible are reported; bit 6 ANAGRPID does not change while attached.
+    b[344] = 0x47;
+    b.writeUInt32LE(c.anaGroups, 348); // ANAGRPMAX
+    b.writeUInt32LE(c.anaGroups, 352); // NANAGRPID
+  }
   if (c.type === 1) {
     b[512] = 0x66; // SQES: 64-byte entries required and maximum (2^6)
     b[513] = 0x44; // CQES: 16-byte entries (2^4)
@@ -84,6 +95,8 @@ export interface NamespaceIdentity {
   nguid: Buffer;
   /** Blocks per unit of deallocation granularity. */
   deallocGranularity: number;
+  /** ANAGRPID; 0 without ANA reporting. */
+  anaGroup: number;
 }
 
 /** Identify Namespace, CNS 00h (NVM Command Set 1.0 §4.1.5.1, Figure "Identify Namespace Data Structure"). */
@@ -98,6 +111,7 @@ export function identifyNamespace(n: NamespaceIdentity): Buffer {
   b[30] = 1; // NMIC bit 0: may be attached to two or more controllers
   // DLFEAT (33): bits 2:0 001b deallocated blocks read as zeroes; bit 3 Write Zeroes may deallocate.
   b[33] = n.thin ? 0x09 : 0x01;
+  b.writeUInt32LE(n.anaGroup, 92); // ANAGRPID
   b[99] = n.readOnly ? 1 : 0; // NSATTR bit 0: write protected
   n.nguid.copy(b, 104, 0, 16); // NGUID
   b.writeUInt16LE(Math.min(0xffff, Math.max(0, n.deallocGranularity - 1)), 68); // NPDG (0's based)
@@ -157,6 +171,31 @@ export function changedNamespaceList(nsids: readonly number[]): Buffer {
   if (nsids.length > 1024) b.writeUInt32LE(0xffffffff, 0);
   else nsids.forEach((n, i) => b.writeUInt32LE(n, i * 4));
   return b;
+}
+
+/** ANA states (Base 2.0 §8.20.3): Optimized, Non-Optimized, Inaccessible, Persistent Loss, Change. */
+export const AnaState = { Optimized: 0x01, NonOptimized: 0x02, Inaccessible: 0x03, PersistentLoss: 0x04, Change: 0x0f } as const;
+
+/**
+ * Asymmetric Namespace Access log, 0Ch (Base 2.0 §5.16.1.13): header CHGCNT 0-7,
+ * NGRPS 8-9; per group ANAGRPID 0-3, NNSID 4-7, CHGCNT 8-15, ANAS byte 16 bits 3:0,
+ * then the NSIDs (none when RGO, LSP bit 0, asks for groups only).
+ */
+export function anaLog(chgcnt: bigint, groups: readonly { id: number; state: number; nsids: readonly number[] }[], groupsOnly: boolean): Buffer {
+  const parts = [Buffer.alloc(16)];
+  parts[0].writeBigUInt64LE(chgcnt, 0);
+  parts[0].writeUInt16LE(groups.length, 8);
+  for (const g of groups) {
+    const nsids = groupsOnly ? [] : [...g.nsids].sort((a, b) => a - b);
+    const d = Buffer.alloc(32 + 4 * nsids.length);
+    d.writeUInt32LE(g.id, 0);
+    d.writeUInt32LE(nsids.length, 4);
+    d.writeBigUInt64LE(chgcnt, 8);
+    d[16] = g.state & 0x0f;
+    nsids.forEach((n, i) => d.writeUInt32LE(n, 32 + 4 * i));
+    parts.push(d);
+  }
+  return Buffer.concat(parts);
 }
 
 /** One Discovery Log Page entry (NVMe-oF 1.1 §5.4, Figure "Discovery Log Page Entry"), for TCP. */

@@ -447,7 +447,8 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     let c: Controller;
     if (qid === 0) {
       if (cntlid !== 0xffff) return invalid(true, 16);
-      const id = sub.allocateCntlid();
+      const group = [...env.lunsFor(hostnqn).values()].find((m) => m.lu.portGroups !== undefined)?.lu.portGroups?.local.group ?? 1;
+      const id = sub.allocateCntlid(group);
       if (id === null) return { status: Status.ConnectControllerBusy };
       c = new Controller({ cntlid: id, subsystem: sub, env, hostnqn, hostid, discovery, kato, maxQueueSize: maxQueueSize(env), log: this.#log });
     } else {

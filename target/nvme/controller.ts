@@ -7,6 +7,8 @@
 import { AdminOpcode, cdw, DISCOVERY_NQN, Property, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
 import {
   activeNamespaceList,
+  anaLog,
+  AnaState,
   changedNamespaceList,
   discoveryLog,
   identifyController,
@@ -70,6 +72,9 @@ export class Controller {
   readonly #events: number[] = [];
   readonly #changed = new Set<number>();
   #ended = false;
+  /** The ANA state last reported, and how often it changed (the ANA log's CHGCNT). */
+  #anaState = 0;
+  #anaChanges = 0n;
 
   constructor(private readonly o: ControllerOptions) {
     this.cntlid = o.cntlid;
@@ -78,6 +83,7 @@ export class Controller {
     this.discovery = o.discovery;
     this.#kato = o.kato;
     if (!o.discovery) this.namespaces = this.#lookup();
+    this.#anaState = this.anaState();
     o.subsystem.controllers.set(this.cntlid, this);
     this.keepAlive();
   }
@@ -110,10 +116,44 @@ export class Controller {
     }
     this.namespaces = next;
     // Event type 2h Notice, information 00h Namespace Attribute Changed, log page 04h (Base 2.0 §5.2, Figure "AER Completion").
-    if (this.#changed.size > 0 && (this.#aec & (1 << 8)) !== 0 && !this.#events.includes(0x040002)) {
-      this.#events.push(0x040002);
-      this.#deliver();
+    if (this.#changed.size > 0 && (this.#aec & (1 << 8)) !== 0) this.#raise(0x040002);
+    this.checkAna();
+  }
+
+  #raise(event: number): void {
+    if (!this.#events.includes(event)) this.#events.push(event);
+    this.#deliver();
+  }
+
+  /** This gateway's ANA group: its ALUA target port group (docs/nvme.md "ANA"), or 1 without one. */
+  get anaGroup(): number {
+    for (const ns of this.namespaces.values()) if (ns.lu.portGroups) return ns.lu.portGroups.local.group;
+    return 1;
+  }
+
+  /** The ANA state (Base 2.0 §8.20.3) of this gateway's group, from its ALUA state. */
+  anaState(): number {
+    for (const ns of this.namespaces.values()) {
+      if (ns.lu.backend.fenced === true) return AnaState.Inaccessible;
+      const pg = ns.lu.portGroups;
+      if (pg) return pg.local.state === 'active-optimized' ? AnaState.Optimized : pg.local.state === 'active-non-optimized' ? AnaState.NonOptimized : AnaState.Inaccessible;
     }
+    return AnaState.Optimized;
+  }
+
+  /**
+   * Whether the ANA state changed since last reported (a reload changed the port
+   * group, or the store fenced this gateway): then CHGCNT moves and, when the host
+   * enabled ANA change notices (AEC bit 11), an event of type Notice, information
+   * 03h ANA Change, log page 0Ch completes an AER. Asked at each reload and each Keep Alive.
+   */
+  checkAna(): void {
+    if (this.discovery) return;
+    const now = this.anaState();
+    if (now === this.#anaState) return;
+    this.#anaState = now;
+    this.#anaChanges++;
+    if ((this.#aec & (1 << 11)) !== 0) this.#raise(0x0c0302);
   }
 
   #deliver(): void {
@@ -178,6 +218,7 @@ export class Controller {
     switch (sqe[0]) {
       case AdminOpcode.KeepAlive:
         this.keepAlive();
+        this.checkAna();
         return now({ status: Status.Success });
       case AdminOpcode.Identify:
         return this.#identify(sqe);
@@ -221,6 +262,7 @@ export class Controller {
           nn: MAX_NSID,
           inCapsuleData: inCapsuleBytes(env),
           kas: KAS,
+          anaGroups: this.discovery ? 0 : this.anaGroup,
         }),
       );
     }
@@ -241,6 +283,7 @@ export class Controller {
           readOnly: ns.access !== 'rw',
           nguid: lu.naa,
           deallocGranularity: lu.limits.unmapGranularity,
+          anaGroup: this.anaGroup,
         }),
       );
     }
@@ -262,6 +305,12 @@ export class Controller {
     else if (lid === 0x01) page = Buffer.alloc(64); // Error Information (§5.16.1.2): no entries kept, ERROR COUNT 0
     else if (lid === 0x02) page = this.#smart();
     else if (lid === 0x03) page = firmwareSlots();
+    else if (lid === 0x0c) {
+      // LSP (CDW10 bits 14:8) bit 0 RGO: groups only.
+      this.checkAna();
+      const rgo = ((cdw(sqe, 10) >> 8) & 1) === 1;
+      page = anaLog(this.#anaChanges, [{ id: this.anaGroup, state: this.#anaState, nsids: [...this.namespaces.keys()] }], rgo);
+    }
     else if (lid === 0x04) {
       page = changedNamespaceList([...this.#changed].sort((a, b) => a - b));
       // Reading it clears it, and re-arms the notice unless RAE (CDW10 bit 15) is set (§5.16.1.5).
@@ -328,9 +377,9 @@ export class Controller {
         }
         return { status: Status.Success, dw0: this.#kato };
       case 0x0b:
-        // Asynchronous Event Configuration (§5.27.1.7): bit 8 Namespace Attribute Notices is what we raise.
+        // Asynchronous Event Configuration (§5.27.1.7): bit 8 Namespace Attribute Notices and bit 11 ANA Change Notices are what we raise.
         if (set) {
-          this.#aec = v & (1 << 8);
+          this.#aec = v & ((1 << 8) | (1 << 11));
           return { status: Status.Success };
         }
         return { status: Status.Success, dw0: this.#aec };

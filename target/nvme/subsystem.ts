@@ -39,11 +39,19 @@ export class Subsystem {
     return this.env.nqn ?? defaultNqn(this.env.targetName);
   }
 
-  /** A free controller ID, 1..FFEFh (FFF0h-FFFFh are reserved, NVMe-oF 1.1 §3.3). */
-  allocateCntlid(): number | null {
-    for (let i = 0; i < 0xffef; i++) {
-      this.#next = this.#next >= 0xffef ? 1 : this.#next + 1;
-      if (!this.controllers.has(this.#next)) return this.#next;
+  /**
+   * A free controller ID (FFF0h-FFFFh are reserved, NVMe-oF 1.1 §3.3). Gateways
+   * of one volume serve one subsystem NQN, and a host refuses two controllers
+   * with the same CNTLID in one subsystem, so each gateway takes its IDs from
+   * a range of its own, chosen by its ALUA target port group: group g gets
+   * 256 × ((g − 1) mod 255) + 1 to + 255 (docs/nvme.md "ANA").
+   */
+  allocateCntlid(group = 1): number | null {
+    const base = ((Math.max(1, group) - 1) % 255) * 256;
+    for (let i = 0; i < 255; i++) {
+      this.#next = (this.#next + 1) % 255;
+      const id = base + 1 + this.#next;
+      if (!this.controllers.has(id)) return id;
     }
     return null;
   }
