@@ -29,8 +29,8 @@ export interface ControllerIdentity {
 }
 
 export const VERSION_2_0 = 0x00020000;
-/** ONCS bits (Base 2.0 offset 520): 0 Compare, 2 Dataset Management, 3 Write Zeroes, 7 Verify. */
-export const ONCS = (1 << 0) | (1 << 2) | (1 << 3) | (1 << 7);
+/** ONCS bits (Base 2.0 offset 520): 0 Compare, 2 Dataset Management, 3 Write Zeroes, 5 Reservations, 7 Verify. */
+export const ONCS = (1 << 0) | (1 << 2) | (1 << 3) | (1 << 5) | (1 << 7);
 
 export function identifyController(c: ControllerIdentity): Buffer {
   const b = Buffer.alloc(IDENTIFY_LENGTH);
@@ -97,6 +97,8 @@ export interface NamespaceIdentity {
   deallocGranularity: number;
   /** ANAGRPID; 0 without ANA reporting. */
   anaGroup: number;
+  /** RESCAP (byte 31). */
+  rescap: number;
 }
 
 /** Identify Namespace, CNS 00h (NVM Command Set 1.0 §4.1.5.1, Figure "Identify Namespace Data Structure"). */
@@ -109,6 +111,7 @@ export function identifyNamespace(n: NamespaceIdentity): Buffer {
   b[25] = 0; // NLBAF: one LBA format (0's based)
   b[26] = 0; // FLBAS: format 0, no metadata
   b[30] = 1; // NMIC bit 0: may be attached to two or more controllers
+  b[31] = n.rescap; // RESCAP: the reservation types supported
   // DLFEAT (33): bits 2:0 001b deallocated blocks read as zeroes; bit 3 Write Zeroes may deallocate.
   b[33] = n.thin ? 0x09 : 0x01;
   b.writeUInt32LE(n.anaGroup, 92); // ANAGRPID

@@ -106,6 +106,12 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
       get maxIo() {
         return ctx.env.limits.maxIo;
       },
+      get cntlid() {
+        return self.#controller?.cntlid ?? 0xffff;
+      },
+      get hostid() {
+        return self.#controller?.hostid ?? Buffer.alloc(16);
+      },
       record: (cls, bytes, error) => this.io.record(cls, bytes, error),
     };
     socket.on('data', (d: Buffer) => this.#onData(d));

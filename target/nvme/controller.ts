@@ -20,6 +20,7 @@ import {
 } from '../../protocol/nvme/identify.js';
 import type { ConnectionEnvironment, TargetLogger } from '../session/environment.js';
 import type { Completion, Namespace, PreparedIo } from './io.js';
+import { RESCAP } from './reservations.js';
 import type { Subsystem } from './subsystem.js';
 
 /** What a controller needs of one of its queues' connections. */
@@ -284,6 +285,7 @@ export class Controller {
           nguid: lu.naa,
           deallocGranularity: lu.limits.unmapGranularity,
           anaGroup: this.anaGroup,
+          rescap: RESCAP,
         }),
       );
     }

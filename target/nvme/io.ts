@@ -7,6 +7,7 @@
 import { cdw, IoOpcode, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
 import { nexusKey, type Access, type LogicalUnit, type Nexus } from '../scsi/index.js';
 import type { PrClass } from '../scsi/reservations.js';
+import { prepareReservation, ResvOpcode } from './reservations.js';
 import { statusForError, type NvmeIoKind } from './status.js';
 
 export interface Namespace {
@@ -38,6 +39,9 @@ const CLS = { read: 0, write: 1, discard: 2, flush: 3, other: 4 } as const;
 
 export interface IoContext {
   readonly nexus: Nexus;
+  /** This queue's controller and its host (Reservation Report). */
+  readonly cntlid: number;
+  readonly hostid: Buffer;
   /** Largest data transfer, bytes (MDTS). */
   readonly maxIo: number;
   /** Counted per session (SessionIo.record). */
@@ -98,10 +102,12 @@ function guarded(p: PreparedIo, lu: LogicalUnit, ctx: IoContext, cls: PrClass): 
  * any data moves; returns a status to complete it with at once, or how to run it.
  */
 export function prepareIo(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedIo | { status: NvmeStatus } {
-  const p = prepare(sqe, ns, ctx);
-  if ('status' in p) return p;
   const op = sqe[0];
-  const cls: PrClass = op === IoOpcode.Flush ? 'exempt' : op === IoOpcode.Read || op === IoOpcode.Compare || op === IoOpcode.Verify ? 'read' : 'write';
+  const resv = op === ResvOpcode.Register || op === ResvOpcode.Report || op === ResvOpcode.Acquire || op === ResvOpcode.Release;
+  const p = resv ? prepareReservation(sqe, ns.lu, ctx)! : prepare(sqe, ns, ctx);
+  if ('status' in p) return p;
+  // Reservation commands themselves are never in conflict (Base 2.0 §8.19, Figure "Command Behavior in the Presence of a Reservation").
+  const cls: PrClass = op === IoOpcode.Flush || resv ? 'exempt' : op === IoOpcode.Read || op === IoOpcode.Compare || op === IoOpcode.Verify ? 'read' : 'write';
   return guarded(p, ns.lu, ctx, cls);
 }
 

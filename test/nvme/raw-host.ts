@@ -315,9 +315,9 @@ export class RawHost {
   }
 
   /** ICReq, admin Connect, CC.EN = 1 (IOSQES 6, IOCQES 4). Returns the CNTLID. */
-  async enable(subnqn: string, o: { hdgst?: boolean; ddgst?: boolean; kato?: number } = {}): Promise<number> {
+  async enable(subnqn: string, o: { hdgst?: boolean; ddgst?: boolean; kato?: number; hostnqn?: string } = {}): Promise<number> {
     await this.initialize(o);
-    const c = await this.connect({ qid: 0, sqsize: 32, subnqn, kato: o.kato });
+    const c = await this.connect({ qid: 0, sqsize: 32, subnqn, kato: o.kato, hostnqn: o.hostnqn });
     if (c.statusField !== 0) throw new Error(`admin Connect failed: status ${c.statusField.toString(16)}`);
     const cc = 1 | (6 << 16) | (4 << 20);
     const s = await this.propertySet(0x14, cc);
