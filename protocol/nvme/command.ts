@@ -134,6 +134,9 @@ export const Status = {
   InternalError: g(0x06, false),
   AbortRequested: g(0x07, false),
   AbortSqDeletion: g(0x08, false),
+  /** Base 2.0 §4.6.1.2.1: the other command of a fused pair failed (09h), or never came (0Ah). */
+  AbortFailedFused: g(0x09),
+  AbortMissingFused: g(0x0a),
   InvalidNamespace: g(0x0b),
   CommandSequenceError: g(0x0c),
   SglDataLengthInvalid: g(0x0f),

@@ -70,6 +70,7 @@ export function identifyController(c: ControllerIdentity): Buffer {
   b.writeUInt32LE(c.type === 1 ? c.nn : 0, 516); // NN
   if (c.type === 1) {
     b.writeUInt16LE(ONCS, 520); // ONCS
+    b.writeUInt16LE(1, 522); // FUSES bit 0: fused Compare and Write
     b[525] = 1; // VWC bit 0: a volatile write cache is present (Flush matters)
     // SGLS (536): bits 1:0 01b SGLs supported; bit 20: the address of an in-capsule Data Block may be an offset.
     b.writeUInt32LE(1 | (1 << 20), 536);

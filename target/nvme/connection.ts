@@ -13,7 +13,7 @@ import { c2hData, capsuleResp, DIGEST_LENGTH, Fes, framePdu, HLEN, icResp, PduFl
 import { SessionIo, type Nexus } from '../scsi/index.js';
 import { noNative, withMeta, type ConnectionEnvironment, type LogoutKind, type ServedConnection, type SessionInfo, type TargetLogger } from '../session/environment.js';
 import { Controller, inCapsuleBytes, MAX_IO_QUEUES, MIN_ADMIN_QUEUE, type QueueConnection } from './controller.js';
-import { flushAll, prepareIo, type Completion, type IoContext, type PreparedIo } from './io.js';
+import { flushAll, fusedCompareWrite, prepareIo, type Completion, type IoContext, type PreparedIo } from './io.js';
 import type { Subsystem } from './subsystem.js';
 
 /** MAXH2CDATA offered in ICResp (§3.6.2.3): the largest H2CData a host may send. */
@@ -45,6 +45,16 @@ interface Cmd {
   digestError: boolean;
   readonly done: Promise<void>;
   finish(): void;
+  /** The fused pair it is half of (FUSE 01b or 10b), if any. */
+  pair?: Pair;
+}
+
+/** A fused Compare and Write (Base 2.0 §3.4.2): both halves' data, then one atomic run. */
+interface Pair {
+  readonly first: Cmd;
+  second: Cmd | null;
+  data: [Buffer | null, Buffer | null];
+  broken: boolean;
 }
 
 interface Fatal {
@@ -82,6 +92,8 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   readonly #inflight = new Map<number, Cmd>();
   readonly #r2ts = new Map<number, Cmd>();
   readonly #r2tQueue: Cmd[] = [];
+  /** The first half of a fused pair, until the next command arrives. */
+  #fusedFirst: Cmd | null = null;
   #ttag = 0;
   #draining = false;
   readonly #since = new Date();
@@ -352,6 +364,8 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     const done = new Promise<void>((r) => (finish = r));
     const cmd: Cmd = { cid, sqe, prepared: p, lun: this.#lunOf(sqe), buf: null, received: 0, ttag: -1, digestError: false, done, finish };
     this.#inflight.set(cid, cmd);
+    this.#fuse(cmd);
+    if (this.#inflight.get(cid) !== cmd) return null;
     // SGL1 (SQE bytes 24-39): address 24-31, length 32-35, identifier byte 39 (Base 2.0 §4.3.2; TCP 1.0 §3.3.1).
     const sglAddress = sqe.readBigUInt64LE(24);
     const sglLength = sqe.readUInt32LE(32);
@@ -361,7 +375,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
         if (sglId !== SglId.InCapsule) this.#complete(cmd, { status: Status.SglTypeInvalid });
         else if (sglAddress !== 0n) this.#complete(cmd, { status: Status.SglOffsetInvalid });
         else if (sglLength !== p.length || data.length < p.length) this.#complete(cmd, { status: Status.SglDataLengthInvalid });
-        else this.#run(cmd, data.subarray(0, p.length));
+        else this.#ready(cmd, data.subarray(0, p.length));
       } else if (sglId !== SglId.TransportData) this.#complete(cmd, { status: Status.SglTypeInvalid });
       else if (sglLength !== p.length) this.#complete(cmd, { status: Status.SglDataLengthInvalid });
       else this.#startR2T(cmd);
@@ -483,6 +497,73 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     return { status: Status.Success, dw0: c.cntlid };
   }
 
+  /**
+   * FUSE (CDW0 byte 1 bits 1:0, Base 2.0 §3.4.2): a Compare with 01b waits for
+   * the next command, which must be a Write with 10b on the same blocks. A
+   * first half without its second gets Command Aborted due to Missing Fused
+   * Command, as does a second half without a first.
+   */
+  #fuse(cmd: Cmd): void {
+    const fuse = cmd.sqe[1] & 3;
+    const first = this.#fusedFirst;
+    this.#fusedFirst = null;
+    if (first && fuse !== 2) {
+      first.pair!.broken = true;
+      this.#complete(first, { status: Status.AbortMissingFused });
+    }
+    if (fuse === 1) {
+      if (this.qid <= 0 || cmd.sqe[0] !== 0x05) return this.#fail(cmd, Status.InvalidField);
+      cmd.pair = { first: cmd, second: null, data: [null, null], broken: false };
+      this.#fusedFirst = cmd;
+    } else if (fuse === 2) {
+      if (!first || first.pair!.broken) return this.#fail(cmd, first ? Status.AbortFailedFused : Status.AbortMissingFused);
+      const same = cmd.sqe[0] === 0x01 && cmd.sqe.readUInt32LE(4) === first.sqe.readUInt32LE(4) && cmd.sqe.subarray(40, 52).equals(first.sqe.subarray(40, 52)) && (cmd.sqe.readUInt16LE(48) === first.sqe.readUInt16LE(48));
+      if (!same) {
+        first.pair!.broken = true;
+        this.#complete(first, { status: Status.InvalidField });
+        return this.#fail(cmd, Status.AbortFailedFused);
+      }
+      first.pair!.second = cmd;
+      cmd.pair = first.pair;
+    } else if (fuse === 3) this.#fail(cmd, Status.InvalidField);
+  }
+
+  /** Answers a command at once; what arrives for it later is dropped. */
+  #fail(cmd: Cmd, status: NvmeStatus): void {
+    cmd.pair = { first: cmd, second: null, data: [null, null], broken: true };
+    this.#complete(cmd, { status });
+  }
+
+  /** A command's data is here: it runs, or its fused pair does once both halves have theirs. */
+  #ready(cmd: Cmd, data: Buffer | null): void {
+    const pair = cmd.pair;
+    if (!pair) return this.#run(cmd, data);
+    if (pair.broken) return;
+    pair.data[pair.first === cmd ? 0 : 1] = data;
+    const second = pair.second;
+    if (second === null || pair.data[0] === null || pair.data[1] === null) return;
+    const ns = this.#controller?.namespaces.get(second.sqe.readUInt32LE(4));
+    if (!ns) {
+      this.#complete(pair.first, { status: Status.InvalidNamespace });
+      this.#complete(second, { status: Status.AbortFailedFused });
+      return;
+    }
+    // From here the pair completes together; no half ends the other any more.
+    pair.broken = true;
+    const [cmp, wr] = [pair.data[0], pair.data[1]];
+    void fusedCompareWrite(ns, second.sqe, cmp, wr, this.#ioCtx).then(
+      ([a, b]) => {
+        this.#complete(pair.first, a);
+        this.#complete(second, b);
+      },
+      (e: unknown) => {
+        this.#log.error(`NVMe fused Compare and Write failed: ${e instanceof Error ? e.message : String(e)}`);
+        this.#complete(pair.first, { status: Status.InternalError });
+        this.#complete(second, { status: Status.AbortFailedFused });
+      },
+    );
+  }
+
   #run(cmd: Cmd, data: Buffer | null): void {
     void (async () => {
       let c: Completion;
@@ -532,13 +613,22 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     if (next) this.#startR2T(next);
     // A data digest error is not fatal: the command completes with Transient Transport Error (§3.6.2.6 / Base 2.0 §4.6.1.2.1).
     if (cmd.digestError) this.#complete(cmd, { status: Status.TransientTransportError });
-    else this.#run(cmd, cmd.buf);
+    else this.#ready(cmd, cmd.buf);
     return null;
   }
 
   #complete(cmd: Cmd, c: Completion): void {
-    if (this.#inflight.get(cmd.cid) === cmd) this.#inflight.delete(cmd.cid);
+    // Each command completes once; a fused half that ends early ends its partner (Base 2.0 §3.4.2).
+    if (this.#inflight.get(cmd.cid) !== cmd) return;
+    this.#inflight.delete(cmd.cid);
     cmd.finish();
+    const pair = cmd.pair;
+    if (pair && !pair.broken) {
+      pair.broken = true;
+      if (this.#fusedFirst === cmd) this.#fusedFirst = null;
+      const partner = pair.first === cmd ? pair.second : pair.first;
+      if (partner) this.#complete(partner, { status: Status.AbortFailedFused });
+    }
     if (this.#ended || this.#state === 'ending') return;
     const ok = c.status.sc === 0 && c.status.sct === 0;
     if (ok && c.data && c.data.length > 0) {

@@ -5,6 +5,7 @@
 // command set on the same volume; neither translates into the other
 // (docs/nvme.md "Command sets side by side").
 import { cdw, IoOpcode, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
+import { isMiscompare } from '../backend/backend.js';
 import { nexusKey, type Access, type LogicalUnit, type Nexus } from '../scsi/index.js';
 import type { PrClass } from '../scsi/reservations.js';
 import { prepareReservation, ResvOpcode } from './reservations.js';
@@ -245,6 +246,51 @@ function prepare(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedIo | { sta
     default:
       return fail(Status.InvalidOpcode);
   }
+}
+
+/**
+ * A fused Compare and Write (Base 2.0 §3.4.2, NVM 1.0 §3.2.1 and §3.2.9: FUSE
+ * 01b then 10b, same namespace and blocks): as one atomic operation, with the
+ * atomicity SCSI COMPARE AND WRITE has (target/scsi/compare-and-write.ts):
+ * the backend's own compareAndWrite when it has one (every gateway of a shared
+ * store), else read, compare and write under an exclusive range lock. A
+ * difference fails the Compare with Compare Failure and writes nothing; the
+ * Write then completes with Command Aborted due to Failed Fused Command.
+ */
+export async function fusedCompareWrite(ns: Namespace, writeSqe: Buffer, compare: Buffer, data: Buffer, ctx: IoContext): Promise<[Completion, Completion]> {
+  const { lu } = ns;
+  const aborted: Completion = { status: Status.AbortFailedFused };
+  const no = await refusal(lu, ctx, 'write');
+  if (no) return [no, aborted];
+  const r = lbaRange(writeSqe, lu);
+  if ('status' in r) return [r, aborted];
+  const fua = (cdw(writeSqe, 12) & (1 << 30)) !== 0 || !lu.modes.wce;
+  const off = r.lba * lu.blockSize;
+  let miscompare = false;
+  const c = await timed(lu, ctx, CLS.write, data.length, 'compare', async () => {
+    try {
+      if (lu.backend.compareAndWrite) {
+        await lu.rangeLock.hold(ctx.nexus, r.lba, r.lba + r.blocks, true, () => lu.backend.compareAndWrite!(compare, data, off, { fua }));
+        return OK;
+      }
+      return await lu.rangeLock.hold(ctx.nexus, r.lba, r.lba + r.blocks, true, async () => {
+        const now = Buffer.allocUnsafe(compare.length);
+        await lu.backend.read(now, off);
+        if (!now.equals(compare)) {
+          miscompare = true;
+          return { status: Status.CompareFailure };
+        }
+        await lu.backend.write(data, off, { fua });
+        return OK;
+      });
+    } catch (e) {
+      if (!isMiscompare(e)) throw e;
+      miscompare = true;
+      return { status: Status.CompareFailure };
+    }
+  });
+  if (miscompare || c.status !== Status.Success) return [c, aborted];
+  return [OK, OK];
 }
 
 /** Flush (NVM 1.0 §3.2.2 / Base 2.0 §7.1): one namespace, or every attached one for NSID FFFFFFFFh. */
