@@ -8,16 +8,16 @@
 // docs/nvme.md "Bad input"). Nothing thrown here escapes to the daemon.
 import type { Socket } from 'node:net';
 import { crc32c } from '../../protocol/crc32c.js';
-import { buildCqe, cdw, DISCOVERY_NQN, FabricsType, readNqn, SglId, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
-import { c2hData, capsuleResp, DIGEST_LENGTH, Fes, framePdu, HLEN, icResp, PduFlag, PduType, r2t, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
+import { buildCqe, cdw, FabricsType, SglId, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
+import { c2hData, capsuleResp, DIGEST_LENGTH, Fes, framePdu, icResp, PduType, r2t, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
 import { SessionIo, type Nexus } from '../scsi/index.js';
 import { noNative, withMeta, type ConnectionEnvironment, type LogoutKind, type ServedConnection, type SessionInfo, type TargetLogger } from '../session/environment.js';
-import { Controller, inCapsuleBytes, MAX_IO_QUEUES, MIN_ADMIN_QUEUE, type QueueConnection } from './controller.js';
+import { Controller, inCapsuleBytes, type QueueConnection } from './controller.js';
+import { connectQueue } from './fabrics.js';
+import { checkHeader, MAX_H2C_DATA, type Fatal } from './framing.js';
 import { flushAll, fusedCompareWrite, prepareIo, type Completion, type IoContext, type PreparedIo } from './io.js';
 import type { Subsystem } from './subsystem.js';
 
-/** MAXH2CDATA offered in ICResp (§3.6.2.3): the largest H2CData a host may send. */
-export const MAX_H2C_DATA = 128 * 1024;
 /** The largest C2HData PDU sent. */
 const MAX_C2H_DATA = 128 * 1024;
 /** In-capsule data accepted on any queue: Linux sends admin capsules of up to 8 KiB (Fabrics Connect data among them). */
@@ -57,18 +57,9 @@ interface Pair {
   broken: boolean;
 }
 
-interface Fatal {
-  fes: number;
-  fei: number;
-  why: string;
-}
 
 let connections = 0;
 
-/** The largest queue a Connect may ask for (CAP.MQES + 1): limits.queue_depth, at least the admin queue's 32. */
-export function maxQueueSize(env: ConnectionEnvironment): number {
-  return Math.min(1024, Math.max(MIN_ADMIN_QUEUE, env.limits.queueDepth));
-}
 
 export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   readonly connection = ++connections;
@@ -275,7 +266,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   #parse(): void {
     while (this.#state !== 'ending' && this.#have >= 8) {
       const ch = readCommonHeader(this.#take(8, false));
-      const bad = this.#checkHeader(ch);
+      const bad = checkHeader(ch, { beforeIc: this.#state === 'ic', digests: this.#digests, inCapsuleMax: Math.max(inCapsuleBytes(this.ctx.env), ADMIN_IN_CAPSULE) });
       if (bad) return this.#terminate(bad, this.#take(Math.min(this.#have, ch.hlen || 8, 128), false));
       if (this.#have < ch.plen) return;
       const pdu = this.#take(ch.plen, true);
@@ -284,36 +275,6 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     }
   }
 
-  /** What the common header alone can show wrong (§3.6.2.1), before the rest is buffered: PLEN is bounded here. */
-  #checkHeader(h: CommonHeader): Fatal | null {
-    const known = h.type === PduType.ICReq || h.type === PduType.H2CTermReq || h.type === PduType.CapsuleCmd || h.type === PduType.H2CData;
-    if (!known) return { fes: Fes.InvalidHeaderField, fei: 0, why: `PDU type ${h.type} is not one a host sends` };
-    if ((this.#state === 'ic') !== (h.type === PduType.ICReq)) return { fes: Fes.PduSequenceError, fei: 0, why: `PDU type ${h.type} ${this.#state === 'ic' ? 'before' : 'after'} ICReq` };
-    if (h.hlen !== HLEN[h.type]) return { fes: Fes.InvalidHeaderField, fei: 2, why: `HLEN ${h.hlen} for PDU type ${h.type}` };
-    if (h.type === PduType.ICReq) return h.plen === 128 ? null : { fes: Fes.InvalidHeaderField, fei: 4, why: `ICReq PLEN ${h.plen}` };
-    if (h.type === PduType.H2CTermReq) return h.plen >= 24 && h.plen <= 152 ? null : { fes: Fes.InvalidHeaderField, fei: 4, why: `H2CTermReq PLEN ${h.plen}` };
-    const hd = this.#digests.header;
-    if (((h.flags & PduFlag.HDGSTF) !== 0) !== hd) return { fes: Fes.InvalidHeaderField, fei: 1, why: 'HDGSTF differs from what ICReq negotiated' };
-    const min = h.hlen + (hd ? DIGEST_LENGTH : 0);
-    if (h.plen < min) return { fes: Fes.InvalidHeaderField, fei: 4, why: `PLEN ${h.plen} shorter than the header` };
-    if (h.plen === min) return null;
-    // The most a PDU of this type can hold, so that no more than that is ever buffered (docs/nvme.md "Bad input").
-    const most = (h.type === PduType.CapsuleCmd ? Math.max(inCapsuleBytes(this.ctx.env), ADMIN_IN_CAPSULE) : MAX_H2C_DATA) + min + 2 * DIGEST_LENGTH + 128;
-    if (h.plen > most) {
-      return h.type === PduType.H2CData
-        ? { fes: Fes.DataTransferLimitExceeded, fei: 0, why: `H2CData PLEN ${h.plen} exceeds MAXH2CDATA` }
-        : { fes: Fes.InvalidHeaderField, fei: 4, why: `CapsuleCmd PLEN ${h.plen} exceeds IOCCSZ` };
-    }
-    const dd = (h.flags & PduFlag.DDGSTF) !== 0;
-    if (dd !== this.#digests.data) return { fes: Fes.InvalidHeaderField, fei: 1, why: 'DDGSTF differs from what ICReq negotiated' };
-    if (h.pdo < min || h.pdo >= h.plen - (dd ? DIGEST_LENGTH : 0)) return { fes: Fes.InvalidHeaderField, fei: 3, why: `PDO ${h.pdo} with PLEN ${h.plen}` };
-    const dataLen = h.plen - h.pdo - (dd ? DIGEST_LENGTH : 0);
-    if (h.type === PduType.CapsuleCmd && dataLen > Math.max(inCapsuleBytes(this.ctx.env), ADMIN_IN_CAPSULE)) {
-      return { fes: Fes.InvalidHeaderField, fei: 4, why: `${dataLen} bytes of in-capsule data exceed IOCCSZ` };
-    }
-    if (h.type === PduType.H2CData && dataLen > MAX_H2C_DATA) return { fes: Fes.DataTransferLimitExceeded, fei: 0, why: `H2CData of ${dataLen} bytes exceeds MAXH2CDATA` };
-    return null;
-  }
 
   #onPdu(h: CommonHeader, pdu: Buffer): Fatal | null {
     if (h.type === PduType.ICReq) return this.#icReq(pdu);
@@ -437,53 +398,15 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     }
   }
 
-  /** Connect (NVMe-oF 1.1 §3.3): SQE RECFMT 40-41, QID 42-43, SQSIZE 44-45, CATTR 46, KATO 48-51; data HOSTID 0-15, CNTLID 16-17, SUBNQN 256, HOSTNQN 512. */
+  /** Connect (NVMe-oF 1.1 §3.3), decided in fabrics.ts; granted, this connection becomes the queue. */
   #connect(sqe: Buffer, d: Buffer): Completion {
-    const env = this.ctx.env;
-    const sub = this.ctx.subsystem;
-    const qid = sqe.readUInt16LE(42);
-    const sqsize = sqe.readUInt16LE(44);
-    const cattr = sqe[46];
-    const kato = sqe.readUInt32LE(48);
-    // Connect Invalid Parameters: DW0 IPO bits 15:0, IATTR bit 16 (0: in the SQE, 1: in the data).
-    const invalid = (inData: boolean, ipo: number): Completion => ({ status: Status.ConnectInvalidParameters, dw0: ipo | (inData ? 1 << 16 : 0) });
-    if (sqe.readUInt16LE(40) !== 0) return { status: Status.ConnectIncompatibleFormat };
-    const hostid = Buffer.from(d.subarray(0, 16));
-    const cntlid = d.readUInt16LE(16);
-    const subnqn = readNqn(d, 256);
-    const hostnqn = readNqn(d, 512);
-    const discovery = subnqn === DISCOVERY_NQN;
-    if (!discovery && subnqn !== sub.nqn) {
-      this.#log.warn(`NVMe Connect for unknown subsystem ${JSON.stringify(subnqn)}`, { host: hostnqn });
-      return invalid(true, 256);
-    }
-    if (!hostnqn.startsWith('nqn.')) return invalid(true, 512);
-    if (sqsize < 1 || sqsize + 1 > maxQueueSize(env) || (qid === 0 && sqsize + 1 < MIN_ADMIN_QUEUE)) return invalid(false, 44);
-    if (env.admitSession() !== 'ok') return { status: Status.ConnectControllerBusy };
-    if (env.authRequired && !discovery) {
-      this.#log.warn('NVMe Connect refused: auth.required is set and NVMe in-band authentication is not implemented', { host: hostnqn });
-      return { status: Status.ConnectInvalidHost };
-    }
-    let c: Controller;
-    if (qid === 0) {
-      if (cntlid !== 0xffff) return invalid(true, 16);
-      const group = [...env.lunsFor(hostnqn).values()].find((m) => m.lu.portGroups !== undefined)?.lu.portGroups?.local.group ?? 1;
-      const id = sub.allocateCntlid(group);
-      if (id === null) return { status: Status.ConnectControllerBusy };
-      c = new Controller({ cntlid: id, subsystem: sub, env, hostnqn, hostid, discovery, kato, maxQueueSize: maxQueueSize(env), log: this.#log });
-    } else {
-      const found = sub.controllers.get(cntlid);
-      if (found === undefined || found.discovery || found.hostnqn !== hostnqn || !found.hostid.equals(hostid) || discovery) return invalid(true, 16);
-      if (!found.ready) return { status: Status.CommandSequenceError };
-      if (qid > MAX_IO_QUEUES || found.queues.has(qid)) return invalid(false, 42);
-      c = found;
-    }
-    c.queues.set(qid, this);
+    const r = connectQueue(sqe, d, { env: this.ctx.env, subsystem: this.ctx.subsystem, log: this.#log, queue: this });
+    if (!('grant' in r)) return r;
+    const { controller: c, qid, sqsize, sqfcDisabled, hostnqn } = r.grant;
     this.qid = qid;
     this.#sqsize = sqsize;
     this.#sqhd = 1 % (sqsize + 1);
-    // CATTR bit 2: the host disabled SQ flow control, so C2HData may carry SUCCESS in place of a CapsuleResp (TCP 1.0 §3.3.2).
-    this.#sqfcDisabled = (cattr & 4) !== 0;
+    this.#sqfcDisabled = sqfcDisabled;
     this.#controller = c;
     this.#hostnqn = hostnqn;
     this.#nexus = { sessionId: this.id, initiator: hostnqn, targetPort: this.ctx.portName };
@@ -492,9 +415,8 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     this.#loggedInAt = new Date();
     if (this.#loginTimer) clearTimeout(this.#loginTimer);
     this.#loginTimer = null;
-    this.#log.info(`NVMe/TCP ${qid === 0 ? 'admin' : 'I/O'} queue connected to ${discovery ? 'the discovery controller' : sub.nqn}`, { sqsize: sqsize + 1 });
-    // Connect's DW0: CNTLID bits 15:0, AUTHREQ 31:16 = 0 (no authentication).
-    return { status: Status.Success, dw0: c.cntlid };
+    this.#log.info(`NVMe/TCP ${qid === 0 ? 'admin' : 'I/O'} queue connected to ${c.discovery ? 'the discovery controller' : this.ctx.subsystem.nqn}`, { sqsize: sqsize + 1 });
+    return r.completion;
   }
 
   /**
