@@ -20,6 +20,8 @@ export interface ControllerIdentity {
   maxcmd: number;
   /** Highest NSID (NN). */
   nn: number;
+  /** How many namespaces there can be at most (MNAN); hosts size the ANA log by it. */
+  mnan: number;
   /** In-capsule data the controller takes, bytes (IOCCSZ = (64 + this) / 16). */
   inCapsuleData: number;
   /** Keep Alive granularity in 100 ms units (KAS). */
@@ -72,6 +74,7 @@ export function identifyController(c: ControllerIdentity): Buffer {
     b.writeUInt16LE(ONCS, 520); // ONCS
     b.writeUInt16LE(1, 522); // FUSES bit 0: fused Compare and Write
     b[525] = 1; // VWC bit 0: a volatile write cache is present (Flush matters)
+    b.writeUInt32LE(c.mnan, 540); // MNAN
     // SGLS (536): bits 1:0 01b SGLs supported; bit 20: the address of an in-capsule Data Block may be an offset.
     b.writeUInt32LE(1 | (1 << 20), 536);
   } else {

@@ -261,6 +261,8 @@ export class Controller {
           mdts: Math.max(1, Math.floor(Math.log2(env.limits.maxIo / 4096))),
           maxcmd: this.o.maxQueueSize,
           nn: MAX_NSID,
+          // One namespace per volume, and a volume has one of the 256 LUNs (config: lun 0-255).
+          mnan: 256,
           inCapsuleData: inCapsuleBytes(env),
           kas: KAS,
           anaGroups: this.discovery ? 0 : this.anaGroup,

@@ -140,6 +140,7 @@ test('Identify Controller: CNTLID, VER, SUBNQN, IOCCSZ/IORCSZ/ICDOFF, SGLS, SQES
   t.is(d[111], 1);
   t.true(d.readUInt16LE(514) >= 32, 'MAXCMD');
   t.true(d.readUInt32LE(516) >= 8, 'NN');
+  t.is(d.readUInt32LE(540), 256, 'MNAN: one namespace per LUN');
   t.is(d[77], 8, 'MDTS 2^8 × 4 KiB = limits.max_io 1 MiB');
   t.true(d.readUInt16LE(320) > 0, 'KAS');
   t.is(d.subarray(4, 24).toString('ascii').trim().length > 0, true, 'SN');
