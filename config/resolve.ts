@@ -112,6 +112,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
         : DEFAULT_STATE_DIR;
 
   const targetName = str(get(root, ['target_name'])) ?? DEFAULT_TARGET_NAME;
+  const nqn = str(get(root, ['nqn']));
   const auth = resolveAuth();
   const listeners = resolveListeners();
   let luns: LunRecordUpdate | undefined;
@@ -150,7 +151,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   return {
     errors,
     warnings,
-    config: { source: ctx.source, targetName, listeners, volumes, auth, limits, logging, control, metrics, stateDir, luns: luns ?? { file: lunRecordFile(stateDir), entries: new Map(), changed: false }, fastPath, reactors, alua, warnings: [] },
+    config: { source: ctx.source, targetName, ...(nqn !== undefined ? { nqn } : {}), listeners, volumes, auth, limits, logging, control, metrics, stateDir, luns: luns ?? { file: lunRecordFile(stateDir), entries: new Map(), changed: false }, fastPath, reactors, alua, warnings: [] },
   };
 
   function resolveListeners(): ListenerConfig[] {
@@ -325,6 +326,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       if (uuid !== undefined) claim(firstBy.uuid, uuid, i, at('uuid'), `uuid ${uuid}`);
       const lun = int(get(r, at('lun')));
       if (lun !== undefined) claim(firstBy.lun, lun, i, at('lun'), `LUN ${lun}`);
+      const nsid = int(get(r, at('nsid')));
 
       const acl = resolveAcl(r, i);
       if (name === undefined || backing === undefined) continue;
@@ -340,6 +342,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
           ioEngine: ioEngineSetting ?? 'auto',
           thin,
           ...(lun !== undefined ? { lun } : {}),
+          ...(nsid !== undefined ? { nsid } : {}),
           ...(serial !== undefined ? { serial } : {}),
           ...(uuid !== undefined ? { uuid } : {}),
           ...(acl ? { acl } : {}),
@@ -419,6 +422,17 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       entries.set(v.name, { ...entries.get(v.name), lun });
     }
     luns = { file: read.record.file, entries, changed: !sameEntries(remembered, entries) };
+    // Each namespace ID once: a volume's nsid, or its LUN + 1 without one (docs/nvme.md "Configuration").
+    // Two volumes without nsid cannot collide unless their LUNs do, which is reported above.
+    const nsids = new Map<number, string>();
+    for (const v of out) if (v.nsid === undefined && !nsids.has(v.lun + 1)) nsids.set(v.lun + 1, v.name);
+    for (const v of out) {
+      if (v.nsid === undefined) continue;
+      const other = nsids.get(v.nsid);
+      const index = partial.find((p) => p.volume.name === v.name)?.index ?? 0;
+      if (other !== undefined) err(['volumes', index, 'nsid'], `NVMe namespace ID ${v.nsid} is already volume ${other}'s`);
+      else nsids.set(v.nsid, v.name);
+    }
     return out;
   }
 

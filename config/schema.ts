@@ -93,6 +93,12 @@ export const configSchema: SchemaObject = {
   properties: {
     // The name initiators log in to (LOGIN_REQ target name, docs/protocol.md §8).
     target_name: initiatorName,
+    // The NVMe subsystem NQN of the nvme-tcp listeners (docs/nvme.md "Configuration"); default derived from target_name.
+    nqn: {
+      type: 'string',
+      pattern: '^nqn\\.[0-9]{4}-[0-9]{2}\\.[A-Za-z0-9._:@-]{1,210}$',
+      [PATTERN_MESSAGE]: 'must be an NQN: nqn.yyyy-mm.<reversed domain>:<name>, at most 223 characters of letters, digits and . _ : @ -',
+    },
     listeners: {
       type: 'array',
       minItems: 1,
@@ -140,6 +146,8 @@ export const configSchema: SchemaObject = {
             [PATTERN_MESSAGE]: 'must be an RFC 4122 UUID such as 6f1c2b1e-8d7a-4c1f-9b2e-3a4d5e6f7a8b',
           },
           lun: { type: 'integer', minimum: 0, maximum: 255 },
+          // The NVMe namespace ID on nvme-tcp listeners (docs/nvme.md "Configuration"); default LUN + 1. At most NN (16383).
+          nsid: { type: 'integer', minimum: 1, maximum: 16383 },
           acl: {
             type: 'array',
             items: {
@@ -286,6 +294,8 @@ export interface VolumeConfig {
   thin: boolean;
   /** Configured or assigned in order: the lowest LUN not taken. */
   lun: number;
+  /** The NVMe namespace ID (`nsid:`); absent: lun + 1 (docs/nvme.md "Configuration"). */
+  nsid?: number;
   serial?: string;
   /** Lower case. */
   uuid?: string;
@@ -360,6 +370,8 @@ export interface Config {
   source: string;
   /** The name initiators log in to; DEFAULT_TARGET_NAME when the file names none. */
   targetName: string;
+  /** The NVMe subsystem NQN (`nqn:`); absent: derived from targetName (docs/nvme.md "Configuration"). */
+  nqn?: string;
   listeners: readonly ListenerConfig[];
   volumes: readonly VolumeConfig[];
   auth: AuthConfig;

@@ -17,12 +17,13 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # installed here, since the tests cover every part and prepack ships them all.
 # Run and test: libfabric-bin (fi_info, fi_pingpong for the transport bench),
 # real NBD clients, qemu-img (qemu-block-extra: its iscsi:// driver), open-iscsi (iscsiadm), fio, e2fsprogs, util-linux (losetup), systemd-analyze,
-# xfsprogs (mkfs.xfs: the snapshot tests' reflink XFS).
+# xfsprogs (mkfs.xfs: the snapshot tests' reflink XFS), tshark (dumpcap and Wireshark's NVMe/TCP dissector:
+# test/nvme/tshark.test.ts checks our framing with it).
 APT_PACKAGES=(
   g++ cmake pkg-config make python3
   libfabric-dev libfabric-bin libfuse3-dev fuse3 libsystemd-dev liburing-dev
   libnbd-bin nbdkit qemu-utils qemu-block-extra fio e2fsprogs xfsprogs util-linux systemd tgt libiscsi-bin nftables
-  open-iscsi
+  open-iscsi tshark
 )
 
 # About 200 MB and 80 s on a fresh machine: only for the tests and for hosts that serve

@@ -17,6 +17,8 @@ import { sourceOf } from './peer-source.js';
 export interface ExportedVolume {
   readonly name: string;
   readonly lun: number;
+  /** The NVMe namespace ID (config `nsid:`); absent: lun + 1 (docs/nvme.md "Configuration"). */
+  readonly nsid?: number;
   readonly lu: LogicalUnit;
   /** The initiator's access to this volume, or null when it may not see it (LUN masking). */
   access(initiator: string): Access | null;
@@ -52,6 +54,8 @@ export interface ConnectionLimits {
 
 export interface TargetServerOptions {
   targetName: string;
+  /** The NVMe subsystem NQN (config `nqn:`); absent: derived from targetName (target/nvme/subsystem.ts defaultNqn). */
+  nqn?: string;
   limits: SessionLimits & ConnectionLimits;
   authRequired: boolean;
   /** Per-initiator secrets (auth.initiators). */
@@ -306,7 +310,7 @@ export class TargetServer {
     const m = new Map<number, MappedLun>();
     for (const v of this.volumes.values()) {
       const access = v.access(initiator);
-      if (access !== null) m.set(v.lun, { lu: v.lu, access: v.lu.readOnly ? 'ro' : access });
+      if (access !== null) m.set(v.lun, { lu: v.lu, access: v.lu.readOnly ? 'ro' : access, ...(v.nsid !== undefined ? { nsid: v.nsid } : {}) });
     }
     return m;
   }
@@ -316,6 +320,9 @@ export class TargetServer {
     return {
       get targetName() {
         return self.opts.targetName;
+      },
+      get nqn() {
+        return self.opts.nqn;
       },
       scsi: this.scsi,
       get limits() {

@@ -1,6 +1,6 @@
 // The seam between TargetServer and the connections of a front end (rblk's
-// RblkConnection, iSCSI's IscsiConnection, both FrontEndConnections,
-// front-end-connection.ts). What a connection needs from the daemon: the SCSI
+// RblkConnection and iSCSI's IscsiConnection, both FrontEndConnections
+// (front-end-connection.ts), and NVMe/TCP's NvmeTcpConnection). What a connection needs from the daemon: the SCSI
 // target, the negotiated limits, LUN masking and secrets for an initiator,
 // and a logger. Connections never read the config themselves, so a reload
 // changes what the next lookup returns and nothing else. What the server
@@ -33,6 +33,8 @@ export function withMeta(log: TargetLogger, meta: Record<string, unknown>): Targ
 export interface MappedLun {
   readonly lu: LogicalUnit;
   readonly access: Access;
+  /** The NVMe namespace ID when the config gives one; otherwise the LUN + 1 (docs/nvme.md "Configuration"). */
+  readonly nsid?: number;
 }
 
 /**
@@ -80,6 +82,8 @@ export interface SessionLimits {
 export interface ConnectionEnvironment {
   /** The name initiators log in to (LOGIN_REQ targetName). */
   readonly targetName: string;
+  /** The NVMe subsystem NQN (config `nqn:`, docs/nvme.md "Configuration"); absent: derived from targetName. */
+  readonly nqn?: string;
   readonly scsi: ScsiTarget;
   readonly limits: SessionLimits;
   readonly log: TargetLogger;

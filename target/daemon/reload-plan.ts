@@ -45,6 +45,7 @@ export function volumeRefusals(from: VolumeConfig, to: VolumeConfig): string[] {
   };
   fixed('the backing store', backingText(from), backingText(to));
   fixed('lun', from.lun, to.lun);
+  fixed('nsid', from.nsid ?? '(LUN + 1)', to.nsid ?? '(LUN + 1)');
   fixed('block_size', from.blockSize, to.blockSize);
   fixed('physical_block_size', from.physicalBlockSize ?? 4096, to.physicalBlockSize ?? 4096);
   fixed('read_only', from.readOnly, to.readOnly);

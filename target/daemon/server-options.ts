@@ -15,6 +15,7 @@ export function serverOptions(config: Config, log: DaemonLogger, reactors: React
   const l = config.limits;
   return {
     targetName: config.targetName,
+    ...(config.nqn !== undefined ? { nqn: config.nqn } : {}),
     limits: {
       queueDepth: l.queueDepth,
       maxIo: l.maxIo,

@@ -48,12 +48,14 @@ function configuredSize(v: VolumeConfig): number | undefined {
 export class ServedVolume implements ExportedVolume {
   readonly name: string;
   readonly lun: number;
+  readonly nsid: number | undefined;
   readonly lu: LogicalUnit;
   #config: VolumeConfig;
 
   private constructor(config: VolumeConfig, lu: LogicalUnit) {
     this.name = config.name;
     this.lun = config.lun;
+    this.nsid = config.nsid;
     this.lu = lu;
     this.#config = config;
   }

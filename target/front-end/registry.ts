@@ -4,11 +4,12 @@
 // folder and one line below.
 import type { ListenerConfig } from '../../config/schema.js';
 import { iscsiFrontEnd } from '../iscsi/front-end.js';
+import { nvmeTcpFrontEnd } from '../nvme/front-end.js';
 import { rblkFrontEnd } from '../rblk/front-end.js';
 import type { FrontEndKind } from './kind.js';
 
 /** The first is what a listener without `protocol:` speaks. */
-export const FRONT_ENDS = [rblkFrontEnd, iscsiFrontEnd] as const;
+export const FRONT_ENDS = [rblkFrontEnd, iscsiFrontEnd, nvmeTcpFrontEnd] as const;
 
 /** A listener's `protocol:` value. */
 export type FrontEndName = (typeof FRONT_ENDS)[number]['name'];

@@ -23,7 +23,7 @@ import { FrontEndConnection, type ConnectionFacts } from '../connection/front-en
 import { ChapError } from './chap.js';
 import { AlignedBuffers } from './aligned-buffers.js';
 import { Budget } from './budget.js';
-import { crc32c } from './crc32c.js';
+import { crc32c } from '../../protocol/crc32c.js';
 import { defaultParams, NegotiationError, type SessionParams, type TargetOffer } from './negotiation.js';
 import { IscsiLogin, LoginRefusal } from './login.js';
 import {

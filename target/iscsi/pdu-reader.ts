@@ -5,7 +5,7 @@
 // once. The data segment length is checked against what was declared before
 // any of it is buffered, so a peer cannot make the target hold more than one
 // PDU's worth.
-import { crc32c } from './crc32c.js';
+import { crc32c } from '../../protocol/crc32c.js';
 import { ahsLengthOf, BHS_LENGTH, dataLengthOf, padOf } from './pdu.js';
 
 export interface ReceivedPdu {

@@ -14,7 +14,7 @@ const ROOT = new URL('../../', import.meta.url).pathname;
 test('the schema accepts exactly the registered front ends', (t) => {
   const listeners = (configSchema.properties as Record<string, { items: { properties: { protocol: { enum: string[] } } } }>).listeners!;
   t.deepEqual(listeners.items.properties.protocol.enum, [...FRONT_END_NAMES]);
-  t.deepEqual([...FRONT_END_NAMES], ['rblk', 'iscsi']);
+  t.deepEqual([...FRONT_END_NAMES], ['rblk', 'iscsi', 'nvme-tcp']);
 });
 
 test('each front end brings its default port and its listeners\' names', (t) => {
@@ -25,8 +25,10 @@ test('each front end brings its default port and its listeners\' names', (t) => 
   }
   t.is(frontEndOf('rblk').defaultPort, 7471);
   t.is(frontEndOf('iscsi').defaultPort, 3260);
+  t.is(frontEndOf('nvme-tcp').defaultPort, 4420);
   t.is(listenerName({ protocol: 'rblk', provider: 'sockets', address: '10.0.0.1', port: 7471 }), 'sockets 10.0.0.1:7471');
   t.is(listenerName({ protocol: 'iscsi', provider: 'tcp', address: '10.0.0.1', port: 3260 }, ':'), 'iscsi:10.0.0.1:3260');
+  t.is(listenerName({ protocol: 'nvme-tcp', provider: 'tcp', address: '10.0.0.1', port: 4420 }), 'nvme-tcp 10.0.0.1:4420');
 });
 
 test('no file of the daemon or the config names a front end\'s protocol', (t) => {

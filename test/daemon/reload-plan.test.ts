@@ -81,3 +81,10 @@ test("an rbd volume's fast_path cannot change on reload: it is published when th
     'volume r: rbd.fast_path cannot change from true to false while it is served (remove it in one reload and add it back in the next)',
   ]);
 });
+
+test('the NVMe namespace ID (nsid:) of a served volume cannot change on reload', (t) => {
+  t.deepEqual(volumeRefusals(vol('a', 0), vol('a', 0, { nsid: 9 })), [
+    'volume a: nsid cannot change from (LUN + 1) to 9 while it is served (remove it in one reload and add it back in the next)',
+  ]);
+  t.deepEqual(volumeRefusals(vol('a', 0, { nsid: 9 }), vol('a', 0, { nsid: 9, acl: [] })), []);
+});

@@ -2,7 +2,7 @@
 // real initiators never do (malformed PDUs, CmdSN outside the window, a
 // second login of the same ISID) and read the target's exact answers.
 import { connect, type Socket } from 'node:net';
-import { crc32c } from '../../target/iscsi/crc32c.js';
+import { crc32c } from '../../protocol/crc32c.js';
 import { PduReader, type ReceivedPdu } from '../../target/iscsi/pdu-reader.js';
 import { encodeText, parseText } from '../../target/iscsi/text.js';
 

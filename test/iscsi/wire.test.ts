@@ -3,7 +3,7 @@
 // task management, Reject, logout, reinstatement, digests, and that a
 // protocol error ends only its own connection.
 import test from 'ava';
-import { crc32c } from '../../target/iscsi/crc32c.js';
+import { crc32c } from '../../protocol/crc32c.js';
 import { encodeText } from '../../target/iscsi/text.js';
 import { resources } from '../helpers/resources.js';
 import { INITIATOR, IQN, startIscsi, type IscsiFixture } from './portal-fixture.js';

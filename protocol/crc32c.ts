@@ -1,5 +1,6 @@
-// CRC32C (Castagnoli, reflected polynomial 0x82F63B78), the iSCSI header and
-// data digest (RFC 7143 §13.1, docs/iscsi.md "Digests"). Slice-by-8 over
+// CRC32C (Castagnoli, reflected polynomial 0x82F63B78): the iSCSI header and
+// data digest (RFC 7143 §13.1, docs/iscsi.md "Digests") and the NVMe/TCP
+// HDGST/DDGST (NVMe TCP Transport 1.0 §3.6.2.6), shared by both. Slice-by-8 over
 // tables built once: eight bytes per step, no allocation per call.
 const POLY = 0x82f63b78;
 const T = new Int32Array(8 * 256);

@@ -1,0 +1,591 @@
+// One NVMe/TCP connection: one queue (NVMe TCP Transport 1.0 §3.3; NVMe-oF 1.1
+// §3.3: each queue is its own connection), a ServedConnection of the
+// TargetServer once its Fabrics Connect succeeds (docs/nvme.md "Queues and
+// sessions"). It frames the byte stream into PDUs (§3.6), answers ICReq, runs
+// capsules (Fabrics commands here, admin commands in controller.ts, NVM I/O in
+// io.ts), moves write data in-capsule or by R2T/H2CData and read data by
+// C2HData, and ends itself with a C2HTermReq on a malformed PDU (§3.6.2.5,
+// docs/nvme.md "Bad input"). Nothing thrown here escapes to the daemon.
+import type { Socket } from 'node:net';
+import { crc32c } from '../../protocol/crc32c.js';
+import { buildCqe, cdw, FabricsType, SglId, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
+import { c2hData, capsuleResp, DIGEST_LENGTH, Fes, framePdu, icResp, PduType, r2t, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
+import { SessionIo, type Nexus } from '../scsi/index.js';
+import { noNative, withMeta, type ConnectionEnvironment, type LogoutKind, type ServedConnection, type SessionInfo, type TargetLogger } from '../connection/environment.js';
+import { Controller, inCapsuleBytes, type QueueConnection } from './controller.js';
+import { connectQueue } from './fabrics.js';
+import { checkHeader, MAX_H2C_DATA, type Fatal } from './framing.js';
+import { flushAll, fusedCompareWrite, prepareIo, type Completion, type IoContext, type PreparedIo } from './io.js';
+import type { Subsystem } from './subsystem.js';
+
+/** The largest C2HData PDU sent. */
+const MAX_C2H_DATA = 128 * 1024;
+/** In-capsule data accepted on any queue: Linux sends admin capsules of up to 8 KiB (Fabrics Connect data among them). */
+const ADMIN_IN_CAPSULE = 8192;
+/** Commands whose R2T data is being received at once; the others wait for a buffer (memory per connection). */
+const MAX_R2T_COMMANDS = 4;
+/** Bytes queued on the socket beyond which reading stops until it drains. */
+const OUTPUT_HIGH_WATER = 4 * 1024 * 1024;
+
+export interface NvmeConnectionContext {
+  readonly env: ConnectionEnvironment;
+  readonly subsystem: Subsystem;
+  readonly portName: string;
+}
+
+interface Cmd {
+  readonly cid: number;
+  readonly sqe: Buffer;
+  readonly prepared: PreparedIo;
+  /** The LUN of the namespace it runs on, or -1 (admin and Fabrics commands, Flush of every namespace). */
+  readonly lun: number;
+  buf: Buffer | null;
+  received: number;
+  ttag: number;
+  digestError: boolean;
+  readonly done: Promise<void>;
+  finish(): void;
+  /** The fused pair it is half of (FUSE 01b or 10b), if any. */
+  pair?: Pair;
+}
+
+/** A fused Compare and Write (Base 2.0 §3.4.2): both halves' data, then one atomic run. */
+interface Pair {
+  readonly first: Cmd;
+  second: Cmd | null;
+  data: [Buffer | null, Buffer | null];
+  broken: boolean;
+}
+
+
+let connections = 0;
+
+
+export class NvmeTcpConnection implements ServedConnection, QueueConnection {
+  readonly connection = ++connections;
+  onEnd: ((c: ServedConnection) => void) | null = null;
+  readonly closed: Promise<void>;
+  readonly io = new SessionIo();
+  qid = -1;
+  #resolveClosed!: () => void;
+  #state: 'ic' | 'connect' | 'ready' | 'ending' = 'ic';
+  #ended = false;
+  #digests: Digests = { header: false, data: false };
+  #hpda = 0;
+  #chunks: Buffer[] = [];
+  #have = 0;
+  #sqsize = 0;
+  #sqhd = 0;
+  #sqfcDisabled = false;
+  #controller: Controller | null = null;
+  #hostnqn: string | null = null;
+  #nexus: Nexus | null = null;
+  readonly #inflight = new Map<number, Cmd>();
+  readonly #r2ts = new Map<number, Cmd>();
+  readonly #r2tQueue: Cmd[] = [];
+  /** The first half of a fused pair, until the next command arrives. */
+  #fusedFirst: Cmd | null = null;
+  #ttag = 0;
+  #draining = false;
+  readonly #since = new Date();
+  #loggedInAt: Date | null = null;
+  readonly #peer: string;
+  #log: TargetLogger;
+  #loginTimer: NodeJS.Timeout | null;
+  readonly #ioCtx: IoContext;
+
+  constructor(
+    private readonly socket: Socket,
+    private readonly ctx: NvmeConnectionContext,
+  ) {
+    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
+    this.#peer = `${socket.remoteAddress ?? 'unknown'}:${socket.remotePort ?? 0}`;
+    this.#log = withMeta(ctx.env.log, { connection: this.connection, peer: this.#peer, port: ctx.portName });
+    const self = this;
+    this.#ioCtx = {
+      get nexus() {
+        return self.#nexus!;
+      },
+      get maxIo() {
+        return ctx.env.limits.maxIo;
+      },
+      get cntlid() {
+        return self.#controller?.cntlid ?? 0xffff;
+      },
+      get hostid() {
+        return self.#controller?.hostid ?? Buffer.alloc(16);
+      },
+      record: (cls, bytes, error) => this.io.record(cls, bytes, error),
+    };
+    socket.on('data', (d: Buffer) => this.#onData(d));
+    socket.on('drain', () => socket.resume());
+    socket.on('error', (e) => this.#log.debug(`NVMe/TCP connection error: ${e.message}`));
+    socket.on('close', () => this.#cleanup('connection closed'));
+    // One clock from accept to a granted Connect (limits.login_timeout_ms), as for the other front ends.
+    this.#loginTimer = setTimeout(() => {
+      this.#log.warn(`NVMe/TCP connection sent no Fabrics Connect within ${ctx.env.limits.loginTimeoutMs} ms; closing it`);
+      this.#destroy('login timeout');
+    }, ctx.env.limits.loginTimeoutMs);
+    this.#loginTimer.unref();
+  }
+
+  get id(): string {
+    return this.#controller ? `nvme-${this.#controller.cntlid}.${this.qid}` : `c${this.connection}`;
+  }
+
+  get loggedIn(): boolean {
+    return this.#loggedInAt !== null;
+  }
+
+  get isActive(): boolean {
+    return this.loggedIn && !this.#ended && this.#state !== 'ending';
+  }
+
+  info(): SessionInfo {
+    return {
+      id: this.id,
+      initiator: this.#hostnqn,
+      peer: this.#peer,
+      provider: 'nvme-tcp',
+      port: this.ctx.portName,
+      connection: this.connection,
+      state: this.#state === 'ready' ? (this.qid === 0 ? 'admin queue' : `I/O queue ${this.qid}`) : this.#state,
+      credits: this.loggedIn ? this.#sqsize + 1 : 0,
+      inFlight: this.#inflight.size,
+      ops: this.io.ops,
+      readBytes: this.io.readBytes,
+      writeBytes: this.io.writeBytes,
+      errors: this.io.errors,
+      native: noNative('NVMe/TCP connections are served in JavaScript'),
+      since: this.#since.toISOString(),
+      loggedInAt: this.#loggedInAt?.toISOString() ?? null,
+    };
+  }
+
+  settled(lun: number): Promise<void> {
+    const waits = [...this.#inflight.values()].filter((c) => c.lun === lun || c.lun === -2).map((c) => c.done);
+    return Promise.race([Promise.all(waits).then(() => undefined), this.closed]);
+  }
+
+  refreshLuns(): void {
+    this.#controller?.refreshNamespaces();
+  }
+
+  async drain(timeoutMs: number): Promise<void> {
+    this.#draining = true;
+    await this.#quiesce(timeoutMs);
+    this.end('draining');
+    await this.closed;
+  }
+
+  async logout(kind?: LogoutKind | number, why?: string): Promise<void> {
+    // NVMe/TCP has no target-initiated logout: the queue's connection ends and the host reconnects or gives up.
+    this.#draining = true;
+    await this.#quiesce(kind === 'shutdown' ? 2000 : 5000);
+    this.end(why ?? (typeof kind === 'string' ? kind : `logout ${kind ?? ''}`));
+    await this.closed;
+  }
+
+  fence(why: string): void {
+    this.#log.info(`NVMe/TCP connection fenced: ${why}`);
+    this.#destroy(why);
+  }
+
+  /** QueueConnection.end: the queue ends, its socket closed after what is queued is sent. */
+  end(why: string): void {
+    if (this.#ended) return;
+    this.#state = 'ending';
+    this.socket.end();
+    setTimeout(() => this.#destroy(why), 1000).unref();
+  }
+
+  async #quiesce(timeoutMs: number): Promise<void> {
+    // A held Asynchronous Event Request is not work in progress: it would wait for an event, not for storage.
+    const running = [...this.#inflight.values()].filter((c) => !(this.qid === 0 && c.sqe[0] === 0x0c));
+    const all = Promise.all(running.map((c) => c.done));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([all, this.closed, new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]);
+    clearTimeout(timer);
+  }
+
+  #destroy(why: string): void {
+    this.#state = 'ending';
+    this.socket.destroy();
+    this.#cleanup(why);
+  }
+
+  #cleanup(why: string): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#state = 'ending';
+    if (this.#loginTimer) clearTimeout(this.#loginTimer);
+    this.#chunks = [];
+    this.#have = 0;
+    const c = this.#controller;
+    if (c) {
+      if (c.queues.get(this.qid) === this) c.queues.delete(this.qid);
+      // A command still inside a backend fences later ones on its blocks (docs/target.md "A lost connection's commands").
+      if (this.#nexus) for (const ns of c.namespaces.values()) ns.lu.fenceLost(this.#nexus);
+      // The admin queue's end is the controller's (NVMe-oF 1.1 §3.5).
+      if (this.qid === 0) c.end(`admin queue ended: ${why}`);
+    }
+    this.#log.debug(`NVMe/TCP connection ended: ${why}`);
+    this.#resolveClosed();
+    this.onEnd?.(this);
+  }
+
+  // ---- framing (§3.6.1, §3.6.2.1) ----
+
+  #onData(d: Buffer): void {
+    if (this.#state === 'ending') return;
+    this.#chunks.push(d);
+    this.#have += d.length;
+    try {
+      this.#parse();
+    } catch (e) {
+      this.#log.error(`NVMe/TCP connection failed: ${e instanceof Error ? e.message : String(e)}`);
+      this.#destroy('internal error');
+    }
+  }
+
+  #take(n: number, consume: boolean): Buffer {
+    let head = this.#chunks[0];
+    if (head.length < n) {
+      head = Buffer.concat(this.#chunks, this.#have);
+      this.#chunks = [head];
+    }
+    const out = head.subarray(0, n);
+    if (consume) {
+      if (head.length === n) this.#chunks.shift();
+      else this.#chunks[0] = head.subarray(n);
+      this.#have -= n;
+    }
+    return out;
+  }
+
+  #parse(): void {
+    while (this.#state !== 'ending' && this.#have >= 8) {
+      const ch = readCommonHeader(this.#take(8, false));
+      const bad = checkHeader(ch, { beforeIc: this.#state === 'ic', digests: this.#digests, inCapsuleMax: Math.max(inCapsuleBytes(this.ctx.env), ADMIN_IN_CAPSULE) });
+      if (bad) return this.#terminate(bad, this.#take(Math.min(this.#have, ch.hlen || 8, 128), false));
+      if (this.#have < ch.plen) return;
+      const pdu = this.#take(ch.plen, true);
+      const fatal = this.#onPdu(ch, pdu);
+      if (fatal) return this.#terminate(fatal, pdu.subarray(0, Math.min(ch.hlen, 128)));
+    }
+  }
+
+
+  #onPdu(h: CommonHeader, pdu: Buffer): Fatal | null {
+    if (h.type === PduType.ICReq) return this.#icReq(pdu);
+    if (h.type === PduType.H2CTermReq) {
+      this.#log.warn(`NVMe/TCP host ended the connection: H2CTermReq FES ${pdu.readUInt16LE(8)} FEI ${pdu.readUInt32LE(10)}`);
+      this.#destroy('H2CTermReq');
+      return null;
+    }
+    const hd = this.#digests.header;
+    if (hd && crc32c(pdu, 0, 0, h.hlen) !== pdu.readUInt32LE(h.hlen)) return { fes: Fes.HeaderDigestError, fei: 0, why: 'header digest mismatch' };
+    let data: Buffer | null = null;
+    let digestOk = true;
+    if (h.plen > h.hlen + (hd ? DIGEST_LENGTH : 0)) {
+      const dd = this.#digests.data;
+      data = pdu.subarray(h.pdo, h.plen - (dd ? DIGEST_LENGTH : 0));
+      if (dd) digestOk = crc32c(data) === pdu.readUInt32LE(h.plen - DIGEST_LENGTH);
+    }
+    return h.type === PduType.CapsuleCmd ? this.#capsule(pdu, data, digestOk) : this.#h2cData(pdu, data, digestOk);
+  }
+
+  /** ICReq (§3.6.2.2) → ICResp (§3.6.2.3): PFV 0, HPDA ≤ 31, digests as asked, CPDA 0, MAXH2CDATA. */
+  #icReq(pdu: Buffer): Fatal | null {
+    if (pdu.readUInt16LE(8) !== 0) return { fes: Fes.UnsupportedParameter, fei: 8, why: `ICReq PFV ${pdu.readUInt16LE(8)}` };
+    if (pdu[10] > 31) return { fes: Fes.InvalidHeaderField, fei: 10, why: `ICReq HPDA ${pdu[10]}` };
+    this.#hpda = pdu[10];
+    this.#digests = { header: (pdu[11] & 1) !== 0, data: (pdu[11] & 2) !== 0 };
+    this.#send(framePdu(icResp({ cpda: 0, digests: this.#digests, maxH2CData: MAX_H2C_DATA }), null, this.#digests));
+    this.#state = 'connect';
+    return null;
+  }
+
+  // ---- commands ----
+
+  #capsule(pdu: Buffer, data: Buffer | null, digestOk: boolean): Fatal | null {
+    const sqe = Buffer.from(pdu.subarray(8, 72));
+    const cid = sqe.readUInt16LE(2);
+    const connect = sqe[0] === 0x7f && sqe[4] === FabricsType.Connect;
+    if (this.#state === 'ready') this.#sqhd = (this.#sqhd + 1) % (this.#sqsize + 1);
+    if (this.#inflight.has(cid)) return this.#respond(cid, { status: Status.CommandIdConflict });
+    if (this.#inflight.size >= (this.#state === 'ready' ? this.#sqsize + 1 : 1)) {
+      return { fes: Fes.PduSequenceError, fei: 0, why: `more commands than the queue's ${this.#sqsize + 1} entries` };
+    }
+    if (!digestOk) return this.#respond(cid, { status: Status.TransientTransportError });
+    if (this.#state === 'connect' && !connect) return this.#respond(cid, { status: Status.CommandSequenceError });
+    const p = this.#prepare(sqe);
+    if ('status' in p) return this.#respond(cid, p);
+    let finish!: () => void;
+    const done = new Promise<void>((r) => (finish = r));
+    const cmd: Cmd = { cid, sqe, prepared: p, lun: this.#lunOf(sqe), buf: null, received: 0, ttag: -1, digestError: false, done, finish };
+    this.#inflight.set(cid, cmd);
+    this.#fuse(cmd);
+    if (this.#inflight.get(cid) !== cmd) return null;
+    // SGL1 (SQE bytes 24-39): address 24-31, length 32-35, identifier byte 39 (Base 2.0 §4.3.2; TCP 1.0 §3.3.1).
+    const sglAddress = sqe.readBigUInt64LE(24);
+    const sglLength = sqe.readUInt32LE(32);
+    const sglId = sqe[39];
+    if (p.dir === 'h2c' && p.length > 0) {
+      if (data !== null) {
+        if (sglId !== SglId.InCapsule) this.#complete(cmd, { status: Status.SglTypeInvalid });
+        else if (sglAddress !== 0n) this.#complete(cmd, { status: Status.SglOffsetInvalid });
+        else if (sglLength !== p.length || data.length < p.length) this.#complete(cmd, { status: Status.SglDataLengthInvalid });
+        else this.#ready(cmd, data.subarray(0, p.length));
+      } else if (sglId !== SglId.TransportData) this.#complete(cmd, { status: Status.SglTypeInvalid });
+      else if (sglLength !== p.length) this.#complete(cmd, { status: Status.SglDataLengthInvalid });
+      else this.#startR2T(cmd);
+    } else if (p.dir === 'c2h' && p.length > 0) {
+      if (sglId !== SglId.TransportData) this.#complete(cmd, { status: Status.SglTypeInvalid });
+      else if (sglLength < p.length) this.#complete(cmd, { status: Status.SglDataLengthInvalid });
+      else this.#run(cmd, null);
+    } else this.#run(cmd, null);
+    return null;
+  }
+
+  /** The LUN an I/O command runs on; -2 for a Flush of every namespace; -1 for the rest. */
+  #lunOf(sqe: Buffer): number {
+    if (this.qid <= 0 || sqe[0] === 0x7f) return -1;
+    const nsid = sqe.readUInt32LE(4);
+    if (sqe[0] === 0x00 && nsid === 0xffffffff) return -2;
+    return this.#controller?.namespaces.get(nsid)?.lun ?? -1;
+  }
+
+  #prepare(sqe: Buffer): PreparedIo | { status: NvmeStatus } {
+    if (sqe[0] === 0x7f) return this.#fabrics(sqe);
+    const c = this.#controller!;
+    if (!c.ready || c.ended) return { status: Status.CommandSequenceError };
+    if (this.qid === 0) return c.prepareAdmin(sqe);
+    const nsid = sqe.readUInt32LE(4);
+    if (this.#draining) return { status: Status.NamespaceNotReady };
+    if (sqe[0] === 0x00 && nsid === 0xffffffff) {
+      const all = [...c.namespaces.values()];
+      return { length: 0, dir: 'none', run: () => flushAll(all, this.#ioCtx) };
+    }
+    const ns = c.namespaces.get(nsid);
+    if (ns === undefined) return { status: Status.InvalidNamespace };
+    return prepareIo(sqe, ns, this.#ioCtx);
+  }
+
+  /** Fabrics commands (NVMe-oF 1.1 §3): FCTYPE at SQE byte 4. */
+  #fabrics(sqe: Buffer): PreparedIo | { status: NvmeStatus } {
+    const now = (c: Completion): PreparedIo => ({ length: 0, dir: 'none', run: () => Promise.resolve(c) });
+    switch (sqe[4]) {
+      case FabricsType.Connect:
+        if (this.#state !== 'connect') return { status: Status.CommandSequenceError };
+        return { length: 1024, dir: 'h2c', run: (d) => Promise.resolve(this.#connect(sqe, d!)) };
+      case FabricsType.PropertyGet:
+      case FabricsType.PropertySet: {
+        // ATTRIB byte 40 bits 2:0 (0: 4 bytes, 1: 8 bytes), OFST bytes 44-47, VALUE bytes 48-55 (§3.4, §3.5). Admin queue only.
+        if (this.qid !== 0) return { status: Status.InvalidOpcode };
+        const size8 = (sqe[40] & 7) === 1;
+        const offset = cdw(sqe, 11);
+        const c = this.#controller!;
+        return now(sqe[4] === FabricsType.PropertyGet ? c.propertyGet(offset, size8) : c.propertySet(offset, size8, sqe.readBigUInt64LE(48)));
+      }
+      case FabricsType.Disconnect:
+        // Disconnect (NVMe-oF 1.1 §3.2, I/O queues): complete it, then close the queue.
+        if (this.qid === 0) return { status: Status.InvalidField };
+        return { length: 0, dir: 'none', run: () => (setImmediate(() => this.end('Fabrics Disconnect')), Promise.resolve({ status: Status.Success })) };
+      default:
+        // Authentication Send/Receive: in-band authentication is not implemented (docs/nvme.md "Not yet").
+        return { status: Status.InvalidOpcode };
+    }
+  }
+
+  /** Connect (NVMe-oF 1.1 §3.3), decided in fabrics.ts; granted, this connection becomes the queue. */
+  #connect(sqe: Buffer, d: Buffer): Completion {
+    const r = connectQueue(sqe, d, { env: this.ctx.env, subsystem: this.ctx.subsystem, log: this.#log, queue: this });
+    if (!('grant' in r)) return r;
+    const { controller: c, qid, sqsize, sqfcDisabled, hostnqn } = r.grant;
+    this.qid = qid;
+    this.#sqsize = sqsize;
+    this.#sqhd = 1 % (sqsize + 1);
+    this.#sqfcDisabled = sqfcDisabled;
+    this.#controller = c;
+    this.#hostnqn = hostnqn;
+    this.#nexus = { sessionId: this.id, initiator: hostnqn, targetPort: this.ctx.portName };
+    this.#log = withMeta(this.#log, { host: hostnqn, controller: c.cntlid, qid });
+    this.#state = 'ready';
+    this.#loggedInAt = new Date();
+    if (this.#loginTimer) clearTimeout(this.#loginTimer);
+    this.#loginTimer = null;
+    this.#log.info(`NVMe/TCP ${qid === 0 ? 'admin' : 'I/O'} queue connected to ${c.discovery ? 'the discovery controller' : this.ctx.subsystem.nqn}`, { sqsize: sqsize + 1 });
+    return r.completion;
+  }
+
+  /**
+   * FUSE (CDW0 byte 1 bits 1:0, Base 2.0 §3.4.2): a Compare with 01b waits for
+   * the next command, which must be a Write with 10b on the same blocks. A
+   * first half without its second gets Command Aborted due to Missing Fused
+   * Command, as does a second half without a first.
+   */
+  #fuse(cmd: Cmd): void {
+    const fuse = cmd.sqe[1] & 3;
+    const first = this.#fusedFirst;
+    this.#fusedFirst = null;
+    if (first && fuse !== 2) {
+      first.pair!.broken = true;
+      this.#complete(first, { status: Status.AbortMissingFused });
+    }
+    if (fuse === 1) {
+      if (this.qid <= 0 || cmd.sqe[0] !== 0x05) return this.#fail(cmd, Status.InvalidField);
+      cmd.pair = { first: cmd, second: null, data: [null, null], broken: false };
+      this.#fusedFirst = cmd;
+    } else if (fuse === 2) {
+      if (!first || first.pair!.broken) return this.#fail(cmd, first ? Status.AbortFailedFused : Status.AbortMissingFused);
+      const same = cmd.sqe[0] === 0x01 && cmd.sqe.readUInt32LE(4) === first.sqe.readUInt32LE(4) && cmd.sqe.subarray(40, 52).equals(first.sqe.subarray(40, 52)) && (cmd.sqe.readUInt16LE(48) === first.sqe.readUInt16LE(48));
+      if (!same) {
+        first.pair!.broken = true;
+        this.#complete(first, { status: Status.InvalidField });
+        return this.#fail(cmd, Status.AbortFailedFused);
+      }
+      first.pair!.second = cmd;
+      cmd.pair = first.pair;
+    } else if (fuse === 3) this.#fail(cmd, Status.InvalidField);
+  }
+
+  /** Answers a command at once; what arrives for it later is dropped. */
+  #fail(cmd: Cmd, status: NvmeStatus): void {
+    cmd.pair = { first: cmd, second: null, data: [null, null], broken: true };
+    this.#complete(cmd, { status });
+  }
+
+  /** A command's data is here: it runs, or its fused pair does once both halves have theirs. */
+  #ready(cmd: Cmd, data: Buffer | null): void {
+    const pair = cmd.pair;
+    if (!pair) return this.#run(cmd, data);
+    if (pair.broken) return;
+    pair.data[pair.first === cmd ? 0 : 1] = data;
+    const second = pair.second;
+    if (second === null || pair.data[0] === null || pair.data[1] === null) return;
+    const ns = this.#controller?.namespaces.get(second.sqe.readUInt32LE(4));
+    if (!ns) {
+      this.#complete(pair.first, { status: Status.InvalidNamespace });
+      this.#complete(second, { status: Status.AbortFailedFused });
+      return;
+    }
+    // From here the pair completes together; no half ends the other any more.
+    pair.broken = true;
+    const [cmp, wr] = [pair.data[0], pair.data[1]];
+    void fusedCompareWrite(ns, second.sqe, cmp, wr, this.#ioCtx).then(
+      ([a, b]) => {
+        this.#complete(pair.first, a);
+        this.#complete(second, b);
+      },
+      (e: unknown) => {
+        this.#log.error(`NVMe fused Compare and Write failed: ${e instanceof Error ? e.message : String(e)}`);
+        this.#complete(pair.first, { status: Status.InternalError });
+        this.#complete(second, { status: Status.AbortFailedFused });
+      },
+    );
+  }
+
+  #run(cmd: Cmd, data: Buffer | null): void {
+    void (async () => {
+      let c: Completion;
+      try {
+        c = await cmd.prepared.run(data);
+      } catch (e) {
+        this.#log.error(`NVMe command 0x${cmd.sqe[0].toString(16)} failed: ${e instanceof Error ? e.message : String(e)}`);
+        c = { status: Status.InternalError };
+      }
+      this.#complete(cmd, c);
+    })();
+  }
+
+  #startR2T(cmd: Cmd): void {
+    if (this.#r2ts.size >= MAX_R2T_COMMANDS) {
+      this.#r2tQueue.push(cmd);
+      return;
+    }
+    do this.#ttag = (this.#ttag + 1) & 0xffff;
+    while (this.#r2ts.has(this.#ttag));
+    cmd.ttag = this.#ttag;
+    cmd.buf = Buffer.allocUnsafe(cmd.prepared.length);
+    this.#r2ts.set(cmd.ttag, cmd);
+    // One R2T for the whole transfer; the host splits it into H2CData PDUs of at most MAXH2CDATA (§3.6.2.10, §3.3.3).
+    this.#send(framePdu(r2t(cmd.cid, cmd.ttag, 0, cmd.prepared.length), null, this.#digests));
+  }
+
+  /** H2CData (§3.6.2.8): CCCID 8-9, TTAG 10-11, DATAO 12-15, DATAL 16-19, for an R2T we sent, in order, within it. */
+  #h2cData(pdu: Buffer, data: Buffer | null, digestOk: boolean): Fatal | null {
+    const cccid = pdu.readUInt16LE(8);
+    const ttag = pdu.readUInt16LE(10);
+    const datao = pdu.readUInt32LE(12);
+    const datal = pdu.readUInt32LE(16);
+    const cmd = this.#r2ts.get(ttag);
+    if (cmd === undefined) return { fes: Fes.InvalidHeaderField, fei: 10, why: `H2CData for TTAG ${ttag}, which no R2T gave` };
+    if (cmd.cid !== cccid) return { fes: Fes.InvalidHeaderField, fei: 8, why: `H2CData CCCID ${cccid} for TTAG ${ttag} of command ${cmd.cid}` };
+    if (datal !== (data?.length ?? 0) || datal === 0) return { fes: Fes.InvalidHeaderField, fei: 16, why: `H2CData DATAL ${datal} with ${data?.length ?? 0} bytes of data` };
+    if (datao !== cmd.received || datao + datal > cmd.prepared.length) {
+      return { fes: Fes.DataTransferOutOfRange, fei: 12, why: `H2CData at ${datao}+${datal} outside the R2T (expected offset ${cmd.received} of ${cmd.prepared.length})` };
+    }
+    data!.copy(cmd.buf!, datao);
+    cmd.received += datal;
+    if (!digestOk) cmd.digestError = true;
+    if (cmd.received < cmd.prepared.length) return null;
+    this.#r2ts.delete(ttag);
+    const next = this.#r2tQueue.shift();
+    if (next) this.#startR2T(next);
+    // A data digest error is not fatal: the command completes with Transient Transport Error (§3.6.2.6 / Base 2.0 §4.6.1.2.1).
+    if (cmd.digestError) this.#complete(cmd, { status: Status.TransientTransportError });
+    else this.#ready(cmd, cmd.buf);
+    return null;
+  }
+
+  #complete(cmd: Cmd, c: Completion): void {
+    // Each command completes once; a fused half that ends early ends its partner (Base 2.0 §3.4.2).
+    if (this.#inflight.get(cmd.cid) !== cmd) return;
+    this.#inflight.delete(cmd.cid);
+    cmd.finish();
+    const pair = cmd.pair;
+    if (pair && !pair.broken) {
+      pair.broken = true;
+      if (this.#fusedFirst === cmd) this.#fusedFirst = null;
+      const partner = pair.first === cmd ? pair.second : pair.first;
+      if (partner) this.#complete(partner, { status: Status.AbortFailedFused });
+    }
+    if (this.#ended || this.#state === 'ending') return;
+    const ok = c.status.sc === 0 && c.status.sct === 0;
+    if (ok && c.data && c.data.length > 0) {
+      const total = Math.min(c.data.length, cmd.sqe.readUInt32LE(32));
+      for (let off = 0; off < total; off += MAX_C2H_DATA) {
+        const n = Math.min(MAX_C2H_DATA, total - off);
+        const last = off + n === total;
+        const success = last && this.#sqfcDisabled;
+        this.#send(framePdu(c2hData(cmd.cid, off, n, last, success), c.data.subarray(off, off + n), this.#digests, this.#hpda));
+      }
+      if (this.#sqfcDisabled) return;
+    }
+    this.#respond(cmd.cid, c);
+  }
+
+  /** CapsuleResp (§3.6.2.7) with the CQE: SQHD, SQID, CID, status (phase 0 on fabrics, NVMe-oF 1.1 §2.2). */
+  #respond(cid: number, c: Completion | { status: NvmeStatus }): null {
+    const cq = c as Completion;
+    const cqe = buildCqe({ cid, sqid: Math.max(0, this.qid), sqhd: this.#sqhd, status: c.status, dw0: cq.dw0, dw1: cq.dw1 });
+    this.#send(framePdu(capsuleResp(cqe), null, this.#digests));
+    return null;
+  }
+
+  #send(pieces: Buffer[]): void {
+    if (this.socket.destroyed) return;
+    this.socket.cork();
+    for (const p of pieces) this.socket.write(p);
+    this.socket.uncork();
+    if (this.socket.writableLength > OUTPUT_HIGH_WATER) this.socket.pause();
+  }
+
+  /** Ends the connection for a fatal transport error: C2HTermReq with FES and FEI, the offending header as data (§3.6.2.5). */
+  #terminate(f: Fatal, offending: Buffer): void {
+    this.#log.warn(`NVMe/TCP protocol error, ending the connection: ${f.why} (C2HTermReq FES ${f.fes}, FEI ${f.fei})`);
+    this.#send(framePdu(termReq(PduType.C2HTermReq, f.fes, f.fei), Buffer.from(offending), this.#digests));
+    this.end(f.why);
+  }
+}

@@ -1,0 +1,89 @@
+// Fused Compare and Write (Base 2.0 §3.4.2, docs/nvme.md "Command sets side
+// by side"): a Compare with FUSE 01b and the Write with 10b that follows it
+// run as one: equal data is written, different data fails the Compare and
+// aborts the Write without writing; a half without its other is aborted.
+import test from 'ava';
+import { randomBytes } from 'node:crypto';
+import { startNvme } from './fixture.js';
+import { RawHost, rwSqe, decodeCqe, type Cqe } from './raw-host.js';
+
+test('fused Compare and Write: written on a match, nothing on a miscompare, aborted when unpaired', async (t) => {
+  const f = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);
+  t.teardown(() => f.close());
+  const admin = await RawHost.open(f.port);
+  t.teardown(() => admin.close());
+  const cntlid = await admin.enable(f.nqn);
+  t.is((await admin.admin(0x06, { length: 4096, cdw: { 10: 1 } })).data.readUInt16LE(522) & 1, 1, 'FUSES');
+  const io = await RawHost.open(f.port);
+  t.teardown(() => io.close());
+  await io.initialize();
+  t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid })).statusField, 0);
+  const old = randomBytes(1024);
+  t.is((await io.command(rwSqe(0x01, io.nextCid(), 1, 10, 2, 1024), { data: old })).statusField, 0);
+
+  /** Sends the pair (the Write's data by R2T when asked) and returns both CQEs by CID. */
+  const fused = async (compare: Buffer, data: Buffer, o: { r2t?: boolean } = {}): Promise<[Cqe, Cqe]> => {
+    const c1 = io.nextCid();
+    const c2 = io.nextCid();
+    const cmp = rwSqe(0x05, c1, 1, 10, 2, 1024, { inCapsule: true });
+    cmp[1] |= 0x01;
+    const wr = rwSqe(0x01, c2, 1, 10, 2, 1024, { inCapsule: !o.r2t });
+    wr[1] |= 0x02;
+    io.sendCapsule(cmp, compare);
+    io.sendCapsule(wr, o.r2t ? null : data);
+    const got = new Map<number, Cqe>();
+    while (got.size < 2) {
+      const p = await io.next();
+      if (p.type === 0x09) {
+        const h = Buffer.alloc(24);
+        h[0] = 0x06;
+        h[1] = 0x04;
+        h.writeUInt16LE(p.raw.readUInt16LE(8), 8);
+        h.writeUInt16LE(p.raw.readUInt16LE(10), 10);
+        h.writeUInt32LE(0, 12);
+        h.writeUInt32LE(data.length, 16);
+        io.write(io.frame(h, data));
+        continue;
+      }
+      t.is(p.type, 0x05);
+      const c = decodeCqe(p.raw, 8);
+      got.set(c.cid, c);
+    }
+    return [got.get(c1)!, got.get(c2)!];
+  };
+  const back = async () => (await io.command(rwSqe(0x02, io.nextCid(), 1, 10, 2, 1024))).data;
+
+  const next = randomBytes(1024);
+  const [a, b] = await fused(old, next);
+  t.is(a.statusField, 0);
+  t.is(b.statusField, 0);
+  t.true((await back()).equals(next), 'written');
+
+  const [m1, m2] = await fused(old, randomBytes(1024), { r2t: true });
+  t.is(m1.sct, 2);
+  t.is(m1.sc, 0x85, 'Compare Failure');
+  t.is(m2.sc, 0x09, 'Command Aborted due to Failed Fused Command');
+  t.true((await back()).equals(next), 'nothing written');
+
+  const [r1, r2] = await fused(next, old, { r2t: true });
+  t.is(r1.statusField | r2.statusField, 0, 'the Write half by R2T');
+  t.true((await back()).equals(old));
+
+  // A first half followed by an unfused command: Missing Fused Command; the other runs.
+  const lone = rwSqe(0x05, io.nextCid(), 1, 10, 2, 1024, { inCapsule: true });
+  lone[1] |= 0x01;
+  io.sendCapsule(lone, old);
+  const flushCid = io.nextCid();
+  io.sendCapsule(rwSqe(0x00, flushCid, 1, 0, 1, 0));
+  const orphan = decodeCqe((await io.next()).raw, 8);
+  t.is(orphan.cid, lone.readUInt16LE(2));
+  t.is(orphan.sc, 0x0a, 'Command Aborted due to Missing Fused Command');
+  const plain = decodeCqe((await io.next()).raw, 8);
+  t.is(plain.cid, flushCid);
+  t.is(plain.statusField, 0);
+  // A second half alone.
+  const second = rwSqe(0x01, io.nextCid(), 1, 10, 2, 1024, { inCapsule: true });
+  second[1] |= 0x02;
+  t.is((await io.command(second, { data: next, inCapsule: true })).sc, 0x0a);
+  t.true((await back()).equals(old));
+});

@@ -1,0 +1,42 @@
+// The NVMe command set obeys the volume state the SCSI side keeps (docs/nvme.md
+// "Command sets side by side"): a persistent reservation taken over SCSI (this
+// NVMe host is no registrant) answers its writes, or under Exclusive Access
+// also its reads, with Reservation Conflict; Flush stays allowed; a RESERVE(6)
+// keeps it out too; once released, I/O runs again.
+import test from 'ava';
+import { PrType } from '../../protocol/scsi/opcodes.js';
+import { startNvme } from './fixture.js';
+import { RawHost, rwSqe } from './raw-host.js';
+
+test('a SCSI reservation held by another initiator: Reservation Conflict for NVMe I/O it governs', async (t) => {
+  const f = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);
+  t.teardown(() => f.close());
+  const admin = await RawHost.open(f.port);
+  t.teardown(() => admin.close());
+  const cntlid = await admin.enable(f.nqn);
+  const io = await RawHost.open(f.port);
+  t.teardown(() => io.close());
+  await io.initialize();
+  t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid })).statusField, 0);
+  const write = () => io.command(rwSqe(0x01, io.nextCid(), 1, 0, 1, 512, { inCapsule: true }), { data: Buffer.alloc(512, 3), inCapsule: true });
+  const read = () => io.command(rwSqe(0x02, io.nextCid(), 1, 0, 1, 512));
+  const flush = () => io.admin(0x00, { nsid: 1 });
+
+  const r = f.volumes[0]!.lu.reservations;
+  const other = { nexusKey: 'iqn.2026-12.org.example:other\u0000iscsi:127.0.0.1:3260', initiator: 'iqn.2026-12.org.example:other' };
+  await r.register(other, 0n, 0xabcn, false);
+  await r.reserve(other.nexusKey, 0xabcn, PrType.WRITE_EXCLUSIVE, 0);
+  t.is((await write()).sc, 0x83, 'Write Exclusive: writes conflict');
+  t.is((await io.admin(0x08, { nsid: 1, cdw: { 10: 0, 12: 0 } })).sc, 0x83, 'and Write Zeroes');
+  t.is((await read()).statusField, 0, 'reads do not');
+  t.is((await flush()).statusField, 0, 'Flush is allowed');
+  await r.release(other.nexusKey, 0xabcn, PrType.WRITE_EXCLUSIVE, 0);
+  await r.reserve(other.nexusKey, 0xabcn, PrType.EXCLUSIVE_ACCESS, 0);
+  t.is((await read()).sc, 0x83, 'Exclusive Access: reads conflict too');
+  await r.clear(other.nexusKey, 0xabcn);
+  t.is((await write()).statusField, 0, 'released: writes run');
+  r.reserveLegacy(other.nexusKey);
+  t.is((await read()).sc, 0x83, 'RESERVE(6) held by another: conflict');
+  r.releaseLegacy(other.nexusKey);
+  t.is((await read()).statusField, 0);
+});
