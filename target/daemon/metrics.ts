@@ -10,7 +10,8 @@ import type { AddressInfo } from 'node:net';
 import type { MetricsConfig } from '../../config/schema.js';
 import { IO_CLASSES, LATENCY_BUCKETS_S, type IoStats } from '../scsi/index.js';
 import type { PoolUse } from '../transport/transport.js';
-import { errorMessage, type DaemonLogger } from './logger.js';
+import { errorText } from '../error-text.js';
+import { type DaemonLogger } from './logger.js';
 
 /** What the endpoint reads at each scrape. */
 export interface MetricsSource {
@@ -179,7 +180,7 @@ export async function openMetrics(metrics: MetricsConfig, source: string, src: M
     return await MetricsServer.open(metrics, src, log);
   } catch (e) {
     const c = e as NodeJS.ErrnoException;
-    const why = c.code === 'EADDRINUSE' ? 'the port is in use (EADDRINUSE)' : c.code === 'EADDRNOTAVAIL' ? 'the address is not one of this host (EADDRNOTAVAIL)' : errorMessage(e);
+    const why = c.code === 'EADDRINUSE' ? 'the port is in use (EADDRINUSE)' : c.code === 'EADDRNOTAVAIL' ? 'the address is not one of this host (EADDRNOTAVAIL)' : errorText(e);
     throw Object.assign(new Error(`cannot serve metrics on ${metrics.address}:${metrics.port} (${source}, metrics): ${why}`, { cause: e }), { code: c.code });
   }
 }

@@ -14,7 +14,8 @@ import { LogicalUnit, SharedReservationStore, type Access, type TargetPortGroups
 import type { ExportedVolume } from '../server.js';
 import { STATE_DIR_HINT } from '../../config/state-dir.js';
 import { asConfigRefusal, ConfigRefusal } from './config-refusal.js';
-import { errorMessage, type DaemonLogger } from './logger.js';
+import { errorText } from '../error-text.js';
+import { type DaemonLogger } from './logger.js';
 
 export interface VolumeContext {
   /** Where generated identities are kept (state_dir). */
@@ -36,7 +37,7 @@ export async function makeStateDir(dir: string): Promise<void> {
     await mkdir(dir, { recursive: true, mode: 0o755 });
   } catch (e) {
     const c = e as NodeJS.ErrnoException;
-    const error = Object.assign(new Error(`cannot create state_dir ${dir}: ${errorMessage(e)} ${STATE_DIR_HINT}`, { cause: e }), { code: c.code });
+    const error = Object.assign(new Error(`cannot create state_dir ${dir}: ${errorText(e)} ${STATE_DIR_HINT}`, { cause: e }), { code: c.code });
     throw c.code === undefined ? error : new ConfigRefusal(error.message, c.code, { cause: e });
   }
 }
