@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { controlRequest } from '../../target/daemon/control-client.js';
 import type { SessionInfo } from '../../target/connection/environment.js';
-import { HOST_NQN, RawHost, rwSqe } from '../nvme/raw-host.js';
+import { HOST_NQN, RawHost, rwSqe } from '../../bench/soak/nvme-raw-host.js';
 import { baseConfig, spawnDaemon, workdir } from './helpers/daemon-process.js';
 
 const NQN = 'nqn.2026-12.io.rblk:daemon-nvme';
