@@ -10,7 +10,7 @@ import { resolve as resolvePath } from 'node:path';
 import { CONTROL_RECV_BUFFERS, DEFAULT_TARGET_NAME } from '../protocol/wire/constants.js';
 import type { KindInput } from '../target/backend/kind.js';
 import { kindKeys, kindOf } from '../target/backend/registry.js';
-import { DEFAULT_FRONT_END, frontEndOf } from '../target/front-end/registry.js';
+import { DEFAULT_FRONT_END, FRONT_ENDS, frontEndOf } from '../target/front-end/registry.js';
 import { isGlob } from './acl.js';
 import { listenAddressProblem } from './listen-address.js';
 import { formatPath } from './config-error.js';
@@ -180,7 +180,10 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       if (provider === 'verbs' && isLoopback(address)) {
         warn(at('address'), 'the verbs provider cannot listen on loopback: use the RDMA interface address');
       }
-      const l: ListenerConfig = { protocol, provider, address, port: int(get(r, at('port'))) ?? frontEnd.defaultPort };
+      const discovery = bool(get(r, at('discovery'))) === true;
+      if (discovery && frontEnd.discoveryPort === undefined) err(at('discovery'), `${protocol} listeners have no discovery-only mode (only ${FRONT_ENDS.filter((f) => f.discoveryPort !== undefined).map((f) => f.name).join(', ')} listeners have)`);
+      const port = int(get(r, at('port'))) ?? (discovery ? (frontEnd.discoveryPort ?? frontEnd.defaultPort) : frontEnd.defaultPort);
+      const l: ListenerConfig = { protocol, provider, address, port, ...(discovery ? { discovery } : {}) };
       const clash = out.findIndex(
         (o) =>
           o.port === l.port &&

@@ -111,6 +111,8 @@ export const configSchema: SchemaObject = {
           address: { type: 'string', minLength: 1 },
           // 0 asks for any free port; only tests want that.
           port: { type: 'integer', minimum: 0, maximum: 65535 },
+          // nvme-tcp: serve only the discovery controller (docs/nvme.md "Discovery"); port 8009 by default.
+          discovery: { type: 'boolean' },
         },
       },
     },
@@ -266,6 +268,8 @@ export interface ListenerConfig {
   provider: Provider;
   address: string;
   port: number;
+  /** Serves only the front end's discovery service (nvme-tcp: docs/nvme.md "Discovery"). */
+  discovery?: boolean;
   /** Its line in the config file, for messages; absent for the default listener. */
   line?: number;
 }

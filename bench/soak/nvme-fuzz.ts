@@ -294,14 +294,15 @@ export async function nvmeFuzz(o: NvmeFuzzOptions): Promise<SoakRow[]> {
     let lastLog = 0;
     await Promise.all(
       Array.from({ length: o.parallel ?? 4 }, async (_, w) => {
-        const f = new NvmeFuzzer((o.seed ?? 0x4e56) + w * 7919, port, tally, o.perConnection ?? 200);
+        const f = new NvmeFuzzer((o.seed ?? 0x4e56) + w * 7919, port, tally, o.perConnection ?? 50);
         // Each worker's I/O queues join one admin queue of the fuzzing host.
         const admin = await RawHost.open(port);
         admins.push(admin);
         const cntlid = await admin.enable(NQN, { hostnqn: FUZZ_HOST });
         while (tally.pdus < o.pdus && Date.now() < deadline && daemon.alive) {
           const n = next++;
-          const step = n % 2 === 1 ? 'stream' : NVME_FUZZ_STEPS[(n / 2) % (NVME_FUZZ_STEPS.length - 1)]!;
+          // One connection in four streams fuzzed commands (where most PDUs are); the rest walk the hostile steps.
+          const step = n % 4 === 3 ? 'stream' : NVME_FUZZ_STEPS[(n - Math.floor(n / 4)) % (NVME_FUZZ_STEPS.length - 1)]!;
           await f.run(step, cntlid);
           if (tally.pdus - lastLog >= Math.max(10_000, o.pdus / 10)) {
             lastLog = tally.pdus;

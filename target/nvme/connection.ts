@@ -38,6 +38,8 @@ export interface NvmeConnectionContext {
   readonly env: ConnectionEnvironment;
   readonly subsystem: Subsystem;
   readonly portName: string;
+  /** A discovery-only listener's queue: Connect only to the discovery subsystem. */
+  readonly discoveryOnly?: boolean;
 }
 
 interface Cmd {
@@ -409,7 +411,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
 
   /** Connect (NVMe-oF 1.1 §3.3), decided in fabrics.ts; granted, this connection becomes the queue. */
   #connect(sqe: Buffer, d: Buffer): Completion {
-    const r = connectQueue(sqe, d, { env: this.ctx.env, subsystem: this.ctx.subsystem, log: this.#log, queue: this });
+    const r = connectQueue(sqe, d, { env: this.ctx.env, subsystem: this.ctx.subsystem, log: this.#log, queue: this, discoveryOnly: this.ctx.discoveryOnly === true });
     if (!('grant' in r)) return r;
     const { controller: c, qid, sqsize, sqfcDisabled, hostnqn } = r.grant;
     this.qid = qid;
