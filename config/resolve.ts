@@ -20,6 +20,7 @@ import {
   DEFAULT_CONTROL_SOCKET,
   DEFAULT_METRICS_PORT,
   DEFAULT_STATE_DIR,
+  DEFAULT_VOLUMES_DIR,
   LIMIT_DEFAULTS,
   LIMIT_RANGES,
   MIN_SECRET_LENGTH,
@@ -113,6 +114,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
         ? resolvePath(ctx.configDir, stateDirRaw)
         : DEFAULT_STATE_DIR;
 
+  const volumesDir = resolvePath(ctx.configDir, str(get(root, ['volumes_dir'])) ?? DEFAULT_VOLUMES_DIR);
   const targetName = str(get(root, ['target_name'])) ?? DEFAULT_TARGET_NAME;
   const nqn = str(get(root, ['nqn']));
   const auth = resolveAuth();
@@ -153,7 +155,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   return {
     errors,
     warnings,
-    config: { source: ctx.source, targetName, ...(nqn !== undefined ? { nqn } : {}), listeners, volumes, auth, limits, logging, control, metrics, stateDir, luns: luns ?? { file: lunRecordFile(stateDir), entries: new Map(), changed: false }, fastPath, reactors, alua, warnings: [] },
+    config: { source: ctx.source, targetName, ...(nqn !== undefined ? { nqn } : {}), listeners, volumes, auth, limits, logging, control, metrics, stateDir, volumesDir, luns: luns ?? { file: lunRecordFile(stateDir), entries: new Map(), changed: false }, fastPath, reactors, alua, warnings: [] },
   };
 
   function resolveListeners(): ListenerConfig[] {

@@ -12,6 +12,8 @@ import { ALUA_STATES, type AluaState } from '../protocol/scsi/target-port-groups
 
 export { DEFAULT_CONFIG_PATH, DEFAULT_CONTROL_SOCKET, EX_CONFIG } from './paths.js';
 export const DEFAULT_STATE_DIR = '/var/lib/rblk';
+/** Drop-in volume files, beside the config file unless volumes_dir says otherwise (docs/operations.md "Volumes from rblkd ctl"). */
+export const DEFAULT_VOLUMES_DIR = 'volumes.d';
 /** Loopback by default: serving the network is a decision the administrator writes down. */
 export const DEFAULT_ADDRESS = '127.0.0.1';
 /** The Prometheus endpoint's port when `metrics` names none (docs/operations.md "Metrics"). */
@@ -245,6 +247,8 @@ export const configSchema: SchemaObject = {
       },
     },
     state_dir: { type: 'string', minLength: 1 },
+    // Drop-in volume files (docs/operations.md "Volumes from rblkd ctl"); default volumes.d beside this file.
+    volumes_dir: { type: 'string', minLength: 1 },
     // This gateway's target port group and ALUA state, and its peers' (docs/operations.md "Several gateways").
     alua: {
       type: 'object',
@@ -385,6 +389,8 @@ export interface Config {
   /** The Prometheus endpoint, or null when it is off (the default). */
   metrics: MetricsConfig | null;
   stateDir: string;
+  /** Where drop-in volume files are read from and `rblkd ctl create` writes them (docs/operations.md "Volumes from rblkd ctl"). */
+  volumesDir: string;
   /**
    * state_dir/luns.json as this config would leave it: every volume's LUN, and those of
    * removed volumes still remembered (config/lun-record.ts; docs/operations.md "Stable LUNs").
