@@ -272,6 +272,10 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       if (physicalBlockSize !== undefined && physicalBlockSize < blockSize) err(at('physical_block_size'), `${physicalBlockSize} is smaller than block_size ${blockSize}`);
       const readOnly = bool(get(r, at('read_only'))) ?? false;
       const thin = bool(get(r, at('thin'))) ?? false;
+      const spaceRaw = rec(get(r, at('space_threshold')));
+      const spaceFs = int(get(spaceRaw, ['volumes', i, 'space_threshold', 'filesystem']));
+      const spaceAllocated = int(get(spaceRaw, ['volumes', i, 'space_threshold', 'allocated']));
+      const spaceThreshold = spaceFs !== undefined || spaceAllocated !== undefined ? { ...(spaceFs !== undefined ? { filesystem: spaceFs } : {}), ...(spaceAllocated !== undefined ? { allocated: spaceAllocated } : {}) } : undefined;
       const directSetting = bool(get(r, at('direct')));
       const ioEngineSetting = str(get(r, at('io_engine'))) as IoEngineSetting | undefined;
 
@@ -348,6 +352,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
           direct: directSetting ?? kindOf(backing).defaultDirect(backing),
           ioEngine: ioEngineSetting ?? 'auto',
           thin,
+          ...(spaceThreshold !== undefined ? { spaceThreshold } : {}),
           ...(lun !== undefined ? { lun } : {}),
           ...(nsid !== undefined ? { nsid } : {}),
           ...(serial !== undefined ? { serial } : {}),

@@ -137,6 +137,12 @@ export const configSchema: SchemaObject = {
           physical_block_size: { enum: [...BLOCK_SIZES] },
           read_only: { type: 'boolean' },
           thin: { type: 'boolean' },
+          // Space warnings before writes fail with NO SPACE (docs/operations.md "Space thresholds"): percent used.
+          space_threshold: {
+            type: 'object',
+            additionalProperties: false,
+            properties: { filesystem: { type: 'integer', minimum: 1, maximum: 99 }, allocated: { type: 'integer', minimum: 1, maximum: 99 } },
+          },
           // The Unit Serial Number VPD page (SPC-5) is ASCII; 20 characters fit every initiator's buffer.
           serial: {
             type: 'string',
@@ -300,6 +306,12 @@ export interface VolumeConfig {
   ioEngine: IoEngineSetting;
   /** Thin provisioning: UNMAP deallocates, and the LU reports LBPME (SBC-4, logical block provisioning). */
   thin: boolean;
+  /**
+   * File volumes: warn (log, metric, 38/07 unit attention, NVMe SMART/Health event) when the
+   * backing filesystem is more than `filesystem` percent used (default 90) or the file has
+   * more than `allocated` percent of its size allocated (docs/operations.md "Space thresholds").
+   */
+  spaceThreshold?: { filesystem?: number; allocated?: number };
   /** Configured or assigned in order: the lowest LUN not taken. */
   lun: number;
   /** The NVMe namespace ID (`nsid:`); absent: lun + 1 (docs/nvme.md "Configuration"). */

@@ -166,7 +166,7 @@ export class Daemon {
 
   private metricsSource(): MetricsSource {
     return {
-      volumes: () => [...this.volumes.values()].map((v) => ({ name: v.name, size: v.backend.size, stats: v.lu.stats })),
+      volumes: () => [...this.volumes.values()].map((v) => ({ name: v.name, size: v.backend.size, stats: v.lu.stats, space: v.space })),
       listeners: () => this.listenersInfo().map((l) => ({ name: l.name, sessions: l.sessions, connections: l.connections, pool: l.pool })),
       build: () => ({ version: this.opts.version ?? 'unknown', node_version: process.version }),
       lastReload: () => this.lastReload,
@@ -229,6 +229,7 @@ export class Daemon {
         engine: b.ioEngine ?? null,
         readOnly: v.lu.readOnly,
         thin: v.lu.thin,
+        space: v.space,
         counters: v.lu.stats.byClass(),
       };
     });

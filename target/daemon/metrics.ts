@@ -5,6 +5,7 @@
 // configured. Nothing is counted here: every value is read at scrape time
 // from the counters the request core keeps (scsi/request/io-stats.ts), the
 // sessions and the ports, so a scrape costs the data path nothing.
+import type { SpaceInfo } from './space-watch.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { MetricsConfig } from '../../config/schema.js';
@@ -15,7 +16,8 @@ import { type DaemonLogger } from './logger.js';
 
 /** What the endpoint reads at each scrape. */
 export interface MetricsSource {
-  volumes(): readonly { name: string; size: number; stats: IoStats }[];
+  /** space: a file volume's space thresholds' last reading (space-watch.ts), else null. */
+  volumes(): readonly { name: string; size: number; stats: IoStats; space?: SpaceInfo | null }[];
   listeners(): readonly { name: string; sessions: number; connections: number; pool: readonly PoolUse[] }[];
   /** The labels of rblk_build_info: the package's version and Node's. */
   build(): { version: string; node_version: string };
@@ -84,6 +86,16 @@ export function rblkMetrics(src: MetricsSource): Collected[] {
       ),
     ),
     metric('rblk_volume_size_bytes', 'Capacity of each served volume.', 'gauge', () => src.volumes().map((v) => ({ labels: { volume: v.name }, value: v.size }))),
+    // docs/operations.md "Space thresholds": file volumes only.
+    metric('rblk_volume_space_low', '1 while a file volume is over one of its space thresholds (38/07 was raised), else 0.', 'gauge', () =>
+      src.volumes().flatMap((v) => (v.space ? [{ labels: { volume: v.name }, value: v.space.low ? 1 : 0 }] : [])),
+    ),
+    metric('rblk_volume_allocated_bytes', "Bytes a file volume's file has allocated on its filesystem.", 'gauge', () =>
+      src.volumes().flatMap((v) => (v.space ? [{ labels: { volume: v.name }, value: v.space.allocatedBytes }] : [])),
+    ),
+    metric('rblk_volume_filesystem_free_bytes', "Bytes free to rblkd on a file volume's filesystem.", 'gauge', () =>
+      src.volumes().flatMap((v) => (v.space ? [{ labels: { volume: v.name }, value: v.space.filesystemFreeBytes }] : [])),
+    ),
     metric('rblk_listener_sessions', 'Logged-in sessions on each listener.', 'gauge', () =>
       src.listeners().map((l) => ({ labels: { listener: l.name }, value: l.sessions })),
     ),

@@ -2,6 +2,7 @@
 // with the identity that must survive restarts (config/identity.ts; SPC-5
 // 7.7.6, VPD 83h), and its ACL (config/acl.ts). The ACL and the size are the
 // only parts a reload may change on a live volume; the rest is fixed at open.
+import { SpaceWatch, type SpaceInfo } from './space-watch.js';
 import { mkdir } from 'node:fs/promises';
 import { accessFor } from '../../config/acl.js';
 import { readOnlyMissing } from '../../config/backing.js';
@@ -52,6 +53,7 @@ export class ServedVolume implements ExportedVolume {
   readonly nsid: number | undefined;
   readonly lu: LogicalUnit;
   #config: VolumeConfig;
+  #space: SpaceWatch | null = null;
 
   private constructor(config: VolumeConfig, lu: LogicalUnit) {
     this.name = config.name;
@@ -124,6 +126,11 @@ export class ServedVolume implements ExportedVolume {
         lun: config.lun,
       });
       const served = new ServedVolume(config, lu);
+      // Space thresholds for a file on a filesystem (space-watch.ts); a device or a cluster has its own.
+      if (config.backing.kind === 'file') {
+        served.#space = new SpaceWatch({ volume: config.name, lun: config.lun, path: config.backing.path, lu, log: ctx.log }, config.spaceThreshold ?? {});
+        served.#space.start();
+      }
       backend.onNotice?.((n) => ctx.log[n.level](`volume ${config.name}: ${n.message}`, { volume: config.name, lun: config.lun }));
       // A store resized outside rblkd (rbd resize on any host): CAPACITY DATA HAS CHANGED.
       backend.onResize?.(() => {
@@ -162,6 +169,12 @@ export class ServedVolume implements ExportedVolume {
    */
   reconfigure(next: VolumeConfig): void {
     this.#config = next;
+    this.#space?.setThresholds(next.spaceThreshold ?? {});
+  }
+
+  /** The space thresholds' last reading (space-watch.ts), for a file volume. */
+  get space(): SpaceInfo | null {
+    return this.#space?.info ?? null;
   }
 
   /**
@@ -181,6 +194,7 @@ export class ServedVolume implements ExportedVolume {
 
   /** Makes every acknowledged write durable, then closes; the error, if the flush or the close failed. */
   async close(): Promise<Error | null> {
+    this.#space?.stop();
     this.backend.onResize?.(null);
     await this.lu.reservations.store.close();
     let failure: Error | null = null;
