@@ -1,7 +1,8 @@
 // A configured volume, served: its backend (opened by its kind, target/backend/registry.ts), its logical unit
 // with the identity that must survive restarts (config/identity.ts; SPC-5
-// 7.7.6, VPD 83h), and its ACL (config/acl.ts). The ACL and the size are the
-// only parts a reload may change on a live volume; the rest is fixed at open.
+// 7.7.6, VPD 83h), its ACL (config/acl.ts) and its QoS limits (target/scsi/qos.ts).
+// The ACL, the QoS limits and the size are the only parts a reload may change
+// on a live volume; the rest is fixed at open.
 import { mkdir } from 'node:fs/promises';
 import { accessFor } from '../../config/acl.js';
 import { readOnlyMissing } from '../../config/backing.js';
@@ -15,6 +16,7 @@ import type { ExportedVolume } from '../server.js';
 import { STATE_DIR_HINT } from '../../config/state-dir.js';
 import { asConfigRefusal, ConfigRefusal } from './config-refusal.js';
 import { errorMessage, type DaemonLogger } from './logger.js';
+import { RateMeter } from './volume-rates.js';
 
 export interface VolumeContext {
   /** Where generated identities are kept (state_dir). */
@@ -50,6 +52,8 @@ export class ServedVolume implements ExportedVolume {
   readonly lun: number;
   readonly nsid: number | undefined;
   readonly lu: LogicalUnit;
+  /** The current rates `rblkd ctl volumes` shows (volume-rates.ts). */
+  readonly rates: RateMeter;
   #config: VolumeConfig;
 
   private constructor(config: VolumeConfig, lu: LogicalUnit) {
@@ -57,6 +61,7 @@ export class ServedVolume implements ExportedVolume {
     this.lun = config.lun;
     this.nsid = config.nsid;
     this.lu = lu;
+    this.rates = new RateMeter(lu.stats);
     this.#config = config;
   }
 
@@ -122,6 +127,7 @@ export class ServedVolume implements ExportedVolume {
         volume: config.name,
         lun: config.lun,
       });
+      lu.qos.configure(config.qos ?? null);
       const served = new ServedVolume(config, lu);
       backend.onNotice?.((n) => ctx.log[n.level](`volume ${config.name}: ${n.message}`, { volume: config.name, lun: config.lun }));
       // A store resized outside rblkd (rbd resize on any host): CAPACITY DATA HAS CHANGED.
@@ -156,11 +162,14 @@ export class ServedVolume implements ExportedVolume {
 
   /**
    * A reload kept this volume: the new ACL applies from the next LUN map
-   * computed for a session (a login, or an inventory change). The caller has
+   * computed for a session (a login, or an inventory change), new QoS limits
+   * from the next command of every session. The caller has
    * checked that nothing fixed changed (reload-plan.ts).
    */
   reconfigure(next: VolumeConfig): void {
     this.#config = next;
+    // In place: sessions and their fast paths hold the buckets, not copies (target/scsi/qos.ts).
+    this.lu.qos.configure(next.qos ?? null);
   }
 
   /**

@@ -10,8 +10,11 @@ import { INTERNAL_TARGET_FAILURE, INVALID_FIELD_IN_CDB, INVALID_FIELD_IN_COMMAND
 import { ScsiStatus } from '../../../protocol/scsi/status.js';
 import { parseCommand, type ScsiCommand } from '../scsi-command.js';
 import { DataOutUnusable, type DataOffer, type RequestBuffer, type RequestFrontEnd, type RequestScope, type Residuals } from './front-end.js';
-import { classOfOpcode } from './io-stats.js';
+import { classOfOpcode, IO_CLASSES } from './io-stats.js';
 import { dataInToSend, NO_RESIDUALS, nothingMoved, residualsOf } from './residuals.js';
+
+const IO_READ = IO_CLASSES.indexOf('read');
+const IO_WRITE = IO_CLASSES.indexOf('write');
 
 /** The core's own refusals are fixed-format sense (SPC-5 4.4.3), built per answer: the front end owns what it is given. */
 const checkCondition = (code: SenseCode): Buffer => buildSense({ code });
@@ -82,6 +85,14 @@ export class ScsiRequest<B extends RequestBuffer> {
         residualOverride = outMismatch;
       }
       if (!directionsAgree(command, offer) || want > scope.maxTransfer) return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_CDB), nothingMoved(offer));
+
+      // QoS (target/scsi/qos.ts): a READ or WRITE waits for its turn before it takes a buffer; it is never refused for it.
+      const cls = classOfOpcode(this.cdb[0]!);
+      const lu = scope.lu;
+      if (lu !== undefined && lu.qos.active && (cls === IO_READ || cls === IO_WRITE)) {
+        const turn = lu.qos.admit(scope.nexus.initiator, cls === IO_READ ? 'read' : 'write', want);
+        if (turn !== null) await turn;
+      }
 
       if (this.#aborted) return await this.respondAborted();
       data = await frontEnd.allocate(want);
