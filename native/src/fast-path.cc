@@ -14,6 +14,7 @@
 #include "endpoint.h"
 #include "errors.h"
 #include "memory-region.h"
+#include "qos-bucket.h"
 #include "reactor.h"
 #include "ring-orphan.h"
 
@@ -220,6 +221,13 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   if (offset % lun.align != 0 || bytes % lun.align != 0) return false;
   for (const Cmd& x : cmds_)
     if (x.stage != Stage::kFree && !x.rsp_sent && x.tag == c.tag) return false;
+  // Last, so that only a command the fast path would run is charged: one
+  // that must wait for its turn goes to JS, which waits (qos-bucket.h).
+  uint64_t now = NowNs();
+  if (!lun.qos.empty() && !QosTryCharge(lun.qos.data(), lun.qos.size(), d.write, bytes, static_cast<int64_t>(now))) {
+    qos_deferred_++;
+    return false;
+  }
 
   uint32_t slot = free_.back();
   free_.pop_back();
@@ -237,7 +245,7 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   cmd.rsp_sent = false;
   cmd.by_data = false;
   cmd.failed = false;
-  cmd.started_ns = NowNs();
+  cmd.started_ns = now;
   if (c.immediate) std::memcpy(SlotData(slot), op->recv_buf + 48, bytes);
   in_flight_++;
   lun.in_flight++;
@@ -623,8 +631,33 @@ Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
     }
   }
   if (lun.block_size == 0) throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "FastPath.setLun", "blockSize must be positive");
+  SetQos(env, lun, o.Get("qos"));
   lun.allowed = !closed_;
   return env.Undefined();
+}
+
+// record.qos: an array of BigInt64Arrays, each one QoS bucket's state
+// (qos-bucket.h); absent or empty, the LUN is not limited here.
+void FastPath::SetQos(Napi::Env env, Lun& lun, Napi::Value qos) {
+  std::vector<int64_t*> states;
+  std::vector<Napi::ObjectReference> refs;
+  if (!qos.IsUndefined() && !qos.IsNull()) {
+    if (!qos.IsArray()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath.setLun", "qos must be an array of BigInt64Array");
+    Napi::Array a = qos.As<Napi::Array>();
+    for (uint32_t i = 0; i < a.Length(); i++) {
+      Napi::Value v = a.Get(i);
+      napi_typedarray_type type;
+      size_t length = 0;
+      void* data = nullptr;
+      if (!v.IsTypedArray() || napi_get_typedarray_info(env, v, &type, &length, &data, nullptr, nullptr) != napi_ok ||
+          type != napi_bigint64_array || length < kQosStateWords || data == nullptr)
+        throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath.setLun", "each qos entry must be a BigInt64Array of a QoS bucket's state");
+      states.push_back(static_cast<int64_t*>(data));
+      refs.push_back(Napi::Persistent(v.As<Napi::Object>()));
+    }
+  }
+  lun.qos = std::move(states);
+  lun.qos_refs = std::move(refs);
 }
 
 // revoke(lun): from this call on, no command on the LUN starts here.
@@ -675,6 +708,7 @@ Napi::Value FastPath::Stats(const Napi::CallbackInfo& info) {
   o.Set("handedOff", Napi::Number::New(env, static_cast<double>(handed_off_)));
   o.Set("inFlight", Napi::Number::New(env, in_flight_));
   o.Set("answeredByData", Napi::Number::New(env, static_cast<double>(by_data_)));
+  o.Set("qosDeferred", Napi::Number::New(env, static_cast<double>(qos_deferred_)));
   o.Set("reactor", Napi::Number::New(env, endpoint_ != nullptr ? endpoint_->reactor_index() : -1));
   return o;
 }
