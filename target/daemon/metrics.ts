@@ -9,12 +9,13 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { MetricsConfig } from '../../config/schema.js';
 import { IO_CLASSES, LATENCY_BUCKETS_S, type IoStats } from '../scsi/index.js';
+import type { VolumeQos } from '../scsi/qos.js';
 import type { PoolUse } from '../transport/transport.js';
 import { errorMessage, type DaemonLogger } from './logger.js';
 
 /** What the endpoint reads at each scrape. */
 export interface MetricsSource {
-  volumes(): readonly { name: string; size: number; stats: IoStats }[];
+  volumes(): readonly { name: string; size: number; stats: IoStats; qos?: VolumeQos }[];
   listeners(): readonly { name: string; sessions: number; connections: number; pool: readonly PoolUse[] }[];
   /** The labels of rblk_build_info: the package's version and Node's. */
   build(): { version: string; node_version: string };
@@ -81,6 +82,15 @@ export function rblkMetrics(src: MetricsSource): Collected[] {
           ];
         }),
       ),
+    ),
+    metric('rblk_volume_qos_throttled_seconds_total', 'Time READs and WRITEs waited for their QoS limits (docs/operations.md "QoS limits"), summed over commands, by volume.', 'counter', () =>
+      src.volumes().map((v) => ({ labels: { volume: v.name }, value: v.qos?.throttledSeconds ?? 0 })),
+    ),
+    metric('rblk_volume_qos_throttled_operations_total', 'READs and WRITEs that waited for their QoS limits, by volume.', 'counter', () =>
+      src.volumes().map((v) => ({ labels: { volume: v.name }, value: v.qos?.throttledCommands ?? 0 })),
+    ),
+    metric('rblk_volume_qos_limit', 'QoS limits in force, by volume and limit (iops, read_iops, write_iops: commands per second; bps, read_bps, write_bps: bytes per second); absent: none.', 'gauge', () =>
+      src.volumes().flatMap((v) => Object.entries(v.qos?.report().limits ?? {}).map(([limit, value]) => ({ labels: { volume: v.name, limit }, value }))),
     ),
     metric('rblk_volume_size_bytes', 'Capacity of each served volume.', 'gauge', () => src.volumes().map((v) => ({ labels: { volume: v.name }, value: v.size }))),
     metric('rblk_listener_sessions', 'Logged-in sessions on each listener.', 'gauge', () =>
