@@ -261,6 +261,22 @@ native('rblk library, native fast path on: 1,000 IOPS holds under QD32; the unli
   await stop(s);
 });
 
+native('rblk library, fast path on a reactor thread (reactors: 1): 1,000 IOPS holds under QD32', async (t) => {
+  const s = await serve(t, { reactors: 1 });
+  const a = await session(s.tcp, 'r');
+  try {
+    const slow = await a.open('slow');
+    within(t, await measure(() => volumeLoad(slow, 4096)), LIMIT, 'slow, fast path on a reactor');
+    const info = ((await controlRequest(s.socket, 'sessions')) as SessionInfo[]).find((x) => x.initiator?.endsWith(':r'))!;
+    t.log(`session r: native commands ${info.native.commands}, reactor ${String(info.native.reactor)}`);
+    t.not(info.native.reactor, null, 'the session is served on the reactor thread');
+    t.true(info.native.commands > 0, 'the fast path took commands and charged the bucket for them');
+  } finally {
+    await a.close();
+  }
+  await stop(s);
+});
+
 test.serial('rblk library with fast_path: off, iSCSI and NVMe/TCP: 1,000 IOPS holds under QD32 on each', async (t) => {
   const s = await serve(t, { fast_path: 'off' });
   const a = await session(s.tcp, 'js');
