@@ -167,15 +167,16 @@ function within(t: ExecutionContext, measured: number, limit: number, what: stri
   t.true(Math.abs(measured - limit) <= limit * 0.1, `${what}: ${measured.toFixed(0)} IOPS is not within 10% of ${limit}`);
 }
 
-function volumes(limit: number): Record<string, unknown>[] {
+/** The slow volume's qos: the volume's own limit, unless a test gives another. */
+function volumes(limit: number, qos: Record<string, unknown> = { iops: limit }): Record<string, unknown>[] {
   return [
-    { name: 'slow', path: 'slow.img', size: '16MiB', lun: 0, qos: { iops: limit } },
+    { name: 'slow', path: 'slow.img', size: '16MiB', lun: 0, qos },
     { name: 'fast', path: 'fast.img', size: '16MiB', lun: 1 },
   ];
 }
 
-function config(w: Workdir, limit: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return baseConfig(w, volumes(limit), {
+function config(w: Workdir, limit: number, extra: Record<string, unknown> = {}, qos?: Record<string, unknown>): Record<string, unknown> {
+  return baseConfig(w, volumes(limit, qos), {
     target_name: TARGET,
     nqn: NQN,
     listeners: [
@@ -195,9 +196,9 @@ interface Served {
   tcp: number;
 }
 
-async function serve(t: ExecutionContext, extra: Record<string, unknown> = {}): Promise<Served> {
+async function serve(t: ExecutionContext, extra: Record<string, unknown> = {}, qos?: Record<string, unknown>): Promise<Served> {
   const w = workdir(t);
-  w.writeConfig(config(w, LIMIT, extra));
+  w.writeConfig(config(w, LIMIT, extra, qos));
   const d = spawnDaemon(t, ['--config', w.configPath]);
   const tcp = await d.port();
   await d.waitForLine(/rblkd ready/);
@@ -276,18 +277,30 @@ native('rblk library, native fast path on: 1,000 IOPS holds under QD32; the unli
   await stop(s);
 });
 
-native('rblk library, fast path on a reactor thread (reactors: 1): 1,000 IOPS holds under QD32', async (t) => {
-  const s = await serve(t, { reactors: 1 });
-  const a = await session(s.tcp, 'r');
+native('per initiator, fast path on a reactor thread (reactors: 1): the matched initiator holds 1,000 IOPS under QD32 while another on the same volume is not limited', async (t) => {
+  // No limit of the volume's own: only initiators matching *:r* get one, each its own bucket.
+  const s = await serve(t, { reactors: 1 }, { initiators: [{ initiator: '*:r?', iops: LIMIT }] });
+  const r = await session(s.tcp, 'r1');
+  const o = await session(s.tcp, 'other');
   try {
-    const slow = await a.open('slow');
-    within(t, await measure(() => volumeLoad(slow, 4096)), LIMIT, 'slow, fast path on a reactor');
-    const info = ((await controlRequest(s.socket, 'sessions')) as SessionInfo[]).find((x) => x.initiator?.endsWith(':r'))!;
-    t.log(`session r: native commands ${info.native.commands}, reactor ${String(info.native.reactor)}`);
+    const rLoad = volumeLoad(await r.open('slow'), 4096);
+    const oLoad = volumeLoad(await o.open('slow'), 4096);
+    let rates: number[];
+    try {
+      rates = await Promise.all([rate(rLoad, WINDOW_MS), rate(oLoad, WINDOW_MS)]);
+    } finally {
+      await Promise.all([rLoad.stop(), oLoad.stop()]);
+    }
+    within(t, rates[0]!, LIMIT, 'initiator r1 on slow, fast path on a reactor');
+    t.log(`initiator other on the same volume: ${rates[1]!.toFixed(0)} IOPS`);
+    t.true(rates[1]! > LIMIT * 3, `the initiator without an entry ran at ${rates[1]!.toFixed(0)} IOPS, near r1's limit`);
+    const info = ((await controlRequest(s.socket, 'sessions')) as SessionInfo[]).find((x) => x.initiator?.endsWith(':r1'))!;
+    t.log(`session r1: native commands ${info.native.commands}, reactor ${String(info.native.reactor)}`);
     t.not(info.native.reactor, null, 'the session is served on the reactor thread');
-    t.true(info.native.commands > 0, 'the fast path took commands and charged the bucket for them');
+    t.true(info.native.commands > 0, 'the fast path took commands and charged the initiator\'s bucket for them');
   } finally {
-    await a.close();
+    await r.close();
+    await o.close();
   }
   await stop(s);
 });
