@@ -190,6 +190,7 @@ export class ServedVolume implements ExportedVolume {
   /** Makes every acknowledged write durable, then closes; the error, if the flush or the close failed. */
   async close(): Promise<Error | null> {
     this.backend.onResize?.(null);
+    this.lu.qos.close();
     await this.lu.reservations.store.close();
     let failure: Error | null = null;
     if (!this.backend.readOnly) {

@@ -45,6 +45,8 @@ export class VolumeQos {
   throttledCommands = 0;
   /** Sum of the waits, seconds (rblk_volume_qos_throttled_seconds_total). */
   throttledSeconds = 0;
+  /** Commands waiting for their turn now. */
+  readonly #waits = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
 
   constructor(settings: QosSettings | null = null) {
     this.configure(settings);
@@ -100,7 +102,25 @@ export class VolumeQos {
     this.throttledCommands++;
     this.throttledSeconds += ms / 1000;
     // Rounded up: a timer that fires early would start the command before its turn.
-    return new Promise((resolve) => setTimeout(resolve, Math.ceil(ms)));
+    return new Promise((resolve) => {
+      const wait = { timer: setTimeout(() => this.#end(wait), Math.ceil(ms)), resolve };
+      this.#waits.add(wait);
+    });
+  }
+
+  #end(wait: { timer: NodeJS.Timeout; resolve: () => void }): void {
+    clearTimeout(wait.timer);
+    this.#waits.delete(wait);
+    wait.resolve();
+  }
+
+  /**
+   * The volume is closing: every command still waiting goes on at once (its
+   * session has ended or been aborted by now), so that a wait at a low limit,
+   * seconds long, never keeps a stopping rblkd up.
+   */
+  close(): void {
+    for (const w of [...this.#waits]) this.#end(w);
   }
 
   report(): QosReport {

@@ -72,11 +72,18 @@ test('configure changes the limits in place: the state a fast path holds sees th
   t.deepEqual(q.report().limits, {});
 });
 
-test('the volume\'s limit is shared by every initiator; an initiator\'s own applies beside it', (t) => {
+test('the volume\'s limit is shared by every initiator; an initiator\'s own applies beside it; close ends the waits', async (t) => {
   const q = new VolumeQos({ iops: 1, burstMs: 0, initiators: [{ initiator: 'host-a', iops: 1000, burstMs: 0 }] });
   t.is(q.admit('host-a', 'write', 512), null);
   // host-b has no entry of its own, but the volume's one command per second is spent.
   const b = q.admit('host-b', 'write', 512);
   t.not(b, null);
   t.true(q.throttledSeconds > 0.9, String(q.throttledSeconds));
+  // Closing the volume lets a wait go at once: host-b's second-long turn resolves now.
+  let done = false;
+  void b!.then(() => (done = true));
+  q.close();
+  await b;
+  t.true(done);
+  t.true(process.hrtime.bigint() < q.volume.state[2 * 3 + 2]! - 1_000_000_000n, 'before its turn came');
 });

@@ -31,6 +31,8 @@ export class ScsiRequest<B extends RequestBuffer> {
   #started = 0;
   /** Bytes moved to or from the initiator so far, for the byte counters. */
   #moved = 0;
+  /** Ends a wait for the QoS turn early (abort). */
+  #wake: (() => void) | null = null;
 
   constructor(
     private readonly frontEnd: RequestFrontEnd<B>,
@@ -46,6 +48,8 @@ export class ScsiRequest<B extends RequestBuffer> {
   /** Task management or the end of the session: the next abort point answers TASK ABORTED. */
   abort(): void {
     this.#aborted = true;
+    // A command waiting for its QoS turn answers TASK ABORTED now, not when the turn comes.
+    this.#wake?.();
   }
 
   /** Runs the command to its one response (or its failed transfer). Never rejects. */
@@ -91,7 +95,13 @@ export class ScsiRequest<B extends RequestBuffer> {
       const lu = scope.lu;
       if (lu !== undefined && lu.qos.active && (cls === IO_READ || cls === IO_WRITE)) {
         const turn = lu.qos.admit(scope.nexus.initiator, cls === IO_READ ? 'read' : 'write', want);
-        if (turn !== null) await turn;
+        if (turn !== null && !this.#aborted) {
+          await new Promise<void>((resolve) => {
+            this.#wake = resolve;
+            void turn.then(resolve);
+          });
+          this.#wake = null;
+        }
       }
 
       if (this.#aborted) return await this.respondAborted();
