@@ -8,6 +8,7 @@
 // to the session already running. Commands that wait are never failed: every
 // completion is checked GOOD.
 import test, { type ExecutionContext } from 'ava';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { connect, type Session, type Volume } from '../../initiator/index.js';
 import { FastPath } from '../../native/fast-path.js';
@@ -16,7 +17,7 @@ import type { SessionInfo } from '../../target/connection/environment.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 import { loginStatus, RawInitiator } from '../iscsi/raw-initiator.js';
 import { RawHost, rwSqe } from '../nvme/raw-host.js';
-import { baseConfig, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
+import { baseConfig, ROOT, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
 
 checkSuiteResources(test, { warmUp: () => warmUpFabric(['tcp']) });
 
@@ -214,10 +215,25 @@ async function stop(s: Served): Promise<void> {
   if (exit.code !== 0) throw new Error(`rblkd exited ${String(exit.code)}:\n${s.d.lines.join('\n')}`);
 }
 
+/** `rblkd ctl ARGS`'s standard output (it exits 0). */
+function ctlText(args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import=tsx', join(ROOT, 'bin-src', 'rblkd.ts'), 'ctl', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`rblkd ctl ${args.join(' ')} exited ${String(code)}: ${err}`))));
+  });
+}
+
 const native = FastPath.available() ? test.serial : test.serial.skip;
 
-native('rblk library, native fast path on: 1,000 IOPS holds under QD32; the unlimited neighbour keeps its pace; a reload to 500 applies to the live session', async (t) => {
-  const s = await serve(t);
+native('rblk library, native fast path on: 1,000 IOPS holds under QD32; the unlimited neighbour keeps its pace; a reload to 500 applies to the live session; ctl volumes and the metrics show it', async (t) => {
+  const metrics = { metrics: { address: '127.0.0.1', port: 0 } };
+  const s = await serve(t, metrics);
+  const metricsPort = Number((await s.d.waitForLine(/metrics on http:\/\/127\.0\.0\.1:(\d+)\/metrics/))[1]);
   const a = await session(s.tcp, 'a');
   const b = await session(s.tcp, 'b');
   try {
@@ -256,7 +272,7 @@ native('rblk library, native fast path on: 1,000 IOPS holds under QD32; the unli
 
     // A reload that halves the limit applies to the session already open.
     const idBefore = info.id;
-    s.w.writeConfig(config(s.w, LIMIT / 2));
+    s.w.writeConfig(config(s.w, LIMIT / 2, metrics));
     const r = (await controlRequest(s.socket, 'reload')) as { applied: boolean; errors: string[] };
     t.true(r.applied, r.errors.join('; '));
     within(t, await measure(() => volumeLoad(slow, 4096)), LIMIT / 2, 'slow after the reload to 500, same session');
@@ -270,6 +286,18 @@ native('rblk library, native fast path on: 1,000 IOPS holds under QD32; the unli
     t.deepEqual(q.limits, { iops: LIMIT / 2 });
     t.true(q.throttledCommands > 0 && q.throttledSeconds > 0, JSON.stringify(q));
     t.deepEqual(vols.find((v) => v.name === 'fast')!.qos.limits, {});
+    // The text of `rblkd ctl volumes`: the line under the table for the limited volume only.
+    const text = await ctlText(['volumes', '--socket', s.socket]);
+    t.regex(text, /^slow: qos iops 500, burst 100 ms; now \d+ IOPS \(\d+ read, 0 write\), .* throttled \d+ commands, [\d.]+ s waited$/m);
+    t.notRegex(text, /^fast: qos/m);
+    t.log(text.split('\n').find((l) => l.startsWith('slow:')));
+    // The metrics: throttled time for the slow volume only, and its limit.
+    const scrape = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    const sample = (name: string, volume: string): number => Number(new RegExp(`^${name}\\{volume="${volume}"[^}]*\\} (\\S+)$`, 'm').exec(scrape)?.[1] ?? NaN);
+    t.true(sample('rblk_volume_qos_throttled_seconds_total', 'slow') > 0, scrape);
+    t.is(sample('rblk_volume_qos_throttled_seconds_total', 'fast'), 0);
+    t.true(sample('rblk_volume_qos_throttled_operations_total', 'slow') >= q.throttledCommands);
+    t.regex(scrape, /^rblk_volume_qos_limit\{volume="slow",limit="iops"\} 500$/m);
   } finally {
     await a.close();
     await b.close();
