@@ -179,8 +179,15 @@ function qosLine(name: string, q: QosInfo): string {
       .join(', ') || 'none';
   const per = q.initiators.map((e) => `; initiator ${e.initiator}: ${limit(e.limits)}`).join('');
   const r = q.rates;
+  // A rate is rarely a whole number of KiB: one decimal of the largest unit that fits.
+  const perSecond = (n: number): string => {
+    const units = ['bytes', 'KiB', 'MiB', 'GiB'];
+    let i = 0;
+    while (i < units.length - 1 && n >= 1024 ** (i + 1)) i++;
+    return `${i === 0 ? n : (n / 1024 ** i).toFixed(1)} ${units[i]}/s`;
+  };
   return (
-    `${name}: qos ${limit(q.limits)}, burst ${q.burstMs} ms${per}; now ${r.iops} IOPS (${r.readIops} read, ${r.writeIops} write), ${bytes(r.bps)}/s over ${r.seconds} s; ` +
+    `${name}: qos ${limit(q.limits)}, burst ${q.burstMs} ms${per}; now ${r.iops} IOPS (${r.readIops} read, ${r.writeIops} write), ${perSecond(r.bps)} over ${r.seconds} s; ` +
     `throttled ${q.throttledCommands} commands, ${q.throttledSeconds.toFixed(1)} s waited`
   );
 }
