@@ -228,6 +228,7 @@ export class RblkFastPath {
       reactor: stats.reactor >= 0 ? stats.reactor : null,
       commands: stats.taken,
       readBytes: this.nativeIo.readBytes,
+      qosDeferred: stats.qosDeferred,
       writeBytes: this.nativeIo.writeBytes,
     };
   }
