@@ -11,12 +11,12 @@ import { formatSize } from '../../config/size.js';
 import type { VolumeConfig } from '../../config/schema.js';
 import type { Backend } from '../backend/backend.js';
 import { kindOf, openVolumeBackend } from '../backend/registry.js';
+import { RateMeter } from './volume-rates.js';
 import { LogicalUnit, SharedReservationStore, type Access, type TargetPortGroups } from '../scsi/index.js';
 import type { ExportedVolume } from '../server.js';
 import { STATE_DIR_HINT } from '../../config/state-dir.js';
 import { asConfigRefusal, ConfigRefusal } from './config-refusal.js';
 import { errorMessage, type DaemonLogger } from './logger.js';
-import { RateMeter } from './volume-rates.js';
 
 export interface VolumeContext {
   /** Where generated identities are kept (state_dir). */
