@@ -101,7 +101,7 @@ function text(verb: ControlCommand, result: unknown): string {
       return table([['ID', 'INITIATOR', 'PEER', 'PROVIDER', 'CREDITS', 'IN-FLIGHT', 'COMMANDS', 'READ', 'WRITTEN', 'NATIVE', 'NATIVE-CMDS', 'SINCE'], ...rows]) + why.map((l) => `${l}\n`).join('');
     }
     case 'volumes': {
-      const vols = result as { name: string; lun: number; size: number; backend: string; path: string | null; engine: string | null; readOnly: boolean; counters: Counters }[];
+      const vols = result as { name: string; lun: number; size: number; backend: string; path: string | null; engine: string | null; readOnly: boolean; counters: Counters; qos?: QosInfo }[];
       if (vols.length === 0) return 'no volumes\n';
       const rows = vols.map((v) => {
         const c = v.counters;
@@ -120,7 +120,9 @@ function text(verb: ControlCommand, result: unknown): string {
           String(errors),
         ];
       });
-      return table([['NAME', 'LUN', 'SIZE', 'BACKEND', 'ENGINE', 'READS', 'READ', 'WRITES', 'WRITTEN', 'FLUSHES', 'ERRORS'], ...rows]);
+      // QoS (docs/operations.md "QoS limits"), under the table, for the volumes that have limits.
+      const qos = vols.flatMap((v) => (v.qos !== undefined && (Object.keys(v.qos.limits).length > 0 || v.qos.initiators.length > 0) ? [qosLine(v.name, v.qos)] : []));
+      return table([['NAME', 'LUN', 'SIZE', 'BACKEND', 'ENGINE', 'READS', 'READ', 'WRITES', 'WRITTEN', 'FLUSHES', 'ERRORS'], ...rows]) + qos.map((l) => `${l}\n`).join('');
     }
     case 'kick': {
       const r = result as { kicked: string; initiator: string | null; peer: string };
@@ -161,6 +163,36 @@ function text(verb: ControlCommand, result: unknown): string {
       return `${r.volume}@${r.snapshot} cloned to ${r.path} (${methodName(r.method)}, ${bytes(r.size)}); serve it as a volume of its own (${r.method === 'rbd' ? 'rbd: with that image' : 'path: that file'})\n`;
     }
   }
+}
+
+interface QosInfo {
+  limits: Record<string, number>;
+  burstMs: number;
+  initiators: { initiator: string; limits: Record<string, number> }[];
+  throttledCommands: number;
+  throttledSeconds: number;
+  rates: { seconds: number; iops: number; readIops: number; writeIops: number; bps: number; readBps: number; writeBps: number };
+}
+
+/** One volume's limits, what it runs at now and what waited: `NAME: qos iops 1000, burst 100 ms; now 998 IOPS ...`. */
+function qosLine(name: string, q: QosInfo): string {
+  const limit = (l: Record<string, number>): string =>
+    Object.entries(l)
+      .map(([k, v]) => (k.endsWith('bps') ? `${k} ${bytes(v)}/s` : `${k} ${v}`))
+      .join(', ') || 'none';
+  const per = q.initiators.map((e) => `; initiator ${e.initiator}: ${limit(e.limits)}`).join('');
+  const r = q.rates;
+  // A rate is rarely a whole number of KiB: one decimal of the largest unit that fits.
+  const perSecond = (n: number): string => {
+    const units = ['bytes', 'KiB', 'MiB', 'GiB'];
+    let i = 0;
+    while (i < units.length - 1 && n >= 1024 ** (i + 1)) i++;
+    return `${i === 0 ? n : (n / 1024 ** i).toFixed(1)} ${units[i]}/s`;
+  };
+  return (
+    `${name}: qos ${limit(q.limits)}, burst ${q.burstMs} ms${per}; now ${r.iops} IOPS (${r.readIops} read, ${r.writeIops} write), ${perSecond(r.bps)} over ${r.seconds} s; ` +
+    `throttled ${q.throttledCommands} commands, ${q.throttledSeconds.toFixed(1)} s waited`
+  );
 }
 
 const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone', 'create', 'resize', 'delete'] as const;

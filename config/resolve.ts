@@ -12,6 +12,7 @@ import type { KindInput } from '../target/backend/kind.js';
 import { kindKeys, kindOf } from '../target/backend/registry.js';
 import { DEFAULT_FRONT_END, FRONT_ENDS, frontEndOf } from '../target/front-end/registry.js';
 import { isGlob } from './acl.js';
+import { resolveQos } from './qos.js';
 import { listenAddressProblem } from './listen-address.js';
 import { formatPath } from './config-error.js';
 import type { PathIssue } from './schema-errors.js';
@@ -340,6 +341,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       const nsid = int(get(r, at('nsid')));
 
       const acl = resolveAcl(r, i);
+      const qos = resolveQos(r, i, { get, err, warn, canLogIn: (n) => !auth.required || auth.initiators.some((c) => c.name === n) });
       if (name === undefined || backing === undefined) continue;
       partial.push({
         index: i,
@@ -358,6 +360,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
           ...(serial !== undefined ? { serial } : {}),
           ...(uuid !== undefined ? { uuid } : {}),
           ...(acl ? { acl } : {}),
+          ...(qos ? { qos } : {}),
         },
       });
     }

@@ -52,6 +52,12 @@ export const LIMIT_RANGES = {
   connectionMemory: [64 * 1024, 1024 * 1024 * 1024],
 } as const;
 
+/** QoS bursts (docs/operations.md "QoS limits"): the default, and the most one may be. */
+export const QOS_BURST_MS_DEFAULT = 100;
+export const QOS_BURST_MS_MAX = 60_000;
+/** Below a block a second a bandwidth limit cannot let a 512-byte command through at a useful pace. */
+export const QOS_MIN_BPS = 4096;
+
 /** HMAC-SHA256 keys shorter than this are guessable offline from one captured login. */
 export const MIN_SECRET_LENGTH = 16;
 
@@ -82,6 +88,18 @@ const sizeValue = { type: ['integer', 'string'] };
 const portGroupNumber = { type: 'integer', minimum: 1, maximum: 65535 };
 /** One target port group, as this gateway and each of its peers are described under `alua`. */
 const portGroupProperties = { group: portGroupNumber, state: { enum: [...ALUA_STATES] }, relative_port: portGroupNumber };
+
+/** One set of QoS limits (docs/operations.md "QoS limits"): commands per second, and bytes per second as sizes (100MiB). */
+const qosLimits = {
+  iops: { type: 'integer', minimum: 1 },
+  read_iops: { type: 'integer', minimum: 1 },
+  write_iops: { type: 'integer', minimum: 1 },
+  bps: sizeValue,
+  read_bps: sizeValue,
+  write_bps: sizeValue,
+  // How long, at each limit's rate, an idle volume may run at once (qos-bucket.ts).
+  burst_ms: { type: 'integer', minimum: 0, maximum: QOS_BURST_MS_MAX },
+};
 
 const initiatorName = {
   type: 'string',
@@ -158,6 +176,29 @@ export const configSchema: SchemaObject = {
           lun: { type: 'integer', minimum: 0, maximum: 255 },
           // The NVMe namespace ID on nvme-tcp listeners (docs/nvme.md "Configuration"); default LUN + 1. At most NN (16383).
           nsid: { type: 'integer', minimum: 1, maximum: 16383 },
+          qos: {
+            type: 'object',
+            additionalProperties: false,
+            properties: {
+              ...qosLimits,
+              initiators: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  additionalProperties: false,
+                  required: ['initiator'],
+                  properties: {
+                    initiator: {
+                      type: 'string',
+                      pattern: '^[A-Za-z0-9._:@*?-]{1,223}$',
+                      [PATTERN_MESSAGE]: 'must be an initiator name or a glob using * and ?',
+                    },
+                    ...qosLimits,
+                  },
+                },
+              },
+            },
+          },
           acl: {
             type: 'array',
             items: {
@@ -293,6 +334,29 @@ export interface AclEntry {
   access: Access;
 }
 
+/** One set of QoS limits; absent keys are no limit (docs/operations.md "QoS limits"). */
+export interface QosLimits {
+  iops?: number;
+  readIops?: number;
+  writeIops?: number;
+  /** Bytes per second. */
+  bps?: number;
+  readBps?: number;
+  writeBps?: number;
+  /** burst_ms, or QOS_BURST_MS_DEFAULT. */
+  burstMs: number;
+}
+
+export interface QosInitiatorLimits extends QosLimits {
+  /** An initiator name, or a glob with * and ?: each initiator it matches gets these limits of its own. */
+  initiator: string;
+}
+
+export interface QosConfig extends QosLimits {
+  /** First match wins, as in the ACL (config/acl.ts). */
+  initiators: readonly QosInitiatorLimits[];
+}
+
 export interface VolumeConfig {
   name: string;
   backing: VolumeBacking;
@@ -321,6 +385,8 @@ export interface VolumeConfig {
   uuid?: string;
   /** Absent: every initiator that may log in gets rw. First matching entry wins; no match, no access. */
   acl?: readonly AclEntry[];
+  /** IOPS and bandwidth limits (config/qos.ts); absent: none. A reload changes them live. */
+  qos?: QosConfig;
 }
 
 export interface InitiatorCredential {

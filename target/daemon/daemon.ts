@@ -166,7 +166,7 @@ export class Daemon {
 
   private metricsSource(): MetricsSource {
     return {
-      volumes: () => [...this.volumes.values()].map((v) => ({ name: v.name, size: v.backend.size, stats: v.lu.stats, space: v.space })),
+      volumes: () => [...this.volumes.values()].map((v) => ({ name: v.name, size: v.backend.size, stats: v.lu.stats, qos: v.lu.qos, space: v.space })),
       listeners: () => this.listenersInfo().map((l) => ({ name: l.name, sessions: l.sessions, connections: l.connections, pool: l.pool })),
       build: () => ({ version: this.opts.version ?? 'unknown', node_version: process.version }),
       lastReload: () => this.lastReload,
@@ -231,6 +231,8 @@ export class Daemon {
         thin: v.lu.thin,
         space: v.space,
         counters: v.lu.stats.byClass(),
+        // docs/operations.md "QoS limits": the limits in force, what waited for them, and the rates now.
+        qos: { ...v.lu.qos.report(), rates: v.rates.rates() },
       };
     });
   }

@@ -10,6 +10,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { MetricsConfig } from '../../config/schema.js';
 import { IO_CLASSES, LATENCY_BUCKETS_S, type IoStats } from '../scsi/index.js';
+import type { VolumeQos } from '../scsi/qos.js';
 import type { PoolUse } from '../transport/transport.js';
 import { errorText } from '../error-text.js';
 import { type DaemonLogger } from './logger.js';
@@ -17,7 +18,7 @@ import { type DaemonLogger } from './logger.js';
 /** What the endpoint reads at each scrape. */
 export interface MetricsSource {
   /** space: a file volume's space thresholds' last reading (space-watch.ts), else null. */
-  volumes(): readonly { name: string; size: number; stats: IoStats; space?: SpaceInfo | null }[];
+  volumes(): readonly { name: string; size: number; stats: IoStats; qos?: VolumeQos; space?: SpaceInfo | null }[];
   listeners(): readonly { name: string; sessions: number; connections: number; pool: readonly PoolUse[] }[];
   /** The labels of rblk_build_info: the package's version and Node's. */
   build(): { version: string; node_version: string };
@@ -84,6 +85,15 @@ export function rblkMetrics(src: MetricsSource): Collected[] {
           ];
         }),
       ),
+    ),
+    metric('rblk_volume_qos_throttled_seconds_total', 'Time READs and WRITEs waited for their QoS limits (docs/operations.md "QoS limits"), summed over commands, by volume.', 'counter', () =>
+      src.volumes().map((v) => ({ labels: { volume: v.name }, value: v.qos?.throttledSeconds ?? 0 })),
+    ),
+    metric('rblk_volume_qos_throttled_operations_total', 'READs and WRITEs that waited for their QoS limits, by volume.', 'counter', () =>
+      src.volumes().map((v) => ({ labels: { volume: v.name }, value: v.qos?.throttledCommands ?? 0 })),
+    ),
+    metric('rblk_volume_qos_limit', 'QoS limits in force, by volume and limit (iops, read_iops, write_iops: commands per second; bps, read_bps, write_bps: bytes per second); absent: none.', 'gauge', () =>
+      src.volumes().flatMap((v) => Object.entries(v.qos?.report().limits ?? {}).map(([limit, value]) => ({ labels: { volume: v.name, limit }, value }))),
     ),
     metric('rblk_volume_size_bytes', 'Capacity of each served volume.', 'gauge', () => src.volumes().map((v) => ({ labels: { volume: v.name }, value: v.size }))),
     // docs/operations.md "Space thresholds": file volumes only.

@@ -1,7 +1,9 @@
 // A configured volume, served: its backend (opened by its kind, target/backend/registry.ts), its logical unit
 // with the identity that must survive restarts (config/identity.ts; SPC-5
-// 7.7.6, VPD 83h), and its ACL (config/acl.ts). The ACL and the size are the
-// only parts a reload may change on a live volume; the rest is fixed at open.
+// 7.7.6, VPD 83h), its ACL (config/acl.ts), its QoS limits (target/scsi/qos.ts) and
+// its space thresholds (space-watch.ts). The ACL, the QoS limits, the space thresholds
+// and the size are the only parts a reload may change on a live volume; the rest is
+// fixed at open.
 import { SpaceWatch, type SpaceInfo } from './space-watch.js';
 import { mkdir } from 'node:fs/promises';
 import { accessFor } from '../../config/acl.js';
@@ -11,6 +13,7 @@ import { formatSize } from '../../config/size.js';
 import type { VolumeConfig } from '../../config/schema.js';
 import type { Backend } from '../backend/backend.js';
 import { kindOf, openVolumeBackend } from '../backend/registry.js';
+import { RateMeter } from './volume-rates.js';
 import { LogicalUnit, SharedReservationStore, type Access, type TargetPortGroups } from '../scsi/index.js';
 import type { ExportedVolume } from '../server.js';
 import { STATE_DIR_HINT } from '../../config/state-dir.js';
@@ -52,6 +55,8 @@ export class ServedVolume implements ExportedVolume {
   readonly lun: number;
   readonly nsid: number | undefined;
   readonly lu: LogicalUnit;
+  /** The current rates `rblkd ctl volumes` shows (volume-rates.ts). */
+  readonly rates: RateMeter;
   #config: VolumeConfig;
   #space: SpaceWatch | null = null;
 
@@ -60,6 +65,7 @@ export class ServedVolume implements ExportedVolume {
     this.lun = config.lun;
     this.nsid = config.nsid;
     this.lu = lu;
+    this.rates = new RateMeter(lu.stats);
     this.#config = config;
   }
 
@@ -125,6 +131,7 @@ export class ServedVolume implements ExportedVolume {
         volume: config.name,
         lun: config.lun,
       });
+      lu.qos.configure(config.qos ?? null);
       const served = new ServedVolume(config, lu);
       // Space thresholds for a file on a filesystem (space-watch.ts); a device or a cluster has its own.
       if (config.backing.kind === 'file') {
@@ -164,11 +171,14 @@ export class ServedVolume implements ExportedVolume {
 
   /**
    * A reload kept this volume: the new ACL applies from the next LUN map
-   * computed for a session (a login, or an inventory change). The caller has
+   * computed for a session (a login, or an inventory change), new QoS limits
+   * from the next command of every session. The caller has
    * checked that nothing fixed changed (reload-plan.ts).
    */
   reconfigure(next: VolumeConfig): void {
     this.#config = next;
+    // In place: sessions and their fast paths hold the buckets, not copies (target/scsi/qos.ts).
+    this.lu.qos.configure(next.qos ?? null);
     this.#space?.setThresholds(next.spaceThreshold ?? {});
   }
 
@@ -196,6 +206,7 @@ export class ServedVolume implements ExportedVolume {
   async close(): Promise<Error | null> {
     this.#space?.stop();
     this.backend.onResize?.(null);
+    this.lu.qos.close();
     await this.lu.reservations.store.close();
     let failure: Error | null = null;
     if (!this.backend.readOnly) {

@@ -3,6 +3,7 @@
 // queues, the COMPARE AND WRITE range lock) and reaches storage only through
 // the Backend seam.
 import { IoStats } from './request/io-stats.js';
+import { VolumeQos } from './qos.js';
 import type { Backend } from '../backend/backend.js';
 import {
   ASYMMETRIC_ACCESS_STATE_CHANGED,
@@ -170,6 +171,8 @@ export class LogicalUnit {
   readonly fastPath: FastPathGate = new FastPathGate(this);
   /** Commands, bytes, errors and latency by class, counted by the request core (request/io-stats.ts). */
   readonly stats = new IoStats();
+  /** IOPS and bandwidth limits, charged by every path that runs a READ or WRITE (qos.ts; docs/operations.md "QoS limits"). */
+  readonly qos = new VolumeQos();
   readonly defaultModes: ModeSettings;
   #modes: ModeSettings;
   #lastBlocks: number;
