@@ -97,7 +97,9 @@ const NAMES: Record<number, string> = { 0: 'ICReq', 1: 'ICResp', 2: 'H2CTermReq'
     '-o',
     'tcp.analyze_sequence_numbers:FALSE',
   ];
-  const bad = spawnSync('tshark', [...decode, '-Y', '_ws.malformed || _ws.expert.severity >= warning'], { encoding: 'utf8' });
+  // A pure ACK with SACK blocks is the kernel's answer to a segment the loaded loopback
+  // delivered twice or late (seen in CI as a warning on an ACK of no data); it carries no PDU.
+  const bad = spawnSync('tshark', [...decode, '-Y', '_ws.malformed || (_ws.expert.severity >= warning && !(tcp.len == 0 && tcp.options.sack_le))'], { encoding: 'utf8' });
   t.is(bad.status, 0, bad.stderr);
   t.is(bad.stdout.trim(), '', 'no malformed PDU and no expert warning');
   const types = spawnSync('tshark', [...decode, '-Y', 'nvme-tcp', '-T', 'fields', '-e', 'nvme-tcp.type'], { encoding: 'utf8' });
