@@ -195,9 +195,9 @@ function qosLine(name: string, q: QosInfo): string {
   );
 }
 
-const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone', 'create', 'resize', 'delete'] as const;
-const OPTIONS = ['json', 'socket', 'config', 'force', 'copy', 'size', 'path', 'memory', 'rbd', 'read-only', 'lun', 'thin', 'help'] as const;
-const VALUED = ['--socket', '--config', '--size', '--path', '--rbd', '--lun'];
+const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone', 'create', 'resize', 'delete', 'qos'] as const;
+const OPTIONS = ['json', 'socket', 'config', 'force', 'copy', 'size', 'path', 'memory', 'rbd', 'read-only', 'lun', 'thin', 'iops', 'read-iops', 'write-iops', 'bps', 'read-bps', 'write-bps', 'burst-ms', 'clear', 'help'] as const;
+const VALUED = ['--socket', '--config', '--size', '--path', '--rbd', '--lun', '--iops', '--read-iops', '--write-iops', '--bps', '--read-bps', '--write-bps', '--burst-ms'];
 
 /**
  * yargs' usage errors said as `rblk` says them (docs/cli.md "Errors say what
@@ -214,6 +214,7 @@ export function explainUsage(msg: string, argv: readonly string[]): string {
     if (first === 'create') return 'create needs a NAME, and --path, --rbd or --memory';
     if (first === 'resize') return 'resize needs VOLUME SIZE (rblkd ctl volumes lists the volumes)';
     if (first === 'delete') return 'delete needs a VOLUME (rblkd ctl volumes lists them)';
+    if (first === 'qos') return 'qos needs a VOLUME and a limit (--iops N, --bps SIZE, ...) or --clear';
   }
   return explainUnknown(msg, argv, VERBS, OPTIONS, VALUED) ?? msg;
 }
@@ -246,7 +247,7 @@ function parse(argv: string[]): CtlArgs {
   let edit: CtlArgs['edit'];
   const p = yargs(argv)
     .scriptName('rblkd ctl')
-    .usage('$0 <status|sessions|volumes|kick SESSION|reload [--force]|snapshot VOLUME NAME|snapshots VOLUME|delete-snapshot VOLUME NAME|clone VOLUME@SNAP NEW|create NAME ...|resize VOLUME SIZE|delete VOLUME [--force]> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket; create, resize and delete write volumes_dir, then reload.')
+    .usage('$0 <status|sessions|volumes|kick SESSION|reload [--force]|snapshot VOLUME NAME|snapshots VOLUME|delete-snapshot VOLUME NAME|clone VOLUME@SNAP NEW|create NAME ...|resize VOLUME SIZE|qos VOLUME --iops N ...|delete VOLUME [--force]> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket; create, resize and delete write volumes_dir, then reload.')
     .command('status', 'the daemon: version, uptime, listeners, counts', {}, () => {
       verb = 'status';
     })
@@ -320,6 +321,30 @@ function parse(argv: string[]): CtlArgs {
       verb = 'reload';
       edit = (vf) => vf.planResize(String(a.config), String(a.volume), String(a.size));
     })
+    .command(
+      'qos <volume>',
+      "set a volume's QoS limits in its volumes_dir file (--iops, --read-iops, --write-iops, --bps, --read-bps, --write-bps, --burst-ms; --clear removes them), then a reload",
+      (y) =>
+        y
+          .positional('volume', { type: 'string', demandOption: true })
+          .option('iops', { type: 'number', requiresArg: true })
+          .option('read-iops', { type: 'number', requiresArg: true })
+          .option('write-iops', { type: 'number', requiresArg: true })
+          .option('bps', { type: 'string', requiresArg: true, describe: 'bytes per second, e.g. 100MiB' })
+          .option('read-bps', { type: 'string', requiresArg: true })
+          .option('write-bps', { type: 'string', requiresArg: true })
+          .option('burst-ms', { type: 'number', requiresArg: true })
+          .option('clear', { type: 'boolean', describe: 'remove the qos key' }),
+      (a) => {
+        verb = 'reload';
+        const change: Record<string, number | string> = {};
+        for (const k of ['iops', 'read-iops', 'write-iops', 'bps', 'read-bps', 'write-bps', 'burst-ms'] as const) {
+          const val = a[k];
+          if (val !== undefined) change[k.replace(/-/g, '_')] = val;
+        }
+        edit = (vf) => vf.planQos(String(a.config), String(a.volume), a.clear === true ? null : change);
+      },
+    )
     .command('delete <volume>', 'remove a volume from volumes_dir, then a reload (--force: even while sessions see it); undone if refused', (y) => y.positional('volume', { type: 'string', demandOption: true }).option('force', { type: 'boolean', default: false, describe: 'remove it even while logged-in sessions can see it' }), (a) => {
       verb = 'reload';
       edit = (vf) => vf.planDelete(String(a.config), String(a.volume));
@@ -328,7 +353,7 @@ function parse(argv: string[]): CtlArgs {
     .option('json', { type: 'boolean', default: false, describe: "print the daemon's answer as JSON" })
     .option('socket', { type: 'string', requiresArg: true, describe: `the control socket (default: control.socket from --config, else ${DEFAULT_CONTROL_SOCKET})` })
     .option('config', { type: 'string', default: DEFAULT_CONFIG_PATH, requiresArg: true, describe: 'the config: where control.socket and volumes_dir are read from' })
-    .demandCommand(1, 1, 'name one of status, sessions, volumes, kick, reload, snapshot, snapshots, delete-snapshot, clone, create, resize, delete')
+    .demandCommand(1, 1, 'name one of status, sessions, volumes, kick, reload, snapshot, snapshots, delete-snapshot, clone, create, resize, delete, qos')
     .strict()
     .help()
     .alias('help', 'h')

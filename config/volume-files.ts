@@ -104,6 +104,32 @@ export function planResize(configPath: string, name: string, size: string): Volu
   return { file: f.file, text: text(volumes), summary: `set the size of ${name} to ${size} in ${f.file}` };
 }
 
+/** QoS keys `rblkd ctl qos` sets, as the YAML writes them (docs/operations.md "QoS limits"). */
+export const QOS_KEYS = ['iops', 'read_iops', 'write_iops', 'bps', 'read_bps', 'write_bps', 'burst_ms'] as const;
+export type QosChange = Partial<Record<(typeof QOS_KEYS)[number], number | string>>;
+
+/**
+ * The drop-in with the volume's `qos:` limits changed: the keys given replace those keys (its
+ * per-initiator entries stay), or, with null, the whole `qos:` key goes.
+ */
+export function planQos(configPath: string, name: string, change: QosChange | null): VolumeEdit {
+  const f = mustBeDropIn(find(configPath, name).found, name, 'set its qos');
+  const v = f.volumes[f.index]!;
+  const old = v.qos !== null && typeof v.qos === 'object' ? (v.qos as Record<string, unknown>) : {};
+  let next: Record<string, unknown> | undefined;
+  if (change !== null) {
+    next = { ...old, ...change };
+    if (Object.keys(change).length === 0) throw new VolumeEditError('qos needs a limit to set (--iops, --bps, ...) or --clear');
+  }
+  const volumes = f.volumes.map((x, i) => {
+    if (i !== f.index) return x;
+    const { qos: _dropped, ...rest } = x;
+    return next === undefined ? rest : { ...rest, qos: next };
+  });
+  const what = change === null ? 'removed the qos limits of' : `set ${Object.entries(change).map(([k, val]) => `${k} ${String(val)}`).join(', ')} on`;
+  return { file: f.file, text: text(volumes), summary: `${what} ${name} in ${f.file}` };
+}
+
 /** The drop-in without the volume: the file removed when it was its only one. */
 export function planDelete(configPath: string, name: string): VolumeEdit {
   const f = mustBeDropIn(find(configPath, name).found, name, 'remove');

@@ -253,6 +253,19 @@ test('rblkd ctl create, resize and delete write volumes.d beside the config and 
   t.is(grown.code, 0, grown.stderr + grown.stdout);
   t.is(((await controlRequest(socket, 'volumes')) as { name: string; size: number }[]).find((v) => v.name === 'b')?.size, 2 * MiB);
 
+  // QoS limits set and cleared the same way, live.
+  const qosOf = async (): Promise<Record<string, number> | undefined> => ((await controlRequest(socket, 'volumes')) as { name: string; qos?: { limits: Record<string, number> } }[]).find((v) => v.name === 'b')?.qos?.limits;
+  const limited = await run(['qos', 'b', '--iops', '500', '--write-bps', '4MiB']);
+  t.is(limited.code, 0, limited.stderr + limited.stdout);
+  t.deepEqual(await qosOf(), { iops: 500, write_bps: 4 * MiB });
+  t.regex(readFileSync(dropIn, 'utf8'), /qos:\s*\n\s+iops: 500\n\s+write_bps: 4MiB/);
+  const bad = await run(['qos', 'b', '--bps', '10']);
+  t.is(bad.code, 1);
+  t.regex(bad.stderr, /not changed, the config would be refused:\n.*volumes\.d\/b\.yaml:\d+: volumes\[0\]\.qos\.bps/);
+  t.deepEqual(await qosOf(), { iops: 500, write_bps: 4 * MiB }, 'a refused change leaves the limits');
+  t.is((await run(['qos', 'b', '--clear'])).code, 0);
+  t.deepEqual(await qosOf() ?? {}, {});
+
   // Deleting a volume a session sees is refused (and the file is put back) unless --force.
   const s: Connection = await login(port, { initiatorName: 'iqn.2026-11.io.rblk:user-of-b' });
   t.teardown(() => s.close());
