@@ -59,7 +59,7 @@ export class DhchapController {
   constructor(
     private readonly o: {
       /** The host's key (auth.initiators' secret); also the controller's for bidirectional authentication (docs/nvme.md). */
-      key: DhchapKey;
+      key: DhchapKey & { unknownHost?: boolean };
       hostnqn: string;
       subnqn: string;
       log: TargetLogger;
@@ -170,7 +170,8 @@ export class DhchapController {
     else if (r.dhValue.length !== 0) throw new AuthMessageError(FailureExplanation.IncorrectPayload, 'a DH value with the NULL DH group');
     const expected = this.#response('host', this.#c1!, this.#s1);
     if (!timingSafeEqual(expected, r.response)) {
-      this.o.log.warn('NVMe in-band authentication failed: the host response does not match its configured secret', { host: this.o.hostnqn });
+      const why = this.o.key.unknownHost === true ? 'the host has no secret in auth.initiators (auth.required)' : 'the host response does not match its configured secret';
+      this.o.log.warn(`NVMe in-band authentication failed: ${why}`, { host: this.o.hostnqn });
       throw new AuthMessageError(FailureExplanation.Failed, 'host response mismatch');
     }
     if (r.challenge) {

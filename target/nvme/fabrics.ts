@@ -1,6 +1,7 @@
 // The Fabrics Connect command decided (NVMe-oF 1.1 §3.3): which controller a
 // new queue joins or makes, or why not, with the status and the offending
 // field (docs/nvme.md "Controllers"). connection.ts turns a grant into a queue.
+import { randomBytes } from 'node:crypto';
 import { parseDhchapSecret, type DhchapKey } from '../../protocol/nvme/auth.js';
 import { DISCOVERY_NQN, readNqn, Status } from '../../protocol/nvme/command.js';
 import type { ConnectionEnvironment, TargetLogger } from '../connection/environment.js';
@@ -22,7 +23,7 @@ export interface ConnectGrant {
   readonly sqfcDisabled: boolean;
   readonly hostnqn: string;
   /** The host's DH-HMAC-CHAP key when the queue must authenticate before anything else (AUTHREQ.ATR set). */
-  readonly auth: DhchapKey | null;
+  readonly auth: (DhchapKey & { unknownHost?: boolean }) | null;
 }
 
 /** Connect: SQE RECFMT 40-41, QID 42-43, SQSIZE 44-45, CATTR 46, KATO 48-51; data HOSTID 0-15, CNTLID 16-17, SUBNQN 256, HOSTNQN 512. */
@@ -57,7 +58,7 @@ export function connectQueue(
   if (env.admitSession() !== 'ok') return { status: Status.ConnectControllerBusy };
   // In-band authentication (docs/nvme.md "Authentication"): a host with a secret in auth.initiators
   // authenticates every queue; with auth.required a host without one is refused. Discovery is not authenticated.
-  let auth: DhchapKey | null = null;
+  let auth: (DhchapKey & { unknownHost?: boolean }) | null = null;
   const secret = discovery ? null : env.secretFor(hostnqn);
   if (secret !== null) {
     try {
@@ -67,8 +68,9 @@ export function connectQueue(
       return { status: Status.ConnectInvalidHost };
     }
   } else if (env.authRequired && !discovery) {
-    log.warn('NVMe Connect refused: auth.required is set and the host has no secret in auth.initiators', { host: hostnqn });
-    return { status: Status.ConnectInvalidHost };
+    // Challenged with a key nobody knows and refused at its Reply, exactly as a wrong secret is, so that a
+    // prober cannot tell which host NQNs are listed (docs/operations.md "Authentication is off unless").
+    auth = { key: randomBytes(32), transform: 0, unknownHost: true };
   }
   let c: Controller;
   if (qid === 0) {

@@ -137,11 +137,17 @@ test('a wrong secret gets Failure1 (authentication failed) and the queue does no
   noErrors(t, f);
 });
 
-test('auth.required: a host without a secret is refused at Connect; without auth.required it connects unauthenticated', async (t) => {
+test('auth.required: a host without a secret is refused as a wrong secret is; without auth.required it connects unauthenticated', async (t) => {
   const f = await start(t, { [HOST_NQN]: SECRET });
-  const { connect } = await connectAdmin(t, f, OTHER_NQN);
-  t.is(connect.statusField, INVALID_HOST);
-  t.true(f.log.lines.some((l) => /no secret in auth.initiators/.test(l.message)));
+  const { h: stranger, connect } = await connectAdmin(t, f, OTHER_NQN);
+  t.is(connect.statusField, 0);
+  t.is(connect.dw0 >>> 16, 0b10, 'challenged like any listed host');
+  const a = await authenticate(stranger, { key: Buffer.from(SECRET), subnqn: f.nqn, hostnqn: OTHER_NQN });
+  t.is(a.result, 'failure1');
+  t.is(a.explanation, 0x01, 'the same Failure1 as a wrong secret');
+  t.is((await stranger.propertyGet(0x00, true)).statusField, AUTH_REQUIRED);
+  t.is((await stranger.admin(0x06, { length: 4096, cdw: { 10: 1 } })).statusField, AUTH_REQUIRED);
+  t.true(f.log.lines.some((l) => l.level === 'warn' && /has no secret in auth.initiators/.test(l.message)), 'the log says which');
   const open = await start(t, { [HOST_NQN]: SECRET }, false);
   const { h, connect: c2 } = await connectAdmin(t, open, OTHER_NQN);
   t.is(c2.statusField, 0);
