@@ -167,7 +167,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
       provider: 'nvme-tcp',
       port: this.ctx.portName,
       connection: this.connection,
-      state: this.#state === 'ready' ? (this.qid === 0 ? 'admin queue' : `I/O queue ${this.qid}`) : this.#state,
+      state: this.#state !== 'ready' ? this.#state : this.#auth?.authenticated === false ? 'authenticating' : this.qid === 0 ? 'admin queue' : `I/O queue ${this.qid}`,
       credits: this.loggedIn ? this.#sqsize + 1 : 0,
       inFlight: this.#inflight.size,
       ops: this.io.ops,

@@ -53,6 +53,7 @@ test('Connect sets AUTHREQ.ATR (DW0 bit 17); before authentication only Authenti
   const { h, connect } = await connectAdmin(t, f);
   t.is(connect.statusField, 0);
   t.is(connect.dw0 >>> 16, 0b10, 'AUTHREQ: ATR only');
+  t.deepEqual([...f.server.sessions].map((s) => s.info().state), ['authenticating'], 'ctl sessions shows the queue authenticating');
   t.is((await h.propertyGet(0x00, true)).statusField, AUTH_REQUIRED, 'Property Get: Authentication Required');
   t.is((await h.propertySet(0x14, 1)).statusField, AUTH_REQUIRED);
   t.is((await h.admin(0x06, { length: 4096, cdw: { 10: 1 } })).statusField, AUTH_REQUIRED, 'Identify: Authentication Required');
