@@ -202,6 +202,16 @@ test('malformed authentication commands and messages: field errors, Failure1 exp
     t.is(a.result, 'failure1');
     t.is(a.explanation, 0x06);
   }
+  // A DH value of 0, or one above p - 1 (RFC 7919 §5.1 peer checks): DH group not usable.
+  for (const fill of [0x00, 0xff]) {
+    const a = await authenticate(h, {
+      key: Buffer.from(SECRET),
+      subnqn: f.nqn,
+      dhGroups: [1],
+      tamperReply: (r) => (r.fill(fill, 16 + 2 * 32), fill === 0xff ? (r[r.length - 1] = 0xfe, r) : r),
+    });
+    t.is(a.explanation, 0x05);
+  }
   // Random messages: every one answered, never a crash.
   for (let i = 0; i < 200; i++) {
     const m = randomBytes(1 + (i % 90));
