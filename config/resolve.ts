@@ -7,6 +7,7 @@
 import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
+import { parseDhchapSecret } from '../protocol/nvme/auth.js';
 import { CONTROL_RECV_BUFFERS, DEFAULT_TARGET_NAME } from '../protocol/wire/constants.js';
 import type { KindInput } from '../target/backend/kind.js';
 import { kindKeys, kindOf } from '../target/backend/registry.js';
@@ -505,6 +506,16 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
         const field = secretFile !== undefined ? 'secret_file' : 'secret';
         err(at(field), `${where} must be at least ${MIN_SECRET_LENGTH} characters`);
         secret = undefined;
+      }
+      if (secret?.startsWith('DHHC-1:') === true) {
+        // The NVMe DH-HMAC-CHAP representation (docs/nvme.md "Authentication"): its CRC is checked here, not at a host's Connect.
+        try {
+          parseDhchapSecret(secret);
+        } catch (e) {
+          const field = secretFile !== undefined ? 'secret_file' : 'secret';
+          err(at(field), `${secretFile !== undefined ? `the secret in ${secretFile}` : 'the secret'} is not a usable DHHC-1 secret: ${e instanceof Error ? e.message : String(e)}`);
+          secret = undefined;
+        }
       }
       if (name !== undefined && secret !== undefined) {
         initiators.push({ name, secret, ...(secretFile !== undefined ? { secretFile } : {}) });

@@ -3,8 +3,10 @@
 // SQEs with protocol/nvme's encoder, but frames its own PDUs and decodes
 // every response at explicit byte offsets, so that a misunderstanding in the
 // codec shows up as a failing test rather than agreeing with itself.
+import { createDiffieHellman, createHash, createHmac, randomBytes } from 'node:crypto';
 import { connect as tcpConnect, type Socket } from 'node:net';
 import { crc32c } from '../../protocol/crc32c.js';
+import { FFDHE_PRIMES } from '../../protocol/nvme/ffdhe.js';
 import { buildSqe } from '../../protocol/nvme/command.js';
 
 export interface Pdu {
@@ -309,6 +311,28 @@ export class RawHost {
     return this.command(sqe);
   }
 
+  /** Authentication Send (TP 8006): SECP E9h byte 43, SPSP0/SPSP1 01h bytes 41-42, TL 44-47, the message in-capsule. */
+  async authSend(msg: Buffer, o: { secp?: number; tl?: number } = {}): Promise<Result> {
+    const sqe = buildSqe({ opcode: 0x7f, cid: this.nextCid(), sgl: { id: 0x01, length: o.tl ?? msg.length } });
+    sqe[4] = 0x05;
+    sqe[41] = 0x01;
+    sqe[42] = 0x01;
+    sqe[43] = o.secp ?? 0xe9;
+    sqe.writeUInt32LE(o.tl ?? msg.length, 44);
+    return this.command(sqe, { data: msg, inCapsule: true });
+  }
+
+  /** Authentication Receive (TP 8006): AL 44-47, the message by C2HData. */
+  async authReceive(al: number, o: { secp?: number } = {}): Promise<Result> {
+    const sqe = buildSqe({ opcode: 0x7f, cid: this.nextCid(), sgl: { id: 0x5a, length: al } });
+    sqe[4] = 0x06;
+    sqe[41] = 0x01;
+    sqe[42] = 0x01;
+    sqe[43] = o.secp ?? 0xe9;
+    sqe.writeUInt32LE(al, 44);
+    return this.command(sqe);
+  }
+
   /** A command whose data (if any) the controller sends: SGL Transport Data Block (5Ah) of `length`. */
   admin(opcode: number, o: { nsid?: number; length?: number; cdw?: Partial<Record<10 | 11 | 12 | 13 | 14 | 15, number>> } = {}): Promise<Result> {
     return this.command(buildSqe({ opcode, cid: this.nextCid(), nsid: o.nsid, sgl: { id: 0x5a, length: o.length ?? 0 }, cdw: o.cdw }));
@@ -324,6 +348,141 @@ export class RawHost {
     if (s.statusField !== 0) throw new Error('Property Set CC failed');
     return c.dw0 & 0xffff;
   }
+}
+
+/** What authenticate() saw and sent, for the tests to check byte by byte. */
+export interface AuthOutcome {
+  /** 'success', or the AUTH_Failure1 the controller answered with. */
+  result: 'success' | 'failure1' | 'failure2-sent';
+  /** Failure1 REASON CODE EXPLANATION (byte 7). */
+  explanation?: number;
+  negotiate: Buffer;
+  challenge: Buffer;
+  reply: Buffer | null;
+  success1: Buffer | null;
+  /** The transformed host key and the (augmented) C1 the host's R1 covered. */
+  hostKey: Buffer;
+  c1: Buffer;
+  sharedSecret: Buffer | null;
+}
+
+const HASH_NAMES: Record<number, string> = { 1: 'sha256', 2: 'sha384', 3: 'sha512' };
+const HASH_LENGTHS: Record<number, number> = { 1: 32, 2: 48, 3: 64 };
+const FFDHE_BITS: Record<number, 2048 | 3072 | 4096 | 6144 | 8192> = { 1: 2048, 2: 3072, 3: 4096, 4: 6144, 5: 8192 };
+
+/**
+ * DH-HMAC-CHAP as a host runs it (NVMe Base 2.0 §8.13; TP 8006), from the
+ * message layouts, not from protocol/nvme/auth.ts: Negotiate, Challenge,
+ * Reply, Success1 and, bidirectional, Success2 (or Failure2 on a bad R2).
+ */
+export async function authenticate(
+  h: RawHost,
+  o: {
+    /** The secret's key bytes, and its DHHC-1 transform (0 none, 1-3 HMAC-SHA-256/384/512 with the NQN). */
+    key: Buffer;
+    transform?: number;
+    subnqn: string;
+    hostnqn?: string;
+    hashes?: number[];
+    dhGroups?: number[];
+    /** Ask the controller to authenticate itself (CVALID) with this key (same form as key). */
+    controllerKey?: Buffer;
+    tid?: number;
+    /** Changes the Reply before it is sent (a wrong response, a bad length). */
+    tamperReply?: (reply: Buffer) => Buffer;
+  },
+): Promise<AuthOutcome> {
+  const hostnqn = o.hostnqn ?? HOST_NQN;
+  const tid = o.tid ?? 7;
+  const transformed = (k: Buffer, nqn: string): Buffer =>
+    (o.transform ?? 0) === 0 ? k : createHmac(HASH_NAMES[o.transform!], k).update(nqn).update('NVMe-over-Fabrics').digest();
+  // AUTH_Negotiate: AUTH_Type 0, AUTH_Id 0, T_ID 4-5, SC_C 6, NAPD 7; descriptor at 8: AUTHID 01h, HALEN 10, DHLEN 11, hash IDs at 12, DH group IDs at 42.
+  const hashes = o.hashes ?? [1];
+  const groups = o.dhGroups ?? [0];
+  const negotiate = Buffer.alloc(72);
+  negotiate.writeUInt16LE(tid, 4);
+  negotiate[7] = 1;
+  negotiate[8] = 0x01;
+  negotiate[10] = hashes.length;
+  negotiate[11] = groups.length;
+  Buffer.from(hashes).copy(negotiate, 12);
+  Buffer.from(groups).copy(negotiate, 42);
+  await h.authSend(negotiate);
+  const challenge = (await h.authReceive(4096)).data;
+  const outcome: AuthOutcome = { result: 'failure1', negotiate, challenge, reply: null, success1: null, hostKey: Buffer.alloc(0), c1: Buffer.alloc(0), sharedSecret: null };
+  if (challenge[1] === 0xf1) return { ...outcome, explanation: challenge[7] };
+  // Challenge: HL 6, HASHID 8, DHGID 9, DHVLEN 10-11, SEQNUM 12-15, C1 at 16, DH value after it.
+  if (challenge[0] !== 0x01 || challenge[1] !== 0x01) throw new Error(`expected a DH-HMAC-CHAP_Challenge, got type ${challenge[0]} id ${challenge[1]}`);
+  const hl = challenge[6];
+  const hashId = challenge[8];
+  const hash = HASH_NAMES[hashId];
+  if (hl !== HASH_LENGTHS[hashId] || challenge.readUInt16LE(4) !== tid) throw new Error('Challenge HL or T_ID wrong');
+  const dhgid = challenge[9];
+  const dhvlen = challenge.readUInt16LE(10);
+  const s1 = challenge.readUInt32LE(12);
+  let c1: Buffer = challenge.subarray(16, 16 + hl);
+  let myDh = Buffer.alloc(0);
+  let shared: Buffer | null = null;
+  if (dhgid !== 0) {
+    const dh = createDiffieHellman(Buffer.from(FFDHE_PRIMES[FFDHE_BITS[dhgid]], 'hex'), 2);
+    myDh = dh.generateKeys();
+    const size = FFDHE_BITS[dhgid] / 8;
+    if (dhvlen !== size) throw new Error(`DHVLEN ${dhvlen} for a ${size}-byte group`);
+    myDh = Buffer.concat([Buffer.alloc(size - myDh.length), myDh]);
+    shared = dh.computeSecret(challenge.subarray(16 + hl, 16 + hl + dhvlen));
+    shared = Buffer.concat([Buffer.alloc(size - shared.length), shared]);
+    // Ca = HMAC(H(g^xy mod p), C1).
+    c1 = createHmac(hash, createHash(hash).update(shared).digest()).update(c1).digest();
+  }
+  const hostKey = transformed(o.key, hostnqn);
+  const tail = Buffer.alloc(7);
+  tail.writeUInt32LE(s1, 0);
+  tail.writeUInt16LE(tid, 4);
+  const r1 = createHmac(hash, hostKey).update(c1).update(tail).update('HostHost').update(hostnqn).update(Buffer.alloc(1)).update(o.subnqn).digest();
+  // Reply: HL 6, CVALID 8, DHVLEN 10-11, SEQNUM 12-15 (S2), R1 at 16, C2 at 16+HL, DH value at 16+2HL.
+  let reply: Buffer = Buffer.alloc(16 + 2 * hl + myDh.length);
+  reply[0] = 0x01;
+  reply[1] = 0x02;
+  reply.writeUInt16LE(tid, 4);
+  reply[6] = hl;
+  reply.writeUInt16LE(myDh.length, 10);
+  r1.copy(reply, 16);
+  const c2 = randomBytes(hl);
+  const s2 = 0x12345678;
+  if (o.controllerKey) {
+    reply[8] = 1;
+    reply.writeUInt32LE(s2, 12);
+    c2.copy(reply, 16 + hl);
+  }
+  myDh.copy(reply, 16 + 2 * hl);
+  if (o.tamperReply) reply = o.tamperReply(reply);
+  await h.authSend(reply);
+  const success1 = (await h.authReceive(4096)).data;
+  Object.assign(outcome, { reply, success1, hostKey, c1, sharedSecret: shared });
+  if (success1[1] === 0xf1) return { ...outcome, explanation: success1[7] };
+  // Success1: HL 6, RVALID 8, R2 at 16.
+  if (success1[0] !== 0x01 || success1[1] !== 0x03) throw new Error(`expected Success1, got type ${success1[0]} id ${success1[1]}`);
+  if (!o.controllerKey) return { ...outcome, result: 'success' };
+  const ca2 = shared ? createHmac(hash, createHash(hash).update(shared).digest()).update(c2).digest() : c2;
+  const t2 = Buffer.alloc(7);
+  t2.writeUInt32LE(s2, 0);
+  t2.writeUInt16LE(tid, 4);
+  const ctrlKey = (o.transform ?? 0) === 0 ? o.controllerKey : createHmac(HASH_NAMES[o.transform!], o.controllerKey).update(o.subnqn).update('NVMe-over-Fabrics').digest();
+  const r2 = createHmac(hash, ctrlKey).update(ca2).update(t2).update('Controller').update(o.subnqn).update(Buffer.alloc(1)).update(hostnqn).digest();
+  const ok = success1[8] === 1 && success1.subarray(16, 16 + hl).equals(r2);
+  // Success2 (16 bytes) or AUTH_Failure2 (common message F0h, reason 01h, explanation 01h).
+  const last = Buffer.alloc(16);
+  last.writeUInt16LE(tid, 4);
+  if (ok) {
+    last[0] = 0x01;
+    last[1] = 0x04;
+  } else {
+    last[1] = 0xf0;
+    last[6] = 0x01;
+    last[7] = 0x01;
+  }
+  await h.authSend(last);
+  return { ...outcome, result: ok ? 'success' : 'failure2-sent' };
 }
 
 function u32(v: number): Buffer {

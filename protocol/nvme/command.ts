@@ -160,6 +160,8 @@ export const Status = {
   ConnectControllerBusy: cs(0x81),
   ConnectInvalidParameters: cs(0x82),
   ConnectInvalidHost: cs(0x84),
+  /** Fabrics (TP 8006): a command other than Authentication Send/Receive on a queue that has not authenticated. */
+  AuthenticationRequired: cs(0x91),
   WriteFault: { sct: Sct.Media, sc: 0x80, dnr: false } as NvmeStatus,
   UnrecoveredReadError: { sct: Sct.Media, sc: 0x81, dnr: false } as NvmeStatus,
   CompareFailure: { sct: Sct.Media, sc: 0x85, dnr: true } as NvmeStatus,

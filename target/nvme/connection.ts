@@ -6,12 +6,18 @@
 // io.ts), moves write data in-capsule or by R2T/H2CData and read data by
 // C2HData, and ends itself with a C2HTermReq on a malformed PDU (§3.6.2.5,
 // docs/nvme.md "Bad input"). Nothing thrown here escapes to the daemon.
+//
+// Over 600 lines on purpose: a queue is one state machine over one set of
+// fields (SQHD, the in-flight commands, the R2T buffers, the fused pair, the
+// authentication gate), which framing, every command kind and completion all
+// read and advance; split across files, each part would reach into the others.
 import type { Socket } from 'node:net';
 import { crc32c } from '../../protocol/crc32c.js';
 import { buildCqe, cdw, FabricsType, SglId, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
 import { c2hData, capsuleResp, DIGEST_LENGTH, Fes, framePdu, icResp, PduType, r2t, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
 import { SessionIo, type Nexus } from '../scsi/index.js';
 import { noNative, withMeta, type ConnectionEnvironment, type LogoutKind, type ServedConnection, type SessionInfo, type TargetLogger } from '../connection/environment.js';
+import { DhchapController } from './auth.js';
 import { Controller, inCapsuleBytes, type QueueConnection } from './controller.js';
 import { connectQueue } from './fabrics.js';
 import { checkHeader, MAX_H2C_DATA, type Fatal } from './framing.js';
@@ -89,6 +95,8 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   #controller: Controller | null = null;
   #hostnqn: string | null = null;
   #nexus: Nexus | null = null;
+  /** DH-HMAC-CHAP for this queue (target/nvme/auth.ts), when its Connect set AUTHREQ.ATR. */
+  #auth: DhchapController | null = null;
   readonly #inflight = new Map<number, Cmd>();
   readonly #r2ts = new Map<number, Cmd>();
   readonly #r2tQueue: Cmd[] = [];
@@ -159,7 +167,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
       provider: 'nvme-tcp',
       port: this.ctx.portName,
       connection: this.connection,
-      state: this.#state === 'ready' ? (this.qid === 0 ? 'admin queue' : `I/O queue ${this.qid}`) : this.#state,
+      state: this.#state !== 'ready' ? this.#state : this.#auth?.authenticated === false ? 'authenticating' : this.qid === 0 ? 'admin queue' : `I/O queue ${this.qid}`,
       credits: this.loggedIn ? this.#sqsize + 1 : 0,
       inFlight: this.#inflight.size,
       ops: this.io.ops,
@@ -368,6 +376,8 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   }
 
   #prepare(sqe: Buffer): PreparedIo | { status: NvmeStatus } {
+    const authCmd = sqe[0] === 0x7f && (sqe[4] === FabricsType.AuthSend || sqe[4] === FabricsType.AuthReceive);
+    if (this.#auth && !this.#auth.authenticated && !authCmd) return { status: Status.AuthenticationRequired };
     if (sqe[0] === 0x7f) return this.#fabrics(sqe);
     const c = this.#controller!;
     if (!c.ready || c.ended) return { status: Status.CommandSequenceError };
@@ -403,8 +413,17 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
         // Disconnect (NVMe-oF 1.1 §3.2, I/O queues): complete it, then close the queue.
         if (this.qid === 0) return { status: Status.InvalidField };
         return { length: 0, dir: 'none', run: () => (setImmediate(() => this.end('Fabrics Disconnect')), Promise.resolve({ status: Status.Success })) };
+      case FabricsType.AuthSend:
+      case FabricsType.AuthReceive: {
+        // Authentication Send/Receive (TP 8006): TL/AL at bytes 44-47; a queue without ATR has nothing to authenticate.
+        const auth = this.#auth;
+        if (auth === null) return { status: Status.CommandSequenceError };
+        const len = DhchapController.checkCommand(sqe);
+        if (typeof len !== 'number') return { status: len };
+        if (sqe[4] === FabricsType.AuthSend) return { length: len, dir: 'h2c', run: (d) => Promise.resolve(auth.send(d!)) };
+        return { length: len, dir: 'c2h', run: () => Promise.resolve(auth.receive(len)) };
+      }
       default:
-        // Authentication Send/Receive: in-band authentication is not implemented (docs/nvme.md "Not yet").
         return { status: Status.InvalidOpcode };
     }
   }
@@ -413,7 +432,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   #connect(sqe: Buffer, d: Buffer): Completion {
     const r = connectQueue(sqe, d, { env: this.ctx.env, subsystem: this.ctx.subsystem, log: this.#log, queue: this, discoveryOnly: this.ctx.discoveryOnly === true });
     if (!('grant' in r)) return r;
-    const { controller: c, qid, sqsize, sqfcDisabled, hostnqn } = r.grant;
+    const { controller: c, qid, sqsize, sqfcDisabled, hostnqn, auth } = r.grant;
     this.qid = qid;
     this.#sqsize = sqsize;
     this.#sqhd = 1 % (sqsize + 1);
@@ -422,12 +441,24 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     this.#hostnqn = hostnqn;
     this.#nexus = { sessionId: this.id, initiator: hostnqn, targetPort: this.ctx.portName };
     this.#log = withMeta(this.#log, { host: hostnqn, controller: c.cntlid, qid });
+    if (auth) this.#auth = new DhchapController({ key: auth, hostnqn, subnqn: this.ctx.subsystem.nqn, log: this.#log });
     this.#state = 'ready';
     this.#loggedInAt = new Date();
     if (this.#loginTimer) clearTimeout(this.#loginTimer);
     this.#loginTimer = null;
+    if (this.#auth) this.#authDeadline();
     this.#log.info(`NVMe/TCP ${qid === 0 ? 'admin' : 'I/O'} queue connected to ${c.discovery ? 'the discovery controller' : this.ctx.subsystem.nqn}`, { sqsize: sqsize + 1 });
     return r.completion;
+  }
+
+  /** An authenticating queue has login_timeout_ms from its Connect to succeed (docs/nvme.md "Authentication"). */
+  #authDeadline(): void {
+    this.#loginTimer = setTimeout(() => {
+      if (this.#auth?.authenticated === true) return;
+      this.#log.warn(`NVMe queue did not authenticate within ${this.ctx.env.limits.loginTimeoutMs} ms of its Connect; closing it`);
+      this.#destroy('authentication timeout');
+    }, this.ctx.env.limits.loginTimeoutMs);
+    this.#loginTimer.unref();
   }
 
   /**

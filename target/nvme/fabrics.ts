@@ -1,6 +1,8 @@
 // The Fabrics Connect command decided (NVMe-oF 1.1 §3.3): which controller a
 // new queue joins or makes, or why not, with the status and the offending
 // field (docs/nvme.md "Controllers"). connection.ts turns a grant into a queue.
+import { randomBytes } from 'node:crypto';
+import { parseDhchapSecret, type DhchapKey } from '../../protocol/nvme/auth.js';
 import { DISCOVERY_NQN, readNqn, Status } from '../../protocol/nvme/command.js';
 import type { ConnectionEnvironment, TargetLogger } from '../connection/environment.js';
 import { Controller, MAX_IO_QUEUES, MIN_ADMIN_QUEUE, type QueueConnection } from './controller.js';
@@ -20,6 +22,8 @@ export interface ConnectGrant {
   /** CATTR bit 2: the host disabled SQ flow control, so C2HData may carry SUCCESS in place of a CapsuleResp (TCP 1.0 §3.3.2). */
   readonly sqfcDisabled: boolean;
   readonly hostnqn: string;
+  /** The host's DH-HMAC-CHAP key when the queue must authenticate before anything else (AUTHREQ.ATR set). */
+  readonly auth: (DhchapKey & { unknownHost?: boolean }) | null;
 }
 
 /** Connect: SQE RECFMT 40-41, QID 42-43, SQSIZE 44-45, CATTR 46, KATO 48-51; data HOSTID 0-15, CNTLID 16-17, SUBNQN 256, HOSTNQN 512. */
@@ -52,9 +56,21 @@ export function connectQueue(
   if (!hostnqn.startsWith('nqn.')) return invalid(true, 512);
   if (sqsize < 1 || sqsize + 1 > maxQueueSize(env) || (qid === 0 && sqsize + 1 < MIN_ADMIN_QUEUE)) return invalid(false, 44);
   if (env.admitSession() !== 'ok') return { status: Status.ConnectControllerBusy };
-  if (env.authRequired && !discovery) {
-    log.warn('NVMe Connect refused: auth.required is set and NVMe in-band authentication is not implemented', { host: hostnqn });
-    return { status: Status.ConnectInvalidHost };
+  // In-band authentication (docs/nvme.md "Authentication"): a host with a secret in auth.initiators
+  // authenticates every queue; with auth.required a host without one is refused. Discovery is not authenticated.
+  let auth: (DhchapKey & { unknownHost?: boolean }) | null = null;
+  const secret = discovery ? null : env.secretFor(hostnqn);
+  if (secret !== null) {
+    try {
+      auth = parseDhchapSecret(secret);
+    } catch (e) {
+      log.warn(`NVMe Connect refused: the host's secret in auth.initiators is unusable: ${e instanceof Error ? e.message : String(e)}`, { host: hostnqn });
+      return { status: Status.ConnectInvalidHost };
+    }
+  } else if (env.authRequired && !discovery) {
+    // Challenged with a key nobody knows and refused at its Reply, exactly as a wrong secret is, so that a
+    // prober cannot tell which host NQNs are listed (docs/operations.md "Authentication is off unless").
+    auth = { key: randomBytes(32), transform: 0, unknownHost: true };
   }
   let c: Controller;
   if (qid === 0) {
@@ -72,6 +88,7 @@ export function connectQueue(
     c = found;
   }
   c.queues.set(qid, o.queue);
-  // Connect's DW0: CNTLID bits 15:0, AUTHREQ 31:16 = 0 (no authentication).
-  return { completion: { status: Status.Success, dw0: c.cntlid }, grant: { controller: c, qid, sqsize, sqfcDisabled: (cattr & 4) !== 0, hostnqn } };
+  // Connect's DW0: CNTLID bits 15:0, AUTHREQ bits 31:16 with ATR at bit 17 (AUTHREQ bit 1; TP 8006, as Linux's NVME_CONNECT_AUTHREQ_ATR).
+  const dw0 = c.cntlid | (auth ? 1 << 17 : 0);
+  return { completion: { status: Status.Success, dw0 }, grant: { controller: c, qid, sqsize, sqfcDisabled: (cattr & 4) !== 0, hostnqn, auth } };
 }

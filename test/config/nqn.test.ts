@@ -2,6 +2,7 @@
 // written, refused when it is not an NQN, and absent by default, when the
 // NVMe/TCP front end derives it from target_name (target/nvme/subsystem.ts).
 import test from 'ava';
+import { crc32 } from 'node:zlib';
 import { parseConfig } from '../../config/loader.js';
 import { defaultNqn } from '../../target/nvme/subsystem.js';
 
@@ -45,4 +46,18 @@ test('discovery: true makes an nvme-tcp listener discovery-only, on 8009 by defa
   t.regex(e.message, /iscsi listeners have no discovery-only mode \(only nvme-tcp listeners have\)/);
   const clash = t.throws(() => parseConfig('listeners:\n  - { protocol: nvme-tcp, address: 127.0.0.1, port: 8009 }\n  - { protocol: nvme-tcp, address: 127.0.0.1, discovery: true }\nvolumes: []\n', 'rblkd.yaml', { stateDir: '/x' }));
   t.regex(clash.message, /port 8009 overlaps/);
+});
+
+test('auth.initiators: a DHHC-1 secret is checked when the file is read (CRC-32, key length, transform)', (t) => {
+  const key = Buffer.alloc(32, 9);
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32LE(crc32(key) >>> 0, 0);
+  const good = `DHHC-1:01:${Buffer.concat([key, crc]).toString('base64')}:`;
+  const file = (secret: string): string => `${base}auth:\n  required: true\n  initiators:\n    - { name: 'nqn.2014-08.org.nvmexpress:uuid:1', secret: '${secret}' }\n`;
+  t.is(parseConfig(file(good), 'rblkd.yaml', { stateDir: '/x' }).auth.initiators[0]!.secret, good);
+  crc[0] ^= 1;
+  const bad = `DHHC-1:01:${Buffer.concat([key, crc]).toString('base64')}:`;
+  const e = t.throws(() => parseConfig(file(bad), 'rblkd.yaml', { stateDir: '/x' }));
+  t.regex(e.message, /not a usable DHHC-1 secret: DHHC-1 secret CRC-32 mismatch/);
+  t.false(e.message.includes(bad), 'the secret is not in the message');
 });

@@ -16,9 +16,15 @@ export interface NvmeFixture {
   close(): Promise<void>;
 }
 
-export async function startNvme(vols: (VolumeDef & { nsid?: number })[], limits: Partial<TargetServerOptions['limits']> = {}, nqn?: string): Promise<NvmeFixture> {
+export async function startNvme(
+  vols: (VolumeDef & { nsid?: number })[],
+  limits: Partial<TargetServerOptions['limits']> = {},
+  nqn?: string,
+  auth: { required?: boolean; secrets?: Record<string, string> } = {},
+): Promise<NvmeFixture> {
   const log = memoryLog();
-  const opts = testServerOptions(log, { limits: { queueDepth: 32, inCapsuleData: 8192, maxSessions: 64, ...limits } });
+  const base = testServerOptions(log, { limits: { queueDepth: 32, inCapsuleData: 8192, maxSessions: 64, ...limits } });
+  const opts = { ...base, authRequired: auth.required ?? false, secrets: new Map(Object.entries(auth.secrets ?? {})) };
   const server = new TargetServer(nqn ? { ...opts, nqn } : opts, rblkConnections);
   const volumes = vols.map((v) => (v.nsid === undefined ? exportMemoryVolume(v) : { ...exportMemoryVolume(v), nsid: v.nsid }));
   for (const v of volumes) server.addVolume(v);
