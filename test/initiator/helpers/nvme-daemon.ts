@@ -19,6 +19,7 @@ export interface NvmeDaemon {
   url(query?: string): string;
   sessions(): Promise<SessionInfo[]>;
   kick(id: string): Promise<unknown>;
+  kill(signal: NodeJS.Signals): void;
 }
 
 /** A port nobody listens on right now, for a daemon that must come back on the same one. */
@@ -62,5 +63,6 @@ export async function startNvmeDaemon(t: ExecutionContext, o: NvmeDaemonOptions 
     url: (query = '') => `nvme+tcp://127.0.0.1:${port}/${NQN}${query}`,
     sessions: async () => ((await controlRequest(ctl, 'sessions')) as SessionInfo[]).filter((s) => s.provider === 'nvme-tcp'),
     kick: (id) => controlRequest(ctl, 'kick', [id]),
+    kill: (signal) => d.kill(signal),
   };
 }
