@@ -80,7 +80,7 @@ class Path {
 }
 
 /** A stable host identity for this machine: UUID-based NQN (Base 2.0 §4.5.1) and the same 16 bytes as HOSTID. */
-function defaultHostIdentity(): { hostnqn: string; hostid: Buffer } {
+export function defaultHostIdentity(): { hostnqn: string; hostid: Buffer } {
   const h = createHash('sha256').update(`rblk nvme host ${hostname()}`).digest().subarray(0, 16);
   h[6] = (h[6] & 0x0f) | 0x50;
   h[8] = (h[8] & 0x3f) | 0x80;
