@@ -11,6 +11,8 @@ export interface LoadResult {
   writes: number;
   errors: string[];
   mismatches: number;
+  /** What each mismatching read found: 'zeroes', 'an older write', or 'other'. */
+  found: string[];
 }
 
 export interface Load {
@@ -25,7 +27,8 @@ export interface Load {
 export function startLoad(vol: NvmeVolume, o: { workers: number; blocks: number; blockBytes?: number; readShare?: number }): Load {
   const bs = o.blockBytes ?? 4096;
   const written = new Map<number, Buffer>();
-  const r: LoadResult = { ops: 0, reads: 0, writes: 0, errors: [], mismatches: 0 };
+  const history = new Map<number, Buffer[]>();
+  const r: LoadResult = { ops: 0, reads: 0, writes: 0, errors: [], mismatches: 0, found: [] };
   let running = true;
   const worker = async (w: number): Promise<void> => {
     const mine = Math.floor((o.blocks - w - 1) / o.workers) + 1;
@@ -35,12 +38,17 @@ export function startLoad(vol: NvmeVolume, o: { workers: number; blocks: number;
         if (Math.random() < (o.readShare ?? 0.5)) {
           const got = await vol.read(block * bs, bs);
           const want = written.get(block) ?? Buffer.alloc(bs);
-          if (!got.equals(want)) r.mismatches++;
+          if (!got.equals(want)) {
+            r.mismatches++;
+            const old = history.get(block) ?? [];
+            r.found.push(`block ${block}: ${got.equals(Buffer.alloc(bs)) ? 'zeroes' : old.some((b) => b.equals(got)) ? `write ${old.findIndex((b) => b.equals(got))} of ${old.length}` : 'other'}`);
+          }
           r.reads++;
         } else {
           const data = randomBytes(bs);
           await vol.write(block * bs, data);
           written.set(block, data);
+          history.set(block, [...(history.get(block) ?? []), data]);
           r.writes++;
         }
         r.ops++;
