@@ -118,3 +118,21 @@ test('an unknown namespace, a volume name and a wrong subsystem are refused with
   t.regex(e!.message, /Connect Invalid Parameters/);
   await t.throwsAsync(connectNvme('nvme+tcp://127.0.0.1:1/not-an-nqn'), { instanceOf: RangeError });
 });
+
+test('an O_DIRECT volume: reads, in-capsule and R2T writes, and Verify, through page-aligned memory', async (t) => {
+  // rblkd's NVMe front end once handed the backend plain Buffers, which O_DIRECT refuses (EINVAL: Internal Error).
+  const dmn = await startNvmeDaemon(t, { direct: true, thin: false });
+  const s = await connectNvme(dmn.url());
+  t.teardown(() => s.close());
+  const vol = await s.open(1);
+  const small = randomBytes(4096);
+  const big = randomBytes(256 * 1024);
+  await vol.write(0, small);
+  await vol.write(64 * 1024, big, { fua: true });
+  t.true((await vol.read(0, small.length)).equals(small));
+  t.true((await vol.read(64 * 1024, big.length)).equals(big));
+  t.true(fileBytes(dmn.file, 64 * 1024, big.length).equals(big));
+  // Verify (NVM 1.0 §3.2.8) reads the blocks itself.
+  const verify = buildSqe({ opcode: IoOpcode.Verify, cid: 0, nsid: 1, cdw: { 10: 0, 12: 63 } });
+  t.is(await vol.command({ sqe: verify }, 'verify'), null);
+});

@@ -36,6 +36,8 @@ export interface NvmeDaemonOptions {
   thin?: boolean;
   port?: number;
   queueDepth?: number;
+  /** O_DIRECT (the volume's direct:). */
+  direct?: boolean;
   /** Reuse a work directory (a restarted daemon). */
   w?: Workdir;
 }
@@ -45,7 +47,7 @@ export async function startNvmeDaemon(t: ExecutionContext, o: NvmeDaemonOptions 
   const file = join(w.dir, 'vol.img');
   if (o.w === undefined) {
     w.writeConfig(
-      baseConfig(w, [{ name: 'vol', path: file, size: o.size ?? '16MiB', thin: o.thin ?? true }], {
+      baseConfig(w, [{ name: 'vol', path: file, size: o.size ?? '16MiB', thin: o.thin ?? true, ...(o.direct ? { direct: true } : {}) }], {
         nqn: NQN,
         listeners: [{ protocol: 'nvme-tcp', address: '127.0.0.1', port: o.port ?? 0 }],
         limits: { queue_depth: o.queueDepth ?? 32 },
