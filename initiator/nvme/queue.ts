@@ -134,6 +134,7 @@ export class NvmeQueue {
     } catch (e) {
       q.close('connect failed');
       if (e instanceof RblkError) throw e;
+      if (e instanceof QueueLostError) throw new RblkError('LOGIN_FAILED', e.message, { cause: e });
       throw new RblkError('LOGIN_FAILED', `NVMe/TCP queue ${o.qid} to ${o.address}:${o.port}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     } finally {
       clearTimeout(timer);
@@ -210,7 +211,13 @@ export class NvmeQueue {
   /** An admin command with a deadline: the admin queue has no per-command timer (Keep Alive watches it). */
   async submitWithin(cmd: Command, ms: number, what: string): Promise<Completion> {
     let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(timeoutError(what, ms)), ms)));
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reject(timeoutError(what, ms));
+        // The entry stays taken until the controller answers, which it did not: the queue is not trusted further.
+        this.#lose(`${what} unanswered for ${ms} ms`);
+      }, ms);
+    });
     try {
       return await Promise.race([this.submit(cmd), late]);
     } finally {
@@ -301,7 +308,8 @@ export class NvmeQueue {
   #checkHeader(h: CommonHeader): { fes: number; fei: number; why: string } | null {
     const known = h.type === PduType.ICResp || h.type === PduType.C2HTermReq || h.type === PduType.CapsuleResp || h.type === PduType.C2HData || h.type === PduType.R2T;
     if (!known) return { fes: Fes.InvalidHeaderField, fei: 0, why: `PDU type ${h.type} is not one a controller sends` };
-    if ((h.type === PduType.ICResp) !== (this.#icResp !== null)) return { fes: Fes.PduSequenceError, fei: 0, why: `PDU type ${h.type} ${this.#icResp ? 'before' : 'after'} ICResp` };
+    // A C2HTermReq may come at any time, in place of an ICResp too (§3.6.2.5).
+    if (h.type !== PduType.C2HTermReq && (h.type === PduType.ICResp) !== (this.#icResp !== null)) return { fes: Fes.PduSequenceError, fei: 0, why: `PDU type ${h.type} ${this.#icResp ? 'before' : 'after'} ICResp` };
     if (h.hlen !== HLEN[h.type]) return { fes: Fes.InvalidHeaderField, fei: 2, why: `HLEN ${h.hlen} for PDU type ${h.type}` };
     if (h.type === PduType.ICResp) return h.plen === 128 ? null : { fes: Fes.InvalidHeaderField, fei: 4, why: `ICResp PLEN ${h.plen}` };
     if (h.type === PduType.C2HTermReq) return h.plen >= 24 && h.plen <= 152 ? null : { fes: Fes.InvalidHeaderField, fei: 4, why: `C2HTermReq PLEN ${h.plen}` };
