@@ -43,6 +43,8 @@ export interface Command {
   write?: Buffer;
   /** Controller-to-host bytes expected. */
   readLength?: number;
+  /** Where they go (readLength bytes); a new buffer when absent. Filled again if the command is reissued. */
+  readInto?: Buffer;
 }
 
 export interface QueueOptions {
@@ -199,7 +201,7 @@ export class NvmeQueue {
       const ms = this.o.commandTimeoutMs;
       const timer = ms > 0 && this.qid !== 0 ? setTimeout(() => this.#lose(`command ${cid} (opcode ${sqe[0]}) unanswered for ${ms} ms`), ms) : null;
       const p: Pending = { cid, cmd, resolve, reject, data: null, received: 0, timer };
-      if ((cmd.readLength ?? 0) > 0) p.data = Buffer.alloc(cmd.readLength!);
+      if ((cmd.readLength ?? 0) > 0) p.data = cmd.readInto !== undefined && cmd.readInto.length === cmd.readLength ? cmd.readInto : Buffer.allocUnsafe(cmd.readLength!);
       this.#pending.set(cid, p);
       const capsule = Buffer.alloc(HLEN[PduType.CapsuleCmd]);
       capsule[0] = PduType.CapsuleCmd;
@@ -300,7 +302,8 @@ export class NvmeQueue {
         return;
       }
       if (this.#have < ch.plen) return;
-      this.#onPdu(ch, Buffer.from(this.#take(ch.plen, true)));
+      // No copy: each PDU is parsed (and its data copied out) before the next read from the socket.
+      this.#onPdu(ch, this.#take(ch.plen, true));
     }
   }
 

@@ -96,12 +96,11 @@ export class NvmeVolume implements BlockDevice {
     const length = into === null ? (target as number) : into.length;
     this.#check('read', offset, length);
     const out = into ?? Buffer.allocUnsafe(length);
-    await Promise.all(
-      this.#pieces(offset, length, this.maxTransfer).map(async (p) => {
-        const data = await this.command({ sqe: this.#rw(IoOpcode.Read, p.at, p.length), readLength: p.length }, this.#what('read', p.at, p.length));
-        data!.copy(out, p.at - offset);
-      }),
-    );
+    // C2HData lands in `out` directly (queue.ts readInto): no copy after.
+    const one = (at: number, n: number): Promise<Buffer | null> =>
+      this.command({ sqe: this.#rw(IoOpcode.Read, at, n), readLength: n, readInto: out.subarray(at - offset, at - offset + n) }, this.#what('read', at, n));
+    if (length <= this.maxTransfer) await one(offset, length);
+    else await Promise.all(this.#pieces(offset, length, this.maxTransfer).map((p) => one(p.at, p.length)));
     return out;
   }
 
