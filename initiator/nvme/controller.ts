@@ -11,7 +11,7 @@
 // controller on any queue's error (docs/nvme.md "The rblk library as an
 // NVMe/TCP host").
 import { AdminOpcode, buildSqe, DISCOVERY_NQN, isSuccess, Property, propertyGetSqe, propertySetSqe } from '../../protocol/nvme/command.js';
-import { parseActiveNamespaceList, parseAnaLog, parseIdentifyController, parseIdentifyNamespace, type ControllerInfo, type NamespaceInfo } from '../../protocol/nvme/identify.js';
+import { parseActiveNamespaceList, parseAnaLog, parseIdentifyController, parseIdentifyNamespace, parseNamespaceDescriptors, type ControllerInfo, type NamespaceInfo } from '../../protocol/nvme/identify.js';
 import type { Digests } from '../../protocol/nvme/pdu.js';
 import { RblkError } from '../errors.js';
 import { ADMIN_IN_CAPSULE, describeStatus, NvmeQueue, type Command, type Completion } from './queue.js';
@@ -155,6 +155,11 @@ export class NvmeController {
 
   async namespace(nsid: number): Promise<NamespaceInfo> {
     return parseIdentifyNamespace(await this.identify(0x00, nsid));
+  }
+
+  /** The namespace's identifiers (CNS 03h); empty when the controller has no such list. */
+  async namespaceIds(nsid: number): Promise<ReturnType<typeof parseNamespaceDescriptors>> {
+    return parseNamespaceDescriptors(await this.identify(0x03, nsid));
   }
 
   async activeNamespaces(): Promise<number[]> {

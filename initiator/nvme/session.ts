@@ -338,7 +338,9 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
       const active = await this.admin('Identify active namespaces', (c) => c.activeNamespaces()).catch(() => []);
       throw new RblkError('INVALID', `namespace ${nsid} of ${this.subnqn} is not active for ${this.hostnqn} (active: ${active.join(', ') || 'none'})`);
     }
-    const v = new NvmeVolume(this, nsid, ns);
+    // Identifiers (CNS 03h) are optional for a controller to list: none is not an error.
+    const ids = await this.admin(`Identify Namespace ${nsid} descriptors`, (c) => c.namespaceIds(nsid), nsid).catch(() => ({}));
+    const v = new NvmeVolume(this, nsid, ns, ids);
     this.#volumes.add(v);
     return v;
   }

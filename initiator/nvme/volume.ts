@@ -36,6 +36,8 @@ export class NvmeVolume implements BlockDevice {
   readonly canDiscard: boolean;
   /** The namespace's NGUID (Identify Namespace 104-119), hex. */
   readonly nguid: string;
+  /** The namespace's UUID from its descriptor list (CNS 03h, NIDT 3h), when it has one. */
+  readonly uuid: string | null;
   #closed = false;
 
   /** @internal Built by NvmeSession.open. */
@@ -43,6 +45,7 @@ export class NvmeVolume implements BlockDevice {
     private readonly session: NvmeSession,
     nsid: number,
     ns: NamespaceInfo,
+    ids: { uuid?: string } = {},
   ) {
     this.nsid = nsid;
     this.name = `nsid${nsid}`;
@@ -51,6 +54,7 @@ export class NvmeVolume implements BlockDevice {
     this.readOnly = ns.writeProtected;
     this.canDiscard = ns.thin && ns.deallocatedReadsZeroes;
     this.nguid = ns.nguid;
+    this.uuid = ids.uuid ?? null;
   }
 
   get maxTransfer(): number {

@@ -402,3 +402,22 @@ export function parseDiscoveryLog(b: Buffer): { genctr: bigint; numrec: number; 
   }
   return { genctr, numrec, entries };
 }
+
+/** Namespace Identification Descriptor list (CNS 03h, Base 2.0 §5.17.2.3) decoded: NIDT 1h EUI-64, 2h NGUID, 3h UUID, 4h CSI; a zero NIDT ends it. */
+export function parseNamespaceDescriptors(b: Buffer): { eui64?: string; nguid?: string; uuid?: string; csi?: number } {
+  const out: { eui64?: string; nguid?: string; uuid?: string; csi?: number } = {};
+  for (let at = 0; at + 4 <= b.length; ) {
+    const nidt = b[at];
+    const nidl = b[at + 1];
+    if (nidt === 0 || at + 4 + nidl > b.length) break;
+    const nid = b.subarray(at + 4, at + 4 + nidl);
+    if (nidt === 1 && nidl === 8) out.eui64 = nid.toString('hex');
+    else if (nidt === 2 && nidl === 16) out.nguid = nid.toString('hex');
+    else if (nidt === 3 && nidl === 16) {
+      const h = nid.toString('hex');
+      out.uuid = `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+    } else if (nidt === 4 && nidl === 1) out.csi = nid[0];
+    at += 4 + nidl;
+  }
+  return out;
+}

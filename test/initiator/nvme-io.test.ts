@@ -35,6 +35,9 @@ test('write, read back and compare, in-capsule and by R2T, with the bytes in the
   t.is(vol.blockSize, 512);
   t.false(vol.readOnly);
   t.true(vol.canDiscard);
+  t.regex(vol.uuid ?? '', /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, 'the UUID from the descriptor list (CNS 03h)');
+  t.regex(vol.nguid, /^[0-9a-f]{32}$/);
+  t.not(vol.nguid, '0'.repeat(32));
   t.is(s.paths[0].ioQueues, 4, 'min(4, granted) I/O queues');
   const small = randomBytes(4096);
   const big = randomBytes(384 * 1024); // more than MDTS (128 KiB here): split into three commands, each by R2T
