@@ -7,6 +7,7 @@
 // namespace rejects with a RangeError before a command is sent, as Volume does.
 import { buildSqe, IoOpcode } from '../../protocol/nvme/command.js';
 import type { NamespaceInfo } from '../../protocol/nvme/identify.js';
+import { abortable } from '../abort.js';
 import type { BlockDevice } from '../block-device.js';
 import { asBuffer } from '../bytes.js';
 import { RblkError } from '../errors.js';
@@ -20,7 +21,17 @@ const MAX_DSM_RANGES = 256;
 /** A range's length field is 32 bits of blocks (NVM 1.0 Figure "Dataset Management – Range Definition"). */
 const MAX_DSM_BLOCKS = 0xffffffff;
 
-export interface NvmeWriteOptions {
+export interface NvmeIoOptions {
+  /**
+   * Aborting rejects at once with an AbortError, as for the SCSI Volume
+   * (docs/initiator.md "Cancelling I/O"): commands already sent run to their
+   * end and their completion is dropped, so an aborted write may still land;
+   * a buffer passed to read() is filled only if the read succeeds before the abort.
+   */
+  signal?: AbortSignal;
+}
+
+export interface NvmeWriteOptions extends NvmeIoOptions {
   /** Force Unit Access (CDW12 bit 30, NVM 1.0 §3.2.6): durable before it resolves. */
   fua?: boolean;
 }
@@ -95,11 +106,21 @@ export class NvmeVolume implements BlockDevice {
   }
 
   /** Reads length bytes at offset (or fills the given buffer from offset). */
-  async read(offset: number, target: number | Uint8Array): Promise<Buffer> {
+  async read(offset: number, target: number | Uint8Array, opts: NvmeIoOptions = {}): Promise<Buffer> {
     const into = typeof target === 'number' ? null : asBuffer(target, 'read: the second argument', 'a length, or a Buffer or Uint8Array to fill');
     const length = into === null ? (target as number) : into.length;
     this.#check('read', offset, length);
-    const out = into ?? Buffer.allocUnsafe(length);
+    const signal = opts.signal;
+    if (signal === undefined) return this.#read(offset, length, into ?? Buffer.allocUnsafe(length));
+    return abortable(signal, this.#what('read', offset, length), async () => {
+      const fresh = await this.#read(offset, length, Buffer.allocUnsafe(length));
+      if (into === null) return fresh;
+      if (!signal.aborted) fresh.copy(into);
+      return into;
+    });
+  }
+
+  async #read(offset: number, length: number, out: Buffer): Promise<Buffer> {
     // C2HData lands in `out` directly (queue.ts readInto): no copy after.
     const one = (at: number, n: number): Promise<Buffer | null> =>
       this.command({ sqe: this.#rw(IoOpcode.Read, at, n), readLength: n, readInto: out.subarray(at - offset, at - offset + n) }, this.#what('read', at, n));
@@ -108,8 +129,8 @@ export class NvmeVolume implements BlockDevice {
     return out;
   }
 
-  async readInto(offset: number, into: Buffer): Promise<void> {
-    await this.read(offset, into);
+  async readInto(offset: number, into: Uint8Array, opts: NvmeIoOptions = {}): Promise<void> {
+    await this.read(offset, into, opts);
   }
 
   /** Writes data at offset; with fua, each command is durable before it completes. */
@@ -118,23 +139,30 @@ export class NvmeVolume implements BlockDevice {
     this.#check('write', offset, buf.length);
     if (this.readOnly) throw new RblkError('WRITE_PROTECTED', `${this.#what('write', offset, buf.length)}: the namespace is write protected (NSATTR bit 0)`);
     const fua = opts.fua === true ? 1 << 30 : 0;
-    await Promise.all(
-      this.#pieces(offset, buf.length, this.maxTransfer).map((p) =>
-        this.command({ sqe: this.#rw(IoOpcode.Write, p.at, p.length, fua), write: buf.subarray(p.at - offset, p.at - offset + p.length) }, this.#what('write', p.at, p.length)),
-      ),
-    );
+    await abortable(opts.signal, this.#what('write', offset, buf.length), async () => {
+      await Promise.all(
+        this.#pieces(offset, buf.length, this.maxTransfer).map((p) =>
+          this.command({ sqe: this.#rw(IoOpcode.Write, p.at, p.length, fua), write: buf.subarray(p.at - offset, p.at - offset + p.length) }, this.#what('write', p.at, p.length)),
+        ),
+      );
+    });
   }
 
   /** Flush (NVM 1.0 §3.2.2): every completed write of this namespace durable. */
-  async flush(): Promise<void> {
+  async flush(opts: NvmeIoOptions = {}): Promise<void> {
     if (this.#closed) throw new RblkError('INVALID', `flush: namespace ${this.nsid} was closed`);
-    await this.command({ sqe: buildSqe({ opcode: IoOpcode.Flush, cid: 0, nsid: this.nsid }) }, `flush of namespace ${this.nsid}`);
+    const what = `flush of namespace ${this.nsid}`;
+    await abortable(opts.signal, what, () => this.command({ sqe: buildSqe({ opcode: IoOpcode.Flush, cid: 0, nsid: this.nsid }) }, what));
   }
 
   /** Dataset Management with AD (deallocate, NVM 1.0 §3.2.3): advisory; on a thin namespace the range then reads as zeroes. */
-  async discard(offset: number, length: number): Promise<void> {
+  async discard(offset: number, length: number, opts: NvmeIoOptions = {}): Promise<void> {
     this.#check('discard', offset, length);
     if (length === 0) return;
+    await abortable(opts.signal, this.#what('discard', offset, length), () => this.#discard(offset, length));
+  }
+
+  async #discard(offset: number, length: number): Promise<void> {
     const bs = this.blockSize;
     const ranges = this.#pieces(offset, length, MAX_DSM_BLOCKS * bs - ((MAX_DSM_BLOCKS * bs) % bs));
     for (let i = 0; i < ranges.length; i += MAX_DSM_RANGES) {
@@ -151,14 +179,16 @@ export class NvmeVolume implements BlockDevice {
   }
 
   /** Write Zeroes (NVM 1.0 §3.2.9); unmap sets DEAC (CDW12 bit 25), letting a thin namespace deallocate. */
-  async writeZeroes(offset: number, length: number, opts: { unmap?: boolean; fua?: boolean } = {}): Promise<void> {
+  async writeZeroes(offset: number, length: number, opts: NvmeIoOptions & { unmap?: boolean; fua?: boolean } = {}): Promise<void> {
     this.#check('writeZeroes', offset, length);
     const flags = (opts.unmap === true ? 1 << 25 : 0) | (opts.fua === true ? 1 << 30 : 0);
-    await Promise.all(
-      this.#pieces(offset, length, MAX_NLB * this.blockSize).map((p) =>
-        this.command({ sqe: this.#rw(IoOpcode.WriteZeroes, p.at, p.length, flags) }, this.#what('writeZeroes', p.at, p.length)),
-      ),
-    );
+    await abortable(opts.signal, this.#what('writeZeroes', offset, length), async () => {
+      await Promise.all(
+        this.#pieces(offset, length, MAX_NLB * this.blockSize).map((p) =>
+          this.command({ sqe: this.#rw(IoOpcode.WriteZeroes, p.at, p.length, flags) }, this.#what('writeZeroes', p.at, p.length)),
+        ),
+      );
+    });
   }
 
   /** Forgets the namespace; the session stays open. */

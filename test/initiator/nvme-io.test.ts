@@ -8,7 +8,7 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { openSync, readSync, closeSync } from 'node:fs';
-import { connect, connectNvme, RblkError, hasCode } from '../../initiator/index.js';
+import { connect, connectNvme, hasCode, type RblkError } from '../../initiator/index.js';
 import { buildSqe, IoOpcode } from '../../protocol/nvme/command.js';
 import { checkSuiteResources } from '../helpers/resources.js';
 import { startNvmeDaemon } from './helpers/nvme-daemon.js';
@@ -107,6 +107,14 @@ test('an LBA beyond the namespace: RangeError before sending, LBA_OUT_OF_RANGE f
   // The session goes on.
   t.is((await vol.read(0, 512)).length, 512);
   t.is(s.reconnects, 0);
+  // AbortSignal, as on the SCSI Volume: aborted before the call, nothing is sent.
+  const aborted = AbortSignal.abort();
+  await t.throwsAsync(vol.write(0, Buffer.alloc(512, 9), { signal: aborted }), { name: 'AbortError' });
+  await t.throwsAsync(vol.flush({ signal: aborted }), { name: 'AbortError' });
+  t.true((await vol.read(0, 512)).equals(Buffer.alloc(512)), 'the aborted write was never sent');
+  const into = Buffer.alloc(512, 1);
+  await vol.read(0, into, { signal: new AbortController().signal });
+  t.true(into.equals(Buffer.alloc(512)), 'a read with a live signal fills the buffer');
 });
 
 test('an unknown namespace, a volume name and a wrong subsystem are refused with typed errors', async (t) => {
