@@ -75,7 +75,8 @@ interface Pending {
   readonly reject: (e: Error) => void;
   data: Buffer | null;
   received: number;
-  readonly timer: NodeJS.Timeout | null;
+  /** When it was sent (performance.now()), for the command timeout's sweep. */
+  readonly sent: number;
 }
 
 function timeoutError(what: string, ms: number): RblkError {
@@ -99,6 +100,8 @@ export class NvmeQueue {
   #digests: Digests = { header: false, data: false };
   #onLost: ((e: QueueLostError) => void) | null = null;
   #icResp: ((pdu: Buffer) => void) | null = null;
+  /** One sweep for the command timeout rather than a timer per command (a timer per I/O costs more than the I/O's framing). */
+  #sweep: NodeJS.Timeout | null = null;
   /** Resolves when the queue is lost or closed, whoever asked for it. */
   readonly #whenLost: Promise<QueueLostError>;
   #resolveLost!: (e: QueueLostError) => void;
@@ -113,6 +116,20 @@ export class NvmeQueue {
     socket.on('data', (d: Buffer) => this.#onData(d));
     socket.on('error', (e) => this.#lose(`connection error: ${e.message}`));
     socket.on('close', () => this.#lose('connection closed by the controller'));
+    const ms = o.commandTimeoutMs;
+    // The admin queue has no sweep: Keep Alive and submitWithin's deadlines watch it.
+    if (ms > 0 && o.qid !== 0) {
+      this.#sweep = setInterval(() => this.#expire(ms), Math.max(10, Math.min(1000, Math.floor(ms / 4))));
+      this.#sweep.unref();
+    }
+  }
+
+  /** The queue is lost if its oldest command has gone unanswered for commandTimeoutMs (as a Linux host resets the controller). */
+  #expire(ms: number): void {
+    const now = performance.now();
+    for (const p of this.#pending.values()) {
+      if (now - p.sent >= ms) return this.#lose(`command ${p.cid} (opcode ${p.cmd.sqe[0]}) unanswered for ${ms} ms`);
+    }
   }
 
   /** TCP connect, ICReq/ICResp, Fabrics Connect: a queue ready for commands, or a typed error. */
@@ -198,9 +215,7 @@ export class NvmeQueue {
       sqe[39] = SglId.TransportData;
     }
     return new Promise<Completion>((resolve, reject) => {
-      const ms = this.o.commandTimeoutMs;
-      const timer = ms > 0 && this.qid !== 0 ? setTimeout(() => this.#lose(`command ${cid} (opcode ${sqe[0]}) unanswered for ${ms} ms`), ms) : null;
-      const p: Pending = { cid, cmd, resolve, reject, data: null, received: 0, timer };
+      const p: Pending = { cid, cmd, resolve, reject, data: null, received: 0, sent: performance.now() };
       if ((cmd.readLength ?? 0) > 0) p.data = cmd.readInto !== undefined && cmd.readInto.length === cmd.readLength ? cmd.readInto : Buffer.allocUnsafe(cmd.readLength!);
       this.#pending.set(cid, p);
       const capsule = Buffer.alloc(HLEN[PduType.CapsuleCmd]);
@@ -237,12 +252,10 @@ export class NvmeQueue {
     if (this.#lost) return;
     this.#lost = new QueueLostError(`NVMe/TCP queue ${this.qid} at ${this.o.address}:${this.o.port}: ${why}`);
     this.socket.destroy();
+    if (this.#sweep) clearInterval(this.#sweep);
     this.#chunks = [];
     this.#have = 0;
-    for (const p of this.#pending.values()) {
-      if (p.timer) clearTimeout(p.timer);
-      p.reject(this.#lost);
-    }
+    for (const p of this.#pending.values()) p.reject(this.#lost);
     this.#pending.clear();
     for (const w of this.#waiting.splice(0)) w();
     this.#resolveLost(this.#lost);
@@ -416,7 +429,6 @@ export class NvmeQueue {
 
   #finish(p: Pending, c: Completion): void {
     this.#pending.delete(p.cid);
-    if (p.timer) clearTimeout(p.timer);
     this.#waiting.shift()?.();
     p.resolve(c);
   }

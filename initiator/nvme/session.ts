@@ -288,8 +288,12 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
       try {
         done = await c.pick().submit(cmd);
       } catch (e) {
-        if (e instanceof QueueLostError) continue;
-        throw e;
+        if (!(e instanceof QueueLostError)) throw e;
+        // A controller that keeps coming back but never answers this command (a hung store) must not hold it forever.
+        if (Date.now() - since > this.#o.lossMs) {
+          throw new RblkError('TIMEOUT', `${what}: not completed within ${this.#o.lossMs} ms (timeouts.lossMs) over ${attempt + 1} attempts; last: ${e.why}`, { cause: e });
+        }
+        continue;
       }
       if (isSuccess(done.status)) return done;
       lastStatus = done.status;
