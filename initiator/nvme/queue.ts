@@ -197,7 +197,8 @@ export class NvmeQueue {
   async submit(cmd: Command): Promise<Completion> {
     while (this.#pending.size >= this.depth && this.#lost === null) await new Promise<void>((r) => this.#waiting.push(r));
     if (this.#lost) throw this.#lost;
-    do this.#nextCid = (this.#nextCid + 1) & 0xffff;
+    // CIDs 0-FFFEh: FFFFh means "no command" in the error log and Abort (Base 2.0 §5.16.1.2).
+    do this.#nextCid = (this.#nextCid + 1) % 0xffff;
     while (this.#pending.has(this.#nextCid));
     const cid = this.#nextCid;
     const sqe = Buffer.from(cmd.sqe);
