@@ -93,3 +93,112 @@ test('a PDU type no controller sends, a C2HTermReq, a closed connection, silence
   t.true(hasCode(e4, 'LOGIN_FAILED'));
   t.regex(e4!.message, /no Connect within 300 ms/);
 });
+
+/** A controller that takes the ICReq and the Connect, then answers the next capsule with `bad` (given the capsule's CID). */
+async function connectedFake(t: import('ava').ExecutionContext, bad: (cid: number) => Buffer): Promise<{ port: number; after: Buffer[] }> {
+  let stage = 0;
+  let pending = Buffer.alloc(0);
+  const f = await fake(t, (_, s) => {
+    s.write(icResp());
+    s.on('data', (d: Buffer) => {
+      pending = Buffer.concat([pending, d]);
+      // CapsuleCmd PDUs: PLEN at bytes 4-7; the CID at SQE bytes 2-3 (PDU bytes 10-11).
+      while (pending.length >= 8 && pending.length >= pending.readUInt32LE(4)) {
+        const plen = pending.readUInt32LE(4);
+        const pdu = pending.subarray(0, plen);
+        pending = pending.subarray(plen);
+        if (pdu[0] !== 0x04) continue;
+        const cid = pdu.readUInt16LE(10);
+        if (stage++ === 0) {
+          // The Connect's CapsuleResp: success, DW0 = CNTLID 1.
+          const r = Buffer.alloc(24);
+          r[0] = 0x05;
+          r[2] = 24;
+          r.writeUInt32LE(24, 4);
+          r.writeUInt32LE(1, 8);
+          r.writeUInt16LE(cid, 20);
+          s.write(r);
+        } else s.write(bad(cid));
+      }
+    });
+  });
+  return f;
+}
+
+test('mid-session: C2HData outside its command, a CapsuleResp for a CID not outstanding, an R2T for a read: the queue is lost with a reason and an H2CTermReq', async (t) => {
+  const { NvmeQueue, QueueLostError } = await import('../../initiator/nvme/queue.js');
+  const { buildSqe } = await import('../../protocol/nvme/command.js');
+  const cases: [string, (cid: number) => Buffer, RegExp, number][] = [
+    [
+      'C2HData past the end',
+      (cid) => {
+        const h = Buffer.alloc(24 + 8);
+        h[0] = 0x07;
+        h[1] = 0x04;
+        h[2] = 24;
+        h[3] = 24;
+        h.writeUInt32LE(32, 4);
+        h.writeUInt16LE(cid, 8);
+        h.writeUInt32LE(4096, 12); // DATAO beyond a 512-byte read
+        h.writeUInt32LE(8, 16);
+        return h;
+      },
+      /C2HData at 4096\+8/,
+      0x04,
+    ],
+    [
+      'CapsuleResp for another CID',
+      (cid) => {
+        const r = Buffer.alloc(24);
+        r[0] = 0x05;
+        r[2] = 24;
+        r.writeUInt32LE(24, 4);
+        r.writeUInt16LE(cid + 100, 20);
+        return r;
+      },
+      /CapsuleResp for CID \d+, which is not outstanding/,
+      0x01,
+    ],
+    [
+      'an R2T for a read',
+      (cid) => {
+        const r = Buffer.alloc(24);
+        r[0] = 0x09;
+        r[2] = 24;
+        r.writeUInt32LE(24, 4);
+        r.writeUInt16LE(cid, 8);
+        r.writeUInt32LE(512, 16);
+        return r;
+      },
+      /R2T for CID \d+, which writes nothing outstanding/,
+      0x01,
+    ],
+  ];
+  for (const [what, bad, why, fes] of cases) {
+    const f = await connectedFake(t, bad);
+    const q = await NvmeQueue.open({
+      address: '127.0.0.1',
+      port: f.port,
+      qid: 1,
+      size: 8,
+      digests: { header: false, data: false },
+      hostnqn: 'nqn.2014-08.org.nvmexpress:uuid:test',
+      hostid: Buffer.alloc(16, 1),
+      subnqn: 'nqn.2026-12.io.rblk:fake',
+      cntlid: 1,
+      kato: 0,
+      inCapsule: 4096,
+      connectTimeoutMs: 3000,
+      commandTimeoutMs: 0,
+    });
+    const e = await t.throwsAsync(q.submit({ sqe: buildSqe({ opcode: 0x02, cid: 0, nsid: 1, cdw: { 12: 0 } }), readLength: 512 }), undefined, what);
+    t.true(e instanceof QueueLostError, what);
+    t.regex(e!.message, why, what);
+    t.true(q.lost);
+    for (let i = 0; i < 250 && !Buffer.concat(f.after).includes(Buffer.from([0x02, 0x00, 24])); i++) await new Promise((r) => setTimeout(r, 20));
+    const sent = Buffer.concat(f.after);
+    const at = sent.indexOf(Buffer.from([0x02, 0x00, 24]));
+    t.true(at >= 0, `${what}: an H2CTermReq was sent`);
+    t.is(sent.readUInt16LE(at + 8), fes, `${what}: FES`);
+  }
+});
