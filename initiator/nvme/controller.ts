@@ -34,6 +34,8 @@ export interface ControllerOptions {
   kato: number;
   connectTimeoutMs: number;
   commandTimeoutMs: number;
+  /** Connect the I/O queues with SQ flow control disabled (queue.ts disableSqFlowControl). */
+  disableSqFlowControl?: boolean;
 }
 
 /** ANA states (Base 2.0 §8.20.3). */
@@ -72,7 +74,7 @@ export class NvmeController {
 
   /** Brings the controller up with its I/O queues; rejects with a typed error and leaves nothing open. */
   static async open(o: ControllerOptions): Promise<NvmeController> {
-    const admin = await NvmeQueue.open({ ...o, qid: 0, size: ADMIN_QUEUE_SIZE, cntlid: 0xffff, inCapsule: ADMIN_IN_CAPSULE });
+    const admin = await NvmeQueue.open({ ...o, qid: 0, size: ADMIN_QUEUE_SIZE, cntlid: 0xffff, inCapsule: ADMIN_IN_CAPSULE, disableSqFlowControl: false });
     const c = new NvmeController(o, admin);
     try {
       await c.#enable();

@@ -66,6 +66,12 @@ export interface QueueOptions {
   connectTimeoutMs: number;
   /** A command unanswered this long loses the queue (0: never). */
   commandTimeoutMs: number;
+  /**
+   * Ask the controller to disable SQ flow control (Connect CATTR bit 2,
+   * NVMe-oF 1.1 §3.3; TCP 1.0 §3.3.2): a successful read then completes by
+   * the SUCCESS flag of its last C2HData, without a CapsuleResp.
+   */
+  disableSqFlowControl?: boolean;
 }
 
 interface Pending {
@@ -91,6 +97,8 @@ export class NvmeQueue {
   maxH2CData = 0;
   /** Set from the Connect completion (DW0 bits 15:0). */
   cntlid = 0xffff;
+  /** Commands completed by a C2HData SUCCESS flag rather than a CapsuleResp. */
+  bySuccessFlag = 0;
   #lost: QueueLostError | null = null;
   #chunks: Buffer[] = [];
   #have = 0;
@@ -142,7 +150,7 @@ export class NvmeQueue {
       failed.catch(() => undefined);
       await Promise.race([new Promise<void>((resolve) => socket.once('connect', resolve)), failed]);
       await Promise.race([q.#initialize(), failed]);
-      const sqe = connectSqe({ cid: 0, qid: o.qid, sqsize: o.size - 1, kato: o.qid === 0 ? o.kato : 0 });
+      const sqe = connectSqe({ cid: 0, qid: o.qid, sqsize: o.size - 1, kato: o.qid === 0 ? o.kato : 0, cattr: o.disableSqFlowControl === true ? 1 << 2 : 0 });
       const c = await q.submit({ sqe, write: connectData({ hostid: o.hostid, cntlid: o.cntlid, subnqn: o.subnqn, hostnqn: o.hostnqn }) });
       if (!isSuccess(c.status)) {
         q.close('Connect refused');
@@ -402,6 +410,7 @@ export class NvmeQueue {
         this.#fatal(Fes.InvalidHeaderField, 1, `C2HData SUCCESS for CID ${cccid} before all its data`, pdu.subarray(0, 24));
         return;
       }
+      this.bySuccessFlag++;
       this.#finish(p, { status: { sct: 0, sc: 0 }, dw0: 0, dw1: 0, data: p.data });
     }
   }

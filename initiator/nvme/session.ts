@@ -38,6 +38,14 @@ export interface NvmeConnectOptions {
   kato?: number;
   timeouts?: { commandMs?: number; lossMs?: number; connectMs?: number };
   reconnect?: { initialDelayMs?: number; maxDelayMs?: number };
+  /**
+   * Connect the I/O queues with SQ flow control disabled (CATTR bit 2,
+   * NVMe-oF 1.1 §3.3): a successful read completes by its last C2HData's
+   * SUCCESS flag, one PDU fewer. Off unless asked (`?sqflow=off`): a
+   * controller that cannot do it may refuse the Connect; rblkd can (its
+   * discovery entries' TREQ bit 2).
+   */
+  disableSqFlowControl?: boolean;
 }
 
 export const NVME_DEFAULTS = { queues: 4, queueDepth: 32, maxIo: 1 << 20, kato: 10_000, commandMs: 30_000, lossMs: 30_000, connectMs: 10_000, reconnectInitialMs: 100, reconnectMaxMs: 1000 } as const;
@@ -53,6 +61,8 @@ export interface NvmePathInfo {
   /** ANA state per NSID (1 Optimized, 2 Non-Optimized, 3 Inaccessible ...), when the controller reports ANA. */
   ana: Record<number, number>;
   lastError: string | null;
+  /** Reads its I/O queues completed by the last C2HData's SUCCESS flag (SQ flow control disabled). */
+  completedBySuccessFlag: number;
 }
 
 export interface NvmeSessionEvents {
@@ -75,7 +85,7 @@ class Path {
 
   info(): NvmePathInfo {
     const c = this.controller;
-    return { address: this.address, port: this.port, state: this.state, cntlid: c?.cntlid ?? null, ioQueues: c?.io.length ?? 0, ana: Object.fromEntries(c?.ana ?? []), lastError: this.lastError };
+    return { address: this.address, port: this.port, state: this.state, cntlid: c?.cntlid ?? null, ioQueues: c?.io.length ?? 0, ana: Object.fromEntries(c?.ana ?? []), lastError: this.lastError, completedBySuccessFlag: c?.io.reduce((n, q) => n + q.bySuccessFlag, 0) ?? 0 };
   }
 }
 
@@ -100,6 +110,7 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
   readonly #paths: Path[];
   readonly #o: { -readonly [K in keyof typeof NVME_DEFAULTS]: number } & { digests: { header: boolean; data: boolean } };
   #closed = false;
+  readonly #sqfcOff: boolean;
   /** When the last live path went down; null while one is live. */
   #downSince: number | null = null;
   #lastCause = 'not connected yet';
@@ -132,6 +143,7 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
       reconnectMaxMs: num('reconnect.maxDelayMs', r.maxDelayMs, NVME_DEFAULTS.reconnectMaxMs, 1, 86_400_000),
       digests: { header: o.digests?.header ?? u.digests.header, data: o.digests?.data ?? u.digests.data },
     };
+    this.#sqfcOff = o.disableSqFlowControl ?? u.disableSqFlowControl ?? false;
     this.#paths = u.paths.map((p) => new Path(p.address, p.port));
   }
 
@@ -183,6 +195,7 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
         kato: this.#o.kato,
         connectTimeoutMs: this.#o.connectMs,
         commandTimeoutMs: this.#o.commandMs,
+        disableSqFlowControl: this.#sqfcOff,
       });
       if (this.#closed) {
         c.close();

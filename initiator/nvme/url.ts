@@ -1,4 +1,4 @@
-// nvme+tcp URLs: nvme+tcp://host[:port][,host2[:port]...]/<subsystem NQN>[?hostnqn=...&digest=header,data&queues=N]
+// nvme+tcp URLs: nvme+tcp://host[:port][,host2[:port]...]/<subsystem NQN>[?hostnqn=...&digest=header,data&queues=N&sqflow=off]
 // Several comma-separated addresses are several paths to one subsystem, in
 // order of preference (docs/nvme.md "The rblk library as an NVMe/TCP host").
 // As for rblk:// URLs (initiator/url.ts), a URL carries no secret.
@@ -16,6 +16,8 @@ export interface NvmeUrl {
   hostnqn?: string;
   digests: { header: boolean; data: boolean };
   queues?: number;
+  /** `sqflow=off`: SQ flow control disabled on the I/O queues (session.ts). */
+  disableSqFlowControl?: boolean;
 }
 
 export function isNvmeUrl(text: string): boolean {
@@ -57,7 +59,10 @@ export function parseNvmeUrl(text: string): NvmeUrl {
       const n = Number(v);
       if (!Number.isInteger(n) || n < 1 || n > 64) throw new RangeError(`queues ${v} is not an integer in 1..64`);
       out.queues = n;
-    } else throw new RangeError(`"${text}": unknown parameter "${k}" (known: hostnqn, digest, queues)`);
+    } else if (k === 'sqflow') {
+      if (v !== 'on' && v !== 'off') throw new RangeError(`sqflow ${v}: on or off`);
+      out.disableSqFlowControl = v === 'off';
+    } else throw new RangeError(`"${text}": unknown parameter "${k}" (known: hostnqn, digest, queues, sqflow)`);
   }
   return out;
 }

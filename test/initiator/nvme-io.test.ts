@@ -68,6 +68,22 @@ test('FUA writes and Flush complete, and the data is on the file after them', as
   await vol.flush();
   t.true(fileBytes(dmn.file, 0, more.length).equals(more));
   t.true((await vol.read(8192, data.length)).equals(data), 'read back with header and data digests');
+  t.is(s.paths[0].completedBySuccessFlag, 0, 'SQ flow control on: every command has its CapsuleResp');
+});
+
+test('SQ flow control disabled (?sqflow=off): reads complete by the C2HData SUCCESS flag, with and without digests', async (t) => {
+  const dmn = await startNvmeDaemon(t);
+  for (const q of ['?sqflow=off', '?sqflow=off&digest=header,data']) {
+    const s = await connectNvme(dmn.url(q));
+    const vol = await s.open(1);
+    const data = randomBytes(192 * 1024);
+    await vol.write(0, data);
+    t.true((await vol.read(0, data.length)).equals(data), q);
+    t.true((await vol.read(4096, 4096)).equals(data.subarray(4096, 8192)), q);
+    t.true(s.paths[0].completedBySuccessFlag >= 3, `${q}: reads completed by SUCCESS (${s.paths[0].completedBySuccessFlag})`);
+    await vol.flush();
+    await s.close();
+  }
 });
 
 test('discard (Dataset Management deallocate) and writeZeroes read back as zeroes on a thin file', async (t) => {

@@ -13,6 +13,8 @@ test('one address, the default port, digests and host NQN', (t) => {
   t.is(u.hostnqn, 'nqn.2014-08.org.nvmexpress:uuid:x');
   t.is(u.queues, 2);
   t.is(u.paths[0].port, 4421);
+  t.true(parseNvmeUrl(`nvme+tcp://h/${NQN}?sqflow=off`).disableSqFlowControl);
+  t.false(parseNvmeUrl(`nvme+tcp://h/${NQN}?sqflow=on`).disableSqFlowControl);
 });
 
 test('several paths, IPv6 in brackets, and no path: the discovery NQN', (t) => {
@@ -38,6 +40,7 @@ test('refused: not an NQN, a user, an unknown parameter, a bad port or digest, a
     `nvme+tcp://h,,g/${NQN}`,
     `nvme+tcp://h/${NQN}/more`,
     `nvme+tcp://h/${NQN}?queues=0`,
+    `nvme+tcp://h/${NQN}?sqflow=maybe`,
     'rblk://h/vol',
   ]) {
     t.throws(() => parseNvmeUrl(bad), { instanceOf: RangeError }, bad);
