@@ -209,27 +209,25 @@ export class NvmeQueue {
     do this.#nextCid = (this.#nextCid + 1) % 0xffff;
     while (this.#pending.has(this.#nextCid));
     const cid = this.#nextCid;
-    const sqe = Buffer.from(cmd.sqe);
-    sqe.writeUInt16LE(cid, 2);
+    // The CapsuleCmd (§3.6.2.6): the SQE at bytes 8-71, its CID (SQE bytes 2-3) and SGL1 (SQE bytes 24-39) set here.
+    const capsule = Buffer.allocUnsafe(HLEN[PduType.CapsuleCmd]);
+    capsule.fill(0, 0, 8);
+    capsule[0] = PduType.CapsuleCmd;
+    cmd.sqe.copy(capsule, 8, 0, 64);
+    capsule.writeUInt16LE(cid, 8 + 2);
     const w = cmd.write;
+    const readLength = cmd.readLength ?? 0;
     const inCapsule = w !== undefined && w.length > 0 && w.length <= this.o.inCapsule;
-    if (w !== undefined && w.length > 0) {
-      // SGL1 (Base 2.0 §4.3.2; TCP 1.0 §3.3.1): in-capsule Data Block at offset 0, or a Transport Data Block moved by R2T/H2CData.
-      sqe.writeBigUInt64LE(0n, 24);
-      sqe.writeUInt32LE(w.length, 32);
-      sqe[39] = inCapsule ? SglId.InCapsule : SglId.TransportData;
-    } else if ((cmd.readLength ?? 0) > 0) {
-      sqe.writeBigUInt64LE(0n, 24);
-      sqe.writeUInt32LE(cmd.readLength!, 32);
-      sqe[39] = SglId.TransportData;
+    if ((w !== undefined && w.length > 0) || readLength > 0) {
+      // SGL1 (Base 2.0 §4.3.2; TCP 1.0 §3.3.1): in-capsule Data Block at offset 0, or a Transport Data Block moved by R2T/H2CData or C2HData.
+      capsule.fill(0, 8 + 24, 8 + 32);
+      capsule.writeUInt32LE(w !== undefined && w.length > 0 ? w.length : readLength, 8 + 32);
+      capsule[8 + 39] = inCapsule ? SglId.InCapsule : SglId.TransportData;
     }
     return new Promise<Completion>((resolve, reject) => {
       const p: Pending = { cid, cmd, resolve, reject, data: null, received: 0, sent: performance.now() };
-      if ((cmd.readLength ?? 0) > 0) p.data = cmd.readInto !== undefined && cmd.readInto.length === cmd.readLength ? cmd.readInto : Buffer.allocUnsafe(cmd.readLength!);
+      if (readLength > 0) p.data = cmd.readInto !== undefined && cmd.readInto.length === readLength ? cmd.readInto : Buffer.allocUnsafe(readLength);
       this.#pending.set(cid, p);
-      const capsule = Buffer.alloc(HLEN[PduType.CapsuleCmd]);
-      capsule[0] = PduType.CapsuleCmd;
-      sqe.copy(capsule, 8, 0, 64);
       this.#send(framePdu(capsule, inCapsule ? w : null, this.#digests));
     });
   }

@@ -296,7 +296,8 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
     let lastStatus: NvmeStatus | null = null;
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) this.reissued++;
-      const c = await this.#controllerFor(nsid, what, since);
+      // The usual case, a controller ready now, without the wait's extra promise.
+      const c = (!this.#closed && this.#choose(nsid)) || (await this.#controllerFor(nsid, what, since));
       let done: Completion;
       try {
         done = await c.pick().submit(cmd);

@@ -91,7 +91,15 @@ export class NvmeVolume implements BlockDevice {
   #rw(opcode: number, offset: number, length: number, cdw12Flags = 0): Buffer {
     const lba = offset / this.blockSize;
     const nlb = length / this.blockSize - 1;
-    return buildSqe({ opcode, cid: 0, nsid: this.nsid, cdw: { 10: lba % 2 ** 32, 11: Math.floor(lba / 2 ** 32), 12: (nlb & 0xffff) | cdw12Flags } });
+    // Written directly rather than through buildSqe: this runs once per I/O. PSDT 10b (SGL, NVMe-oF 1.1 §2.1); the queue sets CID and SGL1.
+    const b = Buffer.alloc(64);
+    b[0] = opcode;
+    b[1] = 0x80;
+    b.writeUInt32LE(this.nsid, 4);
+    b.writeUInt32LE(lba % 2 ** 32, 40);
+    b.writeUInt32LE(Math.floor(lba / 2 ** 32), 44);
+    b.writeUInt32LE(((nlb & 0xffff) | cdw12Flags) >>> 0, 48);
+    return b;
   }
 
   #pieces(offset: number, length: number, max: number): { at: number; length: number }[] {
