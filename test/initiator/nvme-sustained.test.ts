@@ -17,6 +17,7 @@ test.serial(`${SECONDS} s of QD8 random 4K read/write with verify: zero errors, 
   const dmn = await startNvmeDaemon(t, { size: '64MiB' });
   // A warm-up session first: what rblkd starts once on first I/O (libuv's thread pool) belongs to the baseline.
   const warm = await connectNvme(dmn.url());
+  t.teardown(() => warm.close());
   const wv = await warm.open(1);
   await Promise.all(Array.from({ length: 16 }, (_, i) => wv.write(i * 4096, Buffer.alloc(4096)).then(() => wv.read(i * 4096, 4096))));
   await warm.close();
