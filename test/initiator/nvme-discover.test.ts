@@ -30,6 +30,16 @@ test('the discovery log lists the listener and the subsystem, from the library a
   const parsed = JSON.parse(j.out) as { entries: { subnqn: string; url: string }[] };
   t.deepEqual(parsed.entries.map((x) => [x.subnqn, x.url]), [[NQN, dmn.url()]]);
 
+  // With the subsystem in the path: its namespaces.
+  const ns = await rblk(['discover', dmn.url()]);
+  t.is(ns.code, 0, ns.stderr);
+  const nsLines = ns.out.trimEnd().split('\n');
+  t.regex(nsLines[0], /^NSID\s+SIZE\s+BLOCK\s+ACCESS\s+THIN\s+NGUID$/);
+  t.deepEqual(nsLines[1].split(/\s{2,}/).slice(0, 5), ['1', '16 MiB', '512', 'rw', 'yes']);
+  const nsJson = JSON.parse((await rblk(['discover', dmn.url(), '--json'])).out) as { subsystem: string; namespaces: { nsid: number; size: number }[] };
+  t.is(nsJson.subsystem, NQN);
+  t.deepEqual(nsJson.namespaces.map((n) => [n.nsid, n.size]), [[1, 16 << 20]]);
+
   const bad = await rblk(['discover', 'nvme+tcp://127.0.0.1:1/not-an-nqn']);
   t.not(bad.code, 0);
   t.regex(bad.stderr, /not an NQN/);

@@ -3,6 +3,7 @@
 // `rblk discover nvme+tcp://HOST[:PORT]`: the NVMe-oF Discovery Log Page
 // (NVMe-oF 1.1 §5.4) of the discovery controller there, one entry a line;
 // without a port, 8009 (the discovery port, TCP 1.0 §3.2) and then 4420.
+// With a subsystem NQN in the path: that subsystem's namespaces.
 import type { Argv } from 'yargs';
 import type { VolumeInfo } from '../../discovery.js';
 import { json, table } from '../output.js';
@@ -21,6 +22,8 @@ async function discoverNvmeCommand(text: string, asJson: boolean, connectMs: num
   } catch (e) {
     throw new UsageError(e instanceof Error ? e.message : String(e));
   }
+  const { DISCOVERY_NQN } = await import('../../../protocol/nvme/command.js');
+  if (u.subnqn !== DISCOVERY_NQN) return listNamespaces(text, asJson, connectMs);
   const id = defaultHostIdentity();
   const hostnqn = u.hostnqn ?? id.hostnqn;
   const { address } = u.paths[0];
@@ -62,6 +65,29 @@ function volumeUrl(base: string, provider: string | undefined, name: string): st
   return `rblk://${hostPort(u)}/${encodeURIComponent(name)}${q === undefined ? '' : `?provider=${encodeURIComponent(q)}`}`;
 }
 
+/** `discover nvme+tcp://HOST[:PORT]/<NQN>`: the subsystem's active namespaces (Identify CNS 02h, 00h), one a line. */
+async function listNamespaces(url: string, asJson: boolean, connectMs: number | undefined): Promise<void> {
+  const { NvmeSession } = await import('../../nvme/session.js');
+  const s = await NvmeSession.open(url, { queues: 1, timeouts: connectMs === undefined ? {} : { connectMs } });
+  let list;
+  try {
+    list = await s.namespaces();
+  } finally {
+    await s.close();
+  }
+  if (asJson) {
+    process.stdout.write(json({ subsystem: s.subnqn, host: s.hostnqn, namespaces: list.map((n) => ({ nsid: n.nsid, size: n.blocks * n.blockSize, blockSize: n.blockSize, readOnly: n.writeProtected, thin: n.thin, nguid: n.nguid, anaGroup: n.anaGroup })) }));
+    return;
+  }
+  if (list.length === 0) {
+    process.stdout.write(`no namespaces of ${s.subnqn} for ${s.hostnqn}\n`);
+    return;
+  }
+  const rows = [['NSID', 'SIZE', 'BLOCK', 'ACCESS', 'THIN', 'NGUID']];
+  for (const n of list) rows.push([String(n.nsid), formatBytes(n.blocks * n.blockSize), String(n.blockSize), n.writeProtected ? 'ro' : 'rw', n.thin ? 'yes' : 'no', n.nguid]);
+  process.stdout.write(table(rows));
+}
+
 export function discoverCommand<T>(y: Argv<T>): Argv<T> {
   return y.command(
     VERBS.discover.command,
@@ -73,7 +99,8 @@ export function discoverCommand<T>(y: Argv<T>): Argv<T> {
         .option('json', { type: 'boolean', default: false, describe: 'print one JSON object' })
         .example('$0 discover 10.0.0.5', 'volumes at 10.0.0.5:7471')
         .example('$0 discover 127.0.0.1:7471 --provider tcp --json', '')
-        .example('$0 discover nvme+tcp://10.0.0.5:4420', 'the NVMe-oF discovery log at 10.0.0.5:4420'),
+        .example('$0 discover nvme+tcp://10.0.0.5:4420', 'the NVMe-oF discovery log at 10.0.0.5:4420')
+        .example('$0 discover nvme+tcp://10.0.0.5:4420/nqn.2026-11.com.example:disks', "that subsystem's namespaces"),
     async (a) => {
       if (/^nvme\+tcp:\/\//i.test(a.host)) {
         await discoverNvmeCommand(a.host, a.json, connectOptions(a).timeouts?.connectMs);
