@@ -13,6 +13,7 @@ import { ControlError, controlRequest } from '../target/daemon/control-client.js
 import type { ControlCommand } from '../target/daemon/control-server.js';
 import type { ReloadResult } from '../target/daemon/reload-result.js';
 import type { SessionInfo } from '../target/connection/environment.js';
+import type { NewVolume, VolumeEdit } from '../config/volume-files.js';
 
 const EX_USAGE = 64;
 /** How long `--copy` waits for its answer: a day, as long as copying a volume may take. */
@@ -28,6 +29,8 @@ interface CtlArgs {
   json: boolean;
   /** reload --force: remove volumes that sessions can still see. */
   force: boolean;
+  /** create, resize, delete: the drop-in file change, then a reload (config/volume-files.ts, loaded only for these). */
+  edit?: (vf: typeof import('../config/volume-files.js')) => VolumeEdit;
 }
 
 /** --socket, else control.socket from the config file (if it can be read), else the default path. */
@@ -98,7 +101,7 @@ function text(verb: ControlCommand, result: unknown): string {
       return table([['ID', 'INITIATOR', 'PEER', 'PROVIDER', 'CREDITS', 'IN-FLIGHT', 'COMMANDS', 'READ', 'WRITTEN', 'NATIVE', 'NATIVE-CMDS', 'SINCE'], ...rows]) + why.map((l) => `${l}\n`).join('');
     }
     case 'volumes': {
-      const vols = result as { name: string; lun: number; size: number; backend: string; path: string | null; engine: string | null; readOnly: boolean; counters: Counters }[];
+      const vols = result as { name: string; lun: number; size: number; backend: string; path: string | null; engine: string | null; readOnly: boolean; counters: Counters; qos?: QosInfo }[];
       if (vols.length === 0) return 'no volumes\n';
       const rows = vols.map((v) => {
         const c = v.counters;
@@ -117,7 +120,9 @@ function text(verb: ControlCommand, result: unknown): string {
           String(errors),
         ];
       });
-      return table([['NAME', 'LUN', 'SIZE', 'BACKEND', 'ENGINE', 'READS', 'READ', 'WRITES', 'WRITTEN', 'FLUSHES', 'ERRORS'], ...rows]);
+      // QoS (docs/operations.md "QoS limits"), under the table, for the volumes that have limits.
+      const qos = vols.flatMap((v) => (v.qos !== undefined && (Object.keys(v.qos.limits).length > 0 || v.qos.initiators.length > 0) ? [qosLine(v.name, v.qos)] : []));
+      return table([['NAME', 'LUN', 'SIZE', 'BACKEND', 'ENGINE', 'READS', 'READ', 'WRITES', 'WRITTEN', 'FLUSHES', 'ERRORS'], ...rows]) + qos.map((l) => `${l}\n`).join('');
     }
     case 'kick': {
       const r = result as { kicked: string; initiator: string | null; peer: string };
@@ -160,9 +165,39 @@ function text(verb: ControlCommand, result: unknown): string {
   }
 }
 
-const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone'] as const;
-const OPTIONS = ['json', 'socket', 'config', 'force', 'copy', 'help'] as const;
-const VALUED = ['--socket', '--config'];
+interface QosInfo {
+  limits: Record<string, number>;
+  burstMs: number;
+  initiators: { initiator: string; limits: Record<string, number> }[];
+  throttledCommands: number;
+  throttledSeconds: number;
+  rates: { seconds: number; iops: number; readIops: number; writeIops: number; bps: number; readBps: number; writeBps: number };
+}
+
+/** One volume's limits, what it runs at now and what waited: `NAME: qos iops 1000, burst 100 ms; now 998 IOPS ...`. */
+function qosLine(name: string, q: QosInfo): string {
+  const limit = (l: Record<string, number>): string =>
+    Object.entries(l)
+      .map(([k, v]) => (k.endsWith('bps') ? `${k} ${bytes(v)}/s` : `${k} ${v}`))
+      .join(', ') || 'none';
+  const per = q.initiators.map((e) => `; initiator ${e.initiator}: ${limit(e.limits)}`).join('');
+  const r = q.rates;
+  // A rate is rarely a whole number of KiB: one decimal of the largest unit that fits.
+  const perSecond = (n: number): string => {
+    const units = ['bytes', 'KiB', 'MiB', 'GiB'];
+    let i = 0;
+    while (i < units.length - 1 && n >= 1024 ** (i + 1)) i++;
+    return `${i === 0 ? n : (n / 1024 ** i).toFixed(1)} ${units[i]}/s`;
+  };
+  return (
+    `${name}: qos ${limit(q.limits)}, burst ${q.burstMs} ms${per}; now ${r.iops} IOPS (${r.readIops} read, ${r.writeIops} write), ${perSecond(r.bps)} over ${r.seconds} s; ` +
+    `throttled ${q.throttledCommands} commands, ${q.throttledSeconds.toFixed(1)} s waited`
+  );
+}
+
+const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone', 'create', 'resize', 'delete'] as const;
+const OPTIONS = ['json', 'socket', 'config', 'force', 'copy', 'size', 'path', 'memory', 'rbd', 'read-only', 'lun', 'thin', 'help'] as const;
+const VALUED = ['--socket', '--config', '--size', '--path', '--rbd', '--lun'];
 
 /**
  * yargs' usage errors said as `rblk` says them (docs/cli.md "Errors say what
@@ -176,16 +211,42 @@ export function explainUsage(msg: string, argv: readonly string[]): string {
     if (first === 'snapshot' || first === 'delete-snapshot') return `${first} needs VOLUME NAME (rblkd ctl volumes lists the volumes)`;
     if (first === 'snapshots') return 'snapshots needs a VOLUME (rblkd ctl volumes lists them)';
     if (first === 'clone') return 'clone needs VOLUME@SNAP NEW (rblkd ctl snapshots VOLUME lists the snapshots)';
+    if (first === 'create') return 'create needs a NAME, and --path, --rbd or --memory';
+    if (first === 'resize') return 'resize needs VOLUME SIZE (rblkd ctl volumes lists the volumes)';
+    if (first === 'delete') return 'delete needs a VOLUME (rblkd ctl volumes lists them)';
   }
   return explainUnknown(msg, argv, VERBS, OPTIONS, VALUED) ?? msg;
+}
+
+/** create's options as the YAML's keys. */
+function newVolume(a: { name?: unknown; size?: unknown; path?: unknown; rbd?: unknown; memory?: unknown; 'read-only'?: unknown; thin?: unknown; lun?: unknown }, VolumeEditError: new (m: string) => Error): NewVolume {
+  const sources = [a.path, a.rbd, a.memory === true ? true : undefined].filter((x) => x !== undefined).length;
+  if (sources !== 1) throw new VolumeEditError('create needs exactly one of --path, --rbd POOL/IMAGE and --memory');
+  let rbd: NewVolume['rbd'];
+  if (typeof a.rbd === 'string') {
+    const m = /^([^/\s]+)\/([^/\s]+)$/.exec(a.rbd);
+    if (!m) throw new VolumeEditError(`--rbd ${a.rbd}: expected POOL/IMAGE`);
+    rbd = { pool: m[1]!, image: m[2]! };
+  }
+  return {
+    name: String(a.name),
+    ...(typeof a.size === 'string' ? { size: a.size } : {}),
+    ...(typeof a.path === 'string' ? { path: resolvePath(a.path) } : {}),
+    ...(rbd ? { rbd } : {}),
+    ...(a.memory === true ? { memory: true } : {}),
+    ...(a['read-only'] === true ? { read_only: true } : {}),
+    ...(a.thin === true ? { thin: true } : {}),
+    ...(typeof a.lun === 'number' ? { lun: a.lun } : {}),
+  };
 }
 
 function parse(argv: string[]): CtlArgs {
   let verb: ControlCommand | undefined;
   let args: string[] = [];
+  let edit: CtlArgs['edit'];
   const p = yargs(argv)
     .scriptName('rblkd ctl')
-    .usage('$0 <status|sessions|volumes|kick SESSION|reload [--force]|snapshot VOLUME NAME|snapshots VOLUME|delete-snapshot VOLUME NAME|clone VOLUME@SNAP NEW> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket.')
+    .usage('$0 <status|sessions|volumes|kick SESSION|reload [--force]|snapshot VOLUME NAME|snapshots VOLUME|delete-snapshot VOLUME NAME|clone VOLUME@SNAP NEW|create NAME ...|resize VOLUME SIZE|delete VOLUME [--force]> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket; create, resize and delete write volumes_dir, then reload.')
     .command('status', 'the daemon: version, uptime, listeners, counts', {}, () => {
       verb = 'status';
     })
@@ -237,11 +298,37 @@ function parse(argv: string[]): CtlArgs {
         args = [String(a.snapshot), String(a.new), ...(a.copy === true ? ['--copy'] : [])];
       },
     )
+    .command(
+      'create <name>',
+      'a new volume in its own file of volumes_dir (volumes.d beside the config), then a reload; undone if refused',
+      (y) =>
+        y
+          .positional('name', { type: 'string', demandOption: true })
+          .option('size', { type: 'string', requiresArg: true, describe: 'the size, e.g. 10GiB (a new file is made that large)' })
+          .option('path', { type: 'string', requiresArg: true, describe: 'a file or block device' })
+          .option('rbd', { type: 'string', requiresArg: true, describe: 'POOL/IMAGE of the Ceph cluster' })
+          .option('memory', { type: 'boolean', describe: 'a volume in memory (tests and demos)' })
+          .option('read-only', { type: 'boolean', describe: 'serve it read-only' })
+          .option('thin', { type: 'boolean', describe: 'thin provisioned (UNMAP deallocates)' })
+          .option('lun', { type: 'number', requiresArg: true, describe: 'its LUN (default: the lowest free one, remembered)' }),
+      (a) => {
+        verb = 'reload';
+        edit = (vf) => vf.planCreate(String(a.config), newVolume(a, vf.VolumeEditError));
+      },
+    )
+    .command('resize <volume> <size>', "a volume's new size in its volumes_dir file, then a reload; undone if refused", (y) => y.positional('volume', { type: 'string', demandOption: true }).positional('size', { type: 'string', demandOption: true }), (a) => {
+      verb = 'reload';
+      edit = (vf) => vf.planResize(String(a.config), String(a.volume), String(a.size));
+    })
+    .command('delete <volume>', 'remove a volume from volumes_dir, then a reload (--force: even while sessions see it); undone if refused', (y) => y.positional('volume', { type: 'string', demandOption: true }).option('force', { type: 'boolean', default: false, describe: 'remove it even while logged-in sessions can see it' }), (a) => {
+      verb = 'reload';
+      edit = (vf) => vf.planDelete(String(a.config), String(a.volume));
+    })
     .option('copy', { type: 'boolean', default: false, describe: 'snapshot, clone: a full copy where the filesystem cannot reflink' })
     .option('json', { type: 'boolean', default: false, describe: "print the daemon's answer as JSON" })
     .option('socket', { type: 'string', requiresArg: true, describe: `the control socket (default: control.socket from --config, else ${DEFAULT_CONTROL_SOCKET})` })
-    .option('config', { type: 'string', default: DEFAULT_CONFIG_PATH, requiresArg: true, describe: 'where to read control.socket from' })
-    .demandCommand(1, 1, 'name one of status, sessions, volumes, kick, reload, snapshot, snapshots, delete-snapshot, clone')
+    .option('config', { type: 'string', default: DEFAULT_CONFIG_PATH, requiresArg: true, describe: 'the config: where control.socket and volumes_dir are read from' })
+    .demandCommand(1, 1, 'name one of status, sessions, volumes, kick, reload, snapshot, snapshots, delete-snapshot, clone, create, resize, delete')
     .strict()
     .help()
     .alias('help', 'h')
@@ -259,12 +346,51 @@ function parse(argv: string[]): CtlArgs {
     config: parsed.config,
     json: parsed.json,
     force: parsed.force === true,
+    ...(edit ? { edit } : {}),
   };
+}
+
+/**
+ * create, resize, delete: change the drop-in file, check the whole config as rblkd would,
+ * then reload; a refused check or reload puts the file back. With no daemon to reach,
+ * the change stays and applies at rblkd's next start or reload.
+ */
+async function runEdit(a: CtlArgs, path: string, plan: NonNullable<CtlArgs['edit']>): Promise<number> {
+  const vf = await import('../config/volume-files.js');
+  const { loadConfig } = await import('../config/loader.js');
+  const { ConfigError } = await import('../config/config-error.js');
+  let undo: () => void;
+  let change: VolumeEdit;
+  try {
+    change = plan(vf);
+    undo = vf.applyEdit(change);
+  } catch (e) {
+    process.stderr.write(`rblkd ctl: ${e instanceof Error ? e.message : String(e)}\n`);
+    return 1;
+  }
+  try {
+    loadConfig(a.config);
+  } catch (e) {
+    undo();
+    process.stderr.write(`rblkd ctl: not changed, the config would be refused:\n${e instanceof ConfigError ? e.message : String(e)}\n`);
+    return 1;
+  }
+  let result: ReloadResult;
+  try {
+    result = (await controlRequest(path, 'reload', a.force ? ['force'] : [])) as ReloadResult;
+  } catch (e) {
+    process.stdout.write(`${change.summary}; rblkd did not answer (${e instanceof ControlError ? e.message : String(e)}): it applies at rblkd's next start or reload\n`);
+    return 0;
+  }
+  if (!result.applied) undo();
+  process.stdout.write(a.json ? `${JSON.stringify({ change: result.applied ? change.summary : null, reload: result }, null, 2)}\n` : `${result.applied ? `${change.summary}\n` : 'not changed:\n'}${text('reload', result)}`);
+  return result.applied ? 0 : 1;
 }
 
 export async function runCtl(argv: string[]): Promise<number> {
   const a = parse(argv);
   const path = socketPath(a);
+  if (a.edit) return runEdit(a, path, a.edit);
   let result: unknown;
   try {
     const args = a.session !== undefined ? [a.session] : a.verb === 'reload' && a.force ? ['force'] : (a.args ?? []);

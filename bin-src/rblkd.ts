@@ -66,7 +66,8 @@ function parseArgs(argv: string[]): Args {
 }
 
 async function serve(args: Args, config: Config, log: DaemonLogger): Promise<number> {
-  const { describeError, errorMessage } = await import('../target/daemon/logger.js');
+  const { describeError } = await import('../target/daemon/logger.js');
+  const { errorText } = await import('../target/error-text.js');
   const { installSignals } = await import('../target/daemon/signals.js');
   // The handlers go in before the start: until a listener is added, Node leaves SIGTERM, SIGINT
   // and SIGHUP at their default action, which ends the process at once, without the drain, and
@@ -125,7 +126,7 @@ async function serve(args: Args, config: Config, log: DaemonLogger): Promise<num
     // A refusal for a reason in the file exits 78, which systemd does not restart into (config-refusal.ts).
     const { ConfigRefusal } = await import('../target/daemon/config-refusal.js');
     const refused = e instanceof ConfigRefusal;
-    log.error(`cannot start: ${errorMessage(e)}${refused ? ' (a configuration error: exit 78)' : ''}`);
+    log.error(`cannot start: ${errorText(e)}${refused ? ' (a configuration error: exit 78)' : ''}`);
     log.debug(describeError(e));
     return refused ? EX_CONFIG : 1;
   }

@@ -6,6 +6,8 @@ import type { PathSegment } from './yaml-positions.js';
 export interface ConfigIssue {
   /** Where in the data: 'volumes[1].block_size'; '' for the file as a whole. */
   path: string;
+  /** The file it is in, when not the main file: a drop-in volume file. */
+  file?: string;
   /** 1-based line in the YAML source, when the path could be found there. */
   line?: number;
   /** 1-based column; only YAML syntax errors know it. */
@@ -26,7 +28,7 @@ export function formatPath(path: readonly PathSegment[]): string {
 
 /** `rblkd.yaml:12: volumes[1].block_size: must be 512 or 4096`; label goes after the place ("warning"). */
 export function formatIssue(source: string, issue: ConfigIssue, label?: string): string {
-  let where = source;
+  let where = issue.file ?? source;
   if (issue.line !== undefined) where += `:${issue.line}`;
   if (issue.line !== undefined && issue.column !== undefined) where += `:${issue.column}`;
   if (label !== undefined) where += `: ${label}`;

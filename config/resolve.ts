@@ -10,8 +10,9 @@ import { resolve as resolvePath } from 'node:path';
 import { CONTROL_RECV_BUFFERS, DEFAULT_TARGET_NAME } from '../protocol/wire/constants.js';
 import type { KindInput } from '../target/backend/kind.js';
 import { kindKeys, kindOf } from '../target/backend/registry.js';
-import { DEFAULT_FRONT_END, frontEndOf } from '../target/front-end/registry.js';
+import { DEFAULT_FRONT_END, FRONT_ENDS, frontEndOf } from '../target/front-end/registry.js';
 import { isGlob } from './acl.js';
+import { resolveQos } from './qos.js';
 import { listenAddressProblem } from './listen-address.js';
 import { formatPath } from './config-error.js';
 import type { PathIssue } from './schema-errors.js';
@@ -20,6 +21,7 @@ import {
   DEFAULT_CONTROL_SOCKET,
   DEFAULT_METRICS_PORT,
   DEFAULT_STATE_DIR,
+  DEFAULT_VOLUMES_DIR,
   LIMIT_DEFAULTS,
   LIMIT_RANGES,
   MIN_SECRET_LENGTH,
@@ -113,6 +115,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
         ? resolvePath(ctx.configDir, stateDirRaw)
         : DEFAULT_STATE_DIR;
 
+  const volumesDir = resolvePath(ctx.configDir, str(get(root, ['volumes_dir'])) ?? DEFAULT_VOLUMES_DIR);
   const targetName = str(get(root, ['target_name'])) ?? DEFAULT_TARGET_NAME;
   const nqn = str(get(root, ['nqn']));
   const auth = resolveAuth();
@@ -153,7 +156,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   return {
     errors,
     warnings,
-    config: { source: ctx.source, targetName, ...(nqn !== undefined ? { nqn } : {}), listeners, volumes, auth, limits, logging, control, metrics, stateDir, luns: luns ?? { file: lunRecordFile(stateDir), entries: new Map(), changed: false }, fastPath, reactors, alua, warnings: [] },
+    config: { source: ctx.source, targetName, ...(nqn !== undefined ? { nqn } : {}), listeners, volumes, auth, limits, logging, control, metrics, stateDir, volumesDir, luns: luns ?? { file: lunRecordFile(stateDir), entries: new Map(), changed: false }, fastPath, reactors, alua, warnings: [] },
   };
 
   function resolveListeners(): ListenerConfig[] {
@@ -180,7 +183,10 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       if (provider === 'verbs' && isLoopback(address)) {
         warn(at('address'), 'the verbs provider cannot listen on loopback: use the RDMA interface address');
       }
-      const l: ListenerConfig = { protocol, provider, address, port: int(get(r, at('port'))) ?? frontEnd.defaultPort };
+      const discovery = bool(get(r, at('discovery'))) === true;
+      if (discovery && frontEnd.discoveryPort === undefined) err(at('discovery'), `${protocol} listeners have no discovery-only mode (only ${FRONT_ENDS.filter((f) => f.discoveryPort !== undefined).map((f) => f.name).join(', ')} listeners have)`);
+      const port = int(get(r, at('port'))) ?? (discovery ? (frontEnd.discoveryPort ?? frontEnd.defaultPort) : frontEnd.defaultPort);
+      const l: ListenerConfig = { protocol, provider, address, port, ...(discovery ? { discovery } : {}) };
       const clash = out.findIndex(
         (o) =>
           o.port === l.port &&
@@ -267,6 +273,10 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       if (physicalBlockSize !== undefined && physicalBlockSize < blockSize) err(at('physical_block_size'), `${physicalBlockSize} is smaller than block_size ${blockSize}`);
       const readOnly = bool(get(r, at('read_only'))) ?? false;
       const thin = bool(get(r, at('thin'))) ?? false;
+      const spaceRaw = rec(get(r, at('space_threshold')));
+      const spaceFs = int(get(spaceRaw, ['volumes', i, 'space_threshold', 'filesystem']));
+      const spaceAllocated = int(get(spaceRaw, ['volumes', i, 'space_threshold', 'allocated']));
+      const spaceThreshold = spaceFs !== undefined || spaceAllocated !== undefined ? { ...(spaceFs !== undefined ? { filesystem: spaceFs } : {}), ...(spaceAllocated !== undefined ? { allocated: spaceAllocated } : {}) } : undefined;
       const directSetting = bool(get(r, at('direct')));
       const ioEngineSetting = str(get(r, at('io_engine'))) as IoEngineSetting | undefined;
 
@@ -331,6 +341,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
       const nsid = int(get(r, at('nsid')));
 
       const acl = resolveAcl(r, i);
+      const qos = resolveQos(r, i, { get, err, warn, canLogIn: (n) => !auth.required || auth.initiators.some((c) => c.name === n) });
       if (name === undefined || backing === undefined) continue;
       partial.push({
         index: i,
@@ -343,11 +354,13 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
           direct: directSetting ?? kindOf(backing).defaultDirect(backing),
           ioEngine: ioEngineSetting ?? 'auto',
           thin,
+          ...(spaceThreshold !== undefined ? { spaceThreshold } : {}),
           ...(lun !== undefined ? { lun } : {}),
           ...(nsid !== undefined ? { nsid } : {}),
           ...(serial !== undefined ? { serial } : {}),
           ...(uuid !== undefined ? { uuid } : {}),
           ...(acl ? { acl } : {}),
+          ...(qos ? { qos } : {}),
         },
       });
     }

@@ -12,6 +12,8 @@ import { ALUA_STATES, type AluaState } from '../protocol/scsi/target-port-groups
 
 export { DEFAULT_CONFIG_PATH, DEFAULT_CONTROL_SOCKET, EX_CONFIG } from './paths.js';
 export const DEFAULT_STATE_DIR = '/var/lib/rblk';
+/** Drop-in volume files, beside the config file unless volumes_dir says otherwise (docs/operations.md "Volumes from rblkd ctl"). */
+export const DEFAULT_VOLUMES_DIR = 'volumes.d';
 /** Loopback by default: serving the network is a decision the administrator writes down. */
 export const DEFAULT_ADDRESS = '127.0.0.1';
 /** The Prometheus endpoint's port when `metrics` names none (docs/operations.md "Metrics"). */
@@ -50,6 +52,12 @@ export const LIMIT_RANGES = {
   connectionMemory: [64 * 1024, 1024 * 1024 * 1024],
 } as const;
 
+/** QoS bursts (docs/operations.md "QoS limits"): the default, and the most one may be. */
+export const QOS_BURST_MS_DEFAULT = 100;
+export const QOS_BURST_MS_MAX = 60_000;
+/** Below a block a second a bandwidth limit cannot let a 512-byte command through at a useful pace. */
+export const QOS_MIN_BPS = 4096;
+
 /** HMAC-SHA256 keys shorter than this are guessable offline from one captured login. */
 export const MIN_SECRET_LENGTH = 16;
 
@@ -81,6 +89,18 @@ const portGroupNumber = { type: 'integer', minimum: 1, maximum: 65535 };
 /** One target port group, as this gateway and each of its peers are described under `alua`. */
 const portGroupProperties = { group: portGroupNumber, state: { enum: [...ALUA_STATES] }, relative_port: portGroupNumber };
 
+/** One set of QoS limits (docs/operations.md "QoS limits"): commands per second, and bytes per second as sizes (100MiB). */
+const qosLimits = {
+  iops: { type: 'integer', minimum: 1 },
+  read_iops: { type: 'integer', minimum: 1 },
+  write_iops: { type: 'integer', minimum: 1 },
+  bps: sizeValue,
+  read_bps: sizeValue,
+  write_bps: sizeValue,
+  // How long, at each limit's rate, an idle volume may run at once (qos-bucket.ts).
+  burst_ms: { type: 'integer', minimum: 0, maximum: QOS_BURST_MS_MAX },
+};
+
 const initiatorName = {
   type: 'string',
   pattern: '^[A-Za-z0-9._:@-]{1,223}$',
@@ -111,6 +131,8 @@ export const configSchema: SchemaObject = {
           address: { type: 'string', minLength: 1 },
           // 0 asks for any free port; only tests want that.
           port: { type: 'integer', minimum: 0, maximum: 65535 },
+          // nvme-tcp: serve only the discovery controller (docs/nvme.md "Discovery"); port 8009 by default.
+          discovery: { type: 'boolean' },
         },
       },
     },
@@ -133,6 +155,12 @@ export const configSchema: SchemaObject = {
           physical_block_size: { enum: [...BLOCK_SIZES] },
           read_only: { type: 'boolean' },
           thin: { type: 'boolean' },
+          // Space warnings before writes fail with NO SPACE (docs/operations.md "Space thresholds"): percent used.
+          space_threshold: {
+            type: 'object',
+            additionalProperties: false,
+            properties: { filesystem: { type: 'integer', minimum: 1, maximum: 99 }, allocated: { type: 'integer', minimum: 1, maximum: 99 } },
+          },
           // The Unit Serial Number VPD page (SPC-5) is ASCII; 20 characters fit every initiator's buffer.
           serial: {
             type: 'string',
@@ -148,6 +176,29 @@ export const configSchema: SchemaObject = {
           lun: { type: 'integer', minimum: 0, maximum: 255 },
           // The NVMe namespace ID on nvme-tcp listeners (docs/nvme.md "Configuration"); default LUN + 1. At most NN (16383).
           nsid: { type: 'integer', minimum: 1, maximum: 16383 },
+          qos: {
+            type: 'object',
+            additionalProperties: false,
+            properties: {
+              ...qosLimits,
+              initiators: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  additionalProperties: false,
+                  required: ['initiator'],
+                  properties: {
+                    initiator: {
+                      type: 'string',
+                      pattern: '^[A-Za-z0-9._:@*?-]{1,223}$',
+                      [PATTERN_MESSAGE]: 'must be an initiator name or a glob using * and ?',
+                    },
+                    ...qosLimits,
+                  },
+                },
+              },
+            },
+          },
           acl: {
             type: 'array',
             items: {
@@ -243,6 +294,8 @@ export const configSchema: SchemaObject = {
       },
     },
     state_dir: { type: 'string', minLength: 1 },
+    // Drop-in volume files (docs/operations.md "Volumes from rblkd ctl"); default volumes.d beside this file.
+    volumes_dir: { type: 'string', minLength: 1 },
     // This gateway's target port group and ALUA state, and its peers' (docs/operations.md "Several gateways").
     alua: {
       type: 'object',
@@ -266,6 +319,8 @@ export interface ListenerConfig {
   provider: Provider;
   address: string;
   port: number;
+  /** Serves only the front end's discovery service (nvme-tcp: docs/nvme.md "Discovery"). */
+  discovery?: boolean;
   /** Its line in the config file, for messages; absent for the default listener. */
   line?: number;
 }
@@ -277,6 +332,29 @@ export interface AclEntry {
   /** An initiator name, or a glob with * and ?. */
   initiator: string;
   access: Access;
+}
+
+/** One set of QoS limits; absent keys are no limit (docs/operations.md "QoS limits"). */
+export interface QosLimits {
+  iops?: number;
+  readIops?: number;
+  writeIops?: number;
+  /** Bytes per second. */
+  bps?: number;
+  readBps?: number;
+  writeBps?: number;
+  /** burst_ms, or QOS_BURST_MS_DEFAULT. */
+  burstMs: number;
+}
+
+export interface QosInitiatorLimits extends QosLimits {
+  /** An initiator name, or a glob with * and ?: each initiator it matches gets these limits of its own. */
+  initiator: string;
+}
+
+export interface QosConfig extends QosLimits {
+  /** First match wins, as in the ACL (config/acl.ts). */
+  initiators: readonly QosInitiatorLimits[];
 }
 
 export interface VolumeConfig {
@@ -292,6 +370,12 @@ export interface VolumeConfig {
   ioEngine: IoEngineSetting;
   /** Thin provisioning: UNMAP deallocates, and the LU reports LBPME (SBC-4, logical block provisioning). */
   thin: boolean;
+  /**
+   * File volumes: warn (log, metric, 38/07 unit attention, NVMe SMART/Health event) when the
+   * backing filesystem is more than `filesystem` percent used (default 90) or the file has
+   * more than `allocated` percent of its size allocated (docs/operations.md "Space thresholds").
+   */
+  spaceThreshold?: { filesystem?: number; allocated?: number };
   /** Configured or assigned in order: the lowest LUN not taken. */
   lun: number;
   /** The NVMe namespace ID (`nsid:`); absent: lun + 1 (docs/nvme.md "Configuration"). */
@@ -301,6 +385,8 @@ export interface VolumeConfig {
   uuid?: string;
   /** Absent: every initiator that may log in gets rw. First matching entry wins; no match, no access. */
   acl?: readonly AclEntry[];
+  /** IOPS and bandwidth limits (config/qos.ts); absent: none. A reload changes them live. */
+  qos?: QosConfig;
 }
 
 export interface InitiatorCredential {
@@ -381,6 +467,8 @@ export interface Config {
   /** The Prometheus endpoint, or null when it is off (the default). */
   metrics: MetricsConfig | null;
   stateDir: string;
+  /** Where drop-in volume files are read from and `rblkd ctl create` writes them (docs/operations.md "Volumes from rblkd ctl"). */
+  volumesDir: string;
   /**
    * state_dir/luns.json as this config would leave it: every volume's LUN, and those of
    * removed volumes still remembered (config/lun-record.ts; docs/operations.md "Stable LUNs").

@@ -252,6 +252,8 @@ export interface NativeFastLun {
   /** An RBD volume (fd unused): rblk_rbd's table and the open image (native/src/rbd-c-api.h). */
   rbdApi?: NativeRbdApi;
   rbdImage?: NativeRbdHandle;
+  /** QoS buckets the fast path charges before it takes a command (target/scsi/qos-bucket.ts for the layout; native/src/qos-bucket.h). */
+  qos?: readonly BigInt64Array[];
 }
 
 export interface NativeFastPathOptions {
@@ -292,6 +294,8 @@ export interface NativeFastPathStats {
   handedOff: number;
   inFlight: number;
   answeredByData: number;
+  /** Commands left to JavaScript because a QoS bucket had no room for them yet (JS waits for their turn). */
+  qosDeferred: number;
   /** The reactor thread serving the connection, or -1: the JS thread. */
   reactor: number;
 }

@@ -6,11 +6,12 @@ import type { SoakProvider } from './daemon.js';
 import { ext4KillRestart } from './ext4.js';
 import { killRestart } from './kill-restart.js';
 import { nftAvailable } from './nft.js';
+import { nvmeFuzz } from './nvme-fuzz.js';
 import { partitions } from './partition.js';
 import { newRow, type SoakRow } from './report.js';
 import { sustained } from './sustained.js';
 
-export const SCENARIOS = ['sustained', 'kill-library', 'kill-nbd', 'kill-ext4', 'fuzz', 'partition', 'churn', 'backing'] as const;
+export const SCENARIOS = ['sustained', 'kill-library', 'kill-nbd', 'kill-ext4', 'fuzz', 'nvme-fuzz', 'partition', 'churn', 'backing'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface SoakArgs {
@@ -19,6 +20,8 @@ export interface SoakArgs {
   /** Fuzzed capsules per provider. */
   fuzz: number;
   fuzzBudgetS: number;
+  /** Fuzzed NVMe/TCP PDUs (nvme-fuzz.ts). */
+  nvmeFuzz: number;
   providers: SoakProvider[];
   churn: number;
   idle: number;
@@ -29,10 +32,10 @@ export interface SoakArgs {
   sustainS: number;
 }
 
-export const FULL: Omit<SoakArgs, 'only'> = { sustainS: 300, kills: 20, fuzz: 1_000_000, fuzzBudgetS: 900, providers: ['tcp', 'sockets'], churn: 10_000, idle: 1000, rawTcp: 100, partitionMs: [2000, 15_000] };
-export const QUICK: Omit<SoakArgs, 'only'> = { sustainS: 30, kills: 3, fuzz: 20_000, fuzzBudgetS: 120, providers: ['tcp', 'sockets'], churn: 500, idle: 50, rawTcp: 10, partitionMs: [2000] };
+export const FULL: Omit<SoakArgs, 'only'> = { sustainS: 300, kills: 20, fuzz: 1_000_000, fuzzBudgetS: 900, nvmeFuzz: 100_000, providers: ['tcp', 'sockets'], churn: 10_000, idle: 1000, rawTcp: 100, partitionMs: [2000, 15_000] };
+export const QUICK: Omit<SoakArgs, 'only'> = { sustainS: 30, kills: 3, fuzz: 20_000, fuzzBudgetS: 120, nvmeFuzz: 10_000, providers: ['tcp', 'sockets'], churn: 500, idle: 50, rawTcp: 10, partitionMs: [2000] };
 
-const USAGE = `usage: soak [--quick] [--sustain SECONDS] [--kills N] [--fuzz N] [--fuzz-budget SECONDS] [--providers tcp,sockets]
+const USAGE = `usage: soak [--quick] [--sustain SECONDS] [--kills N] [--fuzz N] [--fuzz-budget SECONDS] [--nvme-fuzz N] [--providers tcp,sockets]
             [--churn N] [--idle N] [--raw-tcp N] [--partition-ms MS,MS] [--only ${SCENARIOS.join(',')}]`;
 
 export function parseSoakArgs(argv: string[]): SoakArgs {
@@ -49,6 +52,7 @@ export function parseSoakArgs(argv: string[]): SoakArgs {
     else if (k === '--kills') a.kills = num(++i);
     else if (k === '--fuzz') a.fuzz = num(++i);
     else if (k === '--fuzz-budget') a.fuzzBudgetS = num(++i);
+    else if (k === '--nvme-fuzz') a.nvmeFuzz = num(++i);
     else if (k === '--churn') a.churn = num(++i);
     else if (k === '--idle') a.idle = num(++i);
     else if (k === '--raw-tcp') a.rawTcp = num(++i);
@@ -84,6 +88,7 @@ export async function runSoak(a: SoakArgs, log: (line: string) => void, onRow: (
   }
   // One daemon per provider, so that each row is written as soon as its provider is done.
   if (has('fuzz')) for (const p of a.providers) for (const r of await capsuleFuzz({ providers: [p], capsules: a.fuzz, budgetMs: a.fuzzBudgetS * 1000, log })) add(r);
+  if (has('nvme-fuzz') && a.nvmeFuzz > 0) for (const r of await nvmeFuzz({ pdus: a.nvmeFuzz, budgetMs: a.fuzzBudgetS * 1000, log })) add(r);
   if (has('partition')) {
     if (!nftAvailable()) add(skipped('partitions on loopback', 'needs root and nft (apt-get install nftables)'));
     else {

@@ -16,6 +16,8 @@ export interface DaemonSetup {
   limits?: Record<string, unknown>;
   /** Other top-level keys of rblkd.yaml (auth, ...). */
   extra?: Record<string, unknown>;
+  /** Also an NVMe/TCP listener (docs/nvme.md), on its own port. */
+  nvme?: boolean;
 }
 
 /** Guards a start against a hang; never a measurement. */
@@ -26,6 +28,8 @@ export class SoakDaemon {
   readonly configPath: string;
   /** provider → port, fixed after the first start. */
   readonly ports = new Map<SoakProvider, number>();
+  /** The NVMe/TCP listener's port, fixed after the first start (setup.nvme). */
+  nvmePort: number | undefined;
   child: Child | null = null;
   /** Exits that were not a kill or stop of ours. */
   unexpectedExits = 0;
@@ -98,7 +102,10 @@ export class SoakDaemon {
 
   #writeConfig(): void {
     const config = {
-      listeners: this.providers.map((provider) => ({ provider, address: '127.0.0.1', port: this.ports.get(provider) ?? 0 })),
+      listeners: [
+        ...this.providers.map((provider) => ({ provider, address: '127.0.0.1', port: this.ports.get(provider) ?? 0 })),
+        ...(this.setup.nvme === true ? [{ protocol: 'nvme-tcp', address: '127.0.0.1', port: this.nvmePort ?? 0 }] : []),
+      ],
       volumes: this.setup.volumes.map((v) => (typeof v.path === 'string' && !v.path.startsWith('/') ? { ...v, path: join(this.dir, v.path) } : v)),
       limits: { max_io: '128KiB', queue_depth: 32, drain_timeout_ms: 5000, keepalive_ms: 1000, ...this.setup.limits },
       state_dir: join(this.dir, 'state'),
@@ -121,6 +128,7 @@ export class SoakDaemon {
       const m = await child.waitForLine(new RegExp(`listening ${provider} 127\\.0\\.0\\.1:(\\d+)`), START_MS);
       this.ports.set(provider, Number(m[1]));
     }
+    if (this.setup.nvme === true) this.nvmePort = Number((await child.waitForLine(/listening nvme-tcp 127\.0\.0\.1:(\d+)/, START_MS))[1]);
   }
 
   #exited(child: Child, exit: Exit): void {

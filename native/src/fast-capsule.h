@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "wire-layout.h"
+
 namespace rblk {
 
 struct FastLimits {
@@ -35,7 +37,7 @@ bool DecodeFastCapsule(const uint8_t* buf, size_t len, const FastLimits& limits,
 
 // The 32-byte RSP for GOOD with no sense and no residuals, returning one credit
 // (docs/protocol.md "RSP"): the only response the fast path builds.
-constexpr size_t kGoodResponseSize = 32;
+constexpr size_t kGoodResponseSize = wire::kRspFixed;
 void EncodeGoodResponse(uint8_t* buf, uint64_t tag);
 
 }  // namespace rblk

@@ -83,6 +83,10 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
     // An RBD volume: I/O goes to librbd through rblk_rbd's table (fast-rbd.h), not to fd.
     const RbdApi* rbd_api = nullptr;
     void* rbd_image = nullptr;
+    // QoS buckets JS shares with us (qos-bucket.h): the volume's and the
+    // initiator's, kept alive by qos_refs while the record holds them.
+    std::vector<int64_t*> qos;
+    std::vector<Napi::ObjectReference> qos_refs;
     bool allowed = false;
     bool watch = false;  // onIdle wanted when in_flight reaches 0
     uint32_t in_flight = 0;
@@ -115,6 +119,7 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   };
 
   Napi::Value SetLun(const Napi::CallbackInfo& info);
+  void SetQos(Napi::Env env, Lun& lun, Napi::Value qos);
   Napi::Value Revoke(const Napi::CallbackInfo& info);
   Napi::Value InFlight(const Napi::CallbackInfo& info);
   Napi::Value HasTag(const Napi::CallbackInfo& info);
@@ -176,6 +181,7 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   uint32_t in_flight_ = 0;
   uint32_t answered_ = 0;  // commands in flight whose answer is posted (their credit is back)
   uint64_t taken_ = 0, handed_off_ = 0, by_data_ = 0;
+  uint64_t qos_deferred_ = 0;  // commands left to JS because a QoS bucket had no room yet
   std::vector<Cmd> cmds_;
   std::vector<uint32_t> free_;
   std::vector<std::pair<uint32_t, int>> backlog_;  // posts refused with FI_EAGAIN: (slot, kind)

@@ -10,20 +10,16 @@
 #include "endpoint.h"
 #include "errors.h"
 #include "memory-region.h"
+#include "wire-layout.h"
 
 namespace rblk {
 
 namespace {
-// docs/protocol.md §5, §9.1, §9.3.
-constexpr uint8_t kVersion = 1;
-constexpr uint8_t kOpCmd = 0x02;
-constexpr uint8_t kOpRsp = 0xc1;
-constexpr uint8_t kDirWrite = 1;
-constexpr uint8_t kDirRead = 2;
-constexpr uint8_t kFormatDirect = 1;
-constexpr uint32_t kCmdSize = 72;  // 48 + one descriptor
+// The layout is native/src/wire-layout.h, generated from protocol/wire/constants.ts.
+using namespace wire;
+constexpr uint32_t kCmdSize = kCmdFixed + kDescriptorSize;  // one direct descriptor
 constexpr uint32_t kSendSlot = 128;
-constexpr uint32_t kGoodRsp = 32;
+constexpr uint32_t kGoodRsp = kRspFixed;
 constexpr uint32_t kMaxCreditDelta = 4096;
 constexpr uint32_t kTagBit = 0x80000000u;
 constexpr uint32_t kGenShift = 16, kGenMask = 0x7fff, kSlotMask = 0xffff;
@@ -78,10 +74,10 @@ void BuildCdb(uint8_t* cdb, bool write, bool fua, uint64_t lba, uint32_t blocks)
 // The RSP JS would decode as GOOD with no sense and no residuals; its credit
 // delta is returned through *delta. Anything else goes to JS's decoder.
 bool PlainGood(const uint8_t* b, size_t len, uint32_t* delta) {
-  if (len != kGoodRsp || b[1] != kVersion || b[2] != 0 || b[3] != 0 || Be32(b + 4) != kGoodRsp) return false;
-  *delta = Be32(b + 16);
+  if (len != kGoodRsp || b[kHeaderVersion] != kCapsuleVersion || b[kHeaderFlags] != 0 || b[kHeaderFlags + 1] != 0 || Be32(b + kHeaderLength) != kGoodRsp) return false;
+  *delta = Be32(b + kRspCreditDelta);
   if (*delta > kMaxCreditDelta) return false;
-  for (size_t i = 20; i < kGoodRsp; ++i)
+  for (size_t i = kRspStatus; i < kGoodRsp; ++i)
     if (b[i] != 0) return false;
   return true;
 }
@@ -204,24 +200,24 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
     uint32_t tag = kTagBit | (static_cast<uint32_t>(gen) << kGenShift) | slot;
     // §5 header, §9.1 CMD, §9.2 LUN, one direct descriptor.
     std::memset(b, 0, kCmdSize);
-    b[0] = kOpCmd;
-    b[1] = kVersion;
-    Put32(b + 4, kCmdSize);
-    Put32(b + 12, tag);
+    b[kHeaderOpcode] = kOpCmd;
+    b[kHeaderVersion] = kCapsuleVersion;
+    Put32(b + kHeaderLength, kCmdSize);
+    Put32(b + kHeaderTag + 4, tag);  // the tag's high word stays 0: §9.3's native tags
     if (lun < 256) {
-      b[17] = static_cast<uint8_t>(lun);
+      b[kCmdLun + 1] = static_cast<uint8_t>(lun);
     } else {
-      b[16] = static_cast<uint8_t>(0x40 | (lun >> 8));
-      b[17] = static_cast<uint8_t>(lun);
+      b[kCmdLun] = static_cast<uint8_t>(0x40 | (lun >> 8));
+      b[kCmdLun + 1] = static_cast<uint8_t>(lun);
     }
-    b[25] = write ? kDirWrite : kDirRead;
-    b[26] = kFormatDirect;
-    b[27] = 1;
-    Put32(b + 28, length);
-    BuildCdb(b + 32, write, (e[4] & kFlagFua) != 0, lba, blocks);
-    Put64(b + 48, address);
-    Put64(b + 56, key);
-    Put32(b + 64, length);
+    b[kCmdDirection] = write ? kDirectionWrite : kDirectionRead;
+    b[kCmdFormat] = kFormatDirect;
+    b[kCmdDescriptorCount] = 1;
+    Put32(b + kCmdDataLength, length);
+    BuildCdb(b + kCmdCdb, write, (e[4] & kFlagFua) != 0, lba, blocks);
+    Put64(b + kCmdData + kDescriptorAddress, address);
+    Put64(b + kCmdData + kDescriptorKey, key);
+    Put32(b + kCmdData + kDescriptorLength, length);
 
     ssize_t rc;
     if (inject_) {
@@ -287,11 +283,11 @@ bool InitiatorQueue::Current(uint32_t low, uint32_t* slot) const {
 }
 
 bool InitiatorQueue::TryReceive(OpRecord* op, size_t length) {
-  if (closed_ || endpoint_ == nullptr || op->recv_buf == nullptr || length < 16) return false;
+  if (closed_ || endpoint_ == nullptr || op->recv_buf == nullptr || length < kHeaderSize) return false;
   const uint8_t* b = op->recv_buf;
-  if (b[0] != kOpRsp || Be32(b + 8) != 0) return false;
+  if (b[kHeaderOpcode] != kOpRsp || Be32(b + kHeaderTag) != 0) return false;
   uint32_t slot = 0;
-  if (!Current(Be32(b + 12), &slot)) return false;
+  if (!Current(Be32(b + kHeaderTag + 4), &slot)) return false;
   uint32_t delta = 0;
   if (PlainGood(b, length, &delta)) {
     credits_ref_.Value().Data()[0] += static_cast<int32_t>(delta);

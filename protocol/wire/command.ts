@@ -7,6 +7,7 @@
 import {
   CapsuleSize,
   CDB_SIZE,
+  CmdField,
   DataDirection,
   DataFormat,
   DESCRIPTOR_SIZE,
@@ -109,13 +110,13 @@ export function encodeCommand(buf: Buffer, cmd: CommandCapsule): number {
   checkRange(dataLength, 0, U32_MAX, 'CMD: data length', 'OVERSIZE');
   const length = commandLength(cmd);
   writeHeader(buf, Opcode.CMD, 0, length, cmd.tag);
-  writeLun(buf, 16, cmd.lun, 'CMD');
-  buf[24] = cmd.taskAttribute;
-  buf[25] = cmd.direction;
-  buf[26] = cmd.data.format;
-  buf[27] = count;
-  buf.writeUInt32BE(dataLength, 28);
-  cmd.cdb.copy(buf, 32);
+  writeLun(buf, CmdField.LUN, cmd.lun, 'CMD');
+  buf[CmdField.TASK_ATTRIBUTE] = cmd.taskAttribute;
+  buf[CmdField.DIRECTION] = cmd.direction;
+  buf[CmdField.FORMAT] = cmd.data.format;
+  buf[CmdField.DESCRIPTOR_COUNT] = count;
+  buf.writeUInt32BE(dataLength, CmdField.DATA_LENGTH);
+  cmd.cdb.copy(buf, CmdField.CDB);
   switch (cmd.data.format) {
     case DataFormat.DIRECT:
       writeDescriptor(buf, CapsuleSize.CMD_FIXED, cmd.data.descriptor, 'CMD: descriptor');
@@ -178,18 +179,18 @@ function readData(buf: Buffer, format: DataFormat, count: number, dataLength: nu
 export function readCommand(buf: Buffer, header: CapsuleHeader, limits: WireLimits): CommandCapsule {
   requireFlags(header.flags, 0, 'CMD');
   if (buf.length < CapsuleSize.CMD_FIXED) fail('TRUNCATED', `CMD needs at least ${CapsuleSize.CMD_FIXED} bytes, got ${buf.length}`);
-  const lun = readLun(buf, 16, 'CMD');
-  const taskAttribute = buf[24];
+  const lun = readLun(buf, CmdField.LUN, 'CMD');
+  const taskAttribute = buf[CmdField.TASK_ATTRIBUTE];
   if (!isTaskAttribute(taskAttribute)) fail('BAD_FIELD', `CMD: unknown task attribute ${taskAttribute}`);
-  const direction = buf[25];
+  const direction = buf[CmdField.DIRECTION];
   if (!isDataDirection(direction)) fail('BAD_FIELD', `CMD: unknown data direction ${direction}`);
-  const format = buf[26];
+  const format = buf[CmdField.FORMAT];
   if (!isDataFormat(format)) fail('BAD_FIELD', `CMD: unknown data format ${format}`);
   checkDirectionFormat(direction, format);
-  const dataLength = buf.readUInt32BE(28);
+  const dataLength = buf.readUInt32BE(CmdField.DATA_LENGTH);
   if (dataLength > limits.maxTransfer) fail('OVERSIZE', `CMD: data length ${dataLength} exceeds the limit ${limits.maxTransfer}`);
-  const data = readData(buf, format, buf[27], dataLength, limits);
-  return { op: Opcode.CMD, tag: header.tag, lun, taskAttribute, direction, cdb: buf.subarray(32, 32 + CDB_SIZE), data };
+  const data = readData(buf, format, buf[CmdField.DESCRIPTOR_COUNT], dataLength, limits);
+  return { op: Opcode.CMD, tag: header.tag, lun, taskAttribute, direction, cdb: buf.subarray(CmdField.CDB, CmdField.CDB + CDB_SIZE), data };
 }
 
 export function decodeCommand(buf: Buffer, limits: WireLimits = PROTOCOL_LIMITS): CommandCapsule {

@@ -108,6 +108,16 @@ export function senderOf(op: Opcode): Sender {
   return (op & 0x80) === 0 ? 'initiator' : 'target';
 }
 
+/**
+ * Byte offsets of the fields the native fast path and initiator queue read and
+ * write as well (native/src/wire-layout.h is generated from these, docs/protocol.md
+ * "Common header", "CMD" and "RSP"); all big-endian.
+ */
+export const HeaderField = { OPCODE: 0, VERSION: 1, FLAGS: 2, LENGTH: 4, TAG: 8 } as const;
+export const CmdField = { LUN: 16, TASK_ATTRIBUTE: 24, DIRECTION: 25, FORMAT: 26, DESCRIPTOR_COUNT: 27, DATA_LENGTH: 28, CDB: 32, DATA: 48 } as const;
+export const DescriptorField = { ADDRESS: 0, KEY: 8, LENGTH: 16, RESERVED: 20 } as const;
+export const RspField = { CREDIT_DELTA: 16, STATUS: 20, RESERVED: 21, SENSE_LENGTH: 22, DATA_OUT_RESIDUAL: 24, DATA_IN_RESIDUAL: 28, SENSE: 32 } as const;
+
 /** Byte sizes of the fixed parts; variable parts follow them. */
 export const CapsuleSize = {
   HEADER_ONLY: HEADER_SIZE,

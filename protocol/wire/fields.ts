@@ -2,7 +2,7 @@
 // and data descriptors. Decoders check every value before it is used (protocol.md
 // "Strict decoding"); encoders apply the same rules so that what they write decodes.
 
-import { DESCRIPTOR_SIZE, LUN_SIZE, MAX_LUN, MAX_NAME_LENGTH, MAX_QUEUE_DEPTH } from './constants.js';
+import { DescriptorField, DESCRIPTOR_SIZE, LUN_SIZE, MAX_LUN, MAX_NAME_LENGTH, MAX_QUEUE_DEPTH } from './constants.js';
 import { fail, type ProtocolErrorReason } from './errors.js';
 
 export const U8_MAX = 0xff;
@@ -151,18 +151,18 @@ export function writeDescriptor(buf: Buffer, offset: number, d: DataDescriptor, 
   checkU64(d.key, `${what}: key`);
   checkRange(d.length, 1, U32_MAX, `${what}: length`, 'BAD_DESCRIPTOR');
   if (d.address + BigInt(d.length) > U64_LIMIT) fail('BAD_DESCRIPTOR', `${what}: address range wraps past 2^64`);
-  buf.writeBigUInt64BE(d.address, offset);
-  buf.writeBigUInt64BE(d.key, offset + 8);
-  buf.writeUInt32BE(d.length, offset + 16);
-  buf.writeUInt32BE(0, offset + 20);
+  buf.writeBigUInt64BE(d.address, offset + DescriptorField.ADDRESS);
+  buf.writeBigUInt64BE(d.key, offset + DescriptorField.KEY);
+  buf.writeUInt32BE(d.length, offset + DescriptorField.LENGTH);
+  buf.writeUInt32BE(0, offset + DescriptorField.RESERVED);
 }
 
 /** The caller has already checked that the descriptor's DESCRIPTOR_SIZE bytes lie inside buf. */
 export function readDescriptor(buf: Buffer, offset: number, what: string): DataDescriptor {
-  const address = buf.readBigUInt64BE(offset);
-  const key = buf.readBigUInt64BE(offset + 8);
-  const length = buf.readUInt32BE(offset + 16);
-  requireZero(buf, offset + 20, offset + DESCRIPTOR_SIZE, what);
+  const address = buf.readBigUInt64BE(offset + DescriptorField.ADDRESS);
+  const key = buf.readBigUInt64BE(offset + DescriptorField.KEY);
+  const length = buf.readUInt32BE(offset + DescriptorField.LENGTH);
+  requireZero(buf, offset + DescriptorField.RESERVED, offset + DESCRIPTOR_SIZE, what);
   if (length === 0) fail('BAD_DESCRIPTOR', `${what} has length 0`);
   if (address + BigInt(length) > U64_LIMIT) fail('BAD_DESCRIPTOR', `${what}: address range wraps past 2^64`);
   return { address, key, length };

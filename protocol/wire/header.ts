@@ -3,6 +3,7 @@
 
 import {
   HEADER_SIZE,
+  HeaderField,
   MAX_CAPSULE_SIZE,
   MAX_DESCRIPTORS,
   MAX_TRANSFER_LENGTH,
@@ -47,11 +48,11 @@ export function writeHeader(buf: Buffer, op: Opcode, flags: number, length: numb
   ensureCapacity(buf, length, opcodeName(op));
   checkRange(flags, 0, U16_MAX, `${opcodeName(op)}: flags`);
   checkU64(tag, `${opcodeName(op)}: tag`);
-  buf[0] = op;
-  buf[1] = CAPSULE_VERSION;
-  buf.writeUInt16BE(flags, 2);
-  buf.writeUInt32BE(length, 4);
-  buf.writeBigUInt64BE(tag, 8);
+  buf[HeaderField.OPCODE] = op;
+  buf[HeaderField.VERSION] = CAPSULE_VERSION;
+  buf.writeUInt16BE(flags, HeaderField.FLAGS);
+  buf.writeUInt32BE(length, HeaderField.LENGTH);
+  buf.writeBigUInt64BE(tag, HeaderField.TAG);
 }
 
 /**
@@ -63,15 +64,15 @@ export function readHeader(buf: Buffer, limits: WireLimits, from?: Sender): Caps
   if (!Buffer.isBuffer(buf)) fail('TRUNCATED', 'capsule is not a Buffer');
   if (buf.length < HEADER_SIZE) fail('TRUNCATED', `capsule is ${buf.length} bytes, shorter than the ${HEADER_SIZE}-byte header`);
   if (buf.length > limits.maxCapsule) fail('OVERSIZE', `capsule is ${buf.length} bytes, the limit is ${limits.maxCapsule}`);
-  const version = buf[1];
+  const version = buf[HeaderField.VERSION];
   if (version !== CAPSULE_VERSION) fail('BAD_VERSION', `capsule version is ${version}, expected ${CAPSULE_VERSION}`);
-  const op = buf[0];
+  const op = buf[HeaderField.OPCODE];
   if (!isOpcode(op)) fail('BAD_OPCODE', `unknown opcode ${hex(op)}`);
   if (from !== undefined && senderOf(op) !== from) fail('BAD_OPCODE', `${opcodeName(op)} is not sent by the ${from}`);
-  const length = buf.readUInt32BE(4);
+  const length = buf.readUInt32BE(HeaderField.LENGTH);
   if (length > buf.length) fail('TRUNCATED', `${opcodeName(op)}: length field says ${length} bytes, got ${buf.length}`);
   if (length < buf.length) fail('LENGTH_MISMATCH', `${opcodeName(op)}: length field says ${length} bytes, got ${buf.length}`);
-  return { op, flags: buf.readUInt16BE(2), length, tag: buf.readBigUInt64BE(8) };
+  return { op, flags: buf.readUInt16BE(HeaderField.FLAGS), length, tag: buf.readBigUInt64BE(HeaderField.TAG) };
 }
 
 /** For the per-opcode decoders: the header must carry this opcode. */

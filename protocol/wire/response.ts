@@ -3,7 +3,7 @@
 //   16 credit delta u32 | 20 status u8 | 21 reserved | 22 sense length u16
 //   24 data-out residual u32 | 28 data-in residual u32 | 32 sense data
 
-import { CapsuleSize, MAX_SENSE_LENGTH, Opcode, ResponseFlags } from './constants.js';
+import { CapsuleSize, MAX_SENSE_LENGTH, Opcode, ResponseFlags, RspField } from './constants.js';
 import { fail } from './errors.js';
 import { checkCreditDelta, checkRange, exactLength, hex, requireFlags, requireZero, U32_MAX } from './fields.js';
 import { PROTOCOL_LIMITS, readHeaderOf, writeHeader, type CapsuleHeader, type WireLimits } from './header.js';
@@ -79,12 +79,12 @@ export function encodeResponse(buf: Buffer, rsp: ResponseCapsule): number {
     residualFlags(rsp.dataInResidual, ResponseFlags.DIOVER, ResponseFlags.DIUNDER, 'data-in');
   const length = responseLength(rsp);
   writeHeader(buf, Opcode.RSP, flags, length, rsp.tag);
-  buf.writeUInt32BE(rsp.creditDelta, 16);
-  buf[20] = rsp.status;
-  buf[21] = 0;
-  buf.writeUInt16BE(rsp.sense.length, 22);
-  buf.writeUInt32BE(rsp.dataOutResidual?.count ?? 0, 24);
-  buf.writeUInt32BE(rsp.dataInResidual?.count ?? 0, 28);
+  buf.writeUInt32BE(rsp.creditDelta, RspField.CREDIT_DELTA);
+  buf[RspField.STATUS] = rsp.status;
+  buf[RspField.RESERVED] = 0;
+  buf.writeUInt16BE(rsp.sense.length, RspField.SENSE_LENGTH);
+  buf.writeUInt32BE(rsp.dataOutResidual?.count ?? 0, RspField.DATA_OUT_RESIDUAL);
+  buf.writeUInt32BE(rsp.dataInResidual?.count ?? 0, RspField.DATA_IN_RESIDUAL);
   rsp.sense.copy(buf, CapsuleSize.RSP_FIXED);
   return length;
 }
@@ -92,12 +92,12 @@ export function encodeResponse(buf: Buffer, rsp: ResponseCapsule): number {
 export function readResponse(buf: Buffer, header: CapsuleHeader): ResponseCapsule {
   requireFlags(header.flags, ALL_FLAGS, 'RSP');
   if (buf.length < CapsuleSize.RSP_FIXED) fail('TRUNCATED', `RSP needs at least ${CapsuleSize.RSP_FIXED} bytes, got ${buf.length}`);
-  const creditDelta = buf.readUInt32BE(16);
+  const creditDelta = buf.readUInt32BE(RspField.CREDIT_DELTA);
   checkCreditDelta(creditDelta, 'RSP');
-  const status = buf[20];
+  const status = buf[RspField.STATUS];
   checkStatus(status);
-  requireZero(buf, 21, 22, 'RSP');
-  const senseLength = buf.readUInt16BE(22);
+  requireZero(buf, RspField.RESERVED, RspField.SENSE_LENGTH, 'RSP');
+  const senseLength = buf.readUInt16BE(RspField.SENSE_LENGTH);
   if (senseLength > MAX_SENSE_LENGTH) fail('OVERSIZE', `RSP: sense length ${senseLength}, the limit is ${MAX_SENSE_LENGTH}`);
   const senseValid = (header.flags & ResponseFlags.SNSVALID) !== 0;
   if (senseValid !== senseLength > 0) fail('BAD_FIELD', `RSP: SNSVALID is ${senseValid ? 'set' : 'clear'} with sense length ${senseLength}`);
@@ -110,8 +110,8 @@ export function readResponse(buf: Buffer, header: CapsuleHeader): ResponseCapsul
     creditDelta,
     status,
     sense,
-    dataOutResidual: readResidual(header.flags, ResponseFlags.DOOVER, ResponseFlags.DOUNDER, buf.readUInt32BE(24), 'data-out'),
-    dataInResidual: readResidual(header.flags, ResponseFlags.DIOVER, ResponseFlags.DIUNDER, buf.readUInt32BE(28), 'data-in'),
+    dataOutResidual: readResidual(header.flags, ResponseFlags.DOOVER, ResponseFlags.DOUNDER, buf.readUInt32BE(RspField.DATA_OUT_RESIDUAL), 'data-out'),
+    dataInResidual: readResidual(header.flags, ResponseFlags.DIOVER, ResponseFlags.DIUNDER, buf.readUInt32BE(RspField.DATA_IN_RESIDUAL), 'data-in'),
   };
 }
 

@@ -2,7 +2,7 @@
 // beforehand (a volume's file removed since, a directory the unit's sandbox makes read-only):
 // rblkd exits 78 (EX_CONFIG) rather than 1, so that systemd's RestartPreventExitStatus=78 stops
 // it from restarting into the same refusal (docs/operations.md "Exit statuses").
-import { errorMessage } from './logger.js';
+import { errorText } from '../error-text.js';
 
 /**
  * errno codes of an open or mkdir that only a change to the file or the host can fix; and
@@ -32,5 +32,5 @@ export function asConfigRefusal(what: string, e: unknown): unknown {
   if (e instanceof ConfigRefusal) return e;
   const code = codeOf(e);
   if (code === undefined || !CONFIG_CODES.has(code)) return e;
-  return new ConfigRefusal(`${what}: ${errorMessage(e)}`, code, { cause: e });
+  return new ConfigRefusal(`${what}: ${errorText(e)}`, code, { cause: e });
 }

@@ -6,11 +6,12 @@
 // A socket file left by an rblkd that died is removed at start; one that
 // another rblkd still answers on is not taken. At exit it is closed and
 // unlinked, if it is still ours.
+import { errorText } from '../error-text.js';
 import { chmodSync, chownSync, lstatSync, mkdirSync, readFileSync, statSync, unlinkSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import type { DaemonLogger } from './logger.js';
-import { describeError, errorMessage } from './logger.js';
+import { describeError } from './logger.js';
 import { ControlLineReader, type ControlLine } from './control-lines.js';
 
 export const CONTROL_COMMANDS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone'] as const;
@@ -187,7 +188,7 @@ export class ControlServer {
       return `${JSON.stringify('refused' in line ? { ok: false, error: line.refused } : await this.answer(line.text))}\n`;
     } catch (e) {
       this.log.error(`control: internal error answering a request: ${describeError(e)}`);
-      return `${JSON.stringify({ ok: false, error: `internal error: ${errorMessage(e)}` })}\n`;
+      return `${JSON.stringify({ ok: false, error: `internal error: ${errorText(e)}` })}\n`;
     }
   }
 
@@ -242,7 +243,7 @@ export class ControlServer {
         }
       }
     } catch (e) {
-      return { ok: false, error: errorMessage(e) };
+      return { ok: false, error: errorText(e) };
     }
   }
 

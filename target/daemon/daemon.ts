@@ -16,7 +16,8 @@ import type { TargetPort, TargetTransport } from '../transport/transport.js';
 import { ControlServer, ControlSocketTaken } from './control-server.js';
 import { ListenError } from './listen-error.js';
 import { openMetrics, sameMetrics, type MetricsServer, type MetricsSource } from './metrics.js';
-import { errorMessage, reconfigureLogger, type DaemonLogger } from './logger.js';
+import { errorText } from '../error-text.js';
+import { reconfigureLogger, type DaemonLogger } from './logger.js';
 import { monotonicUsec, startWatchdog, systemdNotifier, type Notifier } from './notify.js';
 import { quiesce } from './quiesce.js';
 import { emptyResult, inUseText, inUseWho, plural, type ReloadResult, type VolumeInUse } from './reload-result.js';
@@ -140,8 +141,8 @@ export class Daemon {
     try {
       this.control = await ControlServer.open(path, this.controlHandlers(), this.log);
     } catch (e) {
-      if (config.control.explicit) throw new Error(`control socket ${path}: ${errorMessage(e)}`);
-      const why = e instanceof ControlSocketTaken ? e.message : errorMessage(e);
+      if (config.control.explicit) throw new Error(`control socket ${path}: ${errorText(e)}`);
+      const why = e instanceof ControlSocketTaken ? e.message : errorText(e);
       this.log.warn(`no control socket, rblkd ctl will not reach this daemon: ${why} (set control.socket to choose a path)`);
     }
   }
@@ -165,7 +166,7 @@ export class Daemon {
 
   private metricsSource(): MetricsSource {
     return {
-      volumes: () => [...this.volumes.values()].map((v) => ({ name: v.name, size: v.backend.size, stats: v.lu.stats })),
+      volumes: () => [...this.volumes.values()].map((v) => ({ name: v.name, size: v.backend.size, stats: v.lu.stats, qos: v.lu.qos, space: v.space })),
       listeners: () => this.listenersInfo().map((l) => ({ name: l.name, sessions: l.sessions, connections: l.connections, pool: l.pool })),
       build: () => ({ version: this.opts.version ?? 'unknown', node_version: process.version }),
       lastReload: () => this.lastReload,
@@ -228,7 +229,10 @@ export class Daemon {
         engine: b.ioEngine ?? null,
         readOnly: v.lu.readOnly,
         thin: v.lu.thin,
+        space: v.space,
         counters: v.lu.stats.byClass(),
+        // docs/operations.md "QoS limits": the limits in force, what waited for them, and the rates now.
+        qos: { ...v.lu.qos.report(), rates: v.rates.rates() },
       };
     });
   }
@@ -319,7 +323,7 @@ export class Daemon {
     try {
       next = loadConfig(this.opts.configPath, this.opts.stateDir !== undefined ? { stateDir: this.opts.stateDir } : {});
     } catch (e) {
-      const lines = e instanceof ConfigError ? e.errors.map((i) => formatIssue(e.source, i)) : [errorMessage(e)];
+      const lines = e instanceof ConfigError ? e.errors.map((i) => formatIssue(e.source, i)) : [errorText(e)];
       return this.refuse(`the file has ${plural(lines.length, 'error')}`, lines);
     }
     const plan = planReload(this.config, next);
@@ -342,14 +346,14 @@ export class Daemon {
     try {
       await recordLuns(next, this.log);
     } catch (e) {
-      return this.refuse('the LUNs could not be recorded', [errorMessage(e)]);
+      return this.refuse('the LUNs could not be recorded', [errorText(e)]);
     }
     const opened: ServedVolume[] = [];
     try {
       for (const v of plan.added) opened.push(await ServedVolume.open(v, this.volumeContext(next)));
     } catch (e) {
       for (const v of opened) await v.close().catch(() => null);
-      return this.refuse('a new volume could not be opened', [errorMessage(e)]);
+      return this.refuse('a new volume could not be opened', [errorText(e)]);
     }
     let metrics: MetricsServer | null | undefined;
     if (!sameMetrics(this.config.metrics, next.metrics) && next.metrics) {
@@ -357,7 +361,7 @@ export class Daemon {
         metrics = await openMetrics(next.metrics, next.source, this.metricsSource(), this.log);
       } catch (e) {
         for (const v of opened) await v.close().catch(() => null);
-        return this.refuse('the metrics endpoint could not move', [errorMessage(e)]);
+        return this.refuse('the metrics endpoint could not move', [errorText(e)]);
       }
     } else if (!next.metrics) metrics = null;
     for (const u of inUse) this.log.warn(`reload --force: ${inUseWho(u)}; removing it under them`, { volume: u.volume, lun: u.lun });
@@ -441,8 +445,8 @@ export class Daemon {
         if (grown) result.resized.push(sv.name);
         if (grown) this.log.info(`volume ${sv.name} resized from ${grown.from} to ${grown.to} bytes`, { volume: sv.name, lun: sv.lun });
       } catch (e) {
-        this.log.error(`volume ${sv.name} could not be resized: ${errorMessage(e)}`, { volume: sv.name });
-        result.errors.push(`volume ${sv.name} could not be resized: ${errorMessage(e)}`);
+        this.log.error(`volume ${sv.name} could not be resized: ${errorText(e)}`, { volume: sv.name });
+        result.errors.push(`volume ${sv.name} could not be resized: ${errorText(e)}`);
       }
     }
 
@@ -458,8 +462,8 @@ export class Daemon {
       try {
         await this.listen(l, next.source);
       } catch (e) {
-        this.log.error(errorMessage(e), { listener: configuredName(l) });
-        result.errors.push(errorMessage(e));
+        this.log.error(errorText(e), { listener: configuredName(l) });
+        result.errors.push(errorText(e));
       }
     }
     this.config = next;
@@ -488,7 +492,7 @@ export class Daemon {
     let running: Promise<void> | null = null;
     backend.onFenced(() => {
       running ??= this.recoverVolume(sv)
-        .catch((e: unknown) => void this.log.error(`volume ${sv.name}: serving it again failed: ${errorMessage(e)}`, { volume: sv.name, lun: sv.lun }))
+        .catch((e: unknown) => void this.log.error(`volume ${sv.name}: serving it again failed: ${errorText(e)}`, { volume: sv.name, lun: sv.lun }))
         .finally(() => (running = null));
     });
   }
@@ -509,7 +513,7 @@ export class Daemon {
         }
       } catch (e) {
         if (!serving()) return;
-        if (attempt === 0) this.log.error(`volume ${sv.name}: cannot serve it again yet (${errorMessage(e)}); retrying every ${RECOVER_RETRY_MS / 1000} s`, meta);
+        if (attempt === 0) this.log.error(`volume ${sv.name}: cannot serve it again yet (${errorText(e)}); retrying every ${RECOVER_RETRY_MS / 1000} s`, meta);
       }
       await sleep(RECOVER_RETRY_MS);
     }
@@ -535,7 +539,7 @@ export class Daemon {
       if (failure) this.log.error(`volume ${name}: flush or close failed: ${failure.message}`, { volume: name });
       else this.log.info(`volume ${name} closed`, { volume: name });
     })().catch((e: unknown) => {
-      this.log.error(`volume ${name}: retiring it failed: ${errorMessage(e)}`, { volume: name });
+      this.log.error(`volume ${name}: retiring it failed: ${errorText(e)}`, { volume: name });
     });
     this.retiring.add(done);
     void done.finally(() => this.retiring.delete(done));

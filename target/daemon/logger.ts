@@ -181,10 +181,6 @@ export function reconfigureLogger(logger: DaemonLogger, config: LoggingConfig): 
 }
 
 /** The error's message alone, for operational failures (an errno, a refused bind). */
-export function errorMessage(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
 /** The error's stack (or message), for a log line that must say where it came from. */
 export function describeError(e: unknown): string {
   if (e instanceof Error) return e.stack ?? `${e.name}: ${e.message}`;

@@ -5,16 +5,20 @@
 // configured. Nothing is counted here: every value is read at scrape time
 // from the counters the request core keeps (scsi/request/io-stats.ts), the
 // sessions and the ports, so a scrape costs the data path nothing.
+import type { SpaceInfo } from './space-watch.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { MetricsConfig } from '../../config/schema.js';
 import { IO_CLASSES, LATENCY_BUCKETS_S, type IoStats } from '../scsi/index.js';
+import type { VolumeQos } from '../scsi/qos.js';
 import type { PoolUse } from '../transport/transport.js';
-import { errorMessage, type DaemonLogger } from './logger.js';
+import { errorText } from '../error-text.js';
+import { type DaemonLogger } from './logger.js';
 
 /** What the endpoint reads at each scrape. */
 export interface MetricsSource {
-  volumes(): readonly { name: string; size: number; stats: IoStats }[];
+  /** space: a file volume's space thresholds' last reading (space-watch.ts), else null. */
+  volumes(): readonly { name: string; size: number; stats: IoStats; qos?: VolumeQos; space?: SpaceInfo | null }[];
   listeners(): readonly { name: string; sessions: number; connections: number; pool: readonly PoolUse[] }[];
   /** The labels of rblk_build_info: the package's version and Node's. */
   build(): { version: string; node_version: string };
@@ -82,7 +86,26 @@ export function rblkMetrics(src: MetricsSource): Collected[] {
         }),
       ),
     ),
+    metric('rblk_volume_qos_throttled_seconds_total', 'Time READs and WRITEs waited for their QoS limits (docs/operations.md "QoS limits"), summed over commands, by volume.', 'counter', () =>
+      src.volumes().map((v) => ({ labels: { volume: v.name }, value: v.qos?.throttledSeconds ?? 0 })),
+    ),
+    metric('rblk_volume_qos_throttled_operations_total', 'READs and WRITEs that waited for their QoS limits, by volume.', 'counter', () =>
+      src.volumes().map((v) => ({ labels: { volume: v.name }, value: v.qos?.throttledCommands ?? 0 })),
+    ),
+    metric('rblk_volume_qos_limit', 'QoS limits in force, by volume and limit (iops, read_iops, write_iops: commands per second; bps, read_bps, write_bps: bytes per second); absent: none.', 'gauge', () =>
+      src.volumes().flatMap((v) => Object.entries(v.qos?.report().limits ?? {}).map(([limit, value]) => ({ labels: { volume: v.name, limit }, value }))),
+    ),
     metric('rblk_volume_size_bytes', 'Capacity of each served volume.', 'gauge', () => src.volumes().map((v) => ({ labels: { volume: v.name }, value: v.size }))),
+    // docs/operations.md "Space thresholds": file volumes only.
+    metric('rblk_volume_space_low', '1 while a file volume is over one of its space thresholds (38/07 was raised), else 0.', 'gauge', () =>
+      src.volumes().flatMap((v) => (v.space ? [{ labels: { volume: v.name }, value: v.space.low ? 1 : 0 }] : [])),
+    ),
+    metric('rblk_volume_allocated_bytes', "Bytes a file volume's file has allocated on its filesystem.", 'gauge', () =>
+      src.volumes().flatMap((v) => (v.space ? [{ labels: { volume: v.name }, value: v.space.allocatedBytes }] : [])),
+    ),
+    metric('rblk_volume_filesystem_free_bytes', "Bytes free to rblkd on a file volume's filesystem.", 'gauge', () =>
+      src.volumes().flatMap((v) => (v.space ? [{ labels: { volume: v.name }, value: v.space.filesystemFreeBytes }] : [])),
+    ),
     metric('rblk_listener_sessions', 'Logged-in sessions on each listener.', 'gauge', () =>
       src.listeners().map((l) => ({ labels: { listener: l.name }, value: l.sessions })),
     ),
@@ -179,7 +202,7 @@ export async function openMetrics(metrics: MetricsConfig, source: string, src: M
     return await MetricsServer.open(metrics, src, log);
   } catch (e) {
     const c = e as NodeJS.ErrnoException;
-    const why = c.code === 'EADDRINUSE' ? 'the port is in use (EADDRINUSE)' : c.code === 'EADDRNOTAVAIL' ? 'the address is not one of this host (EADDRNOTAVAIL)' : errorMessage(e);
+    const why = c.code === 'EADDRINUSE' ? 'the port is in use (EADDRINUSE)' : c.code === 'EADDRNOTAVAIL' ? 'the address is not one of this host (EADDRNOTAVAIL)' : errorText(e);
     throw Object.assign(new Error(`cannot serve metrics on ${metrics.address}:${metrics.port} (${source}, metrics): ${why}`, { cause: e }), { code: c.code });
   }
 }

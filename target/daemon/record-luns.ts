@@ -3,7 +3,8 @@
 import type { Config } from '../../config/schema.js';
 import { writeLunRecord } from '../../config/lun-record.js';
 import { asConfigRefusal, ConfigRefusal } from './config-refusal.js';
-import { errorMessage, type DaemonLogger } from './logger.js';
+import { errorText } from '../error-text.js';
+import { type DaemonLogger } from './logger.js';
 import { plural } from './reload-result.js';
 import { makeStateDir } from './volumes.js';
 
@@ -20,7 +21,7 @@ export async function recordLuns(config: Config, log: DaemonLogger): Promise<voi
   } catch (e) {
     const what = `cannot record the volumes' LUNs in ${config.luns.file}`;
     const refusal = asConfigRefusal(what, e);
-    throw refusal instanceof ConfigRefusal ? refusal : new Error(`${what}: ${errorMessage(e)}`, { cause: e });
+    throw refusal instanceof ConfigRefusal ? refusal : new Error(`${what}: ${errorText(e)}`, { cause: e });
   }
   log.debug(`recorded the LUNs of ${plural(config.volumes.length, 'volume')} in ${config.luns.file}`);
 }

@@ -1,7 +1,7 @@
 // What a reload changes (docs/operations.md "Reloading"), worked out before
 // anything is touched, so that a reload is applied whole or not at all.
-// Volumes are matched by name. A served volume may gain a new ACL or a larger
-// size; anything else about it (backing path, block size, LUN, identity,
+// Volumes are matched by name. A served volume may gain a new ACL, new QoS
+// limits or a larger size; anything else about it (backing path, block size, LUN, identity,
 // read-only, O_DIRECT, thin provisioning, an rbd volume's fast_path) is fixed while initiators may have
 // it open, and changing it refuses the reload.
 import { formatSize } from '../../config/size.js';

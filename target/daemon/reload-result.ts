@@ -6,7 +6,7 @@ export interface ReloadResult {
   applied: boolean;
   added: string[];
   removed: string[];
-  /** Kept volumes whose ACL or size changed. */
+  /** Kept volumes whose ACL, QoS limits or size changed. */
   changed: string[];
   resized: string[];
   listenersAdded: string[];

@@ -2,11 +2,12 @@
 // options (limits, secrets, fast path) and the reactor threads
 // (docs/operations.md "reactors"). daemon.ts calls these at start and on
 // every reload.
+import { errorText } from '../error-text.js';
 import type { Config } from '../../config/schema.js';
 import { FastPath } from '../../native/fast-path.js';
 import { Reactors } from '../../native/reactors.js';
 import type { TargetServerOptions } from '../server.js';
-import { errorMessage, type DaemonLogger } from './logger.js';
+import { type DaemonLogger } from './logger.js';
 
 /** Descriptors per command: one RMA per rma_iov_limit of them, so a few more than any provider's limit is enough. */
 const MAX_DESCRIPTORS = 16;
@@ -49,7 +50,7 @@ export function startReactors(config: Config, log: DaemonLogger): Reactors | nul
   try {
     return Reactors.start(count);
   } catch (e) {
-    log.warn(`reactors: cannot start ${count} thread(s), the JS thread serves every connection: ${errorMessage(e)}`);
+    log.warn(`reactors: cannot start ${count} thread(s), the JS thread serves every connection: ${errorText(e)}`);
     return null;
   }
 }

@@ -2,7 +2,8 @@
 // "Snapshots and clones"): which served volume, what is logged; snapshots.ts
 // does the work.
 import type { ControlHandlers } from './control-server.js';
-import { errorMessage, type DaemonLogger } from './logger.js';
+import { errorText } from '../error-text.js';
+import { type DaemonLogger } from './logger.js';
 import { cloneSnapshot, deleteSnapshot, describeTaken, methodText, parseSnapshotRef, snapshotsOf, takeSnapshot } from './snapshots.js';
 import type { ServedVolume } from './volumes.js';
 
@@ -28,7 +29,7 @@ export function snapshotHandlers(d: SnapshotContext): Pick<ControlHandlers, 'sna
         d.log.info(describeTaken(taken), meta);
         return { ...taken };
       } catch (e) {
-        d.log.error(`volume ${sv.name}: snapshot ${name} not taken: ${errorMessage(e)}`, meta);
+        d.log.error(`volume ${sv.name}: snapshot ${name} not taken: ${errorText(e)}`, meta);
         throw e;
       }
     },

@@ -1,7 +1,10 @@
 // A configured volume, served: its backend (opened by its kind, target/backend/registry.ts), its logical unit
 // with the identity that must survive restarts (config/identity.ts; SPC-5
-// 7.7.6, VPD 83h), and its ACL (config/acl.ts). The ACL and the size are the
-// only parts a reload may change on a live volume; the rest is fixed at open.
+// 7.7.6, VPD 83h), its ACL (config/acl.ts), its QoS limits (target/scsi/qos.ts) and
+// its space thresholds (space-watch.ts). The ACL, the QoS limits, the space thresholds
+// and the size are the only parts a reload may change on a live volume; the rest is
+// fixed at open.
+import { SpaceWatch, type SpaceInfo } from './space-watch.js';
 import { mkdir } from 'node:fs/promises';
 import { accessFor } from '../../config/acl.js';
 import { readOnlyMissing } from '../../config/backing.js';
@@ -10,11 +13,13 @@ import { formatSize } from '../../config/size.js';
 import type { VolumeConfig } from '../../config/schema.js';
 import type { Backend } from '../backend/backend.js';
 import { kindOf, openVolumeBackend } from '../backend/registry.js';
+import { RateMeter } from './volume-rates.js';
 import { LogicalUnit, SharedReservationStore, type Access, type TargetPortGroups } from '../scsi/index.js';
 import type { ExportedVolume } from '../server.js';
 import { STATE_DIR_HINT } from '../../config/state-dir.js';
 import { asConfigRefusal, ConfigRefusal } from './config-refusal.js';
-import { errorMessage, type DaemonLogger } from './logger.js';
+import { errorText } from '../error-text.js';
+import { type DaemonLogger } from './logger.js';
 
 export interface VolumeContext {
   /** Where generated identities are kept (state_dir). */
@@ -36,7 +41,7 @@ export async function makeStateDir(dir: string): Promise<void> {
     await mkdir(dir, { recursive: true, mode: 0o755 });
   } catch (e) {
     const c = e as NodeJS.ErrnoException;
-    const error = Object.assign(new Error(`cannot create state_dir ${dir}: ${errorMessage(e)} ${STATE_DIR_HINT}`, { cause: e }), { code: c.code });
+    const error = Object.assign(new Error(`cannot create state_dir ${dir}: ${errorText(e)} ${STATE_DIR_HINT}`, { cause: e }), { code: c.code });
     throw c.code === undefined ? error : new ConfigRefusal(error.message, c.code, { cause: e });
   }
 }
@@ -50,13 +55,17 @@ export class ServedVolume implements ExportedVolume {
   readonly lun: number;
   readonly nsid: number | undefined;
   readonly lu: LogicalUnit;
+  /** The current rates `rblkd ctl volumes` shows (volume-rates.ts). */
+  readonly rates: RateMeter;
   #config: VolumeConfig;
+  #space: SpaceWatch | null = null;
 
   private constructor(config: VolumeConfig, lu: LogicalUnit) {
     this.name = config.name;
     this.lun = config.lun;
     this.nsid = config.nsid;
     this.lu = lu;
+    this.rates = new RateMeter(lu.stats);
     this.#config = config;
   }
 
@@ -122,7 +131,13 @@ export class ServedVolume implements ExportedVolume {
         volume: config.name,
         lun: config.lun,
       });
+      lu.qos.configure(config.qos ?? null);
       const served = new ServedVolume(config, lu);
+      // Space thresholds for a file on a filesystem (space-watch.ts); a device or a cluster has its own.
+      if (config.backing.kind === 'file') {
+        served.#space = new SpaceWatch({ volume: config.name, lun: config.lun, path: config.backing.path, lu, log: ctx.log }, config.spaceThreshold ?? {});
+        served.#space.start();
+      }
       backend.onNotice?.((n) => ctx.log[n.level](`volume ${config.name}: ${n.message}`, { volume: config.name, lun: config.lun }));
       // A store resized outside rblkd (rbd resize on any host): CAPACITY DATA HAS CHANGED.
       backend.onResize?.(() => {
@@ -156,11 +171,20 @@ export class ServedVolume implements ExportedVolume {
 
   /**
    * A reload kept this volume: the new ACL applies from the next LUN map
-   * computed for a session (a login, or an inventory change). The caller has
+   * computed for a session (a login, or an inventory change), new QoS limits
+   * from the next command of every session. The caller has
    * checked that nothing fixed changed (reload-plan.ts).
    */
   reconfigure(next: VolumeConfig): void {
     this.#config = next;
+    // In place: sessions and their fast paths hold the buckets, not copies (target/scsi/qos.ts).
+    this.lu.qos.configure(next.qos ?? null);
+    this.#space?.setThresholds(next.spaceThreshold ?? {});
+  }
+
+  /** The space thresholds' last reading (space-watch.ts), for a file volume. */
+  get space(): SpaceInfo | null {
+    return this.#space?.info ?? null;
   }
 
   /**
@@ -180,7 +204,9 @@ export class ServedVolume implements ExportedVolume {
 
   /** Makes every acknowledged write durable, then closes; the error, if the flush or the close failed. */
   async close(): Promise<Error | null> {
+    this.#space?.stop();
     this.backend.onResize?.(null);
+    this.lu.qos.close();
     await this.lu.reservations.store.close();
     let failure: Error | null = null;
     if (!this.backend.readOnly) {

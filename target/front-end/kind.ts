@@ -20,6 +20,11 @@ export interface FrontEndKind<Name extends string = string> {
   /** A listener's port when the config names none. */
   readonly defaultPort: number;
   /**
+   * A front end with a discovery service of its own (NVMe-oF's discovery controller) takes
+   * `discovery: true` on a listener that serves only that, on this port when none is named.
+   */
+  readonly discoveryPort?: number;
+  /**
    * Whether its listeners run over a libfabric provider (`provider:`); otherwise the
    * front end brings its own transport (plain TCP) and the config refuses `provider:`.
    */

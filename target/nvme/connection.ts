@@ -24,6 +24,13 @@ const MAX_C2H_DATA = 128 * 1024;
 const ADMIN_IN_CAPSULE = 8192;
 /** Commands whose R2T data is being received at once; the others wait for a buffer (memory per connection). */
 const MAX_R2T_COMMANDS = 4;
+/**
+ * How long a fused first half waits for its second (Base 2.0 §3.4.2: the
+ * second must be the next command submitted). A host submits both together, so
+ * anything this late is a host that will not send it: the first half is aborted
+ * with Missing Fused Command rather than held, unanswered, for the queue's life.
+ */
+const FUSED_PARTNER_MS = 1000;
 /** Bytes queued on the socket beyond which reading stops until it drains. */
 const OUTPUT_HIGH_WATER = 4 * 1024 * 1024;
 
@@ -31,6 +38,8 @@ export interface NvmeConnectionContext {
   readonly env: ConnectionEnvironment;
   readonly subsystem: Subsystem;
   readonly portName: string;
+  /** A discovery-only listener's queue: Connect only to the discovery subsystem. */
+  readonly discoveryOnly?: boolean;
 }
 
 interface Cmd {
@@ -85,6 +94,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   readonly #r2tQueue: Cmd[] = [];
   /** The first half of a fused pair, until the next command arrives. */
   #fusedFirst: Cmd | null = null;
+  #fusedTimer: NodeJS.Timeout | null = null;
   #ttag = 0;
   #draining = false;
   readonly #since = new Date();
@@ -219,6 +229,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     this.#ended = true;
     this.#state = 'ending';
     if (this.#loginTimer) clearTimeout(this.#loginTimer);
+    if (this.#fusedTimer) clearTimeout(this.#fusedTimer);
     this.#chunks = [];
     this.#have = 0;
     const c = this.#controller;
@@ -400,7 +411,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
 
   /** Connect (NVMe-oF 1.1 §3.3), decided in fabrics.ts; granted, this connection becomes the queue. */
   #connect(sqe: Buffer, d: Buffer): Completion {
-    const r = connectQueue(sqe, d, { env: this.ctx.env, subsystem: this.ctx.subsystem, log: this.#log, queue: this });
+    const r = connectQueue(sqe, d, { env: this.ctx.env, subsystem: this.ctx.subsystem, log: this.#log, queue: this, discoveryOnly: this.ctx.discoveryOnly === true });
     if (!('grant' in r)) return r;
     const { controller: c, qid, sqsize, sqfcDisabled, hostnqn } = r.grant;
     this.qid = qid;
@@ -429,6 +440,8 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     const fuse = cmd.sqe[1] & 3;
     const first = this.#fusedFirst;
     this.#fusedFirst = null;
+    if (this.#fusedTimer) clearTimeout(this.#fusedTimer);
+    this.#fusedTimer = null;
     if (first && fuse !== 2) {
       first.pair!.broken = true;
       this.#complete(first, { status: Status.AbortMissingFused });
@@ -437,6 +450,14 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
       if (this.qid <= 0 || cmd.sqe[0] !== 0x05) return this.#fail(cmd, Status.InvalidField);
       cmd.pair = { first: cmd, second: null, data: [null, null], broken: false };
       this.#fusedFirst = cmd;
+      this.#fusedTimer = setTimeout(() => {
+        this.#fusedTimer = null;
+        if (this.#fusedFirst !== cmd) return;
+        this.#fusedFirst = null;
+        cmd.pair!.broken = true;
+        this.#complete(cmd, { status: Status.AbortMissingFused });
+      }, FUSED_PARTNER_MS);
+      this.#fusedTimer.unref();
     } else if (fuse === 2) {
       if (!first || first.pair!.broken) return this.#fail(cmd, first ? Status.AbortFailedFused : Status.AbortMissingFused);
       const same = cmd.sqe[0] === 0x01 && cmd.sqe.readUInt32LE(4) === first.sqe.readUInt32LE(4) && cmd.sqe.subarray(40, 52).equals(first.sqe.subarray(40, 52)) && (cmd.sqe.readUInt16LE(48) === first.sqe.readUInt16LE(48));

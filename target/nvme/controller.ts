@@ -69,6 +69,8 @@ export class Controller {
   /** Async Event Configuration (feature 0Bh); bit 8 Namespace Attribute Notices. */
   #aec = 0;
   readonly #aers: Held[] = [];
+  /** A namespace was over a space threshold at the last look (#checkSpace). */
+  #spaceLow = false;
   /** Events waiting for an AER (CQE DW0 values). */
   readonly #events: number[] = [];
   readonly #changed = new Set<number>();
@@ -149,12 +151,27 @@ export class Controller {
    * 03h ANA Change, log page 0Ch completes an AER. Asked at each reload and each Keep Alive.
    */
   checkAna(): void {
+    this.#checkSpace();
     if (this.discovery) return;
     const now = this.anaState();
     if (now === this.#anaState) return;
     this.#anaState = now;
     this.#anaChanges++;
     if ((this.#aec & (1 << 11)) !== 0) this.#raise(0x0c0302);
+  }
+
+  /**
+   * A namespace's volume over a space threshold (docs/operations.md "Space thresholds") is the
+   * SMART/Health critical warning "available spare below threshold" (bit 0, §5.16.1.3): the spare
+   * a thin namespace has is its pool's free space. On the way up, with AEC bit 0 enabled, an
+   * event of type SMART/Health Status, information 02h Spare Below Threshold, log page 02h (§5.2).
+   * Asked wherever ANA is (reload, Keep Alive, Get Log Page).
+   */
+  #checkSpace(): void {
+    if (this.discovery) return;
+    const low = [...this.namespaces.values()].some((ns) => ns.lu.spaceLow);
+    if (low && !this.#spaceLow && (this.#aec & 1) !== 0) this.#raise(0x020201);
+    this.#spaceLow = low;
   }
 
   #deliver(): void {
@@ -354,7 +371,9 @@ export class Controller {
     }
     // Data units: thousands of 512-byte units, rounded up (§5.16.1.3).
     const units = (b: number) => BigInt(Math.ceil(b / 512 / 1000));
-    return smartLog({ unitsRead: units(rb), unitsWritten: units(wb), reads: BigInt(r), writes: BigInt(w), critical: ro && this.namespaces.size > 0 ? 1 << 3 : 0 });
+    const spaceLow = [...this.namespaces.values()].some((ns) => ns.lu.spaceLow);
+    const critical = (ro && this.namespaces.size > 0 ? 1 << 3 : 0) | (spaceLow ? 1 : 0);
+    return smartLog({ unitsRead: units(rb), unitsWritten: units(wb), reads: BigInt(r), writes: BigInt(w), critical });
   }
 
   #feature(sqe: Buffer, set: boolean): Completion {
@@ -381,9 +400,9 @@ export class Controller {
         }
         return { status: Status.Success, dw0: this.#kato };
       case 0x0b:
-        // Asynchronous Event Configuration (§5.27.1.7): bit 8 Namespace Attribute Notices and bit 11 ANA Change Notices are what we raise.
+        // Asynchronous Event Configuration (§5.27.1.7): bit 0 (SMART available spare), bit 8 Namespace Attribute Notices and bit 11 ANA Change Notices are what we raise.
         if (set) {
-          this.#aec = v & ((1 << 8) | (1 << 11));
+          this.#aec = v & (1 | (1 << 8) | (1 << 11));
           return { status: Status.Success };
         }
         return { status: Status.Success, dw0: this.#aec };

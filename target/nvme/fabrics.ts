@@ -26,7 +26,7 @@ export interface ConnectGrant {
 export function connectQueue(
   sqe: Buffer,
   d: Buffer,
-  o: { env: ConnectionEnvironment; subsystem: Subsystem; log: TargetLogger; queue: QueueConnection },
+  o: { env: ConnectionEnvironment; subsystem: Subsystem; log: TargetLogger; queue: QueueConnection; discoveryOnly?: boolean },
 ): Completion | { completion: Completion; grant: ConnectGrant } {
   const { env, subsystem: sub, log } = o;
   const qid = sqe.readUInt16LE(42);
@@ -43,6 +43,10 @@ export function connectQueue(
   const discovery = subnqn === DISCOVERY_NQN;
   if (!discovery && subnqn !== sub.nqn) {
     log.warn(`NVMe Connect for unknown subsystem ${JSON.stringify(subnqn)}`, { host: hostnqn });
+    return invalid(true, 256);
+  }
+  if (!discovery && o.discoveryOnly === true) {
+    log.warn(`NVMe Connect for ${subnqn} on a discovery-only listener: the discovery log names its ports`, { host: hostnqn });
     return invalid(true, 256);
   }
   if (!hostnqn.startsWith('nqn.')) return invalid(true, 512);

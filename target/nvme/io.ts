@@ -8,6 +8,7 @@ import { cdw, IoOpcode, Status, type NvmeStatus } from '../../protocol/nvme/comm
 import { isMiscompare } from '../backend/backend.js';
 import { nexusKey, type Access, type LogicalUnit, type Nexus } from '../scsi/index.js';
 import type { PrClass } from '../scsi/reservations.js';
+import type { QosDirection } from '../scsi/qos-bucket.js';
 import { withScratch } from '../scsi/scratch.js';
 import { prepareReservation, ResvOpcode } from './reservations.js';
 import { statusForError, type NvmeIoKind } from './status.js';
@@ -128,8 +129,17 @@ async function refusal(lu: LogicalUnit, ctx: IoContext, cls: PrClass): Promise<C
 }
 
 /** The prepared command, run only when refusal() lets it. */
-function guarded(p: PreparedIo, lu: LogicalUnit, ctx: IoContext, cls: PrClass): PreparedIo {
-  return { length: p.length, dir: p.dir, run: async (data) => (await refusal(lu, ctx, cls)) ?? p.run(data) };
+function guarded(p: PreparedIo, lu: LogicalUnit, ctx: IoContext, cls: PrClass, qos: QosDirection | null): PreparedIo {
+  return {
+    length: p.length,
+    dir: p.dir,
+    run: async (data) => {
+      // QoS (target/scsi/qos.ts): the same buckets as the SCSI front ends'; a Read or Write waits for its turn, never fails for it.
+      const turn = qos !== null && lu.qos.active ? lu.qos.admit(ctx.nexus.initiator, qos, p.length) : null;
+      if (turn !== null) await turn;
+      return (await refusal(lu, ctx, cls)) ?? p.run(data);
+    },
+  };
 }
 
 /**
@@ -143,7 +153,7 @@ export function prepareIo(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedI
   if ('status' in p) return p;
   // Reservation commands themselves are never in conflict (Base 2.0 §8.19, Figure "Command Behavior in the Presence of a Reservation").
   const cls: PrClass = op === IoOpcode.Flush || resv ? 'exempt' : op === IoOpcode.Read || op === IoOpcode.Compare || op === IoOpcode.Verify ? 'read' : 'write';
-  return guarded(p, ns.lu, ctx, cls);
+  return guarded(p, ns.lu, ctx, cls, op === IoOpcode.Read ? 'read' : op === IoOpcode.Write ? 'write' : null);
 }
 
 function prepare(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedIo | { status: NvmeStatus } {

@@ -12,10 +12,13 @@ import { subsystemOf } from './subsystem.js';
 export interface NvmePortalOptions {
   address: string;
   port: number;
+  /** Only the discovery controller here (docs/nvme.md "Discovery"): not listed in the discovery log, no I/O subsystem. */
+  discoveryOnly?: boolean;
 }
 
 export class NvmeTcpPortal implements TargetPort {
-  readonly provider = 'nvme-tcp';
+  /** The listener's name in logs and `rblkd ctl` (the front end's label). */
+  readonly provider: 'nvme-tcp' | 'nvme-tcp-discovery';
   private readonly sockets = new Set<Socket>();
   private readonly queues = new Set<NvmeTcpConnection>();
   private accepting = true;
@@ -26,7 +29,10 @@ export class NvmeTcpPortal implements TargetPort {
     private readonly server: Server,
     readonly address: string,
     readonly port: number,
-  ) {}
+    discoveryOnly: boolean,
+  ) {
+    this.provider = discoveryOnly ? 'nvme-tcp-discovery' : 'nvme-tcp';
+  }
 
   static async listen(host: PortHost, o: NvmePortalOptions): Promise<NvmeTcpPortal> {
     const server = createServer({ noDelay: true });
@@ -39,19 +45,22 @@ export class NvmeTcpPortal implements TargetPort {
     });
     const bound = server.address();
     const port = typeof bound === 'object' && bound !== null ? bound.port : o.port;
-    const portal = new NvmeTcpPortal(server, o.address, port);
-    const portName = `nvme-tcp:${o.address}:${port}`;
+    const portal = new NvmeTcpPortal(server, o.address, port, o.discoveryOnly === true);
+    const portName = `${portal.provider}:${o.address}:${port}`;
     const env = host.environment(portName);
     const subsystem = subsystemOf(env);
-    const listener = subsystem.addListener(o.address, port);
-    portal.unlist = () => subsystem.removeListener(listener);
+    // A discovery-only port is where hosts ask, not where the subsystem is: the log leaves it out.
+    if (o.discoveryOnly !== true) {
+      const listener = subsystem.addListener(o.address, port);
+      portal.unlist = () => subsystem.removeListener(listener);
+    }
     server.on('error', (e) => env.log.error(`NVMe/TCP listener ${portName}: ${e.message}`));
     server.on('connection', (socket) => {
       if (!portal.accepting || !host.admitConnection(portName, socket.remoteAddress ?? 'unknown')) {
         socket.destroy();
         return;
       }
-      const c = new NvmeTcpConnection(socket, { env, subsystem, portName });
+      const c = new NvmeTcpConnection(socket, { env, subsystem, portName, discoveryOnly: o.discoveryOnly === true });
       portal.sockets.add(socket);
       portal.queues.add(c);
       socket.once('close', () => portal.sockets.delete(socket));

@@ -123,7 +123,8 @@ export class RblkFastPath {
     const fast = this.fast;
     const o = this.owner;
     if (fast === null || o.nexus === null) return;
-    const key = nexusKey(o.nexus);
+    const nexus = o.nexus;
+    const key = nexusKey(nexus);
     for (const [lun, { lu, access }] of o.luns) {
       if (lu.backend.fastPathTarget === undefined) continue;
       const allow = (): void => {
@@ -138,6 +139,8 @@ export class RblkFastPath {
           readable: true,
           writable: access === 'rw' && !lu.readOnly,
           writeThrough: !lu.modes.wce,
+          // Always both buckets, limited or not: a reload changes them in place (target/scsi/qos.ts).
+          qos: lu.qos.nativeState(nexus.initiator),
           ...(target.rbd !== undefined ? { rbdApi: target.rbd.api, rbdImage: target.rbd.image } : {}),
         });
       };
@@ -225,6 +228,7 @@ export class RblkFastPath {
       reactor: stats.reactor >= 0 ? stats.reactor : null,
       commands: stats.taken,
       readBytes: this.nativeIo.readBytes,
+      qosDeferred: stats.qosDeferred,
       writeBytes: this.nativeIo.writeBytes,
     };
   }

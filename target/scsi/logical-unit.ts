@@ -3,10 +3,12 @@
 // queues, the COMPARE AND WRITE range lock) and reaches storage only through
 // the Backend seam.
 import { IoStats } from './request/io-stats.js';
+import { VolumeQos } from './qos.js';
 import type { Backend } from '../backend/backend.js';
 import {
   ASYMMETRIC_ACCESS_STATE_CHANGED,
   CAPACITY_DATA_HAS_CHANGED,
+  THIN_PROVISIONING_SOFT_THRESHOLD_REACHED,
   MODE_PARAMETERS_CHANGED,
   POWER_ON_RESET,
   REPORTED_LUNS_DATA_HAS_CHANGED,
@@ -169,6 +171,8 @@ export class LogicalUnit {
   readonly fastPath: FastPathGate = new FastPathGate(this);
   /** Commands, bytes, errors and latency by class, counted by the request core (request/io-stats.ts). */
   readonly stats = new IoStats();
+  /** IOPS and bandwidth limits, charged by every path that runs a READ or WRITE (qos.ts; docs/operations.md "QoS limits"). */
+  readonly qos = new VolumeQos();
   readonly defaultModes: ModeSettings;
   #modes: ModeSettings;
   #lastBlocks: number;
@@ -322,6 +326,19 @@ export class LogicalUnit {
   raiseAccessStateChanged(): void {
     this.attentions.establishAll(ASYMMETRIC_ACCESS_STATE_CHANGED);
     this.fastPath.refresh();
+  }
+
+  /** Above a space threshold of its volume (target/daemon/space-watch.ts); NVMe reports it as a SMART/Health warning. */
+  spaceLow = false;
+
+  /**
+   * The volume crossed a space threshold (docs/operations.md "Space thresholds"): on the way up
+   * every nexus hears THIN PROVISIONING SOFT THRESHOLD REACHED (38/07, SBC-4 4.7.3.7.3), once
+   * per crossing; on the way down nothing is said.
+   */
+  setSpaceLow(low: boolean): void {
+    if (low && !this.spaceLow) this.attentions.establishAll(THIN_PROVISIONING_SOFT_THRESHOLD_REACHED);
+    this.spaceLow = low;
   }
 
   raiseInventoryChanged(): void {

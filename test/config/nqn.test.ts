@@ -31,3 +31,18 @@ test('a volume\'s nsid: overrides LUN + 1; two volumes cannot share a namespace 
   const e = t.throws(() => parseConfig(vols('  - { name: a, memory: true, size: 1MiB }\n  - { name: b, memory: true, size: 1MiB, nsid: 1 }\n'), 'rblkd.yaml', { stateDir: '/x' }));
   t.regex(e.message, /namespace ID 1 is already volume a's/);
 });
+
+test('discovery: true makes an nvme-tcp listener discovery-only, on 8009 by default; other front ends refuse it', (t) => {
+  const c = parseConfig('listeners:\n  - { protocol: nvme-tcp, address: 127.0.0.1 }\n  - { protocol: nvme-tcp, address: 127.0.0.1, discovery: true }\nvolumes: []\n', 'rblkd.yaml', { stateDir: '/x' });
+  t.deepEqual(
+    c.listeners.map((l) => [l.port, l.discovery ?? false]),
+    [
+      [4420, false],
+      [8009, true],
+    ],
+  );
+  const e = t.throws(() => parseConfig('listeners:\n  - { protocol: iscsi, address: 127.0.0.1, discovery: true }\nvolumes: []\n', 'rblkd.yaml', { stateDir: '/x' }));
+  t.regex(e.message, /iscsi listeners have no discovery-only mode \(only nvme-tcp listeners have\)/);
+  const clash = t.throws(() => parseConfig('listeners:\n  - { protocol: nvme-tcp, address: 127.0.0.1, port: 8009 }\n  - { protocol: nvme-tcp, address: 127.0.0.1, discovery: true }\nvolumes: []\n', 'rblkd.yaml', { stateDir: '/x' }));
+  t.regex(clash.message, /port 8009 overlaps/);
+});

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { controlRequest } from '../../target/daemon/control-client.js';
 import type { SessionInfo } from '../../target/connection/environment.js';
-import { HOST_NQN, RawHost, rwSqe } from '../nvme/raw-host.js';
+import { HOST_NQN, RawHost, rwSqe } from '../../bench/soak/nvme-raw-host.js';
 import { baseConfig, spawnDaemon, workdir } from './helpers/daemon-process.js';
 
 const NQN = 'nqn.2026-12.io.rblk:daemon-nvme';
@@ -58,4 +58,43 @@ test('rblkd serves a volume as a namespace on its nvme-tcp listener', async (t) 
   d.kill('SIGTERM');
   const exit = await d.exited;
   t.is(exit.code, 0, d.lines.join('\n'));
+});
+
+test('a discovery-only nvme-tcp listener answers the discovery controller, lists only the I/O listener, and refuses the subsystem', async (t) => {
+  const w = workdir(t);
+  w.writeConfig(
+    baseConfig(w, [{ name: 'vol', path: join(w.dir, 'vol.img'), size: '4MiB' }], {
+      nqn: NQN,
+      listeners: [
+        { protocol: 'nvme-tcp', address: '127.0.0.1', port: 0 },
+        { protocol: 'nvme-tcp', address: '127.0.0.1', port: 0, discovery: true },
+      ],
+    }),
+  );
+  const d = spawnDaemon(t, ['--config', w.configPath]);
+  const ioPort = Number((await d.waitForLine(/listening nvme-tcp 127\.0\.0\.1:(\d+)/))[1]);
+  const discPort = Number((await d.waitForLine(/listening nvme-tcp-discovery 127\.0\.0\.1:(\d+)/))[1]);
+  t.not(ioPort, discPort);
+
+  const h = await RawHost.open(discPort);
+  t.teardown(() => h.close());
+  await h.initialize();
+  t.is((await h.connect({ qid: 0, sqsize: 32, subnqn: 'nqn.2014-08.org.nvmexpress.discovery' })).statusField, 0);
+  t.is((await h.propertySet(0x14, 1 | (6 << 16) | (4 << 20))).statusField, 0);
+  const page = await h.admin(0x02, { length: 2048, cdw: { 10: 0x70 | (511 << 16) } });
+  t.is(page.statusField, 0);
+  t.is(Number(page.data.readBigUInt64LE(8)), 1, 'NUMREC: the I/O listener only');
+  const e = page.data.subarray(1024);
+  t.is(e.subarray(32, 64).toString('ascii').replace(/[\0 ]+$/, ''), String(ioPort), 'TRSVCID names the I/O port');
+  t.is(e.subarray(256, 512).toString().replace(/\0+$/, ''), NQN);
+
+  // The subsystem itself is not served on the discovery port (Connect Invalid Parameters on SUBNQN).
+  const x = await RawHost.open(discPort);
+  t.teardown(() => x.close());
+  await x.initialize();
+  const refused = await x.connect({ qid: 0, sqsize: 32, subnqn: NQN });
+  t.deepEqual([refused.sct, refused.sc, refused.dw0], [1, 0x82, 256 | (1 << 16)]);
+  t.true(d.lines.some((l) => l.includes('on a discovery-only listener')));
+  d.kill('SIGTERM');
+  t.is((await d.exited).code, 0, d.lines.join('\n'));
 });

@@ -20,6 +20,7 @@ function config(volumes: VolumeConfig[], ports: number[] = [7471]): Config {
     control: { socket: null, explicit: true },
     metrics: null,
     stateDir: '/var/lib/rblk',
+    volumesDir: '/etc/rblk/volumes.d',
     luns: { file: '/var/lib/rblk/luns.json', entries: new Map(), changed: false },
     fastPath: true,
     reactors: 'auto',

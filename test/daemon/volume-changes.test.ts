@@ -5,7 +5,7 @@
 // whose file is missing is refused with what to do, and the daemon keeps serving.
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Connection } from '../../initiator/connection.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
@@ -217,5 +217,56 @@ test('an iSCSI session counts as well: removing what it can see is refused namin
   t.is(forced.code, 0, forced.stderr);
   t.regex(forced.stdout, /^reloaded\nremoved: shared\nremoved under 1 session\(s\): shared \(LUN 0\): \S+ iqn\.2026-12\.io\.rblk:reader 127\.0\.0\.1:\d+\n$/);
   c.close();
+  await stop(d);
+});
+
+test('rblkd ctl create, resize and delete write volumes.d beside the config and reload; a refused change is undone; the main file is never rewritten', async (t) => {
+  const w = workdir(t);
+  makeFiles(w, ['a', 'b']);
+  w.writeConfig(baseConfig(w, ['a'].map(fileVolume)));
+  const mainBefore = readFileSync(w.configPath, 'utf8');
+  const { d, port, socket } = await start(t, w);
+  const dropIn = join(w.dir, 'volumes.d', 'b.yaml');
+  const run = (args: string[]): ReturnType<typeof ctl> => ctl([...args, '--config', w.configPath]);
+
+  const created = await run(['create', 'b', '--path', join(w.state, 'b.img')]);
+  t.is(created.code, 0, created.stderr + created.stdout);
+  t.true(created.stdout.startsWith(`created ${dropIn}`), created.stdout);
+  t.true(existsSync(dropIn));
+  t.deepEqual(await lunMap(port, socket), { 0: 'a', 1: 'b' });
+
+  const again = await run(['create', 'b', '--memory', '--size', '1MiB']);
+  t.is(again.code, 1);
+  t.regex(again.stderr, /a volume named b is already defined in .*volumes\.d\/b\.yaml/);
+
+  // A change the config check refuses never reaches the daemon, and leaves no file behind.
+  const missing = await run(['create', 'c', '--path', join(w.state, 'nope.img'), '--read-only']);
+  t.is(missing.code, 1);
+  t.regex(missing.stderr, /not changed, the config would be refused:\n.*volumes\.d\/c\.yaml:\d+: volumes\[0\]\.path/);
+  t.false(existsSync(join(w.dir, 'volumes.d', 'c.yaml')));
+
+  const mainVolume = await run(['resize', 'a', '2MiB']);
+  t.is(mainVolume.code, 1);
+  t.regex(mainVolume.stderr, /volume a is defined in .*rblkd\.yaml, which rblkd ctl does not rewrite/);
+
+  const grown = await run(['resize', 'b', '2MiB']);
+  t.is(grown.code, 0, grown.stderr + grown.stdout);
+  t.is(((await controlRequest(socket, 'volumes')) as { name: string; size: number }[]).find((v) => v.name === 'b')?.size, 2 * MiB);
+
+  // Deleting a volume a session sees is refused (and the file is put back) unless --force.
+  const s: Connection = await login(port, { initiatorName: 'iqn.2026-11.io.rblk:user-of-b' });
+  t.teardown(() => s.close());
+  const before = readFileSync(dropIn, 'utf8');
+  const refused = await run(['delete', 'b']);
+  t.is(refused.code, 1);
+  t.regex(refused.stdout, /^not changed:/);
+  t.is(readFileSync(dropIn, 'utf8'), before, 'the file is back as it was');
+  const forced = await run(['delete', 'b', '--force']);
+  t.is(forced.code, 0, forced.stderr + forced.stdout);
+  t.false(existsSync(dropIn));
+  await s.close();
+  await gone(socket, 'iqn.2026-11.io.rblk:user-of-b');
+  t.deepEqual(await lunMap(port, socket), { 0: 'a' });
+  t.is(readFileSync(w.configPath, 'utf8'), mainBefore, 'rblkd.yaml untouched');
   await stop(d);
 });

@@ -14,7 +14,7 @@ import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
 import { rblkConnections } from '../../target/rblk/connection.js';
 import { memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
-import { RawHost, rwSqe } from './raw-host.js';
+import { RawHost, rwSqe } from '../../bench/soak/nvme-raw-host.js';
 
 test('the ALUA port group is the ANA group; standby becomes Inaccessible, with an ANA Change event', async (t) => {
   const groups = new TargetPortGroups({ local: { group: 3, state: 'active-optimized', relativePort: 3 }, peers: [{ group: 4, state: 'standby', relativePort: 4 }] });

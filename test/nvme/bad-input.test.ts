@@ -7,7 +7,7 @@ import test from 'ava';
 import { crc32c } from '../../protocol/crc32c.js';
 import { buildSqe } from '../../protocol/nvme/command.js';
 import { startNvme, type NvmeFixture } from './fixture.js';
-import { RawHost, rwSqe, type Pdu } from './raw-host.js';
+import { RawHost, rwSqe, type Pdu } from '../../bench/soak/nvme-raw-host.js';
 
 let f: NvmeFixture;
 const hosts: RawHost[] = [];

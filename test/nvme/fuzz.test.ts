@@ -5,38 +5,11 @@
 // escaped a connection).
 import test from 'ava';
 import { randomBytes, randomInt } from 'node:crypto';
-import { buildSqe } from '../../protocol/nvme/command.js';
+import { hostilePdu } from '../../bench/soak/nvme-fuzz.js';
 import { startNvme } from './fixture.js';
-import { RawHost, rwSqe } from './raw-host.js';
+import { RawHost, rwSqe } from '../../bench/soak/nvme-raw-host.js';
 
 const CONNECTIONS = 150;
-
-function capsule(h: RawHost, sqe: Buffer, data: Buffer | null): Buffer {
-  const hdr = Buffer.alloc(72);
-  hdr[0] = 0x04;
-  sqe.copy(hdr, 8);
-  return h.frame(hdr, data);
-}
-
-/** A valid PDU of some kind, then a few bytes of it changed at random (or random bytes altogether). */
-function hostilePdu(h: RawHost): Buffer {
-  const kinds = [
-    () => capsule(h, rwSqe(0x01, randomInt(65536), 1, randomInt(4096), 8, 4096), null),
-    () => capsule(h, rwSqe(0x01, randomInt(65536), 1, randomInt(4096), 1, 512, { inCapsule: true }), randomBytes(512)),
-    () => capsule(h, buildSqe({ opcode: randomInt(256), cid: randomInt(65536), nsid: randomInt(3), sgl: { id: 0x5a, length: randomInt(8192) } }), null),
-    () => {
-      const d = Buffer.alloc(24);
-      d[0] = 0x06;
-      d.writeUInt16LE(randomInt(65536), 10);
-      d.writeUInt32LE(4096, 16);
-      return h.frame(d, randomBytes(4096));
-    },
-    () => randomBytes(randomInt(1, 300)),
-  ];
-  const pdu = kinds[randomInt(kinds.length)]!();
-  for (let i = randomInt(4); i > 0; i--) pdu[randomInt(Math.min(pdu.length, 80))] = randomInt(256);
-  return pdu;
-}
 
 test('fuzzed PDUs end only their own connections; a healthy host beside them sees no error', async (t) => {
   const f = await startNvme([{ name: 'v0', lun: 0, size: 4 << 20 }], { maxSessions: 400 });

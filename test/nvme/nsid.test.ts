@@ -4,7 +4,7 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { startNvme } from './fixture.js';
-import { RawHost, rwSqe } from './raw-host.js';
+import { RawHost, rwSqe } from '../../bench/soak/nvme-raw-host.js';
 
 test('a volume with nsid 7 is namespace 7; the others keep LUN + 1', async (t) => {
   const f = await startNvme([

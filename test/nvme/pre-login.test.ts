@@ -7,7 +7,7 @@ import test from 'ava';
 import { connect as tcpConnect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startNvme } from './fixture.js';
-import { RawHost, rwSqe } from './raw-host.js';
+import { RawHost, rwSqe } from '../../bench/soak/nvme-raw-host.js';
 
 function idle(port: number, from: string): Promise<Socket & { ended: boolean }> {
   return new Promise((resolve, reject) => {

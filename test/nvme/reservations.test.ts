@@ -6,7 +6,7 @@ import test from 'ava';
 import { buildSqe } from '../../protocol/nvme/command.js';
 import { PrType } from '../../protocol/scsi/opcodes.js';
 import { startNvme } from './fixture.js';
-import { HOST_ID, HOST_NQN, RawHost, rwSqe, type Result } from './raw-host.js';
+import { HOST_ID, HOST_NQN, RawHost, rwSqe, type Result } from '../../bench/soak/nvme-raw-host.js';
 
 const B_NQN = 'nqn.2014-08.org.nvmexpress:uuid:6f1b2c9e-0000-4000-8000-00000000000b';
 

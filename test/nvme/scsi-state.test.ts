@@ -6,7 +6,7 @@
 import test from 'ava';
 import { PrType } from '../../protocol/scsi/opcodes.js';
 import { startNvme } from './fixture.js';
-import { RawHost, rwSqe } from './raw-host.js';
+import { RawHost, rwSqe } from '../../bench/soak/nvme-raw-host.js';
 
 test('a SCSI reservation held by another initiator: Reservation Conflict for NVMe I/O it governs', async (t) => {
   const f = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);

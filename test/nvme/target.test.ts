@@ -1,5 +1,5 @@
 // rblkd's NVMe/TCP listener against a host written from the specs
-// (raw-host.ts): ICReq/ICResp with and without digests, Fabrics Connect of
+// (bench/soak/nvme-raw-host.ts): ICReq/ICResp with and without digests, Fabrics Connect of
 // the admin and an I/O queue, properties, Identify, log pages, features,
 // Asynchronous Events, and NVM I/O (in-capsule, R2T over several H2CData
 // PDUs, C2HData with SUCCESS), with the statuses of the error paths
@@ -8,7 +8,7 @@ import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { exportMemoryVolume } from '../helpers/target-fixture.js';
 import { startNvme, type NvmeFixture } from './fixture.js';
-import { HOST_ID, RawHost, rwSqe } from './raw-host.js';
+import { HOST_ID, RawHost, rwSqe } from '../../bench/soak/nvme-raw-host.js';
 
 const SIZE = 8 << 20;
 let f: NvmeFixture;

@@ -1,6 +1,6 @@
 // Our NVMe/TCP framing checked by someone else's reading of the spec
 // (issue 26 §3, docs/nvme.md "Checked by Wireshark"): dumpcap captures a
-// session of the raw host (raw-host.ts) against the listener on loopback,
+// session of the raw host (bench/soak/nvme-raw-host.ts) against the listener on loopback,
 // and Debian's tshark, with its NVMe/TCP dissector and digest checks on,
 // must find nothing malformed and no expert warning, and must decode every
 // PDU type the session used. Without tshark and dumpcap (or without the
@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startNvme } from './fixture.js';
-import { RawHost, rwSqe } from './raw-host.js';
+import { RawHost, rwSqe } from '../../bench/soak/nvme-raw-host.js';
 
 function canCapture(): string | null {
   for (const tool of ['tshark', 'dumpcap']) {

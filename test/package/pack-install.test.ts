@@ -19,8 +19,8 @@ import { dump } from 'js-yaml';
 import { ROOT } from '../daemon/helpers/daemon-process.js';
 import { CONSUMER, NO_AMBIENT_TYPES } from './helpers/consumer.js';
 
-/** A bound with some room: the package is about 560 files (dist JS and .d.ts, native sources, docs, prebuilds; 563 measured). */
-const MAX_FILES = 600;
+/** A bound with some room: the package is about 660 files (dist JS and .d.ts, native sources, docs, prebuilds; 658 measured with the NVMe/TCP front end in). It catches a stray directory, not growth. */
+const MAX_FILES = 800;
 /** Packages a consumer installs with rblk: 119 with the build tools as dependencies; without them, see the log. */
 const MAX_PACKAGES = 90;
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;

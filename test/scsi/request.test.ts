@@ -393,3 +393,26 @@ test("a unit attention is not counted as an error in the volume's counters; a co
   t.is(senseOf(past.answers[0])?.key, 0x05);
   t.is(lu.stats.byClass().read.errors, 1);
 });
+
+test('QoS: a READ over the volume\'s limit waits before it takes a buffer; aborted while it waits, it answers TASK ABORTED at once, taking none', async (t) => {
+  const { lu } = makeLu();
+  const n = await ready(t, lu, 'host-a');
+  // One command a second, no burst: the first runs, the second waits a second for its turn.
+  lu.qos.configure({ iops: 1, burstMs: 0, initiators: [] });
+  const first = new TestFrontEnd(Buffer.alloc(512));
+  await runOne(first, scope(n, lu), cdb.read10(0, 1), { direction: 'in', length: 512 });
+  t.is(first.answers[0]!.status, ScsiStatus.GOOD);
+  const fe = new TestFrontEnd(Buffer.alloc(512));
+  const r = new ScsiRequest(fe, scope(n, lu), cdb.read10(0, 1), { direction: 'in', length: 512 });
+  const running = r.run();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.deepEqual(fe.calls, [], 'still waiting for its turn, with no buffer');
+  r.abort();
+  await running;
+  // Its turn was one interval (1 s) before the iops slot's next free time (qos-bucket.ts layout: slot 2, word 2): still ahead.
+  t.true(process.hrtime.bigint() < lu.qos.volume.state[2 * 3 + 2]! - 1_000_000_000n, 'answered before its turn came');
+  t.deepEqual(fe.calls, ['complete']);
+  t.is(fe.answers[0]!.status, ScsiStatus.TASK_ABORTED);
+  t.is(lu.qos.throttledCommands, 1);
+  lu.qos.close();
+});

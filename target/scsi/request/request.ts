@@ -10,8 +10,11 @@ import { INTERNAL_TARGET_FAILURE, INVALID_FIELD_IN_CDB, INVALID_FIELD_IN_COMMAND
 import { ScsiStatus } from '../../../protocol/scsi/status.js';
 import { parseCommand, type ScsiCommand } from '../scsi-command.js';
 import { DataOutUnusable, type DataOffer, type RequestBuffer, type RequestFrontEnd, type RequestScope, type Residuals } from './front-end.js';
-import { classOfOpcode } from './io-stats.js';
+import { classOfOpcode, IO_CLASSES } from './io-stats.js';
 import { dataInToSend, NO_RESIDUALS, nothingMoved, residualsOf } from './residuals.js';
+
+const IO_READ = IO_CLASSES.indexOf('read');
+const IO_WRITE = IO_CLASSES.indexOf('write');
 
 /** The core's own refusals are fixed-format sense (SPC-5 4.4.3), built per answer: the front end owns what it is given. */
 const checkCondition = (code: SenseCode): Buffer => buildSense({ code });
@@ -28,6 +31,8 @@ export class ScsiRequest<B extends RequestBuffer> {
   #started = 0;
   /** Bytes moved to or from the initiator so far, for the byte counters. */
   #moved = 0;
+  /** Ends a wait for the QoS turn early (abort). */
+  #wake: (() => void) | null = null;
 
   constructor(
     private readonly frontEnd: RequestFrontEnd<B>,
@@ -43,6 +48,8 @@ export class ScsiRequest<B extends RequestBuffer> {
   /** Task management or the end of the session: the next abort point answers TASK ABORTED. */
   abort(): void {
     this.#aborted = true;
+    // A command waiting for its QoS turn answers TASK ABORTED now, not when the turn comes.
+    this.#wake?.();
   }
 
   /** Runs the command to its one response (or its failed transfer). Never rejects. */
@@ -82,6 +89,20 @@ export class ScsiRequest<B extends RequestBuffer> {
         residualOverride = outMismatch;
       }
       if (!directionsAgree(command, offer) || want > scope.maxTransfer) return await this.respond(ScsiStatus.CHECK_CONDITION, checkCondition(INVALID_FIELD_IN_CDB), nothingMoved(offer));
+
+      // QoS (target/scsi/qos.ts): a READ or WRITE waits for its turn before it takes a buffer; it is never refused for it.
+      const cls = classOfOpcode(this.cdb[0]!);
+      const lu = scope.lu;
+      if (lu !== undefined && lu.qos.active && (cls === IO_READ || cls === IO_WRITE)) {
+        const turn = lu.qos.admit(scope.nexus.initiator, cls === IO_READ ? 'read' : 'write', want);
+        if (turn !== null && !this.#aborted) {
+          await new Promise<void>((resolve) => {
+            this.#wake = resolve;
+            void turn.then(resolve);
+          });
+          this.#wake = null;
+        }
+      }
 
       if (this.#aborted) return await this.respondAborted();
       data = await frontEnd.allocate(want);

@@ -1,5 +1,5 @@
-// A small NVMe/TCP host for tests, written from the specs (NVMe TCP Transport
-// 1.0 §3.6, NVMe-oF 1.1 §3, Base 2.0 §4-5), not from target/nvme/. It builds
+// A small NVMe/TCP host for the tests and the soak (bench/soak/nvme-fuzz.ts),
+// written from the specs (NVMe TCP Transport 1.0 §3.6, NVMe-oF 1.1 §3, Base 2.0 §4-5), not from target/nvme/. It builds
 // SQEs with protocol/nvme's encoder, but frames its own PDUs and decodes
 // every response at explicit byte offsets, so that a misunderstanding in the
 // codec shows up as a failing test rather than agreeing with itself.

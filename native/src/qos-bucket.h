@@ -1,0 +1,63 @@
+// QoS buckets as the fast path charges them (docs/architecture.md "QoS
+// buckets"; docs/operations.md "QoS limits"). JavaScript owns the memory (a
+// BigInt64Array per bucket, target/scsi/qos-bucket.ts, which documents the
+// layout and the algorithm) and changes the limits in place on a reload; the
+// fast path only reads the limits and moves the per-limit "theoretical arrival
+// time" forward with compare-and-swap, on whichever thread serves the
+// connection, without calling into JavaScript. It knows nothing of volumes or
+// initiators: a command is a direction and a byte count.
+//
+// A command that may not start yet is not the fast path's (TryReceive says
+// "not mine"): it goes up to JavaScript, which charges the same buckets and
+// waits for its turn. Nothing is failed for want of tokens.
+#pragma once
+
+#include <cstdint>
+
+namespace rblk {
+
+constexpr int kQosSlots = 6;  // read_iops, write_iops, iops, read_bps, write_bps, bps
+constexpr int kQosWords = 3;  // rate per second (0: none), burst ns, TAT ns
+constexpr int kQosIopsSlots = 3;
+constexpr size_t kQosStateWords = kQosSlots * kQosWords;
+
+inline bool QosApplies(int slot, bool write) {
+  // read: read_iops, iops, read_bps, bps; write: write_iops, iops, write_bps, bps.
+  int k = slot % kQosIopsSlots;
+  return k == 2 || k == (write ? 1 : 0);
+}
+
+// Whether every limit of these buckets lets a command start at now_ns; if so,
+// charges it to each. Between the check and the charge another thread may
+// charge too: at most the commands racing here pass together, as a burst does.
+inline bool QosTryCharge(int64_t* const* states, size_t n, bool write, uint64_t bytes, int64_t now_ns) {
+  for (size_t b = 0; b < n; b++) {
+    int64_t* s = states[b];
+    for (int k = 0; k < kQosSlots; k++) {
+      if (!QosApplies(k, write)) continue;
+      int64_t rate = __atomic_load_n(&s[k * kQosWords], __ATOMIC_RELAXED);
+      if (rate <= 0) continue;
+      int64_t burst = __atomic_load_n(&s[k * kQosWords + 1], __ATOMIC_RELAXED);
+      if (__atomic_load_n(&s[k * kQosWords + 2], __ATOMIC_ACQUIRE) - burst > now_ns) return false;
+    }
+  }
+  for (size_t b = 0; b < n; b++) {
+    int64_t* s = states[b];
+    for (int k = 0; k < kQosSlots; k++) {
+      if (!QosApplies(k, write)) continue;
+      int64_t rate = __atomic_load_n(&s[k * kQosWords], __ATOMIC_RELAXED);
+      if (rate <= 0) continue;
+      uint64_t units = k < kQosIopsSlots ? 1 : bytes;
+      int64_t cost = static_cast<int64_t>(units * 1000000000ull / static_cast<uint64_t>(rate));
+      int64_t* tat = &s[k * kQosWords + 2];
+      int64_t seen = __atomic_load_n(tat, __ATOMIC_ACQUIRE);
+      for (;;) {
+        int64_t next = (seen > now_ns ? seen : now_ns) + cost;
+        if (__atomic_compare_exchange_n(tat, &seen, next, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) break;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace rblk
