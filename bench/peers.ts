@@ -31,6 +31,7 @@ import { NBDKIT, runNbdkit } from './peers/nbdkit.js';
 import { computeRatios, toMarkdown, toSvg, type Report } from './peers/report.js';
 import { librarySystem, nbdSystem, rblkProblem, runRblkLibrary, runRblkNbd, startRblkd, stopRblkd, type Rblkd } from './peers/rblk.js';
 import { RBLK_ISCSI, runRblkIscsi } from './peers/rblk-iscsi.js';
+import { RBLK_NVME, runRblkNvme } from './peers/rblk-nvme.js';
 import { runRblkSession, sessionSystem } from './peers/rblk-session.js';
 import { runTgt, TGT } from './peers/tgt.js';
 import { CHART_WORKLOADS, WORKLOADS, type BenchContext, type SystemInfo, type SystemResult, type Workload } from './peers/workload.js';
@@ -49,6 +50,7 @@ const ALL_IDS = [
   'rblk-nbd-tcp',
   'rblk-nbd-tcp-js',
   'rblk-iscsi',
+  'rblk-nvme',
   'rblk-session-tcp',
   'rblk-session-sockets',
 ] as const;
@@ -58,7 +60,7 @@ const GROUPS: Record<string, readonly string[]> = {
   ceiling: ['ceiling-tcp', 'ceiling-c-tcp', 'ceiling-sockets', 'ceiling-c-sockets'],
   'ceiling-c': ['ceiling-c-tcp', 'ceiling-c-sockets'],
   local: LOCAL_VARIANTS.map((v) => v.system.id),
-  rblk: ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js', 'rblk-iscsi'],
+  rblk: ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js', 'rblk-iscsi', 'rblk-nvme'],
   'rblk-session': ['rblk-session-tcp', 'rblk-session-sockets'],
   peers: ['tgt', 'nbdkit'],
 };
@@ -219,6 +221,7 @@ export async function runPeersBench(a: Args, progress: (m: string) => void): Pro
   if (ids.has('tgt')) systems.push(await guarded(ctx, TGT, () => runTgt(ctx)));
   systems.push(...(await runRblkRows(ctx, ids)));
   if (ids.has('rblk-iscsi')) systems.push(await guarded(ctx, RBLK_ISCSI, () => runRblkIscsi(ctx)));
+  if (ids.has('rblk-nvme')) systems.push(await guarded(ctx, RBLK_NVME, () => runRblkNvme(ctx)));
   for (const p of ['tcp', 'sockets']) if (ids.has(`rblk-session-${p}`)) systems.push(await guarded(ctx, sessionSystem(p), () => runRblkSession(ctx, p)));
   unlinkSync(file);
   const argv = process.argv.slice(2).join(' ');

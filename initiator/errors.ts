@@ -27,6 +27,8 @@ export interface RblkErrorDetails {
   status?: number;
   /** The decoded sense data, when the target sent any. */
   sense?: Sense;
+  /** The NVMe status of the command that failed (Base 2.0 §4.6.1.2), for an nvme+tcp session. */
+  nvme?: { sct: number; sc: number; dnr?: boolean };
   cause?: unknown;
 }
 
@@ -37,6 +39,8 @@ export class RblkError extends Error {
   declare readonly status?: number;
   /** Decoded sense data, when the target returned CHECK CONDITION. */
   declare readonly sense?: Sense;
+  /** NVMe status (SCT, SC, DNR), when an nvme+tcp command failed. */
+  declare readonly nvme?: { sct: number; sc: number; dnr?: boolean };
 
   constructor(code: RblkErrorCode, message: string, details: RblkErrorDetails = {}) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
@@ -45,6 +49,7 @@ export class RblkError extends Error {
     // Declared fields, set only when present, so a login error shows no empty status or sense.
     if (details.status !== undefined) this.status = details.status;
     if (details.sense !== undefined) this.sense = details.sense;
+    if (details.nvme !== undefined) this.nvme = details.nvme;
   }
 }
 

@@ -13,8 +13,13 @@
 // AbortSignal, EventEmitter), so they bring @types/node themselves, and a
 // project with no ambient types ("types": [], TypeScript 6's default) needs
 // nothing more (docs/initiator.md).
+import { NvmeSession, type NvmeConnectOptions } from './nvme/session.js';
+import { isNvmeUrl } from './nvme/url.js';
 import { resolveOptions, type ConnectOptions } from './options.js';
 import { Session } from './session.js';
+
+/** An NVMe/TCP URL: `nvme+tcp://host[:port][,host2[:port]]/<subsystem NQN>[?hostnqn=...&digest=header,data]`. */
+export type NvmeTcpUrl = `nvme+tcp://${string}`;
 
 /**
  * Connects to a target and logs in every connection of a new session.
@@ -28,10 +33,27 @@ import { Session } from './session.js';
  * 'AUTH_FAILED' (authentication failed either way); the first login is not
  * retried. Option mistakes throw RangeError.
  */
-export async function connect(target: string | ConnectOptions, options: Partial<ConnectOptions> = {}): Promise<Session> {
-  return Session.open(resolveOptions(target, options));
+export async function connect(target: NvmeTcpUrl, options?: NvmeConnectOptions): Promise<NvmeSession>;
+export async function connect(target: string | ConnectOptions, options?: Partial<ConnectOptions>): Promise<Session>;
+/**
+ * With an `nvme+tcp://` URL, connects as an NVMe/TCP host instead and
+ * resolves an NvmeSession (docs/nvme.md "The rblk library as an NVMe/TCP
+ * host"); a caller whose URL is a plain `string` at compile time gets the
+ * Session type, so it should call connectNvme() for NVMe URLs.
+ */
+export async function connect(target: string | ConnectOptions, options: Partial<ConnectOptions> | NvmeConnectOptions = {}): Promise<Session | NvmeSession> {
+  if (typeof target === 'string' && isNvmeUrl(target)) return NvmeSession.open(target, options as NvmeConnectOptions);
+  return Session.open(resolveOptions(target, options as Partial<ConnectOptions>));
 }
 
+/** Connects as an NVMe/TCP host to the subsystem an `nvme+tcp://` URL names. */
+export async function connectNvme(url: string, options: NvmeConnectOptions = {}): Promise<NvmeSession> {
+  return NvmeSession.open(url, options);
+}
+
+export { NvmeSession, NVME_DEFAULTS, type NvmeConnectOptions, type NvmePathInfo, type NvmeSessionEvents } from './nvme/session.js';
+export { NvmeVolume, type NvmeIoOptions, type NvmeWriteOptions } from './nvme/volume.js';
+export { parseNvmeUrl, isNvmeUrl, NVME_TCP_PORT, type NvmeUrl } from './nvme/url.js';
 export { Session, type ConnectionInfo, type SessionEvents, type SessionState } from './session.js';
 export { Volume, type IoOptions, type VolumeEvents, type WriteOptions, type WriteZeroesOptions } from './volume.js';
 export { AbortError } from './abort.js';

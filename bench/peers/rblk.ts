@@ -56,6 +56,10 @@ export interface RblkdSetup {
   readonly providers: readonly string[];
   /** An iSCSI listener (protocol: iscsi) on 127.0.0.1 at this port, if given. */
   readonly iscsiPort?: number;
+  /** An NVMe/TCP listener (protocol: nvme-tcp) on 127.0.0.1 at this port, if given. */
+  readonly nvmePort?: number;
+  /** The subsystem NQN (nqn:), with nvmePort. */
+  readonly nqn?: string;
   readonly targetName?: string;
   /** Serve the volume thin-provisioned (UNMAP, WRITE SAME with UNMAP, GET LBA STATUS). */
   readonly thin?: boolean;
@@ -71,8 +75,10 @@ export const RBLK_VOLUME = VOLUME;
 function configYaml(s: RblkdSetup, stateDir: string): string {
   const listeners = s.providers.map((p) => `  - { provider: ${p}, address: 127.0.0.1, port: 0 }`);
   if (s.iscsiPort !== undefined) listeners.push(`  - { protocol: iscsi, address: 127.0.0.1, port: ${s.iscsiPort} }`);
+  if (s.nvmePort !== undefined) listeners.push(`  - { protocol: nvme-tcp, address: 127.0.0.1, port: ${s.nvmePort} }`);
   return [
     ...(s.targetName !== undefined ? [`target_name: ${s.targetName}`] : []),
+    ...(s.nqn !== undefined ? [`nqn: ${s.nqn}`] : []),
     'listeners:',
     ...listeners,
     'volumes:',
@@ -110,6 +116,10 @@ export async function launchRblkd(setup: RblkdSetup): Promise<Rblkd> {
     if (setup.iscsiPort !== undefined) {
       await waitForPort(setup.iscsiPort, d);
       ports.set('iscsi', setup.iscsiPort);
+    }
+    if (setup.nvmePort !== undefined) {
+      await waitForPort(setup.nvmePort, d);
+      ports.set('nvme-tcp', setup.nvmePort);
     }
     return { d, ports, dir };
   } catch (e) {

@@ -17,6 +17,8 @@ export interface Ratio {
   readonly vsNbdkit?: number;
   /** rblkd's iSCSI listener ÷ tgt: the same client (iscsi-perf) on both. */
   readonly iscsiVsTgt?: number;
+  /** rblkd's NVMe/TCP listener through the library's NVMe/TCP host ÷ rblkd's iSCSI listener (different clients: the library's loop, iscsi-perf). */
+  readonly nvmeVsIscsi?: number;
   /** rblk attach's NBD export ÷ nbdkit: the same client (fio's nbd engine) on both. */
   readonly nbdVsNbdkit?: number;
   /** Against the C RMA loop (bench/ceiling), not our JavaScript one. */
@@ -52,13 +54,14 @@ export function computeRatios(systems: readonly SystemResult[], workloads: reado
   const out: Ratio[] = [];
   for (const w of workloads) {
     // The iSCSI row stands in only when neither library nor session row ran (then only its ratio to tgt is filled).
-    const rblkId = ['rblk-lib-tcp', 'rblk-session-tcp', 'rblk-iscsi'].find((id) => find(systems, id, w.id) !== undefined);
+    const rblkId = ['rblk-lib-tcp', 'rblk-session-tcp', 'rblk-iscsi', 'rblk-nvme'].find((id) => find(systems, id, w.id) !== undefined);
     if (rblkId === undefined) continue;
     const r = find(systems, rblkId, w.id)!;
     const tgt = find(systems, 'tgt', w.id);
     const nbdkit = find(systems, 'nbdkit', w.id);
     const nbd = find(systems, 'rblk-nbd-tcp', w.id);
     const iscsi = find(systems, 'rblk-iscsi', w.id);
+    const nvme = find(systems, 'rblk-nvme', w.id);
     // The C loop: the JavaScript one would count our own code as part of the limit.
     const ceiling = find(systems, 'ceiling-c-tcp', w.id);
     const local = systems.filter((s) => s.system.kind === 'storage-ceiling').map((s) => find(systems, s.system.id, w.id)?.iops ?? 0);
@@ -70,6 +73,7 @@ export function computeRatios(systems: readonly SystemResult[], workloads: reado
       vsTgt: div(r.iops, tgt?.iops),
       vsNbdkit: div(r.iops, nbdkit?.iops),
       iscsiVsTgt: div(iscsi?.iops, tgt?.iops),
+      nvmeVsIscsi: div(nvme?.iops, iscsi?.iops),
       nbdVsNbdkit: div(nbd?.iops, nbdkit?.iops),
       vsTransportCeiling: div(r.iops, ceiling?.iops),
       vsStorageCeiling: best > 0 ? r.iops / best : undefined,
@@ -129,12 +133,12 @@ export function workloadTables(r: Pick<Report, 'systems' | 'workloads'>): string
 export function ratioTable(r: Pick<Report, 'ratios' | 'workloads'>): string {
   const label = new Map(r.workloads.map((w) => [w.id, w.label]));
   const out = [
-    '| workload | rblk row | rblk IOPS | ÷ tgt | iSCSI listener ÷ tgt | ÷ nbdkit | NBD export ÷ nbdkit | ÷ transport ceiling (C) | ÷ storage ceiling | CPU/I/O ÷ tgt | CPU/I/O ÷ nbdkit |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| workload | rblk row | rblk IOPS | ÷ tgt | iSCSI listener ÷ tgt | NVMe/TCP listener ÷ iSCSI listener | ÷ nbdkit | NBD export ÷ nbdkit | ÷ transport ceiling (C) | ÷ storage ceiling | CPU/I/O ÷ tgt | CPU/I/O ÷ nbdkit |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const x of r.ratios)
     out.push(
-      `| ${label.get(x.workload) ?? x.workload} | ${x.rblk} | ${fmt(x.rblkIops)} | ${ratio(x.vsTgt)} | ${ratio(x.iscsiVsTgt)} | ${ratio(x.vsNbdkit)} | ${ratio(x.nbdVsNbdkit)} | ${ratio(x.vsTransportCeiling)} | ${ratio(x.vsStorageCeiling)} | ${ratio(x.cpuVsTgt)} | ${ratio(x.cpuVsNbdkit)} |`,
+      `| ${label.get(x.workload) ?? x.workload} | ${x.rblk} | ${fmt(x.rblkIops)} | ${ratio(x.vsTgt)} | ${ratio(x.iscsiVsTgt)} | ${ratio(x.nvmeVsIscsi)} | ${ratio(x.vsNbdkit)} | ${ratio(x.nbdVsNbdkit)} | ${ratio(x.vsTransportCeiling)} | ${ratio(x.vsStorageCeiling)} | ${ratio(x.cpuVsTgt)} | ${ratio(x.cpuVsNbdkit)} |`,
     );
   return out.join('\n');
 }

@@ -202,3 +202,84 @@ export function readNqn(b: Buffer, at: number): string {
   const end = field.indexOf(0);
   return field.subarray(0, end < 0 ? 256 : end).toString('utf8');
 }
+
+// ---- host side: Fabrics command SQEs and the CQE decoded ----
+
+/** A Fabrics command SQE (NVMe-oF 1.1 §2.1.2): opcode 7Fh, FCTYPE byte 4 (no NSID on fabrics commands). */
+function fabricsSqe(cid: number, fctype: number): Buffer {
+  const b = buildSqe({ opcode: AdminOpcode.Fabrics, cid });
+  b[4] = fctype;
+  return b;
+}
+
+/**
+ * Connect (NVMe-oF 1.1 §3.3, Figure "Connect Command – Submission Queue
+ * Entry"): RECFMT 40-41 (0), QID 42-43, SQSIZE 44-45 (0's based), CATTR 46,
+ * KATO 48-51 (ms); SGL1 an in-capsule Data Block of the 1024-byte Connect data.
+ */
+export function connectSqe(o: { cid: number; qid: number; sqsize: number; kato: number; cattr?: number }): Buffer {
+  const b = fabricsSqe(o.cid, FabricsType.Connect);
+  b.writeBigUInt64LE(0n, 24);
+  b.writeUInt32LE(CONNECT_DATA_LENGTH, 32);
+  b[39] = SglId.InCapsule;
+  b.writeUInt16LE(0, 40);
+  b.writeUInt16LE(o.qid, 42);
+  b.writeUInt16LE(o.sqsize, 44);
+  b[46] = o.cattr ?? 0;
+  b.writeUInt32LE(o.kato >>> 0, 48);
+  return b;
+}
+
+/** Connect data (NVMe-oF 1.1 §3.3, Figure "Connect Command – Data"): HOSTID 0-15, CNTLID 16-17, SUBNQN 256, HOSTNQN 512. */
+export function connectData(o: { hostid: Buffer; cntlid: number; subnqn: string; hostnqn: string }): Buffer {
+  const d = Buffer.alloc(CONNECT_DATA_LENGTH);
+  o.hostid.copy(d, 0, 0, 16);
+  d.writeUInt16LE(o.cntlid, 16);
+  nqnField(d, 256, o.subnqn);
+  nqnField(d, 512, o.hostnqn);
+  return d;
+}
+
+/** Property Get (NVMe-oF 1.1 §3.4): ATTRIB byte 40 bits 2:0 (0: 4 bytes, 1: 8 bytes), OFST bytes 44-47. */
+export function propertyGetSqe(cid: number, offset: number, size8: boolean): Buffer {
+  const b = fabricsSqe(cid, FabricsType.PropertyGet);
+  b[40] = size8 ? 1 : 0;
+  b.writeUInt32LE(offset, 44);
+  return b;
+}
+
+/** Property Set (NVMe-oF 1.1 §3.5): ATTRIB byte 40, OFST bytes 44-47, VALUE bytes 48-55. */
+export function propertySetSqe(cid: number, offset: number, size8: boolean, value: bigint): Buffer {
+  const b = fabricsSqe(cid, FabricsType.PropertySet);
+  b[40] = size8 ? 1 : 0;
+  b.writeUInt32LE(offset, 44);
+  b.writeBigUInt64LE(value, 48);
+  return b;
+}
+
+/** A CQE as a host reads it (Base 2.0 §4.6): DW0, DW1, SQHD, SQID, CID, and the status field split (§4.6.1). */
+export interface Cqe {
+  dw0: number;
+  dw1: number;
+  sqhd: number;
+  sqid: number;
+  cid: number;
+  status: NvmeStatus;
+}
+
+export function parseCqe(b: Buffer, at = 0): Cqe {
+  const s = b.readUInt16LE(at + 14);
+  return {
+    dw0: b.readUInt32LE(at),
+    dw1: b.readUInt32LE(at + 4),
+    sqhd: b.readUInt16LE(at + 8),
+    sqid: b.readUInt16LE(at + 10),
+    cid: b.readUInt16LE(at + 12),
+    status: { sc: (s >> 1) & 0xff, sct: (s >> 9) & 7, dnr: (s & 0x8000) !== 0 },
+  };
+}
+
+/** Whether a status is Successful Completion (SCT 0h, SC 00h). */
+export function isSuccess(s: NvmeStatus): boolean {
+  return s.sct === 0 && s.sc === 0;
+}

@@ -240,3 +240,184 @@ export function discoveryLog(genctr: bigint, entries: readonly DiscoveryEntry[])
   });
   return b;
 }
+
+// ---- host side: the same structures decoded ----
+
+function ascii(b: Buffer, at: number, width: number): string {
+  return b.toString('latin1', at, at + width).replace(/[\0 ]+$/, '');
+}
+
+function nulString(b: Buffer, at: number, width: number): string {
+  const f = b.subarray(at, at + width);
+  const end = f.indexOf(0);
+  return f.subarray(0, end < 0 ? width : end).toString('utf8').trim();
+}
+
+/** What a host needs of Identify Controller (CNS 01h, Base 2.0 Figure "Identify Controller Data Structure"). */
+export interface ControllerInfo {
+  serial: string;
+  model: string;
+  firmware: string;
+  /** CMIC (76) bit 3: ANA reporting. */
+  anaReporting: boolean;
+  /** MDTS (77): 0 means no limit. */
+  mdts: number;
+  cntlid: number;
+  version: number;
+  /** CNTRLTYPE (111): 1 I/O, 2 discovery, 3 administrative. */
+  type: number;
+  /** KAS (320), 100 ms units. */
+  kas: number;
+  maxcmd: number;
+  nn: number;
+  /** ONCS (520-521). */
+  oncs: number;
+  /** ANAGRPMAX (348). */
+  anaGroupMax: number;
+  subnqn: string;
+  /** IOCCSZ (1792), 16-byte units, SQE included (NVMe-oF 1.1 §4.1). */
+  ioccsz: number;
+}
+
+export function parseIdentifyController(b: Buffer): ControllerInfo {
+  return {
+    serial: ascii(b, 4, 20),
+    model: ascii(b, 24, 40),
+    firmware: ascii(b, 64, 8),
+    anaReporting: (b[76] & (1 << 3)) !== 0,
+    mdts: b[77],
+    cntlid: b.readUInt16LE(78),
+    version: b.readUInt32LE(80),
+    type: b[111],
+    kas: b.readUInt16LE(320),
+    anaGroupMax: b.readUInt32LE(348),
+    maxcmd: b.readUInt16LE(514),
+    nn: b.readUInt32LE(516),
+    oncs: b.readUInt16LE(520),
+    subnqn: nulString(b, 768, 256),
+    ioccsz: b.readUInt32LE(1792),
+  };
+}
+
+/** What a host needs of Identify Namespace (CNS 00h, NVM Command Set 1.0 §4.1.5.1). */
+export interface NamespaceInfo {
+  /** NSZE (0-7), blocks; 0 for an inactive NSID. */
+  blocks: number;
+  /** From LBAF[FLBAS bits 3:0] (128 + 4n) LBADS bits 23:16. */
+  blockSize: number;
+  /** NSFEAT (24) bit 0. */
+  thin: boolean;
+  /** DLFEAT (33) bits 2:0 = 001b: deallocated blocks read as zeroes. */
+  deallocatedReadsZeroes: boolean;
+  /** ANAGRPID (92). */
+  anaGroup: number;
+  /** NSATTR (99) bit 0. */
+  writeProtected: boolean;
+  /** NGUID (104-119), hex. */
+  nguid: string;
+}
+
+export function parseIdentifyNamespace(b: Buffer): NamespaceInfo {
+  const lbaf = b[26] & 0x0f;
+  const lbads = (b.readUInt32LE(128 + 4 * lbaf) >>> 16) & 0xff;
+  return {
+    blocks: Number(b.readBigUInt64LE(0)),
+    blockSize: lbads === 0 ? 0 : 2 ** lbads,
+    thin: (b[24] & 1) !== 0,
+    deallocatedReadsZeroes: (b[33] & 7) === 1,
+    anaGroup: b.readUInt32LE(92),
+    writeProtected: (b[99] & 1) !== 0,
+    nguid: b.subarray(104, 120).toString('hex'),
+  };
+}
+
+/** Active Namespace ID list (CNS 02h, Base 2.0 §5.17.2.2): NSIDs until the first 0. */
+export function parseActiveNamespaceList(b: Buffer): number[] {
+  const out: number[] = [];
+  for (let at = 0; at + 4 <= b.length; at += 4) {
+    const n = b.readUInt32LE(at);
+    if (n === 0) break;
+    out.push(n);
+  }
+  return out;
+}
+
+/** One ANA group descriptor of log 0Ch (Base 2.0 §5.16.1.13). */
+export interface AnaGroup {
+  id: number;
+  state: number;
+  nsids: number[];
+}
+
+/** The ANA log decoded; a descriptor that runs past the buffer ends the list (a short read). */
+export function parseAnaLog(b: Buffer): { chgcnt: bigint; groups: AnaGroup[] } {
+  if (b.length < 16) return { chgcnt: 0n, groups: [] };
+  const chgcnt = b.readBigUInt64LE(0);
+  const n = b.readUInt16LE(8);
+  const groups: AnaGroup[] = [];
+  let at = 16;
+  for (let i = 0; i < n && at + 32 <= b.length; i++) {
+    const nnsid = b.readUInt32LE(at + 4);
+    if (at + 32 + 4 * nnsid > b.length) break;
+    const nsids = Array.from({ length: nnsid }, (_, k) => b.readUInt32LE(at + 32 + 4 * k));
+    groups.push({ id: b.readUInt32LE(at), state: b[at + 16] & 0x0f, nsids });
+    at += 32 + 4 * nnsid;
+  }
+  return { chgcnt, groups };
+}
+
+/** One Discovery Log Page entry as a host reads it (NVMe-oF 1.1 §5.4), any transport. */
+export interface DiscoveryRecord {
+  trtype: number;
+  adrfam: number;
+  subtype: number;
+  treq: number;
+  portid: number;
+  cntlid: number;
+  asqsz: number;
+  trsvcid: string;
+  subnqn: string;
+  traddr: string;
+}
+
+/** The Discovery Log Page decoded: GENCTR, NUMREC, and the entries the buffer holds. */
+export function parseDiscoveryLog(b: Buffer): { genctr: bigint; numrec: number; entries: DiscoveryRecord[] } {
+  const genctr = b.readBigUInt64LE(0);
+  const numrec = Number(b.readBigUInt64LE(8));
+  const entries: DiscoveryRecord[] = [];
+  for (let i = 0; i < numrec && 1024 * (i + 2) <= b.length; i++) {
+    const at = 1024 * (i + 1);
+    entries.push({
+      trtype: b[at],
+      adrfam: b[at + 1],
+      subtype: b[at + 2],
+      treq: b[at + 3],
+      portid: b.readUInt16LE(at + 4),
+      cntlid: b.readUInt16LE(at + 6),
+      asqsz: b.readUInt16LE(at + 8),
+      trsvcid: nulString(b, at + 32, 32),
+      subnqn: nulString(b, at + 256, 256),
+      traddr: nulString(b, at + 512, 256),
+    });
+  }
+  return { genctr, numrec, entries };
+}
+
+/** Namespace Identification Descriptor list (CNS 03h, Base 2.0 §5.17.2.3) decoded: NIDT 1h EUI-64, 2h NGUID, 3h UUID, 4h CSI; a zero NIDT ends it. */
+export function parseNamespaceDescriptors(b: Buffer): { eui64?: string; nguid?: string; uuid?: string; csi?: number } {
+  const out: { eui64?: string; nguid?: string; uuid?: string; csi?: number } = {};
+  for (let at = 0; at + 4 <= b.length; ) {
+    const nidt = b[at];
+    const nidl = b[at + 1];
+    if (nidt === 0 || at + 4 + nidl > b.length) break;
+    const nid = b.subarray(at + 4, at + 4 + nidl);
+    if (nidt === 1 && nidl === 8) out.eui64 = nid.toString('hex');
+    else if (nidt === 2 && nidl === 16) out.nguid = nid.toString('hex');
+    else if (nidt === 3 && nidl === 16) {
+      const h = nid.toString('hex');
+      out.uuid = `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+    } else if (nidt === 4 && nidl === 1) out.csi = nid[0];
+    at += 4 + nidl;
+  }
+  return out;
+}

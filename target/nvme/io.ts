@@ -9,6 +9,7 @@ import { isMiscompare } from '../backend/backend.js';
 import { nexusKey, type Access, type LogicalUnit, type Nexus } from '../scsi/index.js';
 import type { PrClass } from '../scsi/reservations.js';
 import type { QosDirection } from '../scsi/qos-bucket.js';
+import { withScratch } from '../scsi/scratch.js';
 import { prepareReservation, ResvOpcode } from './reservations.js';
 import { statusForError, type NvmeIoKind } from './status.js';
 
@@ -75,6 +76,39 @@ async function timed(lu: LogicalUnit, ctx: IoContext, cls: number, bytes: number
 }
 
 const OK: Completion = { status: Status.Success };
+
+/**
+ * A store opened with O_DIRECT (the volume's `direct:`) needs the buffer's
+ * address aligned as well (open(2), "O_DIRECT"), and neither capsule data nor
+ * a plain Buffer is: such I/O goes through page-aligned scratch memory
+ * (target/scsi/scratch.ts), as the iSCSI portal's goes through its aligned
+ * buffers (target/iscsi/aligned-buffers.ts). fastPathTarget.align is the
+ * alignment a descriptor backend needs, 1 when buffered.
+ */
+function needsAlignment(lu: LogicalUnit): boolean {
+  return (lu.backend.fastPathTarget?.align ?? 1) > 1;
+}
+
+async function readBlocks(lu: LogicalUnit, length: number, offset: number): Promise<Buffer> {
+  if (!needsAlignment(lu)) {
+    const buf = Buffer.allocUnsafe(length);
+    await lu.backend.read(buf, offset);
+    return buf;
+  }
+  // A copy out of the scratch slot: the data is still being sent (C2HData) after the slot is reused.
+  return withScratch(length, async (s) => {
+    await lu.backend.read(s, offset);
+    return Buffer.from(s);
+  });
+}
+
+async function writeBlocks(lu: LogicalUnit, data: Buffer, offset: number, fua: boolean): Promise<void> {
+  if (!needsAlignment(lu)) return lu.backend.write(data, offset, { fua });
+  await withScratch(data.length, async (s) => {
+    data.copy(s);
+    await lu.backend.write(s, offset, { fua });
+  });
+}
 
 /**
  * What the volume's shared state says before a command reaches its backend,
@@ -148,11 +182,7 @@ function prepare(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedIo | { sta
           dir: 'c2h',
           run: () =>
             timed(lu, ctx, CLS.read, len, 'read', () =>
-              lu.rangeLock.hold(ctx.nexus, lba, lba + blocks, false, async () => {
-                const buf = Buffer.allocUnsafe(len);
-                await lu.backend.read(buf, lba * bs);
-                return { status: Status.Success, data: buf };
-              }),
+              lu.rangeLock.hold(ctx.nexus, lba, lba + blocks, false, async () => ({ status: Status.Success, data: await readBlocks(lu, len, lba * bs) })),
             ),
         };
       }
@@ -164,7 +194,7 @@ function prepare(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedIo | { sta
             timed(lu, ctx, CLS.write, len, 'write', () =>
               lu.rangeLock.hold(ctx.nexus, lba, lba + blocks, false, async () => {
                 // FUA (CDW12 bit 30): durable before completion; so is every write with the write cache off.
-                await lu.backend.write(data!, lba * bs, { fua: fua || !lu.modes.wce });
+                await writeBlocks(lu, data!, lba * bs, fua || !lu.modes.wce);
                 return OK;
               }),
             ),
@@ -177,8 +207,7 @@ function prepare(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedIo | { sta
         run: (data) =>
           timed(lu, ctx, CLS.other, 0, 'compare', () =>
             lu.rangeLock.hold(ctx.nexus, lba, lba + blocks, true, async () => {
-              const buf = Buffer.allocUnsafe(len);
-              await lu.backend.read(buf, lba * bs);
+              const buf = await readBlocks(lu, len, lba * bs);
               return buf.equals(data!) ? OK : { status: Status.CompareFailure };
             }),
           ),
@@ -196,12 +225,14 @@ function prepare(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedIo | { sta
           timed(lu, ctx, CLS.other, 0, 'read', () =>
             lu.rangeLock.hold(ctx.nexus, lba, lba + blocks, false, async () => {
               const chunk = Math.max(bs, Math.floor(ctx.maxIo / bs) * bs);
-              const buf = Buffer.allocUnsafe(Math.min(chunk, blocks * bs));
-              for (let off = 0; off < blocks * bs; off += buf.length) {
-                const n = Math.min(buf.length, blocks * bs - off);
-                await lu.backend.read(buf.subarray(0, n), lba * bs + off);
-              }
-              return OK;
+              // Scratch memory is page-aligned, so this holds for O_DIRECT stores too.
+              return withScratch(Math.min(chunk, blocks * bs), async (buf) => {
+                for (let off = 0; off < blocks * bs; off += buf.length) {
+                  const n = Math.min(buf.length, blocks * bs - off);
+                  await lu.backend.read(buf.subarray(0, n), lba * bs + off);
+                }
+                return OK;
+              });
             }),
           ),
       };
@@ -284,13 +315,12 @@ export async function fusedCompareWrite(ns: Namespace, writeSqe: Buffer, compare
         return OK;
       }
       return await lu.rangeLock.hold(ctx.nexus, r.lba, r.lba + r.blocks, true, async () => {
-        const now = Buffer.allocUnsafe(compare.length);
-        await lu.backend.read(now, off);
+        const now = await readBlocks(lu, compare.length, off);
         if (!now.equals(compare)) {
           miscompare = true;
           return { status: Status.CompareFailure };
         }
-        await lu.backend.write(data, off, { fua });
+        await writeBlocks(lu, data, off, fua);
         return OK;
       });
     } catch (e) {

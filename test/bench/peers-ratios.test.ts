@@ -31,3 +31,11 @@ test("rblkd's iSCSI listener is divided by tgt (the same iscsi-perf client), bes
   t.is(r.iscsiVsTgt, 1.25);
   t.regex(ratioTable({ ratios: [r], workloads: [w] }), /iSCSI listener ÷ tgt[\s\S]*\| 0\.75× \| 1\.25× \|/);
 });
+
+test("rblkd's NVMe/TCP listener (through the library's NVMe/TCP host) is divided by its iSCSI listener", (t) => {
+  const systems = [row('tgt', 'peer', 40_000), row('rblk-iscsi', 'rblk', 50_000), row('rblk-nvme', 'rblk', 60_000), row('rblk-lib-tcp', 'rblk', 30_000)];
+  const [r] = computeRatios(systems, [w]);
+  t.is(r.rblk, 'rblk-lib-tcp');
+  t.is(r.nvmeVsIscsi, 1.2);
+  t.regex(ratioTable({ ratios: [r], workloads: [w] }), /NVMe\/TCP listener ÷ iSCSI listener[\s\S]*\| 0\.75× \| 1\.25× \| 1\.20× \|/);
+});
