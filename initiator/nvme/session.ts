@@ -294,15 +294,27 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
   async run(nsid: number, cmd: Command, what: string): Promise<Completion> {
     const since = Date.now();
     let lastStatus: NvmeStatus | null = null;
+    /** The last loss, when it was the store not answering a command of the queue: a timeout, not a lost path. */
+    let timedOut: QueueLostError | null = null;
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) this.reissued++;
-      // The usual case, a controller ready now, without the wait's extra promise.
-      const c = (!this.#closed && this.#choose(nsid)) || (await this.#controllerFor(nsid, what, since));
+      let c: NvmeController;
+      try {
+        // The usual case, a controller ready now, without the wait's extra promise.
+        c = (!this.#closed && this.#choose(nsid)) || (await this.#controllerFor(nsid, what, since));
+      } catch (e) {
+        // The window ran out while the controller this command hung was being reset: still the command's TIMEOUT.
+        if (timedOut !== null && !this.#closed && e instanceof RblkError && e.code === 'CONNECTION_LOST') {
+          throw new RblkError('TIMEOUT', `${what}: not completed within ${this.#o.lossMs} ms (timeouts.lossMs) over ${attempt} attempts; last: ${timedOut.why}`, { cause: e });
+        }
+        throw e;
+      }
       let done: Completion;
       try {
         done = await c.pick().submit(cmd);
       } catch (e) {
         if (!(e instanceof QueueLostError)) throw e;
+        timedOut = e.why.includes(' unanswered for ') ? e : null;
         // A controller that keeps coming back but never answers this command (a hung store) must not hold it forever.
         if (Date.now() - since > this.#o.lossMs) {
           throw new RblkError('TIMEOUT', `${what}: not completed within ${this.#o.lossMs} ms (timeouts.lossMs) over ${attempt + 1} attempts; last: ${e.why}`, { cause: e });
