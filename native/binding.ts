@@ -132,6 +132,12 @@ export type NativeIov = [NativeMemoryRegion, number, number];
 /** A DataDescriptor as the addon takes it: a tuple in fi_rma_iov's order [address, length, key], built by native/fabric.ts; an encoding, not a second descriptor type. */
 export type NativeRmaIov = [bigint, number, bigint];
 
+/** An idle endpoint adds to neither count. */
+export interface EndpointWakeups {
+  wakeups: number;
+  spins: number;
+}
+
 export interface NativeEndpoint {
   /**
    * Completions arrive in batches: onCompletions(count) is called once per
@@ -163,6 +169,8 @@ export interface NativeEndpoint {
    * (docs/architecture.md "What the control plane sees of native work").
    */
   received(): number;
+  /** How often the JS thread woke for this endpoint, and how often it spun before sleeping (native/src/endpoint.h). */
+  wakeups(): EndpointWakeups;
   /** fi_shutdown + close of ep, cq, eq; returns the contexts of operations that never completed. */
   close(): number[];
 }

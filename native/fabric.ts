@@ -8,6 +8,7 @@ import { EventEmitter } from 'node:events';
 import {
   addon,
   type NativeCmEvent,
+  type EndpointWakeups,
   type NativeConstants,
   type NativeDomain,
   type NativeEndpoint,
@@ -27,7 +28,7 @@ import type { DataDescriptor } from '../protocol/wire/fields.js';
 import { FabricError, FI_EAGAIN, FI_ECANCELED, FI_ESHUTDOWN, FI_ETIMEDOUT } from './fabric-error.js';
 
 export { FabricError } from './fabric-error.js';
-export type { MrModeRequest, ProviderInfo } from './binding.js';
+export type { EndpointWakeups, MrModeRequest, ProviderInfo } from './binding.js';
 
 /** The context word of a batch entry that is a peer's remote CQ data (native/src/endpoint.cc kRemoteData). */
 const REMOTE_DATA = 0xffffffff;
@@ -623,6 +624,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    */
   get received(): number {
     return this.native.received();
+  }
+
+  /** How often the event loop woke for this endpoint and spun on its CQ: an idle endpoint adds to neither. */
+  get wakeups(): EndpointWakeups {
+    return this.native.wakeups();
   }
 
   /** @internal Runs connect or accept, then waits for FI_CONNECTED. */

@@ -11,8 +11,9 @@ import { SoakDaemon, type SoakProvider } from './daemon.js';
 import { blockContent, LEDGER_BLOCK } from './ledger.js';
 import { mutate, prng, randomCapsule, randomCdb } from './mutate.js';
 import { RawConnection } from './raw-connection.js';
-import { sleep, until, within } from './processes.js';
+import { sleep, within } from './processes.js';
 import { newRow, type SoakRow } from './report.js';
+import { eventually } from '../kit/wait.js';
 
 export const FUZZ_STEPS = [
   'before-login',
@@ -354,7 +355,7 @@ export async function capsuleFuzz(o: FuzzOptions): Promise<SoakRow[]> {
       );
       // Every session the fuzzers left must be gone within the login timeout (10 s) and
       // the keep-alive (2 × 500 ms); wait for the fd count to come back, bounded.
-      const settled = daemon.alive && (await until(() => daemon.fds() <= row.fdsBefore!, 20_000));
+      const settled = daemon.alive && (await eventually(() => daemon.fds() <= row.fdsBefore!, 20_000));
       row.fdsAfter = daemon.alive ? daemon.fds() : undefined;
       row.rssAfterKiB = daemon.alive ? daemon.rss() : undefined;
       row.runs = tally.connections;

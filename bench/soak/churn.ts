@@ -10,10 +10,11 @@ import { Connection } from '../../initiator/connection.js';
 import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
 import { DEFAULT_TARGET_NAME } from '../../protocol/wire/index.js';
 import { SoakDaemon, type SoakProvider } from './daemon.js';
-import { sleep, until } from './processes.js';
+import { sleep } from './processes.js';
 import { halfRequest } from './half-request.js';
 import { RawConnection } from './raw-connection.js';
 import { newRow, type SoakRow } from './report.js';
+import { eventually } from '../kit/wait.js';
 
 export interface ChurnOptions {
   provider?: SoakProvider;
@@ -40,7 +41,7 @@ const RSS_SETTLE_MS = 45_000;
 
 /** rblkd's RSS once it is within the tolerance of `base`, or after RSS_SETTLE_MS. */
 async function settledRss(daemon: SoakDaemon, base: number): Promise<number> {
-  await until(() => !daemon.alive || daemon.rss() <= base * (1 + RSS_TOLERANCE), RSS_SETTLE_MS);
+  await eventually(() => !daemon.alive || daemon.rss() <= base * (1 + RSS_TOLERANCE), RSS_SETTLE_MS);
   return daemon.alive ? daemon.rss() : 0;
 }
 
@@ -113,7 +114,7 @@ export async function churn(o: ChurnOptions): Promise<SoakRow[]> {
     cycles.operations = done;
     cycles.healthyErrors = failed;
     if (daemon.alive) {
-      const back = await until(() => daemon.fds() <= base.fds, RELEASE_MS);
+      const back = await eventually(() => daemon.fds() <= base.fds, RELEASE_MS);
       cycles.rssAfterKiB = await settledRss(daemon, base.rss);
       cycles.fdsAfter = daemon.fds();
       if (!back) cycles.notes.push(`fds not back to ${base.fds} within ${RELEASE_MS / 1000} s`);
@@ -147,7 +148,7 @@ export async function churn(o: ChurnOptions): Promise<SoakRow[]> {
         }
         log(`  churn: holding ${held.length} never-login connections and ${sockets.length} bare TCP connections`);
         const peak = daemon.alive ? daemon.fds() : 0;
-        const released = daemon.alive && (await until(() => daemon.fds() <= base2.fds, RELEASE_MS));
+        const released = daemon.alive && (await eventually(() => daemon.fds() <= base2.fds, RELEASE_MS));
         const droppedByTarget = held.filter((h) => h.closed).length;
         idle.fdsAfter = daemon.alive ? daemon.fds() : undefined;
         idle.rssAfterKiB = daemon.alive ? daemon.rss() : undefined;
@@ -164,7 +165,7 @@ export async function churn(o: ChurnOptions): Promise<SoakRow[]> {
         await Promise.all(held.map((h) => h.close()));
       }
       if (daemon.alive) {
-        const back = await until(() => daemon.fds() <= base2.fds, RELEASE_MS);
+        const back = await eventually(() => daemon.fds() <= base2.fds, RELEASE_MS);
         if (!back) idle.notes.push(`fds still ${daemon.fds()} after we closed ours`);
         idle.rssAfterKiB = await settledRss(daemon, base2.rss);
         idle.fdsAfter = daemon.fds();

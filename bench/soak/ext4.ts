@@ -13,7 +13,8 @@ import { readAttachmentRecords } from '../../initiator/fuse/attachment-record.js
 import { cleanupStaleAttachment } from '../../initiator/fuse/index.js';
 import { SoakDaemon } from './daemon.js';
 import { blockContent } from './ledger.js';
-import { haveTool, spawnEntry, until, within } from './processes.js';
+import { haveTool, spawnEntry, within } from './processes.js';
+import { eventually } from '../kit/wait.js';
 import { median, newRow, type SoakRow } from './report.js';
 
 const run = promisify(execFile);
@@ -82,7 +83,7 @@ export async function ext4KillRestart(o: { signal: 'SIGKILL' | 'SIGTERM'; kills:
     })();
     for (let k = 0; k < o.kills; k++) {
       const want = acked.size + (o.filesBetween ?? 4);
-      if (!(await until(() => acked.size >= want, PROGRESS_MS))) {
+      if (!(await eventually(() => acked.size >= want, PROGRESS_MS))) {
         row.ok = false;
         row.notes.push(`run ${k + 1}: no file completed for ${PROGRESS_MS / 1000} s`);
         break;
@@ -92,7 +93,7 @@ export async function ext4KillRestart(o: { signal: 'SIGKILL' | 'SIGTERM'; kills:
       await daemon.restart();
       const listening = performance.now();
       row.runs++;
-      if (!(await until(() => lastDone >= listening, PROGRESS_MS))) {
+      if (!(await eventually(() => lastDone >= listening, PROGRESS_MS))) {
         row.ok = false;
         row.notes.push(`run ${k + 1}: the workload did not resume within ${PROGRESS_MS / 1000} s`);
         break;

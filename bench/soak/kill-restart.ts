@@ -8,8 +8,9 @@ import { join } from 'node:path';
 import { librarySession, NbdClient } from './clients.js';
 import { SoakDaemon } from './daemon.js';
 import { Ledger, type BlockClient } from './ledger.js';
-import { spawnEntry, until, within, type Child } from './processes.js';
+import { spawnEntry, within, type Child } from './processes.js';
 import { median, newRow, type SoakRow } from './report.js';
+import { eventually } from '../kit/wait.js';
 
 export type KillPath = 'library' | 'nbd';
 
@@ -100,7 +101,7 @@ export async function killRestart(o: KillOptions): Promise<SoakRow> {
     };
     for (let k = 0; k < o.kills; k++) {
       const target = ledger.stats.acked + between;
-      if (!(await until(() => ledger.stats.acked >= target, PROGRESS_MS))) {
+      if (!(await eventually(() => ledger.stats.acked >= target, PROGRESS_MS))) {
         row.notes.push(`run ${k + 1}: no write acknowledged for ${PROGRESS_MS / 1000} s (${h.detail()})`);
         row.ok = false;
         break;

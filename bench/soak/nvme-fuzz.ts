@@ -10,8 +10,9 @@ import { buildSqe } from '../../protocol/nvme/command.js';
 import { SoakDaemon } from './daemon.js';
 import { prng } from './mutate.js';
 import { RawHost, rwSqe } from './nvme-raw-host.js';
-import { sleep, until, within } from './processes.js';
+import { sleep, within } from './processes.js';
 import { newRow, type SoakRow } from './report.js';
+import { eventually } from '../kit/wait.js';
 
 export const NVME_FUZZ_STEPS = ['before-icreq', 'after-icreq', 'admin', 'io-hostile', 'data-outstanding', 'stream'] as const;
 export type NvmeFuzzStep = (typeof NVME_FUZZ_STEPS)[number];
@@ -315,7 +316,7 @@ export async function nvmeFuzz(o: NvmeFuzzOptions): Promise<SoakRow[]> {
     healthy = null;
     for (const a of admins.splice(0)) a.close();
     // Every queue the fuzzers left ends within the login timeout; wait for the fds, bounded.
-    const settled = daemon.alive && (await until(() => daemon.fds() <= row.fdsBefore!, 20_000));
+    const settled = daemon.alive && (await eventually(() => daemon.fds() <= row.fdsBefore!, 20_000));
     row.fdsAfter = daemon.alive ? daemon.fds() : undefined;
     row.rssAfterKiB = daemon.alive ? daemon.rss() : undefined;
     row.runs = tally.connections;

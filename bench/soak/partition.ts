@@ -10,8 +10,9 @@ import { SoakDaemon } from './daemon.js';
 import { fileClient, openPath, type KillPath, type PathHandle } from './kill-restart.js';
 import { Ledger } from './ledger.js';
 import { Partition, type Direction } from './nft.js';
-import { sleep, until, within } from './processes.js';
+import { sleep, within } from './processes.js';
 import { median, newRow, type SoakRow } from './report.js';
+import { eventually } from '../kit/wait.js';
 
 export interface PartitionOptions {
   path: KillPath;
@@ -45,7 +46,7 @@ export async function partitions(o: PartitionOptions): Promise<SoakRow> {
     ledger.start(() => h.client, true);
     let lastAck = 0;
     ledger.onAck = () => (lastAck = performance.now());
-    if (!(await until(() => ledger.stats.acked >= 20, RESUME_MS))) throw new Error('no writes acknowledged before the first partition');
+    if (!(await eventually(() => ledger.stats.acked >= 20, RESUME_MS))) throw new Error('no writes acknowledged before the first partition');
     await sleep(500);
     const baseFds = daemon.fds();
     row.fdsBefore = baseFds;
@@ -58,7 +59,7 @@ export async function partitions(o: PartitionOptions): Promise<SoakRow> {
         await part.heal();
         const healed = performance.now();
         row.runs++;
-        const resumed = await until(() => lastAck >= healed, RESUME_MS);
+        const resumed = await eventually(() => lastAck >= healed, RESUME_MS);
         if (!resumed) {
           row.ok = false;
           row.notes.push(`${dir} ${ms} ms: I/O did not resume within ${RESUME_MS / 1000} s of the heal`);
@@ -67,7 +68,7 @@ export async function partitions(o: PartitionOptions): Promise<SoakRow> {
         const resumeMs = lastAck - healed;
         resumes.push(resumeMs);
         // One session again: rblkd must be back to the descriptors it had with one session.
-        const back = await until(() => daemon.fds() <= baseFds, RELEASE_MS);
+        const back = await eventually(() => daemon.fds() <= baseFds, RELEASE_MS);
         if (!back) fdNotes.push(`${dir} ${ms} ms: fds ${daemon.fds()} (were ${baseFds})`);
         log(`  ${row.scenario}: ${dir} for ${ms} ms, resumed after ${resumeMs.toFixed(0)} ms, fds ${daemon.fds()}`);
       }
@@ -86,7 +87,7 @@ export async function partitions(o: PartitionOptions): Promise<SoakRow> {
       );
       await part.heal();
       row.runs++;
-      const back = await until(() => daemon.fds() <= before, RELEASE_MS);
+      const back = await eventually(() => daemon.fds() <= before, RELEASE_MS);
       row.notes.push(`login during a partition: ${attempt.slice(0, 80)}; rblkd fds ${back ? 'back' : `still ${daemon.fds()}, were ${before},`} within ${RELEASE_MS / 1000} s`);
       if (!back) row.ok = false;
     }

@@ -145,16 +145,6 @@ export function haveTool(name: string): boolean {
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** Polls cond every 50 ms until it holds or ms passed; resolves whether it held. */
-export async function until(cond: () => boolean, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (;;) {
-    if (cond()) return true;
-    if (Date.now() >= end) return false;
-    await sleep(50);
-  }
-}
-
 /** p, or `fallback` if it has not settled within ms; the timer never outlives the race. */
 export async function within<T, F>(p: Promise<T>, ms: number, fallback: F): Promise<T | F> {
   let timer: NodeJS.Timeout | undefined;

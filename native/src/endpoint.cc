@@ -38,6 +38,7 @@ Napi::Function Endpoint::Init(Napi::Env env) {
                       InstanceMethod<&Endpoint::Atomic>("atomic"), InstanceMethod<&Endpoint::Poll>("poll"),
                       InstanceMethod<&Endpoint::SetBusyPoll>("setBusyPoll"),
                       InstanceMethod<&Endpoint::Received>("received"),
+                      InstanceMethod<&Endpoint::Wakeups>("wakeups"),
                       InstanceMethod<&Endpoint::Close>("close")});
 }
 
@@ -395,6 +396,7 @@ void Endpoint::OnBeforeBlock() {
     Napi::Env env(env_);
     Napi::HandleScope scope(env);
     uint64_t deadline = NowNs() + busy_poll_ns_;
+    if (in_flight_ > 0) spins_++;
     try {
       while (cq_ != nullptr && in_flight_ > 0) {
         if (DrainCq() > 0 || NowNs() >= deadline) break;
@@ -409,6 +411,7 @@ void Endpoint::OnBeforeBlock() {
 
 void Endpoint::OnCqReadable() {
   std::lock_guard<std::recursive_mutex> g(*lock_);
+  wakeups_++;
   Napi::Env env(env_);
   Napi::HandleScope scope(env);
   try {
@@ -835,6 +838,14 @@ Napi::Value Endpoint::SetBusyPoll(const Napi::CallbackInfo& info) {
 Napi::Value Endpoint::Received(const Napi::CallbackInfo& info) {
   // A double holds it exactly up to 2^53 messages.
   return Napi::Number::New(info.Env(), static_cast<double>(received_.load(std::memory_order_relaxed)));
+}
+
+// wakeups(): { wakeups, spins } so far (see endpoint.h).
+Napi::Value Endpoint::Wakeups(const Napi::CallbackInfo& info) {
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("wakeups", Napi::Number::New(info.Env(), static_cast<double>(wakeups_)));
+  o.Set("spins", Napi::Number::New(info.Env(), static_cast<double>(spins_)));
+  return o;
 }
 
 Napi::Value Endpoint::Poll(const Napi::CallbackInfo& info) {

@@ -79,6 +79,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   Napi::Value Poll(const Napi::CallbackInfo& info);
   Napi::Value SetBusyPoll(const Napi::CallbackInfo& info);
   Napi::Value Received(const Napi::CallbackInfo& info);
+  Napi::Value Wakeups(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 
   friend class FastPath;
@@ -121,6 +122,13 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   // without a per-I/O crossing (docs/architecture.md "What the control plane
   // sees of native work"). Bumped under lock_, read from the JS thread without it.
   std::atomic<uint64_t> received_{0};
+
+  // How often the JS thread woke for this endpoint (the CQ fd was readable, or
+  // the loop was about to sleep after a post), and how often it spun before
+  // sleeping: an idle endpoint adds to neither, which is what the tests check
+  // instead of CPU time (docs/architecture.md "The test kit"). JS thread only.
+  uint64_t wakeups_ = 0;
+  uint64_t spins_ = 0;
 
   std::vector<OpRecord*> ops_;       // every record ever made (owned)
   std::vector<OpRecord*> free_ops_;  // reusable records

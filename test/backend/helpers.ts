@@ -5,20 +5,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Backend } from '../../target/backend/backend.js';
+import { pattern } from '../../bench/kit/pattern.js';
 
-/** Bytes that differ per seed and per position, so misplaced data is caught. */
-export function pattern(length: number, seed: number): Buffer {
-  const buf = Buffer.alloc(length);
-  let x = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    buf[i] = x & 0xff;
-  }
-  return buf;
-}
+export { pattern };
 
 const ARENA = 16 << 20;
 let arena: Buffer | null = null;

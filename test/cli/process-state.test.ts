@@ -8,19 +8,13 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { isRunning } from '../../initiator/process-state.js';
 import { isOwnerAlive, type AttachmentRecord } from '../../initiator/fuse/index.js';
+import { until } from '../../bench/kit/wait.js';
 
 const PYTHON = ['/usr/bin/python3', '/bin/python3'].find((p) => existsSync(p));
 
 function leaderState(pid: number): string {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-}
-
-async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; !cond(); i++) {
-    if (i > 1000) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 (PYTHON === undefined ? test.skip : test)('a process whose main thread exited while another thread runs is still running', async (t) => {

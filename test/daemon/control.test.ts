@@ -2,7 +2,6 @@
 // rblkd, with a real session: what they report is checked against the bytes
 // this test moved (docs/operations.md "The control socket", "Metrics").
 import test from 'ava';
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -13,37 +12,11 @@ import { controlRequest } from '../../target/daemon/control-client.js';
 import { rblkGid } from '../../target/daemon/control-server.js';
 import type { SessionInfo } from '../../target/connection/environment.js';
 import { assertReturned, baseline } from '../helpers/resources.js';
-import { baseConfig, ROOT, spawnDaemon, workdir } from './helpers/daemon-process.js';
+import { baseConfig, ctl, ROOT, spawnDaemon, workdir } from './helpers/daemon-process.js';
 import { command, login, pattern, read, write } from './helpers/initiator.js';
+import { until } from '../../bench/kit/wait.js';
 
 const GUARD_MS = 20_000;
-
-function until(cond: () => boolean, what: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    const tick = setInterval(() => {
-      if (cond()) {
-        clearInterval(tick);
-        resolve();
-      } else if (Date.now() - started > GUARD_MS) {
-        clearInterval(tick);
-        reject(new Error(`gave up waiting for ${what}`));
-      }
-    }, 5);
-  });
-}
-
-/** `rblkd ctl ARGS` as an operator runs it; its exit status and output. */
-function ctl(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import=tsx', join(ROOT, 'bin-src', 'rblkd.ts'), 'ctl', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 /** Prometheus text exposition: every sample line, by its full name with labels; throws on a line that is not one. */
 function parseProm(text: string): Map<string, number> {

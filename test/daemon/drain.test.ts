@@ -1,24 +1,12 @@
 import test from 'ava';
-import { openSync, readSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import * as cdb from '../../protocol/scsi/cdb.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
-import { baseConfig, spawnDaemon, workdir } from './helpers/daemon-process.js';
+import { baseConfig, fileBytes, spawnDaemon, workdir } from './helpers/daemon-process.js';
 import { command, login, pattern } from './helpers/initiator.js';
 
 const BLOCKS = 8;
 const LEN = BLOCKS * 512;
-
-function readFileAt(path: string, offset: number, length: number): Buffer {
-  const fd = openSync(path, 'r');
-  try {
-    const b = Buffer.alloc(length);
-    readSync(fd, b, 0, length, offset);
-    return b;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 test('SIGTERM with writes in flight: every write answered GOOD is in the file, and rblkd exits 0', async (t) => {
   const w = workdir(t);
@@ -66,7 +54,7 @@ test('SIGTERM with writes in flight: every write answered GOOD is in the file, a
   t.regex(closeReason, /the target logged this session out: SHUTDOWN/);
   t.true(acked.size >= 200);
   const file = join(w.state, 'a.img');
-  const bad = [...acked].filter(([i, data]) => !readFileAt(file, i * LEN, LEN).equals(data)).map(([i]) => i);
+  const bad = [...acked].filter(([i, data]) => !fileBytes(file, i * LEN, LEN).equals(data)).map(([i]) => i);
   t.deepEqual(bad, [], 'acknowledged writes missing from the file');
   t.true(d.lines.some((l) => /info: stopping: draining 1 session/.test(l)));
   t.true(d.lines.some((l) => /info: stopped: every volume flushed and closed/.test(l)));

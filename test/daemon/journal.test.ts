@@ -11,26 +11,11 @@ import { LoginError } from '../../initiator/connection.js';
 import { nativeFeatures } from '../../native/binding.js';
 import { baseConfig, ROOT, spawnDaemon, workdir, type Workdir } from './helpers/daemon-process.js';
 import { login } from './helpers/initiator.js';
+import { untilValue as until } from '../../bench/kit/wait.js';
 
 const BIN = join(ROOT, 'bin-src', 'rblkd.ts');
 const GUARD_MS = 20_000;
 const JOURNAL_SOCKET = '/run/systemd/journal/socket';
-
-function until<T>(get: () => T | undefined, what: string): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    const tick = setInterval(() => {
-      const v = get();
-      if (v !== undefined) {
-        clearInterval(tick);
-        resolve(v);
-      } else if (Date.now() - started > GUARD_MS) {
-        clearInterval(tick);
-        reject(new Error(`gave up waiting for ${what}`));
-      }
-    }, 10);
-  });
-}
 
 /** rblkd with stderr on a regular file that JOURNAL_STREAM names, as systemd sets it for StandardError=journal. */
 function underJournal(t: ExecutionContext, w: Workdir, env: Record<string, string>): { child: ChildProcess; lines: () => string[]; exited: Promise<number | null> } {

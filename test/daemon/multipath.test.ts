@@ -17,6 +17,11 @@ import { controlRequest } from '../../target/daemon/control-client.js';
 import { run } from '../iscsi/portal-fixture.js';
 import { closedPort, rblk } from '../cli/helpers/cli.js';
 import { baseConfig, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
+import { pattern } from '../../bench/kit/pattern.js';
+import { until } from '../../bench/kit/wait.js';
+
+/** A bound on a hang (failover included), inside the tests' own timeouts. */
+const GUARD = { ms: 90_000 };
 
 const MiB = 1024 * 1024;
 const SIZE = 8 * MiB;
@@ -78,12 +83,6 @@ function pathsWhere(s: Session, ok: (p: PathInfo[]) => boolean): Promise<PathInf
   });
 }
 
-function pattern(seed: number): Buffer {
-  const b = Buffer.alloc(BLOCK);
-  for (let i = 0; i < BLOCK; i += 4) b.writeUInt32BE((seed * 2654435761 + i) >>> 0, i);
-  return b;
-}
-
 /**
  * Writers, each on its own blocks, write until stop() and keep the last
  * acknowledged content of every block; an error of any write is kept too.
@@ -98,7 +97,7 @@ function writeLoad(v: Volume, writers = 8, registered: RegisteredBuffer | null =
   const running = Array.from({ length: writers }, async (_, w) => {
     for (let n = 0; !stopped; n++) {
       const block = w * perWriter + (n % perWriter);
-      const data = pattern(w * 1_000_003 + n);
+      const data = pattern(BLOCK, w * 1_000_003 + n);
       try {
         if (registered === null) await v.write(block * BLOCK, data);
         else {
@@ -126,10 +125,6 @@ function writeLoad(v: Volume, writers = 8, registered: RegisteredBuffer | null =
       await Promise.all(running);
     },
   };
-}
-
-async function until(cond: () => boolean): Promise<void> {
-  while (!cond()) await new Promise((r) => setTimeout(r, 5));
 }
 
 async function verify(t: ExecutionContext, v: Volume, file: string, acked: Map<number, Buffer>): Promise<void> {
@@ -161,11 +156,11 @@ test.serial('two gateways of one file: both paths verified, I/O on the active/op
   ]);
   const v = await s.open('vol');
   const load = writeLoad(v);
-  await until(() => load.count >= 200);
+  await until(() => load.count >= 200, 'load.count >= 200', GUARD);
   a.d.kill('SIGKILL');
   await a.d.exited;
   const atKill = load.count;
-  await until(() => load.count >= atKill + 300 || load.errors.length > 0);
+  await until(() => load.count >= atKill + 300 || load.errors.length > 0, 'load.count >= atKill + 300 || load.errors.length > 0', GUARD);
   t.like(s.paths, [{ state: 'active' }, { state: 'down' }]);
   await load.stop();
   t.deepEqual(load.errors, [], 'no write failed');
@@ -175,12 +170,12 @@ test.serial('two gateways of one file: both paths verified, I/O on the active/op
   const again = await gateway(t, file, aluaFor(1, 'active-optimized', 'active-non-optimized'), a.port, UUID, a.w);
   await pathsWhere(s, (p) => p[1].state === 'active');
   const load2 = writeLoad(v, 4);
-  await until(() => load2.count >= 100);
+  await until(() => load2.count >= 100, 'load2.count >= 100', GUARD);
   // b goes: the writes continue, so they were on the gateway that came back.
   b.d.kill('SIGKILL');
   await b.d.exited;
   const atKill2 = load2.count;
-  await until(() => load2.count >= atKill2 + 100 || load2.errors.length > 0);
+  await until(() => load2.count >= atKill2 + 100 || load2.errors.length > 0, 'load2.count >= atKill2 + 100 || load2.errors.length > 0', GUARD);
   await load2.stop();
   t.deepEqual(load2.errors, []);
   await verify(t, v, file, load2.acked);
@@ -198,11 +193,11 @@ test.serial('registered (zero-copy) buffers: kill -9 of the active gateway under
   const memory = s.allocate(writers * BLOCK);
   t.teardown(() => memory.release());
   const load = writeLoad(v, writers, memory);
-  await until(() => load.count >= 200);
+  await until(() => load.count >= 200, 'load.count >= 200', GUARD);
   a.d.kill('SIGKILL');
   await a.d.exited;
   const atKill = load.count;
-  await until(() => load.count >= atKill + 300 || load.errors.length > 0);
+  await until(() => load.count >= atKill + 300 || load.errors.length > 0, 'load.count >= atKill + 300 || load.errors.length > 0', GUARD);
   await load.stop();
   t.deepEqual(load.errors, [], 'no write failed');
   t.true(memory.valid, 'the registered buffer outlived the gateway');
@@ -220,14 +215,14 @@ test.serial('a gateway down when the session logs in is one path missing, not a 
   t.like(s.paths, [{ state: 'down' }, { state: 'active' }]);
   const v = await s.open('vol');
   const load = writeLoad(v, 4);
-  await until(() => load.count >= 100);
+  await until(() => load.count >= 100, 'load.count >= 100', GUARD);
   const a = await gateway(t, file, aluaFor(1, 'active-optimized', 'active-non-optimized'), aPort);
   await pathsWhere(s, (p) => p[0].state === 'active' && p[0].alua === 'active-optimized');
   // b goes away: writes go on, so they run through a.
   b.d.kill('SIGKILL');
   await b.d.exited;
   const atKill = load.count;
-  await until(() => load.count >= atKill + 100 || load.errors.length > 0);
+  await until(() => load.count >= atKill + 100 || load.errors.length > 0, 'load.count >= atKill + 100 || load.errors.length > 0', GUARD);
   await load.stop();
   t.deepEqual(load.errors, []);
   await verify(t, v, file, load.acked);
@@ -252,12 +247,12 @@ test.serial('a gateway that hangs (SIGSTOP: no FIN, no RST, like a dead host) un
   t.teardown(() => s.close());
   const v = await s.open('vol');
   const load = writeLoad(v);
-  await until(() => load.count >= 200);
+  await until(() => load.count >= 200, 'load.count >= 200', GUARD);
   a.d.kill('SIGSTOP');
   await pathsWhere(s, (p) => p[0].state === 'down' && p[1].state === 'active');
   t.regex(s.paths[0].reason ?? '', /KEEPALIVE_RSP/);
   const atHang = load.count;
-  await until(() => load.count >= atHang + 300 || load.errors.length > 0);
+  await until(() => load.count >= atHang + 300 || load.errors.length > 0, 'load.count >= atHang + 300 || load.errors.length > 0', GUARD);
   // Killed while stopped: the writes it had taken in never run (docs/initiator.md "Multipath" on a gateway that comes back from a hang).
   a.d.kill('SIGKILL');
   await a.d.exited;
@@ -274,11 +269,11 @@ test.serial('SIGTERM (a drain) of the active gateway under writes: the I/O moves
   t.like(s.paths, [{ state: 'active' }, { state: 'ready' }]);
   const v = await s.open('vol');
   const load = writeLoad(v);
-  await until(() => load.count >= 200);
+  await until(() => load.count >= 200, 'load.count >= 200', GUARD);
   a.d.kill('SIGTERM');
   t.is((await a.d.exited).code, 0, 'the drained gateway exits cleanly');
   const atStop = load.count;
-  await until(() => load.count >= atStop + 300 || load.errors.length > 0);
+  await until(() => load.count >= atStop + 300 || load.errors.length > 0, 'load.count >= atStop + 300 || load.errors.length > 0', GUARD);
   await load.stop();
   t.deepEqual(load.errors, []);
   t.like(s.paths, [{ state: 'down' }, { state: 'active' }]);
@@ -294,7 +289,7 @@ test.serial('an ALUA change by reload (SIGHUP): the active gateway goes standby,
   s.on('unitAttention', (_lun, sense) => attentions.push(`${sense.key}/${sense.asc.toString(16)}/${sense.ascq.toString(16)}`));
   const v = await s.open('vol');
   const load = writeLoad(v);
-  await until(() => load.count >= 100);
+  await until(() => load.count >= 100, 'load.count >= 100', GUARD);
   reconfigure(a, file, aluaFor(1, 'standby', 'active-optimized'));
   let mark = a.d.lines.length;
   a.d.kill('SIGHUP');
@@ -306,10 +301,10 @@ test.serial('an ALUA change by reload (SIGHUP): the active gateway goes standby,
   });
   await pathsWhere(s, (p) => p[0].alua === 'standby' && p[1].state === 'active');
   // The reload raised ASYMMETRIC ACCESS STATE CHANGED (06 2A/06) for the session's nexus.
-  await until(() => attentions.includes('6/2a/6'));
+  await until(() => attentions.includes('6/2a/6'), 'attentions.includes("6/2a/6")', GUARD);
   const atReload = load.count;
   // A standby port refuses every write (04/0B): these went to b.
-  await until(() => load.count >= atReload + 200 || load.errors.length > 0);
+  await until(() => load.count >= atReload + 200 || load.errors.length > 0, 'load.count >= atReload + 200 || load.errors.length > 0', GUARD);
   t.deepEqual(load.errors, []);
 
   reconfigure(a, file, aluaFor(1, 'active-optimized', 'active-non-optimized'));
@@ -318,7 +313,7 @@ test.serial('an ALUA change by reload (SIGHUP): the active gateway goes standby,
   await a.d.waitForLine(/target port group 1 is active-optimized/, mark);
   await pathsWhere(s, (p) => p[0].state === 'active' && p[0].alua === 'active-optimized');
   const back = load.count;
-  await until(() => load.count >= back + 100 || load.errors.length > 0);
+  await until(() => load.count >= back + 100 || load.errors.length > 0, 'load.count >= back + 100 || load.errors.length > 0', GUARD);
   await load.stop();
   t.deepEqual(load.errors, []);
   await verify(t, v, file, load.acked);
@@ -333,10 +328,10 @@ test.serial('a gateway that serves another device (VPD 83h differs) is rejected;
   t.like(s.paths, [{ state: 'active' }, { state: 'rejected' }]);
   t.regex(s.paths[1].reason ?? '', /another device/);
   const v = await s.open('vol');
-  await v.write(0, pattern(7));
-  t.true((await v.read(0, BLOCK)).equals(pattern(7)));
-  t.true(readFileSync(file).subarray(0, BLOCK).equals(pattern(7)));
-  t.false(readFileSync(other).subarray(0, BLOCK).equals(pattern(7)));
+  await v.write(0, pattern(BLOCK, 7));
+  t.true((await v.read(0, BLOCK)).equals(pattern(BLOCK, 7)));
+  t.true(readFileSync(file).subarray(0, BLOCK).equals(pattern(BLOCK, 7)));
+  t.false(readFileSync(other).subarray(0, BLOCK).equals(pattern(BLOCK, 7)));
 });
 
 test.serial('rblk info with two addresses shows both paths and their states, in text and JSON', async (t) => {
@@ -382,11 +377,11 @@ if (rbdReason !== null) test.skip(`multipath over rbd: ${rbdReason}`, () => unde
   t.like(s.paths, [{ state: 'active', group: 1 }, { state: 'ready', group: 2 }]);
   const v = await s.open('vol');
   const load = writeLoad(v, 4);
-  await until(() => load.count >= 100);
+  await until(() => load.count >= 100, 'load.count >= 100', GUARD);
   a.d.kill('SIGKILL');
   await a.d.exited;
   const atKill = load.count;
-  await until(() => load.count >= atKill + 100 || load.errors.length > 0);
+  await until(() => load.count >= atKill + 100 || load.errors.length > 0, 'load.count >= atKill + 100 || load.errors.length > 0', GUARD);
   await load.stop();
   t.deepEqual(load.errors, []);
   t.like(s.paths, [{ state: 'down' }, { state: 'active' }]);

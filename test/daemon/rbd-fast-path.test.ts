@@ -26,6 +26,7 @@ import { memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fix
 import { resources } from '../helpers/resources.js';
 import { prng } from '../protocol/fuzz-corpus.js';
 import { ROOT } from './helpers/daemon-process.js';
+import { until } from '../../bench/kit/wait.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -250,7 +251,8 @@ rbdTest('rbd fast path: a paused cluster (SIGSTOP) crashes nothing; its commands
   });
   const ops = Array.from({ length: 16 }, (_, i) => (i % 2 === 0 ? v.write((i + 1) * 4096, data, { fua: i % 4 === 0 }) : v.read(0, 4096).then(() => undefined)));
   const settled = Promise.allSettled(ops);
-  await new Promise((r) => setTimeout(r, 1000));
+  // Resume once the fast path holds them at the paused store, not after a guessed sleep.
+  await until(() => srv.taken() - before >= 1, 'the fast path to take one of them', { ms: 30_000 });
   resumed = true;
   await ceph().resume();
   const results = await settled;

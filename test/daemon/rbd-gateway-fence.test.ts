@@ -34,6 +34,7 @@ import { nativeFeatures } from '../../native/binding.js';
 import { cephMissing, startCephCluster, type CephCluster } from '../helpers/ceph-cluster.js';
 import { partitionUnavailable } from '../initiator/helpers/partition.js';
 import { baseConfig, spawnDaemon, workdir, type DaemonProcess } from './helpers/daemon-process.js';
+import { until } from '../../bench/kit/wait.js';
 
 const exec = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -97,15 +98,6 @@ function pathsWhere(s: Session, ok: (p: PathInfo[]) => boolean): Promise<PathInf
     };
     s.on('path', on);
   });
-}
-
-/** A guard against a hang while polling the kernel's view, never an assertion about speed. */
-async function until(what: string, cond: () => Promise<boolean>): Promise<void> {
-  const guard = Date.now() + 90_000;
-  while (!(await cond())) {
-    if (Date.now() > guard) throw new Error(`this never happened: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 interface Sock {
@@ -203,7 +195,7 @@ async function stallA(t: ExecutionContext, image: string, features: string): Pro
   t.true(socks.length > 0, "A's connections to the cluster are found");
   const c = await cut(t, socks.map((s) => s.port));
   const late = v.write(X, data(2));
-  await until("the write's bytes wait, unacknowledged, in A's socket to the OSD", async () => (await cephSockets(pid, a.port)).some((s) => s.sendQ >= BLOCK));
+  await until(async () => (await cephSockets(pid, a.port)).some((s) => s.sendQ >= BLOCK), "the write's bytes wait, unacknowledged, in A's socket to the OSD", { ms: 90_000, everyMs: 20 });
   a.d.kill('SIGSTOP');
   t.teardown(() => {
     if (a.d.child.exitCode === null) a.d.kill('SIGCONT');
@@ -226,7 +218,7 @@ async function stallA(t: ExecutionContext, image: string, features: string): Pro
     blocklistAfter: await blocklist(),
     async heal() {
       await c.heal();
-      await until("A's held write reached the OSD (A's send queues empty)", async () => (await cephSockets(pid, a.port)).every((s) => s.sendQ === 0));
+      await until(async () => (await cephSockets(pid, a.port)).every((s) => s.sendQ === 0), "A's held write reached the OSD (A's send queues empty)", { ms: 90_000, everyMs: 20 });
     },
   };
 }
@@ -330,7 +322,7 @@ rbdTest('rbd, exclusive-lock: a gateway frozen with a write waiting for a lock a
   const c = await cut(t, (await cephSockets(pid, a.port)).map((s) => s.port));
   const before = await blocklist();
   const late = v.write(X, data(2));
-  await until("A's lock request waits in its socket to the OSD", async () => (await cephSockets(pid, a.port)).some((s) => s.sendQ >= 1024));
+  await until(async () => (await cephSockets(pid, a.port)).some((s) => s.sendQ >= 1024), "A's lock request waits in its socket to the OSD", { ms: 90_000, everyMs: 20 });
   a.d.kill('SIGSTOP');
   t.teardown(() => {
     if (a.d.child.exitCode === null) a.d.kill('SIGCONT');

@@ -9,6 +9,7 @@ import { nativeFeatures } from '../../native/binding.js';
 import { RbdBackend } from '../../target/backend/rbd/rbd-backend.js';
 import { cephMissing, startCephCluster, type CephCluster } from '../helpers/ceph-cluster.js';
 import { baseConfig, spawnDaemon, workdir } from './helpers/daemon-process.js';
+import { pattern } from '../../bench/kit/pattern.js';
 
 const MiB = 1024 * 1024;
 const reason = cephMissing() ?? (nativeFeatures().rbd ? null : 'rblk_rbd.node was not built (apt-get install librbd-dev, then rebuild)');
@@ -31,12 +32,6 @@ test.after.always(async () => {
 function ceph(): CephCluster {
   if (cluster === undefined) throw new Error('the cluster did not start');
   return cluster;
-}
-
-function pattern(length: number, seed: number): Buffer {
-  const b = Buffer.alloc(length);
-  for (let i = 0; i < length; i++) b[i] = (i * 31 + seed * 17 + (i >> 9)) & 0xff;
-  return b;
 }
 
 /** rblkd serving one rbd volume `vol` on the image; resolves the port it listens on. */

@@ -8,24 +8,10 @@ import { controlRequest } from '../../target/daemon/control-client.js';
 import type { ReloadResult } from '../../target/daemon/reload-result.js';
 import { baseConfig, spawnDaemon, workdir } from './helpers/daemon-process.js';
 import { command, login, pattern, read, readCapacity, reportLuns, senseOf, write, type SenseTriple } from './helpers/initiator.js';
+import { until } from '../../bench/kit/wait.js';
 
 const MiB = 1024 * 1024;
 const GUARD_MS = 20_000;
-
-function until(cond: () => boolean, what: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    const tick = setInterval(() => {
-      if (cond()) {
-        clearInterval(tick);
-        resolve();
-      } else if (Date.now() - started > GUARD_MS) {
-        clearInterval(tick);
-        reject(new Error(`gave up waiting for ${what}`));
-      }
-    }, 5);
-  });
-}
 
 test('a reload adds, removes (forced) and grows volumes under a running session; a bad file changes nothing', async (t) => {
   const w = workdir(t);

@@ -11,7 +11,7 @@
 //     clone --copy; delete-snapshot; a memory volume has none.
 // Needs root (mount) and mkfs.xfs (xfsprogs); skipped without them.
 import test, { type ExecutionContext } from 'ava';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +20,7 @@ import { controlRequest } from '../../target/daemon/control-client.js';
 import { clonePath, parseSnapshotRef, snapshotBase } from '../../target/daemon/snapshots.js';
 import type { VolumeConfig } from '../../config/schema.js';
 import { BS, blockOf, checkSnapshot, fill, QD, readAll, snapshotUnderLoad } from './helpers/snapshot-load.js';
-import { baseConfig, ROOT, runDaemon, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
+import { baseConfig, ctl, runDaemon, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
 
 const BLOCKS = 16384; // 64 MiB: a full copy of it takes long enough for writes to land in the middle of an unquiesced one
 const TARGET = 'iqn.2026-12.io.rblk:snapshot';
@@ -61,17 +61,6 @@ function reflinkXfs(t: ExecutionContext): string {
   execFileSync('mount', ['-o', 'loop', img, mnt]);
   mounted = true;
   return mnt;
-}
-
-function ctl(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import=tsx', join(ROOT, 'bin-src', 'rblkd.ts'), 'ctl', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
 }
 
 async function serveAndConnect(t: ExecutionContext, w: Workdir, volumes: Record<string, unknown>[]): Promise<{ d: DaemonProcess; socket: string; session: (name: string) => Promise<Session> }> {

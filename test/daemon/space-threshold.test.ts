@@ -12,6 +12,7 @@ import type { SpaceInfo } from '../../target/daemon/space-watch.js';
 import { RawHost } from '../../bench/soak/nvme-raw-host.js';
 import { baseConfig, spawnDaemon, workdir } from './helpers/daemon-process.js';
 import { command, login, pattern, senseOf, write, MAX_IO, type SenseTriple } from './helpers/initiator.js';
+import { until } from '../../bench/kit/wait.js';
 
 const MiB = 1024 * 1024;
 const NQN = 'nqn.2026-12.io.rblk:space';
@@ -20,14 +21,6 @@ async function spaceOf(socket: string): Promise<SpaceInfo> {
   const [v] = (await controlRequest(socket, 'volumes')) as { space: SpaceInfo | null }[];
   if (!v?.space) throw new Error('no space reading for the file volume');
   return v.space;
-}
-
-async function until(what: string, f: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    if (await f()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${what} did not happen within 30 s`);
 }
 
 test('a thin file volume over space_threshold.allocated: a warning, ctl volumes, 38/07 once, the NVMe SMART warning; UNMAP clears it', async (t) => {
@@ -46,7 +39,7 @@ test('a thin file volume over space_threshold.allocated: a warning, ctl volumes,
   const nvmePort = Number((await d.waitForLine(/listening nvme-tcp 127\.0\.0\.1:(\d+)/))[1]);
   await d.waitForLine(/rblkd ready/);
   const socket = join(w.dir, 'rblkd.ctl');
-  await until('a first space reading', async () => (await controlRequest(socket, 'volumes') as { space: SpaceInfo | null }[])[0]?.space != null);
+  await until(async () => (await controlRequest(socket, 'volumes') as { space: SpaceInfo | null }[])[0]?.space != null, 'a first space reading', { ms: 30_000, everyMs: 100 });
   const before = await spaceOf(socket);
   t.false(before.low);
   t.deepEqual(before.thresholds, { filesystem: 90, allocated: 50 });
@@ -60,7 +53,7 @@ test('a thin file volume over space_threshold.allocated: a warning, ctl volumes,
     const r = await write(c, 0, off / 512, pattern(MAX_IO, off), {}, seen);
     t.is(r.status, ScsiStatus.GOOD);
   }
-  await until('the crossing', async () => (await spaceOf(socket)).low);
+  await until(async () => (await spaceOf(socket)).low, 'the crossing', { ms: 30_000, everyMs: 100 });
   const low = await spaceOf(socket);
   t.regex(low.why ?? '', /of its 8\.0 MiB is allocated \(space_threshold\.allocated 50%\)/);
   t.is(low.crossings, 1);
@@ -87,7 +80,7 @@ test('a thin file volume over space_threshold.allocated: a warning, ctl volumes,
   const u = await command(c, { lun: 0, cdb: cdb.unmap(list.length), dataOut: buf });
   buf.release();
   t.is(u.status, ScsiStatus.GOOD, JSON.stringify(senseOf(u)));
-  await until('the space back under', async () => !(await spaceOf(socket)).low);
+  await until(async () => !(await spaceOf(socket)).low, 'the space back under', { ms: 30_000, everyMs: 100 });
   await d.waitForLine(/volume t: space back under its thresholds/);
   const smart2 = await h.admin(0x02, { nsid: 0xffffffff, length: 512, cdw: { 10: 0x02 | (127 << 16) } });
   t.is(smart2.data[0]! & 1, 0);

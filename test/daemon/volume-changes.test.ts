@@ -4,14 +4,13 @@
 // volume that sessions can see is refused naming them, unless forced; a read-only volume
 // whose file is missing is refused with what to do, and the daemon keeps serving.
 import test from 'ava';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Connection } from '../../initiator/connection.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { controlRequest } from '../../target/daemon/control-client.js';
 import type { ReloadResult } from '../../target/daemon/reload-result.js';
-import { baseConfig, ROOT, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
+import { baseConfig, ctl, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
 import { login, pattern, read, reportLuns, senseOf } from './helpers/initiator.js';
 import { loginStatus, RawInitiator } from '../iscsi/raw-initiator.js';
 
@@ -37,18 +36,6 @@ async function stop(d: DaemonProcess): Promise<void> {
   d.kill('SIGTERM');
   const exit = await d.exited;
   if (exit.code !== 0) throw new Error(`rblkd exited ${String(exit.code)}`);
-}
-
-/** `rblkd ctl ARGS` as an operator runs it: its exit status and output. */
-function ctl(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import=tsx', join(ROOT, 'bin-src', 'rblkd.ts'), 'ctl', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (x: string) => (stdout += x));
-    child.stderr.setEncoding('utf8').on('data', (x: string) => (stderr += x));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
 }
 
 /** Waits until rblkd lists no session of `initiator`: a logout is answered before its connection ends. */

@@ -2,6 +2,8 @@
 // a "target" side (listener, local-only pool) and an "initiator" side.
 import { addon } from '../../native/binding.js';
 import { Domain, mrModeFromEnv, type Endpoint, type Listener, type MrModeRequest } from '../../native/fabric.js';
+import { pattern } from '../../bench/kit/pattern.js';
+import { until as waitUntil } from '../../bench/kit/wait.js';
 
 export const PROVIDERS = ['tcp', 'sockets'] as const;
 export type Provider = (typeof PROVIDERS)[number];
@@ -74,23 +76,9 @@ export function loopbackDomains(
   return { server, client, listener: server.listen({ address: '127.0.0.1', port: 0 }) };
 }
 
-/** Resolves once cond() is true, checking after every turn of the event loop (bounded). */
-export async function until(cond: () => boolean, what: string, maxTurns = 200_000): Promise<void> {
-  for (let i = 0; i < maxTurns; i++) {
-    if (cond()) return;
-    await new Promise((r) => setImmediate(r));
-  }
-  throw new Error(`gave up waiting for ${what}`);
+/** Resolves once cond() is true, checking after every turn of the event loop: fabric tests drive progress from the loop. */
+export function until(cond: () => boolean, what: string): Promise<void> {
+  return waitUntil(cond, what, { everyMs: 0 });
 }
 
-export function pattern(size: number, seed: number): Buffer {
-  const b = Buffer.allocUnsafe(size);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < size; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    b[i] = x & 0xff;
-  }
-  return b;
-}
+export { pattern };

@@ -7,24 +7,13 @@
 // library as an NVMe/TCP host").
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
-import { openSync, readSync, closeSync } from 'node:fs';
 import { connect, connectNvme, hasCode, type RblkError } from '../../initiator/index.js';
 import { buildSqe, IoOpcode } from '../../protocol/nvme/command.js';
 import { checkSuiteResources } from '../helpers/resources.js';
 import { startNvmeDaemon } from './helpers/nvme-daemon.js';
+import { fileBytes } from '../daemon/helpers/daemon-process.js';
 
 checkSuiteResources(test);
-
-function fileBytes(path: string, offset: number, length: number): Buffer {
-  const fd = openSync(path, 'r');
-  try {
-    const b = Buffer.alloc(length);
-    readSync(fd, b, 0, length, offset);
-    return b;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 test('write, read back and compare, in-capsule and by R2T, with the bytes in the volume file', async (t) => {
   const dmn = await startNvmeDaemon(t);

@@ -7,6 +7,7 @@ import * as cdb from '../../protocol/scsi/cdb.js';
 import { decodeSense } from '../../protocol/scsi/sense.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { pattern } from '../helpers/fabric-pair.js';
+import { untilValue } from '../../bench/kit/wait.js';
 import { startTarget, TARGET_NAME } from '../helpers/target-fixture.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 
@@ -32,10 +33,7 @@ for (const kind of ['loop', 'tcp'] as const) {
     conn.onCapsule = (b) => got.push(decodeCapsule(b, { from: 'target' }));
     // Protocol version 2 answers a GOOD read by its data's remote CQ data, the tag's low 32 bits (docs/protocol.md §12.1).
     conn.onRemoteData = (d) => got.push({ op: Opcode.RSP, tag: BigInt(d), creditDelta: 1, status: ScsiStatus.GOOD, sense: Buffer.alloc(0), dataOutResidual: null, dataInResidual: null });
-    const until = async (tag: bigint) => {
-      for (let i = 0; i < 2000 && !got.some((c) => c.tag === tag); i++) await new Promise((r) => setTimeout(r, 5));
-      return got.find((c) => c.tag === tag);
-    };
+    const until = (tag: bigint) => untilValue(() => got.find((c) => c.tag === tag), `the answer to tag ${tag}`);
     await conn.send(
       capsuleBuffer({
         op: Opcode.LOGIN_REQ,

@@ -23,6 +23,7 @@ import { FabricTargetTransport } from '../../target/transport/fabric-transport.j
 import { tempDir } from '../fuse/helpers/fuse-fixture.js';
 import { memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+import { until } from '../../bench/kit/wait.js';
 
 checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 
@@ -73,14 +74,6 @@ async function slowDevice(t: ExecutionContext): Promise<Slow> {
     release: () => void proc.stdin.write('release\n'),
     waiting: () => waiting,
   };
-}
-
-async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 1000; i++) {
-    if (cond()) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 async function slowTarget(t: ExecutionContext) {

@@ -14,6 +14,7 @@ import { LogicalUnit } from '../../target/scsi/logical-unit.js';
 import { TargetPortGroups } from '../../target/scsi/port-groups.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 import { startTarget, type Fixture } from '../helpers/target-fixture.js';
+import { until as waitFor } from '../../bench/kit/wait.js';
 
 checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 
@@ -52,14 +53,6 @@ async function start(kind: 'loop' | 'tcp'): Promise<{ f: Fixture; shared: Fencin
   mk('local', 1, new MemoryBackend({ size: 1 << 20, name: 'local' }), groups());
   mk('lonely', 2, new MemoryBackend({ size: 1 << 20, name: 'lonely' }));
   return { f, shared };
-}
-
-async function waitFor(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 2000; i++) {
-    if (cond()) return;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`this never happened: ${what}`);
 }
 
 for (const kind of ['loop', 'tcp'] as const) {

@@ -5,10 +5,7 @@ import { addon } from '../../native/binding.js';
 import { HeapTrimmer } from '../../target/heap-trimmer.js';
 import { collectAll, collectYoung, JS_HEAP_SAMPLE_GAP_MS } from '../../target/js-heap.js';
 import { getHeapSpaceStatistics } from 'node:v8';
-
-async function waitFor(cond: () => boolean, boundMs: number): Promise<void> {
-  for (let i = 0; i < boundMs / 20 && !cond(); i++) await new Promise((r) => setTimeout(r, 20));
-}
+import { until } from '../../bench/kit/wait.js';
 
 test('a thousand releases in a burst cause one trim', async (t) => {
   let trims = 0;
@@ -17,24 +14,30 @@ test('a thousand releases in a burst cause one trim', async (t) => {
     return true;
   });
   for (let i = 0; i < 1000; i++) h.noteRelease();
-  await waitFor(() => trims > 0, 10_000);
+  await until(() => trims > 0, 'trims > 0');
   t.is(trims, 1);
   // A later release schedules the next one.
   h.noteRelease();
-  await waitFor(() => trims > 1, 10_000);
+  await until(() => trims > 1, 'trims > 1');
   t.is(trims, 2);
   h.close();
 });
 
 test('close cancels a pending trim', async (t) => {
   let trims = 0;
-  const h = new HeapTrimmer(() => {
-    trims++;
-    return true;
-  });
+  const h = new HeapTrimmer(
+    () => {
+      trims++;
+      return true;
+    },
+    undefined,
+    undefined,
+    { trimMs: 10 },
+  );
   h.noteRelease();
   h.close();
-  await new Promise((r) => setTimeout(r, 1500));
+  // Node runs timers in order of expiry: had close left the 10 ms trim armed, it would run before this one.
+  await new Promise((r) => setTimeout(r, 20));
   t.is(trims, 0);
 });
 
@@ -52,7 +55,7 @@ test('once a burst of releases is over, V8 collects twice, sampleGapMs apart, an
   );
   t.teardown(() => h.close());
   for (let i = 0; i < 1000; i++) h.noteRelease();
-  await waitFor(() => calls.length >= 4, 10_000);
+  await until(() => calls.length >= 4, 'calls.length >= 4');
   t.deepEqual(calls, ['trim', 'young', 'all', 'trim']);
 });
 
@@ -66,11 +69,11 @@ test('a release between the two collections starts over: the burst was not over'
   );
   t.teardown(() => h.close());
   h.noteRelease();
-  await waitFor(() => calls.length >= 1, 10_000);
+  await until(() => calls.length >= 1, 'calls.length >= 1');
   t.deepEqual(calls, ['young']);
   // The full collection is a minute of sampleGapMs away; a release cancels it and settles again.
   h.noteRelease();
-  await waitFor(() => calls.length >= 2, 10_000);
+  await until(() => calls.length >= 2, 'calls.length >= 2');
   t.deepEqual(calls, ['young', 'young']);
 });
 

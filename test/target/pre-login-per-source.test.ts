@@ -19,19 +19,12 @@ import type { TargetPort } from '../../target/transport/transport.js';
 import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
 import { exportMemoryVolume, memoryLog } from '../helpers/target-fixture.js';
 import { loginStatus, RawInitiator } from '../iscsi/raw-initiator.js';
+import { until as eventually } from '../../bench/kit/wait.js';
 
 const TARGET = 'iqn.2026-12.io.rblk:per-source';
 const BUDGET = 8;
 const PER_SOURCE = 2;
 const FLOOD = BUDGET;
-
-/** Polls until cond holds; gives up after limitMs (a bound on a hang, not a timing assertion). */
-async function eventually(cond: () => boolean, what: string, limitMs = 20_000): Promise<void> {
-  for (let waited = 0; !cond(); waited += 50) {
-    if (waited > limitMs) throw new Error(`gave up waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 type Idle = Socket & { ended: boolean };
 

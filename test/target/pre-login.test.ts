@@ -14,6 +14,7 @@ import { FabricInitiatorTransport } from '../../initiator/transport/fabric-trans
 import { pattern, PROVIDERS } from '../helpers/fabric-pair.js';
 import { startTarget } from '../helpers/target-fixture.js';
 import { halfRequest } from '../../bench/soak/half-request.js';
+import { until as eventually } from '../../bench/kit/wait.js';
 
 const LOGIN_TIMEOUT_MS = 1500;
 const SILENT = 8;
@@ -21,14 +22,6 @@ const GARBAGE = 3;
 
 function openFds(): number {
   return readdirSync('/proc/self/fd').length;
-}
-
-/** Polls every 50 ms until cond holds; gives up after `limitMs` (a bound on a hang, not a timing assertion). */
-async function eventually(cond: () => boolean, what: string, limitMs = 60_000): Promise<void> {
-  for (let waited = 0; !cond(); waited += 50) {
-    if (waited > limitMs) throw new Error(`gave up waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 async function roundTrip(t: ExecutionContext, c: Connection, seed: number): Promise<void> {

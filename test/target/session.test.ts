@@ -20,6 +20,7 @@ import type { InitiatorConnection } from '../../initiator/transport/transport.js
 import { pattern } from '../helpers/fabric-pair.js';
 import { startTarget, TARGET_NAME, type Fixture } from '../helpers/target-fixture.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
+import { untilValue as waitFor } from '../../bench/kit/wait.js';
 
 // Every session this file opens gives its fds back (docs/target.md "Resources per connection").
 checkSuiteResources(test, { warmUp: () => warmUpFabric() });
@@ -55,15 +56,6 @@ const loginReq = (name = 'iqn.2026-11.io.rblk:raw', target = TARGET_NAME): Capsu
   initiatorName: name,
   targetName: target,
 });
-
-async function waitFor<T>(get: () => T | undefined, what: string): Promise<T> {
-  for (let i = 0; i < 2000; i++) {
-    const v = get();
-    if (v !== undefined) return v;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 for (const kind of ['loop', 'tcp'] as const) {
   test.serial(`${kind}: mutual authentication succeeds with the right secret and fails with a wrong one`, async (t) => {

@@ -8,6 +8,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { pattern } from '../../../bench/kit/pattern.js';
 
 export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const ENTRY = join(ROOT, 'bin-src', 'rblk.ts');
@@ -136,13 +137,4 @@ export async function closedPort(): Promise<number> {
   return addr.port;
 }
 
-/** Deterministic bytes for round trips. */
-export function pattern(size: number, seed: number): Buffer {
-  const b = Buffer.alloc(size);
-  let x = seed * 2654435761 + 1;
-  for (let i = 0; i < size; i++) {
-    x = (x * 1103515245 + 12345) >>> 0;
-    b[i] = x >>> 24;
-  }
-  return b;
-}
+export { pattern };

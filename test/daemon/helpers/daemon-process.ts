@@ -2,7 +2,7 @@
 // stderr collected line by line, a temporary directory for its config, state
 // and volumes, and teardown that always kills it and removes the directory.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -163,4 +163,28 @@ export async function runDaemon(t: ExecutionContext, args: string[]): Promise<Ex
   const d = spawnDaemon(t, args);
   const exit = await d.exited;
   return { ...exit, stdout: d.stdout(), stderr: d.lines.join('\n') };
+}
+
+/** `rblkd ctl ARGS` as an operator runs it: its exit status and output. */
+export function ctl(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import=tsx', BIN, 'ctl', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (x: string) => (stdout += x));
+    child.stderr.setEncoding('utf8').on('data', (x: string) => (stderr += x));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** `length` bytes of a volume's file at `offset`, read behind the daemon's back. */
+export function fileBytes(path: string, offset: number, length: number): Buffer {
+  const fd = openSync(path, 'r');
+  try {
+    const b = Buffer.alloc(length);
+    readSync(fd, b, 0, length, offset);
+    return b;
+  } finally {
+    closeSync(fd);
+  }
 }

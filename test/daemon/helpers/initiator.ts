@@ -9,6 +9,7 @@ import { parseReportLuns } from '../../../protocol/scsi/report-luns.js';
 import { decodeSense, type Sense } from '../../../protocol/scsi/sense.js';
 import { ScsiStatus } from '../../../protocol/scsi/status.js';
 import { DEFAULT_TARGET_NAME } from '../../../protocol/wire/constants.js';
+import { pattern } from '../../../bench/kit/pattern.js';
 
 export const MAX_IO = 128 * 1024;
 
@@ -87,15 +88,4 @@ export async function read(c: Connection, lun: number, lba: number, blocks: numb
   }
 }
 
-/** Bytes that differ for every (seed, position): a misplaced block cannot match. */
-export function pattern(length: number, seed: number): Buffer {
-  const b = Buffer.alloc(length);
-  let x = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < length; i += 4) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    b.writeUInt32LE(x >>> 0, i);
-  }
-  return b;
-}
+export { pattern };

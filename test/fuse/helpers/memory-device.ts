@@ -3,6 +3,7 @@
 // sends it a partial block fails loudly, and it counts what reaches it.
 import { randomFillSync } from 'node:crypto';
 import type { BlockDevice, BlockError, BlockErrorCode } from '../../../initiator/block-device.js';
+import { pattern } from '../../../bench/kit/pattern.js';
 
 export interface MemoryDeviceOptions {
   size: number;
@@ -95,19 +96,7 @@ export class MemoryDevice implements BlockDevice {
   }
 }
 
-/** Deterministic non-zero bytes, so a lost or misplaced byte shows. */
-export function pattern(length: number, seed: number): Buffer {
-  const b = Buffer.alloc(length);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    b[i] = (x & 0xff) | 1;
-  }
-  return b;
-}
+export { pattern };
 
 /** Fills buf with random bytes (fast for a whole device image). */
 export function randomize(buf: Buffer): Buffer {

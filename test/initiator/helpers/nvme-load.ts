@@ -4,6 +4,7 @@
 // acknowledged write is checked and no two commands in flight overlap.
 import { randomBytes, randomInt } from 'node:crypto';
 import type { NvmeVolume } from '../../../initiator/index.js';
+import { until } from '../../../bench/kit/wait.js';
 
 export interface LoadResult {
   ops: number;
@@ -79,10 +80,4 @@ export async function verifyAll(vol: NvmeVolume, written: Map<number, Buffer>, b
   return bad;
 }
 
-/** Polls (a guard against hanging, not a timing check) until cond holds. */
-export async function until(cond: () => boolean, what: string, ms = 30_000): Promise<void> {
-  for (let waited = 0; !cond(); waited += 20) {
-    if (waited > ms) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+export { until };

@@ -16,6 +16,8 @@ import { LoopInitiatorTransport } from '../../../initiator/transport/loop-transp
 import { memoryLog, TARGET_NAME, type LogLine, type TransportKind } from '../../helpers/target-fixture.js';
 import { GatedBackend } from './gated-backend.js';
 import { SpyTransport } from './spy-transport.js';
+import { pattern } from '../../../bench/kit/pattern.js';
+import { until } from '../../../bench/kit/wait.js';
 
 export { TARGET_NAME, TRANSPORTS, type TransportKind } from '../../helpers/target-fixture.js';
 
@@ -133,18 +135,6 @@ export function gated(t: TestTarget, name: string): GatedBackend {
   return b;
 }
 
-/** Deterministic bytes: a counter mixed with a seed. */
-export function pattern(size: number, seed: number): Buffer {
-  const b = Buffer.alloc(size);
-  for (let i = 0; i < size; i++) b[i] = (i * 31 + seed * 7 + (i >> 9)) & 0xff;
-  return b;
-}
+export { pattern };
 
-/** Resolves when `cond` holds, polling every few milliseconds; rejects after `ms`. */
-export async function until(cond: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+export { until };

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { BlockDevice } from '../../../initiator/block-device.js';
 import { NbdServer, type NbdServerOptions } from '../../../initiator/nbd/index.js';
 import type { Address } from './raw-client.js';
+import { until } from '../../../bench/kit/wait.js';
 
 export interface LogLine {
   level: string;
@@ -106,11 +107,4 @@ export function firstDifference(a: Buffer, b: Buffer): number {
   return -1;
 }
 
-/** Polls until `cond` holds; throws naming `what` after about five seconds of event-loop turns. */
-export async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 1000; i++) {
-    if (cond()) return;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+export { until };

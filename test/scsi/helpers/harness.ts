@@ -8,6 +8,7 @@ import { LogicalUnit, type LogicalUnitOptions } from '../../../target/scsi/logic
 import type { Access, Nexus } from '../../../target/scsi/nexus.js';
 import { parseCommand, type Completion } from '../../../target/scsi/scsi-command.js';
 import { MemBackend } from './mem-backend.js';
+import { pattern } from '../../../bench/kit/pattern.js';
 
 export const UUID = '6f1c2a4e-8d3b-4c5a-9e7f-0a1b2c3d4e5f';
 
@@ -94,8 +95,4 @@ export async function ready(t: ExecutionContext, lu: LogicalUnit, initiator: str
   return n;
 }
 
-export function pattern(length: number, seed: number): Buffer {
-  const b = Buffer.alloc(length);
-  for (let i = 0; i < length; i++) b[i] = (i * 31 + seed * 7 + (i >> 9)) & 0xff;
-  return b;
-}
+export { pattern };
