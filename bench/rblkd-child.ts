@@ -1,14 +1,9 @@
 // rblkd as a child process for the benches that kill and restart it (bench/restart.ts,
-// bench/failover.ts): started from this checkout (dist or sources), its stderr watched
-// for one line, its exit awaited.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { dirname, join } from 'node:path';
+// bench/failover.ts): the test kit's launcher (bench/kit/child.ts), with the moment it
+// first logged a given line.
+import type { ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
-
-const here = dirname(fileURLToPath(import.meta.url));
-const isDist = here.endsWith(join('dist', 'bench'));
-const root = isDist ? join(here, '..', '..') : join(here, '..');
+import { spawnEntry } from './kit/child.js';
 
 export interface RblkdChild {
   child: ChildProcess;
@@ -19,22 +14,8 @@ export interface RblkdChild {
 
 /** Starts rblkd on `config`; `seen` rejects, with the end of its log, if it exits before logging `pattern`. */
 export function startRblkd(config: string, pattern: RegExp): RblkdChild {
-  const script = join(root, isDist ? 'dist/bin-src/rblkd.js' : 'bin-src/rblkd.ts');
-  const args = isDist ? [script, '--config', config] : ['--import=tsx', script, '--config', config];
-  const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const seen = new Promise<number>((resolve, reject) => {
-    let tail = '';
-    let found = false;
-    child.stderr!.setEncoding('utf8').on('data', (s: string) => {
-      tail = (tail + s).slice(-4000);
-      if (!found && pattern.test(tail)) {
-        found = true;
-        resolve(performance.now());
-      }
-    });
-    child.once('exit', (code, signal) => reject(new Error(`rblkd exited (${code ?? signal}) before it logged ${pattern}; it logged:\n${tail}`)));
-  });
+  const c = spawnEntry('rblkd', ['--config', config]);
+  const seen = c.waitForLine(pattern, { ms: Infinity }).then(() => performance.now());
   seen.catch(() => undefined);
-  return { child, seen, exited };
+  return { child: c.proc, seen, exited: c.exited.then(() => undefined) };
 }

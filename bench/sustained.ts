@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cephMissing, startCephCluster, type CephCluster } from './ceph-cluster.js';
-import { diesWithParent } from './parent-death.js';
+import { spawnEntry } from './kit/child.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const args = process.argv.slice(2);
@@ -43,22 +43,10 @@ async function startDaemon(dir: string, name: string, volume: Record<string, unk
       volumes: [volume],
     }),
   );
-  const [cmd, ...argv] = diesWithParent([process.execPath, join(ROOT, 'dist', 'bin-src', 'rblkd.js'), '--config', config]);
-  const child = spawn(cmd, argv, { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
-  const lines: string[] = [];
-  let partial = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    child.stderr!.setEncoding('utf8').on('data', (s: string) => {
-      partial += s;
-      const parts = partial.split('\n');
-      partial = parts.pop()!;
-      lines.push(...parts);
-      const m = lines.map((l) => /listening tcp 127\.0\.0\.1:(\d+)/.exec(l)).find((x) => x !== null);
-      if (m != null && lines.some((l) => /rblkd ready/.test(l))) resolve(Number(m[1]));
-    });
-    child.on('exit', (code) => reject(new Error(`rblkd exited ${String(code)}: ${lines.join('\n')}`)));
-  });
-  return { child, port, lines };
+  const c = spawnEntry('rblkd', ['--config', config]);
+  const m = await c.waitForLine(/listening tcp 127\.0\.0\.1:(\d+)/, { ms: 60_000 });
+  await c.waitForLine(/rblkd ready/, { ms: 60_000 });
+  return { child: c.proc, port: Number(m[1]), lines: c.lines };
 }
 
 interface Row {

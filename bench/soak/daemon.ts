@@ -125,10 +125,10 @@ export class SoakDaemon {
     void child.exited.then((exit) => this.#exited(child, exit));
     // A restart can race the old listener's socket leaving TIME_WAIT: retry on EADDRINUSE.
     for (const provider of this.providers) {
-      const m = await child.waitForLine(new RegExp(`listening ${provider} 127\\.0\\.0\\.1:(\\d+)`), START_MS);
+      const m = await child.waitForLine(new RegExp(`listening ${provider} 127\\.0\\.0\\.1:(\\d+)`), { ms: START_MS });
       this.ports.set(provider, Number(m[1]));
     }
-    if (this.setup.nvme === true) this.nvmePort = Number((await child.waitForLine(/listening nvme-tcp 127\.0\.0\.1:(\d+)/, START_MS))[1]);
+    if (this.setup.nvme === true) this.nvmePort = Number((await child.waitForLine(/listening nvme-tcp 127\.0\.0\.1:(\d+)/, { ms: START_MS }))[1]);
   }
 
   #exited(child: Child, exit: Exit): void {

@@ -41,7 +41,7 @@ export async function openPath(path: KillPath, daemon: SoakDaemon, library: Para
   const sock = join(daemon.dir, 'nbd.sock');
   const attach: Child = spawnEntry('rblk', ['attach', daemon.url('v'), '--nbd-socket', sock]);
   try {
-    await attach.waitForLine(/^serving /, 30_000);
+    await attach.waitForLine(/^serving /, { ms: 30_000 });
     const nbd = await NbdClient.open(sock, 'v');
     return {
       client: nbd,

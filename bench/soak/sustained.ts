@@ -93,7 +93,7 @@ async function nbdPath(daemon: SoakDaemon, end: number, reactors: number): Promi
   const sock = join(daemon.dir, `nbd-r${reactors}.sock`);
   const attach: Child = spawnEntry('rblk', ['attach', daemon.url('nbd'), '--initiator-name', initiator, '--nbd-socket', sock]);
   try {
-    await attach.waitForLine(/^serving /, 30_000);
+    await attach.waitForLine(/^serving /, { ms: 30_000 });
     const nbd = await NbdClient.open(sock, 'nbd');
     try {
       await verifiedLoop(run, end, { write: (offset, data) => nbd.write(offset, data, false), read: (offset) => nbd.read(offset, LEDGER_BLOCK) });

@@ -1,17 +1,16 @@
-// The real rblkd as a child process (bin-src/rblkd.ts under tsx), with its
-// stderr collected line by line, a temporary directory for its config, state
-// and volumes, and teardown that always kills it and removes the directory.
-import { spawn, type ChildProcess } from 'node:child_process';
+// The real rblkd as a child process (the test kit's launcher, bench/kit/child.ts), with
+// its stderr collected line by line, a temporary directory for its config, state and
+// volumes, and teardown that always kills it and removes the directory.
+import type { ChildProcess } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ExecutionContext } from 'ava';
 import { dump } from 'js-yaml';
-import { diesWithParent } from '../../../bench/parent-death.js';
+import { spawnEntry, type Exit } from '../../../bench/kit/child.js';
 
 export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const BIN = join(ROOT, 'bin-src', 'rblkd.ts');
 /** Guards against a hang; never an assertion about speed. */
 const WAIT_MS = 20_000;
 
@@ -50,10 +49,7 @@ export function baseConfig(w: Workdir, volumes: Record<string, unknown>[], extra
   };
 }
 
-export interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
+export type { Exit } from '../../../bench/kit/child.js';
 
 export interface DaemonProcess {
   readonly child: ChildProcess;
@@ -71,78 +67,14 @@ export interface DaemonProcess {
 }
 
 export function spawnDaemon(t: ExecutionContext, args: string[], env: Record<string, string> = {}, opts: { fdLimit?: number } = {}): DaemonProcess {
-  const base = { ...process.env };
-  for (const k of ['NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', 'JOURNAL_STREAM']) delete base[k];
-  const argv = [process.execPath, '--import=tsx', BIN, ...args];
-  // fdLimit: RLIMIT_NOFILE for rblkd, as LimitNOFILE= would set it; the shell execs, so the pid is rblkd's.
-  const [file, ...rest] = opts.fdLimit === undefined ? argv : ['bash', '-c', `ulimit -n ${opts.fdLimit} && exec "$@"`, 'bash', ...argv];
-  const [cmd, ...cmdArgs] = diesWithParent([file, ...rest]);
-  const child = spawn(cmd, cmdArgs, { cwd: ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const lines: string[] = [];
-  let out = '';
-  let partial = '';
-  const waiters = new Set<() => void>();
-  const wake = (): void => {
-    for (const w of [...waiters]) w();
-  };
-  child.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
-  child.stderr!.setEncoding('utf8').on('data', (s: string) => {
-    partial += s;
-    const parts = partial.split('\n');
-    partial = parts.pop()!;
-    lines.push(...parts);
-    wake();
-  });
-  let done = false;
-  const exited = new Promise<Exit>((resolve) =>
-    child.on('exit', (code, signal) => {
-      done = true;
-      // Give the pipes their last bytes before anyone reads them.
-      setImmediate(() => {
-        if (partial !== '') lines.push(partial);
-        partial = '';
-        resolve({ code, signal });
-        wake();
-      });
-    }),
-  );
-  t.teardown(async () => {
-    if (!done) child.kill('SIGKILL');
-    await exited;
-  });
-
-  const waitForLine = (re: RegExp, from = 0): Promise<RegExpMatchArray> =>
-    new Promise((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
-      const check = (): void => {
-        for (let i = from; i < lines.length; i++) {
-          const m = re.exec(lines[i]);
-          if (m) {
-            waiters.delete(check);
-            clearTimeout(timer);
-            resolve(m);
-            return;
-          }
-        }
-        if (done && partial === '') {
-          waiters.delete(check);
-          clearTimeout(timer);
-          reject(new Error(`rblkd exited without logging ${re}; it logged:\n${lines.join('\n')}`));
-        }
-      };
-      timer = setTimeout(() => {
-        waiters.delete(check);
-        reject(new Error(`no line matching ${re} in ${WAIT_MS} ms; rblkd logged:\n${lines.join('\n')}`));
-      }, WAIT_MS);
-      waiters.add(check);
-      check();
-    });
-
+  const c = spawnEntry('rblkd', args, { env, fdLimit: opts.fdLimit, stdout: 'keep' });
+  t.teardown(() => c.stop());
+  const waitForLine = (re: RegExp, from = 0): Promise<RegExpMatchArray> => c.waitForLine(re, { ms: WAIT_MS, from });
   return {
-    child,
-    lines,
-    stdout: () => out,
-    exited,
+    child: c.proc,
+    lines: c.lines,
+    stdout: () => c.stdout(),
+    exited: c.exited,
     waitForLine,
     async port() {
       const m = await waitForLine(/listening tcp 127\.0\.0\.1:(\d+)/);
@@ -153,7 +85,7 @@ export function spawnDaemon(t: ExecutionContext, args: string[], env: Record<str
       return Number(m[1]);
     },
     kill(signal) {
-      child.kill(signal);
+      c.kill(signal);
     },
   };
 }
@@ -166,15 +98,10 @@ export async function runDaemon(t: ExecutionContext, args: string[]): Promise<Ex
 }
 
 /** `rblkd ctl ARGS` as an operator runs it: its exit status and output. */
-export function ctl(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import=tsx', BIN, 'ctl', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (x: string) => (stdout += x));
-    child.stderr.setEncoding('utf8').on('data', (x: string) => (stderr += x));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
+export async function ctl(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const c = spawnEntry('rblkd', ['ctl', ...args], { stdout: 'keep' });
+  const { code } = await c.exited;
+  return { code, stdout: c.stdout(), stderr: c.lines.map((l) => `${l}\n`).join('') };
 }
 
 /** `length` bytes of a volume's file at `offset`, read behind the daemon's back. */
