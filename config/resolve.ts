@@ -9,7 +9,7 @@ import { isIP } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
 import { parseDhchapSecret } from '../protocol/nvme/auth.js';
 import { CONTROL_RECV_BUFFERS, DEFAULT_TARGET_NAME } from '../protocol/wire/constants.js';
-import type { KindInput } from '../target/backend/kind.js';
+import { switchOn, type KindInput } from '../target/backend/kind.js';
 import { kindKeys, kindOf } from '../target/backend/registry.js';
 import { DEFAULT_FRONT_END, FRONT_ENDS, frontEndOf } from '../target/front-end/registry.js';
 import { isGlob } from './acl.js';
@@ -149,7 +149,7 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
 
   const alua = resolveAlua();
   const fastPathRaw = get(root, ['fast_path']);
-  const fastPath = fastPathRaw !== 'off' && fastPathRaw !== false;
+  const fastPath = switchOn(fastPathRaw, true);
   const reactorsRaw = get(root, ['reactors']);
   const reactors: number | 'auto' = typeof reactorsRaw === 'number' ? reactorsRaw : 'auto';
 

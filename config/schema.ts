@@ -6,6 +6,7 @@
 import type { SchemaObject } from 'ajv';
 import type { ConfigIssue } from './config-error.js';
 import type { LunRecordUpdate } from './lun-record.js';
+import { SWITCH_SCHEMA } from '../target/backend/kind.js';
 import { kindProperties, type VolumeBacking as RegisteredBacking } from '../target/backend/registry.js';
 import { FRONT_END_NAMES, type FrontEndName } from '../target/front-end/registry.js';
 import { ALUA_STATES, type AluaState } from '../protocol/scsi/target-port-groups.js';
@@ -306,8 +307,8 @@ export const configSchema: SchemaObject = {
         peers: { type: 'array', items: { type: 'object', additionalProperties: false, required: ['group'], properties: portGroupProperties } },
       },
     },
-    // READ and WRITE on the native fast path (docs/operations.md "fast_path"); on unless off.
-    fast_path: { enum: ['on', 'off', true, false] },
+    // READ and WRITE on the native fast path (docs/operations.md "fast_path"); on unless false.
+    fast_path: SWITCH_SCHEMA,
     // Native threads for the fast path's connections (docs/operations.md "reactors"); auto unless set.
     reactors: { type: ['integer', 'string'], minimum: 0, maximum: 64, pattern: '^auto$', [PATTERN_MESSAGE]: "must be a number of threads from 0 to 64, or 'auto'" },
   },
@@ -474,7 +475,7 @@ export interface Config {
    * removed volumes still remembered (config/lun-record.ts; docs/operations.md "Stable LUNs").
    */
   luns: LunRecordUpdate;
-  /** fast_path: READ and WRITE to file and block-device volumes handled natively (docs/target.md "Fast path"). */
+  /** fast_path: READ and WRITE to file, block-device and rbd volumes handled natively (docs/target.md "Fast path"). */
   fastPath: boolean;
   /**
    * reactors: native threads that serve fast-path connections' data path

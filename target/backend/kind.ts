@@ -82,3 +82,16 @@ export interface BackendKind<B extends BackingBase = BackingBase> {
    */
   grow?(backing: B, backend: Backend, size: number): Promise<void>;
 }
+
+/**
+ * An on/off key's one spelling (docs/operations.md "The configuration file"): true or
+ * false, with on and off read the same, at every level that has such a key.
+ */
+export const SWITCH_SCHEMA = { enum: [true, false, 'on', 'off'] } as const;
+
+/** A switch key's value, or `fallback` when it is absent. */
+export function switchOn(v: unknown, fallback: boolean): boolean {
+  if (v === true || v === 'on') return true;
+  if (v === false || v === 'off') return false;
+  return fallback;
+}

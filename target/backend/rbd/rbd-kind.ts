@@ -4,7 +4,7 @@
 
 import { accessSync, constants, statSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
-import type { BackendKind } from '../kind.js';
+import { switchOn, SWITCH_SCHEMA, type BackendKind } from '../kind.js';
 
 export interface RbdBacking {
   readonly kind: 'rbd';
@@ -49,7 +49,7 @@ export const rbdKind: BackendKind<RbdBacking> = {
         client_id: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$', patternMessage: 'must be a cephx user name without client., such as rblk' },
         keyring: { type: 'string', minLength: 1 },
         timeout_s: { type: 'integer', minimum: 1, maximum: 600 },
-        fast_path: { type: 'boolean' },
+        fast_path: SWITCH_SCHEMA,
       },
     },
   },
@@ -93,7 +93,7 @@ export const rbdKind: BackendKind<RbdBacking> = {
       ...(typeof r.client_id === 'string' ? { clientId: r.client_id } : {}),
       ...(keyring !== undefined ? { keyring } : {}),
       timeoutSeconds: typeof r.timeout_s === 'number' ? r.timeout_s : RBD_DEFAULT_TIMEOUT_SECONDS,
-      fastPath: r.fast_path !== false,
+      fastPath: switchOn(r.fast_path, true),
     };
   },
   claim: (b) => `rbd image ${b.pool}/${b.namespace !== undefined ? `${b.namespace}/` : ''}${b.image}${b.snapshot !== undefined ? `@${b.snapshot}` : ''} (of ${b.conf ?? 'the default ceph.conf'})`,
