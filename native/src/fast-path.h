@@ -1,5 +1,5 @@
 // The target's native fast path (docs/target.md "Fast path"): READ and WRITE
-// (10) and (16), FUA included, to file and block-device volumes, handled from
+// (10) and (16), FUA included, to file, block-device and rbd volumes, handled from
 // the receive completion to the response without entering JavaScript. One per
 // connection, attached to its Endpoint after login. For each receive the
 // endpoint's CQ drain completes, the fast path decides "mine" or "not mine":
@@ -16,9 +16,25 @@
 // owns the errno-to-sense table (target/scsi/sense-map.ts).
 //
 // JS revokes a LUN's record (revoke) before anything that needs the LUN to
-// itself; the loop thread is the only one that runs either side, so once that
-// call returns no new fast-path command starts, and inFlight(lun) says how
-// many are still running (onIdle fires when a watched LUN reaches zero).
+// itself; revoke and every fast-path step run under the connection's lock, so
+// once that call returns no new fast-path command starts, and inFlight(lun)
+// says how many are still running (onIdle fires when a watched LUN reaches zero).
+//
+// Threads (the model is reactor.h's):
+// - Owner: the JS thread creates, configures (setLun, revoke, setCounters,
+//   takeCounts, stats) and closes it. The data path (TryReceive, OnOpDone,
+//   AfterDrain, OnRing, DrainRbd) runs on the JS thread, or, once the
+//   connection is attached to a reactor, on that reactor's thread and never
+//   on both at once.
+// - Lock: every member is guarded by the endpoint's recursive lock (lock_,
+//   shared with the endpoint and kept past its close); the JS entry points
+//   take it, the data path is entered with it held (Endpoint::DrainCq,
+//   Endpoint::OnReactorEvents).
+// - JS callbacks (onFailed, onIdle) run only on the JS thread: from a reactor
+//   they are queued on the endpoint and delivered by its uv_async handle
+//   (EmitFailed, EmitIdle from Endpoint::DeliverPending).
+// - The QoS buckets are shared with JS and with other connections' reactors;
+//   they are changed only by compare-and-swap (qos-bucket.h), never under a lock.
 #pragma once
 #include <napi.h>
 

@@ -2,9 +2,16 @@
 // docs/target.md "Fast path"): READ and WRITE to a Ceph RBD volume, submitted
 // through rblk_rbd's C table (rbd-c-api.h) so that this addon does not link
 // librbd. librbd completes on its own threads: there a completion only goes
-// into a lock-protected queue and signals an eventfd, which the loop watches
-// with an FdPoller like the io_uring ring's; the loop thread takes the queue
+// into a lock-protected queue and signals an eventfd, which is watched where
+// the io_uring ring's is (an FdPoller on the JS loop, or the reactor's epoll
+// set once the connection is attached to one); that thread takes the queue
 // and hands each (user data, result) to the fast path.
+//
+// Threads: FastRbdQueue::Push runs on librbd's threads and takes only the
+// queue's own mutex (`lock`); everything else here runs where the fast path's
+// data path runs (fast-path.h "Threads"), under the connection's lock. An
+// orphan (Orphan()) is owned by the JS loop alone: its watch and its last
+// completion run there, after the connection is gone.
 //
 // Each I/O in flight holds the queue (shared_ptr), so a completion never
 // touches freed memory. When the fast path goes away with I/O still in

@@ -22,6 +22,14 @@
 // meant for a slot's earlier command (a target that answers twice, or late)
 // never completes the command now in it: it goes up to JS, which treats an
 // answer to no outstanding tag as the protocol error it is.
+//
+// Threads: the JS thread only. The initiator has no reactors (an endpoint
+// with a queue refuses AttachReactor), so submit, the CQ drain that calls
+// TryReceive/TryRemoteData/OnOpDone/AfterDrain, and the completion callback
+// all run on the loop's thread; the endpoint's lock is held across the drain
+// (Endpoint::OnCqReadable) and the queue takes no lock of its own. The
+// submission array and the credit cell are shared with JS on that same
+// thread: plain memory, no atomics.
 #pragma once
 #include <napi.h>
 

@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { attachFuse, readAttachmentRecords, type FuseAttachment } from '../../initiator/fuse/index.js';
 import { listMounts } from '../../native/fuse.js';
-import { MemoryDevice, pattern, randomize, type MemoryDeviceOptions } from './helpers/memory-device.js';
+import { MemoryDevice, pattern, randomize, type MemoryDeviceOptions } from '../helpers/memory-device.js';
 import { tempDir } from './helpers/fuse-fixture.js';
 
 const run = promisify(execFile);

@@ -18,7 +18,7 @@ import {
 import { attachLoop, detachLoop, loopBackingFile, loopDirectIo } from '../../initiator/fuse/loop-device.js';
 import { CommandError, run } from '../../initiator/fuse/run.js';
 import { listMounts } from '../../native/fuse.js';
-import { MemoryDevice, randomize } from './helpers/memory-device.js';
+import { MemoryDevice, randomize } from '../helpers/memory-device.js';
 import { mountsUnder } from './helpers/fuse-fixture.js';
 
 const MiB = 1 << 20;

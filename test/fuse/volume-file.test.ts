@@ -3,7 +3,7 @@ import test from 'ava';
 import { FuseError } from '../../native/fuse.js';
 import { VolumeFile } from '../../initiator/fuse/volume-file.js';
 import { toFuseError } from '../../initiator/fuse/errno.js';
-import { MemoryDevice, pattern, randomize } from './helpers/memory-device.js';
+import { MemoryDevice, pattern, randomize } from '../helpers/memory-device.js';
 
 function setup(opts: { blockSize?: number; maxTransfer?: number; readOnly?: boolean; canDiscard?: boolean } = {}) {
   const dev = new MemoryDevice({ size: 1 << 20, ...opts });

@@ -3,7 +3,7 @@
 import test, { type ExecutionContext } from 'ava';
 import type { BlockErrorCode } from '../../initiator/block-device.js';
 import { serve } from './helpers/harness.js';
-import { MemoryDevice } from './helpers/memory-device.js';
+import { MemoryDevice } from '../helpers/memory-device.js';
 import { CMD, CMD_FLAG, E, RawClient } from './helpers/raw-client.js';
 
 const MiB = 1024 * 1024;

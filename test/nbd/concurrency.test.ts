@@ -4,7 +4,7 @@
 import test from 'ava';
 import { connect } from 'node:net';
 import { serve, until } from './helpers/harness.js';
-import { MemoryDevice } from './helpers/memory-device.js';
+import { MemoryDevice } from '../helpers/memory-device.js';
 import { CMD, RawClient, type Reply } from './helpers/raw-client.js';
 
 const MiB = 1024 * 1024;

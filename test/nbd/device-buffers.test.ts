@@ -5,7 +5,7 @@
 // that path is in connection-loss.test.ts.)
 import test from 'ava';
 import { serve } from './helpers/harness.js';
-import { MemoryDevice } from './helpers/memory-device.js';
+import { MemoryDevice } from '../helpers/memory-device.js';
 import { E, RawClient } from './helpers/raw-client.js';
 
 const MiB = 1024 * 1024;

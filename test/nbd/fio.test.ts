@@ -2,7 +2,7 @@
 // verifies every block it wrote with crc32c.
 import test, { type ExecutionContext } from 'ava';
 import { requireTool, runOk, serve } from './helpers/harness.js';
-import { MemoryDevice } from './helpers/memory-device.js';
+import { MemoryDevice } from '../helpers/memory-device.js';
 
 const MiB = 1024 * 1024;
 

@@ -3,7 +3,7 @@ import test from 'ava';
 import { existsSync } from 'node:fs';
 import { NbdServer } from '../../initiator/nbd/index.js';
 import { serve, until } from './helpers/harness.js';
-import { MemoryDevice } from './helpers/memory-device.js';
+import { MemoryDevice } from '../helpers/memory-device.js';
 import {
   CMD,
   FLAG,

@@ -6,7 +6,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { firstDifference, randomFile, requireTool, run, runOk, serve, tempDir } from './helpers/harness.js';
-import { MemoryDevice } from './helpers/memory-device.js';
+import { MemoryDevice } from '../helpers/memory-device.js';
 
 const MiB = 1024 * 1024;
 const SIZE = 64 * MiB;

@@ -1,7 +1,7 @@
 // nbdinfo (libnbd-bin) sees the size, flags and block sizes the server offers.
 import test, { type ExecutionContext } from 'ava';
 import { requireTool, run, runOk, serve } from './helpers/harness.js';
-import { MemoryDevice } from './helpers/memory-device.js';
+import { MemoryDevice } from '../helpers/memory-device.js';
 
 const MiB = 1024 * 1024;
 

@@ -3,7 +3,7 @@ import test from 'ava';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { firstDifference, randomFile, requireTool, run, runOk, serve, tempDir } from './helpers/harness.js';
-import { MemoryDevice } from './helpers/memory-device.js';
+import { MemoryDevice } from '../helpers/memory-device.js';
 
 const MiB = 1024 * 1024;
 const SIZE = 16 * MiB;

@@ -5,7 +5,7 @@
 // lets them go, "exit" unmounts and exits.
 import { createInterface } from 'node:readline';
 import { attachFuse } from '../../../initiator/fuse/index.js';
-import { MemoryDevice } from './memory-device.js';
+import { MemoryDevice } from '../../helpers/memory-device.js';
 
 class SlowDevice extends MemoryDevice {
   held = false;

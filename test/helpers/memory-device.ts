@@ -1,7 +1,11 @@
-// A BlockDevice in memory for the NBD tests: a sparse map of 64 KiB chunks,
-// optionally read-only, that records every call, can be told to fail an
-// operation with a BlockErrorCode, and can be held so requests pile up.
-import type { BlockDevice, BlockError, BlockErrorCode } from '../../../initiator/block-device.js';
+// The one BlockDevice in memory for the tests of what sits on a BlockDevice (the NBD
+// export, the FUSE attach): strict where a real volume is (alignment, bounds, maxTransfer,
+// read-only), asynchronous as a real one is, and observable: it records every call, counts
+// what runs at once, can fail an operation or a range of reads, can hold operations so
+// requests pile up, and tracks which 64 KiB chunks hold data, as a thin volume would.
+import { randomFillSync } from 'node:crypto';
+import type { BlockDevice, BlockError, BlockErrorCode } from '../../initiator/block-device.js';
+import { pattern } from '../../bench/kit/pattern.js';
 
 const CHUNK = 64 * 1024;
 
@@ -33,11 +37,15 @@ export class MemoryDevice implements BlockDevice {
   readonly readOnly: boolean;
   readonly canDiscard: boolean;
   readonly maxTransfer: number;
+  /** The device's bytes, holes as zeroes; tests may read and fill it directly. */
+  readonly data: Buffer;
   readonly calls: DeviceCall[] = [];
   /** Operations running now, and the most that ever ran at once. */
   active = 0;
   maxActive = 0;
-  readonly #chunks = new Map<number, Buffer>();
+  /** Reads that touch [start, end) fail with this code. */
+  failReads: { start: number; end: number; code: BlockErrorCode } | null = null;
+  readonly #allocated = new Set<number>();
   readonly #failures = new Map<DeviceOp, Error>();
   #gate: { ops: readonly DeviceOp[] | null; open: Promise<void> } | null = null;
 
@@ -47,6 +55,12 @@ export class MemoryDevice implements BlockDevice {
     this.readOnly = opts.readOnly ?? false;
     this.canDiscard = opts.canDiscard ?? true;
     this.maxTransfer = opts.maxTransfer ?? 1024 * 1024;
+    this.data = Buffer.alloc(this.size);
+  }
+
+  /** How many calls of `op` reached the device. */
+  count(op: DeviceOp): number {
+    return this.calls.filter((c) => c.op === op).length;
   }
 
   /** Makes every later call of `op` reject with a BlockError carrying `code`. */
@@ -63,10 +77,7 @@ export class MemoryDevice implements BlockDevice {
     this.#failures.clear();
   }
 
-  /**
-   * Parks operations (all, or only the listed kinds) that start from now on
-   * until the returned function is called.
-   */
+  /** Parks operations (all, or only the listed kinds) that start from now on until the returned function is called. */
   hold(...ops: DeviceOp[]): () => void {
     let release = (): void => {};
     const open = new Promise<void>((resolve) => {
@@ -79,30 +90,34 @@ export class MemoryDevice implements BlockDevice {
     return release;
   }
 
-  /** Chunks holding data (never written or wholly discarded chunks are absent). */
+  /** 64 KiB chunks holding data: written and not wholly discarded since. */
   get allocatedChunks(): number {
-    return this.#chunks.size;
+    return this.#allocated.size;
   }
 
-  /** The whole image, holes as zeroes. */
+  /** The whole image, holes as zeroes (a copy). */
   contents(): Buffer {
-    return this.#copyOut(0, this.size);
+    return Buffer.from(this.data);
   }
 
   /** Stores bytes directly, bypassing calls, failures and the gate. */
-  load(offset: number, data: Buffer): void {
-    this.#copyIn(offset, data);
+  load(offset: number, bytes: Buffer): void {
+    bytes.copy(this.data, offset);
+    this.#allocate(offset, bytes.length);
   }
 
   async read(offset: number, length: number): Promise<Buffer> {
-    return this.#run({ op: 'read', offset, length }, () => this.#copyOut(offset, length));
+    return this.#run({ op: 'read', offset, length }, () => {
+      const f = this.failReads;
+      if (f !== null && offset < f.end && f.start < offset + length) throw blockError(f.code, 'injected read failure');
+      return Buffer.from(this.data.subarray(offset, offset + length));
+    });
   }
 
   async write(offset: number, buf: Buffer, opts?: { fua?: boolean }): Promise<void> {
-    const call: DeviceCall = { op: 'write', offset, length: buf.length, fua: opts?.fua ?? false };
-    await this.#run(call, () => {
+    await this.#run({ op: 'write', offset, length: buf.length, fua: opts?.fua ?? false }, () => {
       this.#writable();
-      this.#copyIn(offset, buf);
+      this.load(offset, buf);
     });
   }
 
@@ -118,10 +133,10 @@ export class MemoryDevice implements BlockDevice {
   }
 
   async writeZeroes(offset: number, length: number, opts?: { unmap?: boolean }): Promise<void> {
-    const call: DeviceCall = { op: 'writeZeroes', offset, length, unmap: opts?.unmap ?? false };
-    await this.#run(call, () => {
+    const unmap = opts?.unmap ?? false;
+    await this.#run({ op: 'writeZeroes', offset, length, unmap }, () => {
       this.#writable();
-      this.#zero(offset, length, call.unmap === true);
+      this.#zero(offset, length, unmap);
     });
   }
 
@@ -148,57 +163,26 @@ export class MemoryDevice implements BlockDevice {
   }
 
   #checkRange(offset: number, length: number): void {
-    if (offset % this.blockSize !== 0 || length % this.blockSize !== 0) {
-      throw blockError('INVALID', `${offset}+${length} is not block-aligned`);
-    }
-    if (offset + length > this.size) {
-      throw blockError('LBA_OUT_OF_RANGE', `${offset}+${length} is beyond ${this.size}`);
-    }
-    if (length > this.maxTransfer) {
-      throw blockError('INVALID', `${length} bytes exceed the ${this.maxTransfer}-byte max transfer`);
-    }
+    if (offset % this.blockSize !== 0 || length % this.blockSize !== 0) throw blockError('INVALID', `${offset}+${length} is not block-aligned`);
+    if (offset + length > this.size) throw blockError('LBA_OUT_OF_RANGE', `${offset}+${length} is beyond ${this.size}`);
+    if (length > this.maxTransfer) throw blockError('INVALID', `${length} bytes exceed the ${this.maxTransfer}-byte max transfer`);
   }
 
-  #copyOut(offset: number, length: number): Buffer {
-    const out = Buffer.alloc(length);
-    for (let done = 0; done < length; ) {
-      const at = offset + done;
-      const index = Math.floor(at / CHUNK);
-      const within = at % CHUNK;
-      const count = Math.min(CHUNK - within, length - done);
-      this.#chunks.get(index)?.copy(out, done, within, within + count);
-      done += count;
-    }
-    return out;
+  #allocate(offset: number, length: number): void {
+    for (let c = Math.floor(offset / CHUNK); c * CHUNK < offset + length; c++) this.#allocated.add(c);
   }
 
-  #copyIn(offset: number, data: Buffer): void {
-    for (let done = 0; done < data.length; ) {
-      const at = offset + done;
-      const index = Math.floor(at / CHUNK);
-      const within = at % CHUNK;
-      const count = Math.min(CHUNK - within, data.length - done);
-      let chunk = this.#chunks.get(index);
-      if (chunk === undefined) {
-        chunk = Buffer.alloc(CHUNK);
-        this.#chunks.set(index, chunk);
-      }
-      data.copy(chunk, within, done, done + count);
-      done += count;
-    }
-  }
-
+  /** Zeroes the range; with deallocate, chunks it covers wholly become holes, as a thin volume's would. */
   #zero(offset: number, length: number, deallocate: boolean): void {
-    for (let done = 0; done < length; ) {
-      const at = offset + done;
-      const index = Math.floor(at / CHUNK);
-      const within = at % CHUNK;
-      const count = Math.min(CHUNK - within, length - done);
-      const chunk = this.#chunks.get(index);
-      if (deallocate && count === CHUNK) this.#chunks.delete(index);
-      else chunk?.fill(0, within, within + count);
-      if (!deallocate && chunk === undefined) this.#copyIn(at, Buffer.alloc(count));
-      done += count;
-    }
+    this.data.fill(0, offset, offset + length);
+    if (!deallocate) return this.#allocate(offset, length);
+    for (let c = Math.ceil(offset / CHUNK); (c + 1) * CHUNK <= offset + length; c++) this.#allocated.delete(c);
   }
+}
+
+export { pattern };
+
+/** Fills buf with random bytes (fast for a whole device image). */
+export function randomize(buf: Buffer): Buffer {
+  return randomFillSync(buf);
 }
