@@ -20,9 +20,8 @@ import { LogicalUnit } from '../../target/scsi/index.js';
 import { SharedReservationStore } from '../../target/scsi/shared-reservation-store.js';
 import { TargetServer } from '../../target/server.js';
 import { rblkConnections, type RblkConnection } from '../../target/rblk/connection.js';
-import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { cephMissing, startCephCluster, type CephCluster } from '../helpers/ceph-cluster.js';
-import { memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
+import { listenTest, memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
 import { resources } from '../helpers/resources.js';
 import { prng } from '../protocol/fuzz-corpus.js';
 import { ROOT } from './helpers/daemon-process.js';
@@ -83,7 +82,7 @@ async function serve(t: ExecutionContext, image: string, fastPath: boolean, o: {
     file = await FileBackend.open({ path: join(dir, 'f'), size: 4 * MiB });
     server.addVolume({ name: 'file', lun: 1, lu: new LogicalUnit({ name: 'file', backend: file, identifier: randomUUID(), limits: { maxTransferBlocks: 2048 } }), access: () => 'rw' });
   }
-  const port = (await server.listen({ transport: new FabricTargetTransport(), provider: 'tcp', address: '127.0.0.1', port: 0 })).port;
+  const port = (await listenTest(server, 'tcp')).port;
   // Sessions' counters vanish with them: sampled on every call, the ended ones kept.
   const seen = new Map<RblkConnection, { taken: number; handedOff: number; reactor: number }>();
   const sample = (): void => {

@@ -37,17 +37,39 @@ export function memoryLog(lines: LogLine[] = []): TargetLogger & { lines: LogLin
  */
 export function testServerOptions(
   log: TargetLogger,
-  o: { limits?: Partial<TargetServerOptions['limits']>; fastPath?: boolean; protocolVersion?: number } = {},
+  o: {
+    limits?: Partial<TargetServerOptions['limits']>;
+    fastPath?: boolean;
+    protocolVersion?: number;
+    secrets?: Record<string, string>;
+    authRequired?: boolean;
+  } = {},
 ): TargetServerOptions {
   return {
     targetName: TARGET_NAME,
     limits: { queueDepth: 16, maxIo: 1 << 20, inCapsuleData: 4096, maxDescriptors: 16, keepAliveMs: 0, loginTimeoutMs: 10_000, maxSessions: 8, dataBuffers: 16, ...o.limits },
-    authRequired: false,
-    secrets: new Map(),
+    authRequired: o.authRequired ?? false,
+    secrets: new Map(Object.entries(o.secrets ?? {})),
     log,
     ...(o.fastPath !== undefined ? { fastPath: o.fastPath } : {}),
     ...(o.protocolVersion !== undefined ? { protocolVersion: o.protocolVersion } : {}),
   };
+}
+
+/**
+ * Starts a test target listening on `kind`: in-process loop, or a real
+ * libfabric listener on 127.0.0.1 port 0 (every in-process target of the
+ * tests listens through this).
+ */
+export async function listenTest(
+  server: TargetServer,
+  kind: TransportKind,
+  o: { transport?: TargetTransport; port?: number; address?: string } = {},
+): Promise<{ address: string; port: number }> {
+  const address = o.address ?? (kind === 'loop' ? 'loop-test' : '127.0.0.1');
+  const transport = o.transport ?? (kind === 'loop' ? new LoopTargetTransport() : new FabricTargetTransport());
+  const p = await server.listen({ transport, provider: kind === 'loop' ? 'loop' : kind, address, port: o.port ?? 0 });
+  return { address, port: p.port };
 }
 
 export interface VolumeDef {
@@ -97,32 +119,22 @@ export async function startTarget(
   } = {},
 ): Promise<Fixture> {
   const log = memoryLog();
-  const server = new TargetServer({
-    targetName: TARGET_NAME,
-    limits: {
-      queueDepth: opts.queueDepth ?? 32,
-      maxIo: 1 << 20,
-      inCapsuleData: 8192,
-      maxDescriptors: 16,
-      keepAliveMs: opts.keepAliveMs ?? 0,
-      loginTimeoutMs: opts.loginTimeoutMs ?? 10_000,
-      maxSessions: opts.maxSessions ?? 64,
-      preLoginConnections: opts.preLoginConnections,
-      dataBuffers: 16,
-    },
-    authRequired: opts.authRequired ?? false,
-    secrets: new Map(Object.entries(opts.secrets ?? {})),
-    log,
-  }, rblkConnections);
+  const limits = {
+    queueDepth: opts.queueDepth ?? 32,
+    inCapsuleData: 8192,
+    keepAliveMs: opts.keepAliveMs ?? 0,
+    loginTimeoutMs: opts.loginTimeoutMs ?? 10_000,
+    maxSessions: opts.maxSessions ?? 64,
+    preLoginConnections: opts.preLoginConnections,
+  };
+  const server = new TargetServer(testServerOptions(log, { limits, secrets: opts.secrets, authRequired: opts.authRequired }), rblkConnections);
   for (const v of volumes) server.addVolume(exportMemoryVolume(v));
-  const transport: TargetTransport = kind === 'loop' ? new LoopTargetTransport() : new FabricTargetTransport();
   const initiatorTransport: InitiatorTransport = kind === 'loop' ? new LoopInitiatorTransport() : new FabricInitiatorTransport();
-  const address = kind === 'loop' ? 'loop-test' : '127.0.0.1';
-  const port = await server.listen({ transport, provider: kind === 'loop' ? 'loop' : kind, address, port: 0 });
+  const { address, port } = await listenTest(server, kind);
   const conns: Connection[] = [];
   return {
     server,
-    port: port.port,
+    port,
     address,
     kind,
     log: log.lines,
@@ -130,7 +142,7 @@ export async function startTarget(
     async connect(o = {}) {
       const c = await Connection.open(initiatorTransport, {
         address,
-        port: port.port,
+        port,
         provider: kind === 'loop' ? undefined : kind,
         initiatorName: 'iqn.2026-11.io.rblk:client',
         targetName: TARGET_NAME,

@@ -18,14 +18,13 @@ import { FileBackend } from '../../target/backend/file.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
 import { rblkConnections } from '../../target/rblk/connection.js';
-import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { connect, type RblkError, type RecoveryEvent, type Session } from '../../initiator/index.js';
 import type { RegisteredBuffer } from '../../initiator/registered-buffer.js';
 import type { ScsiRequest, ScsiResponse } from '../../initiator/scsi-request.js';
 import { prng } from '../protocol/fuzz-corpus.js';
 import { GatedBackend } from './helpers/gated-backend.js';
 import { gated, startServer, until, type TestTarget } from './helpers/target.js';
-import { memoryLog, TARGET_NAME } from '../helpers/target-fixture.js';
+import { listenTest, memoryLog, TARGET_NAME } from '../helpers/target-fixture.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 
 checkSuiteResources(test, { warmUp: () => warmUpFabric(['tcp']) });
@@ -68,7 +67,7 @@ async function run(fastPath: boolean, seed: number): Promise<Run> {
     volumes.push(ro);
     server.addVolume({ name: 'rw', lun: 0, lu: new LogicalUnit({ name: 'rw', backend: rw, identifier: randomUUID() }), access: () => 'rw' });
     server.addVolume({ name: 'ro', lun: 1, lu: new LogicalUnit({ name: 'ro', backend: ro, identifier: randomUUID(), readOnly: true }), access: () => 'rw' });
-    const port = (await server.listen({ transport: new FabricTargetTransport(), provider: 'tcp', address: '127.0.0.1', port: 0 })).port;
+    const port = (await listenTest(server, 'tcp')).port;
     session = await connect({ address: '127.0.0.1', port, provider: 'tcp', initiatorName: 'iqn.2026-12.io.rblk:diff', targetName: TARGET_NAME, queueDepth: 16, fastPath });
     const s = session;
     const b = s.allocate(16 * SLOT);

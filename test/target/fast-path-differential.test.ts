@@ -24,13 +24,12 @@ import { FileBackend } from '../../target/backend/file.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
 import { rblkConnections, type RblkConnection } from '../../target/rblk/connection.js';
-import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { FastPath } from '../../native/fast-path.js';
 import { Reactors } from '../../native/reactors.js';
 import { FabricInitiatorTransport } from '../../initiator/transport/fabric-transport.js';
 import type { InitiatorConnection, IoBuffer } from '../../initiator/transport/transport.js';
 import { prng } from '../protocol/fuzz-corpus.js';
-import { memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
+import { listenTest, memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 
 checkSuiteResources(test, { warmUp: () => warmUpFabric() });
@@ -192,7 +191,7 @@ async function run(fastPath: boolean, seed: number, version = 1, reactors = 0): 
     rwLu = new LogicalUnit({ name: 'rw', backend: rw, identifier: randomUUID() });
     server.addVolume({ name: 'rw', lun: 0, lu: rwLu, access: () => 'rw' });
     server.addVolume({ name: 'ro', lun: 1, lu: new LogicalUnit({ name: 'ro', backend: ro, identifier: randomUUID(), readOnly: true }), access: () => 'rw' });
-    const port = (await server.listen({ transport: new FabricTargetTransport(), provider: 'tcp', address: '127.0.0.1', port: 0 })).port;
+    const port = (await listenTest(server, 'tcp')).port;
     a = await RawClient.open(port, 'iqn.2026-12.io.rblk:a', version);
     b = await RawClient.open(port, 'iqn.2026-12.io.rblk:b', version);
     const rand = prng(seed);
@@ -353,7 +352,7 @@ for (const version of [1, 2]) {
   let c: RawClient | null = null;
   try {
     server.addVolume({ name: 'rw', lun: 0, lu: new LogicalUnit({ name: 'rw', backend: vol, identifier: randomUUID() }), access: () => 'rw' });
-    const port = (await server.listen({ transport: new FabricTargetTransport(), provider: 'tcp', address: '127.0.0.1', port: 0 })).port;
+    const port = (await listenTest(server, 'tcp')).port;
     c = await RawClient.open(port, 'iqn.2026-12.io.rblk:a', 2);
     const data = Buffer.alloc(8 * BLOCK);
     for (let i = 0; i < data.length; i++) data[i] = (i * 7 + 3) & 0xff;

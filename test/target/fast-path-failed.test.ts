@@ -15,9 +15,8 @@ import { FileBackend } from '../../target/backend/file.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
 import { rblkConnections, type RblkConnection } from '../../target/rblk/connection.js';
-import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { tempDir } from '../fuse/helpers/fuse-fixture.js';
-import { memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
+import { listenTest, memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
 
 const reason = FastPath.available() ? null : 'no native fast path on this host (rblk_uring.node)';
 if (reason !== null) test.skip(`fast-path failure tests: ${reason}`, () => undefined);
@@ -41,7 +40,7 @@ fastTest('a fast-path write that fails tells the backend its errno before the in
   const log = memoryLog();
   const server = new TargetServer(testServerOptions(log, { fastPath: true }), rblkConnections);
   server.addVolume({ name: 'vol', lun: 0, lu: new LogicalUnit({ name: 'vol', backend, identifier: randomUUID() }), access: () => 'rw' });
-  const port = (await server.listen({ transport: new FabricTargetTransport(), provider: 'tcp', address: '127.0.0.1', port: 0 })).port;
+  const port = (await listenTest(server, 'tcp')).port;
   t.teardown(async () => {
     await server.close();
     await file.close();

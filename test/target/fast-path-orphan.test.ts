@@ -19,9 +19,8 @@ import { MemoryBackend } from '../../target/backend/memory.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
 import { TargetServer } from '../../target/server.js';
 import { rblkConnections, type RblkConnection } from '../../target/rblk/connection.js';
-import { FabricTargetTransport } from '../../target/transport/fabric-transport.js';
 import { tempDir } from '../fuse/helpers/fuse-fixture.js';
-import { memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
+import { listenTest, memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 import { until } from '../../bench/kit/wait.js';
 
@@ -84,7 +83,7 @@ async function slowTarget(t: ExecutionContext) {
   const lu = new LogicalUnit({ name: 'slow', backend: file, identifier: randomUUID() });
   server.addVolume({ name: 'slow', lun: 0, lu, access: () => 'rw' });
   server.addVolume({ name: 'other', lun: 1, lu: new LogicalUnit({ name: 'other', backend: new MemoryBackend({ size: MiB }), identifier: randomUUID() }), access: () => 'rw' });
-  const port = (await server.listen({ transport: new FabricTargetTransport(), provider: 'tcp', address: '127.0.0.1', port: 0 })).port;
+  const port = (await listenTest(server, 'tcp')).port;
   t.teardown(async () => {
     dev.release();
     await server.close();

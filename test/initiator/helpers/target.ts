@@ -7,13 +7,11 @@ import type { Backend } from '../../../target/backend/backend.js';
 import { LogicalUnit, type Access, type LuLimits } from '../../../target/scsi/index.js';
 import { TargetServer } from '../../../target/server.js';
 import { rblkConnections } from '../../../target/rblk/connection.js';
-import { FabricTargetTransport } from '../../../target/transport/fabric-transport.js';
-import { LoopTargetTransport } from '../../../target/transport/loop-transport.js';
 import type { TargetTransport } from '../../../target/transport/transport.js';
 import type { TargetPortGroups } from '../../../target/scsi/port-groups.js';
 import type { ConnectOptions } from '../../../initiator/index.js';
 import { LoopInitiatorTransport } from '../../../initiator/transport/loop-transport.js';
-import { memoryLog, TARGET_NAME, type LogLine, type TransportKind } from '../../helpers/target-fixture.js';
+import { listenTest, memoryLog, TARGET_NAME, testServerOptions, type LogLine, type TransportKind } from '../../helpers/target-fixture.js';
 import { GatedBackend } from './gated-backend.js';
 import { SpyTransport } from './spy-transport.js';
 import { pattern } from '../../../bench/kit/pattern.js';
@@ -68,23 +66,11 @@ export interface TestTarget {
 
 export async function startServer(kind: TransportKind, volumes: VolumeSpec[], opts: ServerOptions = {}): Promise<TestTarget> {
   const log = memoryLog();
-  const server = new TargetServer({
-    targetName: TARGET_NAME,
-    limits: {
-      queueDepth: opts.queueDepth ?? 32,
-      maxIo: opts.maxIo ?? 1 << 20,
-      inCapsuleData: 8192,
-      maxDescriptors: 16,
-      keepAliveMs: opts.keepAliveMs ?? 0,
-      loginTimeoutMs: 10_000,
-      maxSessions: 64,
-      dataBuffers: 16,
-    },
-    authRequired: opts.authRequired ?? false,
-    secrets: new Map(Object.entries(opts.secrets ?? {})),
-    log,
-    protocolVersion: opts.protocolVersion,
-  }, rblkConnections);
+  const limits = { queueDepth: opts.queueDepth ?? 32, maxIo: opts.maxIo ?? 1 << 20, inCapsuleData: 8192, keepAliveMs: opts.keepAliveMs ?? 0, maxSessions: 64 };
+  const server = new TargetServer(
+    testServerOptions(log, { limits, secrets: opts.secrets, authRequired: opts.authRequired, protocolVersion: opts.protocolVersion }),
+    rblkConnections,
+  );
   const units = new Map<string, { lu: LogicalUnit; backend: Backend }>();
   for (const v of volumes) {
     const backend = v.backend ?? new GatedBackend(v.size ?? 4 << 20, { name: v.name });
@@ -101,23 +87,17 @@ export async function startServer(kind: TransportKind, volumes: VolumeSpec[], op
     units.set(v.name, { lu, backend });
     server.addVolume({ name: v.name, lun: v.lun, lu, access: (i) => (v.acl ? (v.acl[i] ?? null) : 'rw') });
   }
-  const address = kind === 'loop' ? 'loop-initiator-test' : '127.0.0.1';
-  const port = await server.listen({
-    transport: opts.transport ?? (kind === 'loop' ? new LoopTargetTransport() : new FabricTargetTransport()),
-    provider: kind === 'loop' ? 'loop' : kind,
-    address,
-    port: opts.port ?? 0,
-  });
+  const { address, port } = await listenTest(server, kind, { transport: opts.transport, port: opts.port, address: kind === 'loop' ? 'loop-initiator-test' : undefined });
   return {
     server,
     kind,
     address,
-    port: port.port,
+    port,
     log: log.lines,
     units,
     options: (extra = {}) => ({
       address,
-      port: port.port,
+      port,
       provider: kind === 'loop' ? undefined : kind,
       initiatorName: INITIATOR,
       targetName: TARGET_NAME,
