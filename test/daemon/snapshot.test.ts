@@ -244,7 +244,7 @@ test('clone_of is checked at load: an existing snapshot of another file volume o
   const said = r.stderr;
   t.regex(said, /volumes\[2\]\.clone_of: volume a has no snapshot nope \(\S+a\.img@nope\); take it with `rblkd ctl snapshot a nope`/);
   t.regex(said, /volumes\[3\]\.clone_of: names no other file volume 'zz' of this file/);
-  t.regex(said, /volumes\[4\]\.clone_of: applies only to file volumes; this one is memory/);
+  t.regex(said, /volumes\[4\]\.clone_of: applies only to file and rbd volumes; this one is memory/);
   t.regex(said, /volumes\[5\]\.clone_of: must be VOLUME@SNAPSHOT/);
   t.notRegex(said, /volumes\[1\]/, 'a clone_of of an existing snapshot, its file not made yet, is fine');
 
