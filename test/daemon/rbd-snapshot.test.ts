@@ -154,6 +154,13 @@ rbdTest('rbd: clone_of in the YAML (VOLUME@SNAP and POOL/IMAGE@SNAP) makes a lib
   t.false(refused.applied);
   t.regex(refused.errors.join('\n'), /clone_of: otherpool\/clonebase@gold: a clone is made in its parent's pool/);
 
+  // A snapshot that does not exist is found at the open: the reload is refused, saying which, and nothing is made.
+  w.writeConfig(baseConfig(w, [base, { name: 'bad', rbd: rbd('nosnapclone'), clone_of: 'base@nosuch', lun: 3 }], extra));
+  const missing = (await controlRequest(socket, 'reload')) as { applied: boolean; errors: string[] };
+  t.false(missing.applied);
+  t.regex(missing.errors.join('\n'), /volume bad: .*clone_of \S+\/clonebase@nosuch: rbd image \S+\/clonebase has no snapshot nosuch/);
+  await t.throwsAsync(ceph.run('rbd', ['info', `${ceph.pool}/nosnapclone`]));
+
   const volumes = [base, { name: 'cl', rbd: rbd('yamlclone'), clone_of: 'base@gold', lun: 1 }, { name: 'cl2', rbd: rbd('yamlclone2'), clone_of: `${ceph.pool}/clonebase@gold`, lun: 2 }];
   w.writeConfig(baseConfig(w, volumes, extra));
   const reloaded = (await controlRequest(socket, 'reload')) as { applied: boolean; added: string[]; errors: string[] };

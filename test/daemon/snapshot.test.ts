@@ -200,6 +200,10 @@ test.serial('no reflink (ext4): refused and nothing left; --copy copies, under Q
   t.is(cloned.code, 0, cloned.stderr);
   t.true(readFileSync(join(w.dir, 'c1.img')).equals(snap), 'the clone, beside the volume, holds the snapshot');
   t.regex((await ctl(['clone', 'vol@s1', 'c1.img', '--copy', ...sock])).stderr, /already exists/);
+  // Only an rbd clone has a parent to flatten.
+  const flat = await ctl(['flatten', 'vol', ...sock]);
+  t.is(flat.code, 1);
+  t.regex(flat.stderr, /volume vol is a file volume: its clone is a reflink, independent of the snapshot already/);
 
   // clone_of where there is no reflink: the reload that adds it is refused, saying what to do.
   const volumes = [
