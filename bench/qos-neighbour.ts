@@ -115,8 +115,15 @@ async function main(): Promise<void> {
       beside += b.fast;
       rows.push(`| ${r} | ${a.fast.toFixed(0)} | ${a.busy.toFixed(0)}% | ${b.fast.toFixed(0)} | ${b.slow?.toFixed(0) ?? '—'} | ${b.busy.toFixed(0)}% | ${(b.fast / a.fast).toFixed(3)} | ${a.rblkdUs.toFixed(1)} / ${b.rblkdUs.toFixed(1)} |`);
     }
+    // The throttled load alone: what rblkd spends on it, against what the same count of unthrottled reads cost it above.
+    const s0 = processCpu(pid);
+    const w0 = performance.now();
+    const slowAlone = await bench('slow', seconds);
+    const slowCpu = processCpu(pid) - s0;
+    const wall = (performance.now() - w0) * 1000;
     rows.push(
       '',
+      `slow alone: ${slowAlone.iops.toFixed(0)} IOPS, rblkd ${(slowCpu / (slowAlone.iops * seconds)).toFixed(1)} µs of CPU per I/O (${((100 * slowCpu) / wall).toFixed(0)}% of a core)`,
       `mean: fast alone ${(alone / rounds).toFixed(0)} IOPS, beside the throttled volume ${(beside / rounds).toFixed(0)} IOPS: it lost ${(100 * (1 - beside / alone)).toFixed(1)}%`,
       `load average after: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`,
     );
