@@ -162,6 +162,10 @@ function text(verb: ControlCommand, result: unknown): string {
       const r = result as { volume: string; snapshot: string; path: string; method: string; size: number };
       return `${r.volume}@${r.snapshot} cloned to ${r.path} (${methodName(r.method)}, ${bytes(r.size)}); serve it as a volume of its own (${r.method === 'rbd' ? 'rbd: with that image' : 'path: that file'})\n`;
     }
+    case 'flatten': {
+      const r = result as { volume: string; path: string };
+      return `volume ${r.volume} flattened: ${r.path} no longer depends on its parent snapshot\n`;
+    }
   }
 }
 
@@ -195,7 +199,7 @@ function qosLine(name: string, q: QosInfo): string {
   );
 }
 
-const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone', 'create', 'resize', 'delete', 'qos'] as const;
+const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone', 'flatten', 'create', 'resize', 'delete', 'qos'] as const;
 const OPTIONS = ['json', 'socket', 'config', 'force', 'copy', 'size', 'path', 'memory', 'rbd', 'read-only', 'lun', 'thin', 'iops', 'read-iops', 'write-iops', 'bps', 'read-bps', 'write-bps', 'burst-ms', 'clear', 'help'] as const;
 const VALUED = ['--socket', '--config', '--size', '--path', '--rbd', '--lun', '--iops', '--read-iops', '--write-iops', '--bps', '--read-bps', '--write-bps', '--burst-ms'];
 
@@ -210,6 +214,7 @@ export function explainUsage(msg: string, argv: readonly string[]): string {
     if (first === 'kick') return 'kick needs a SESSION id (rblkd ctl sessions lists them)';
     if (first === 'snapshot' || first === 'delete-snapshot') return `${first} needs VOLUME NAME (rblkd ctl volumes lists the volumes)`;
     if (first === 'snapshots') return 'snapshots needs a VOLUME (rblkd ctl volumes lists them)';
+    if (first === 'flatten') return 'flatten needs a VOLUME, an rbd clone (rblkd ctl volumes lists them)';
     if (first === 'clone') return 'clone needs VOLUME@SNAP NEW (rblkd ctl snapshots VOLUME lists the snapshots)';
     if (first === 'create') return 'create needs a NAME, and --path, --rbd or --memory';
     if (first === 'resize') return 'resize needs VOLUME SIZE (rblkd ctl volumes lists the volumes)';
@@ -247,7 +252,7 @@ function parse(argv: string[]): CtlArgs {
   let edit: CtlArgs['edit'];
   const p = yargs(argv)
     .scriptName('rblkd ctl')
-    .usage('$0 <status|sessions|volumes|kick SESSION|reload [--force]|snapshot VOLUME NAME|snapshots VOLUME|delete-snapshot VOLUME NAME|clone VOLUME@SNAP NEW|create NAME ...|resize VOLUME SIZE|qos VOLUME --iops N ...|delete VOLUME [--force]> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket; create, resize and delete write volumes_dir, then reload.')
+    .usage('$0 <status|sessions|volumes|kick SESSION|reload [--force]|snapshot VOLUME NAME|snapshots VOLUME|delete-snapshot VOLUME NAME|clone VOLUME@SNAP NEW|flatten VOLUME|create NAME ...|resize VOLUME SIZE|qos VOLUME --iops N ...|delete VOLUME [--force]> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket; create, resize and delete write volumes_dir, then reload.')
     .command('status', 'the daemon: version, uptime, listeners, counts', {}, () => {
       verb = 'status';
     })
@@ -299,6 +304,10 @@ function parse(argv: string[]): CtlArgs {
         args = [String(a.snapshot), String(a.new), ...(a.copy === true ? ['--copy'] : [])];
       },
     )
+    .command('flatten <volume>', "an rbd clone made independent of its parent snapshot (librbd's flatten), while it keeps serving", (y) => y.positional('volume', { type: 'string', demandOption: true }), (a) => {
+      verb = 'flatten';
+      args = [String(a.volume)];
+    })
     .command(
       'create <name>',
       'a new volume in its own file of volumes_dir (volumes.d beside the config), then a reload; undone if refused',
@@ -353,7 +362,7 @@ function parse(argv: string[]): CtlArgs {
     .option('json', { type: 'boolean', default: false, describe: "print the daemon's answer as JSON" })
     .option('socket', { type: 'string', requiresArg: true, describe: `the control socket (default: control.socket from --config, else ${DEFAULT_CONTROL_SOCKET})` })
     .option('config', { type: 'string', default: DEFAULT_CONFIG_PATH, requiresArg: true, describe: 'the config: where control.socket and volumes_dir are read from' })
-    .demandCommand(1, 1, 'name one of status, sessions, volumes, kick, reload, snapshot, snapshots, delete-snapshot, clone, create, resize, delete, qos')
+    .demandCommand(1, 1, 'name one of status, sessions, volumes, kick, reload, snapshot, snapshots, delete-snapshot, clone, flatten, create, resize, delete, qos')
     .strict()
     .help()
     .alias('help', 'h')
@@ -420,7 +429,8 @@ export async function runCtl(argv: string[]): Promise<number> {
   try {
     const args = a.session !== undefined ? [a.session] : a.verb === 'reload' && a.force ? ['force'] : (a.args ?? []);
     // A full copy (snapshot or clone --copy) runs as long as the volume is large: no answer timeout to speak of.
-    result = await controlRequest(path, a.verb, args, args.includes('--copy') ? COPY_ANSWER_MS : undefined);
+    // So does a flatten: it copies whatever of the parent the clone has not written.
+    result = await controlRequest(path, a.verb, args, args.includes('--copy') || a.verb === 'flatten' ? COPY_ANSWER_MS : undefined);
   } catch (e) {
     process.stderr.write(`rblkd ctl: ${e instanceof ControlError ? e.message : String(e)}\n`);
     return 1;

@@ -205,9 +205,12 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   /**
    * Snapshots and clones (docs/operations.md "Snapshots and clones"): a
    * file volume's snapshot NAME is `<path>@NAME` beside its file. clone_of
-   * is only for a file volume; while the clone's file does not exist, it must
-   * name a file volume of this file and a snapshot of it that exists, which
-   * the first open reflinks. A volume that serves a snapshot's file writable
+   * of a file volume: while the clone's file does not exist, it must name a
+   * file volume of this file and a snapshot of it that exists, which the
+   * first open reflinks. clone_of of an rbd volume: POOL/IMAGE@SNAP (the rbd
+   * kind resolves it), or VOLUME@SNAP naming an rbd volume of this file in
+   * the same pool, namespace and cluster; the snapshot is looked for at the
+   * first open, which finds no image and clones it. A volume that serves a snapshot's file writable
    * would change the snapshot: a warning.
    */
   function resolveSnapshots(partial: ReadonlyArray<{ index: number; volume: { name: string; backing: VolumeBacking; readOnly: boolean } }>): void {
@@ -217,8 +220,24 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
     for (const { index, volume: v } of partial) {
       const given = raw ? get(rec(raw[index]) ?? {}, ['volumes', index, 'clone_of']) : undefined;
       const b = v.backing;
-      if (given !== undefined && b.kind !== 'file') err(['volumes', index, 'clone_of'], `applies only to file volumes; this one is ${kindOf(b).where(b)}`);
+      if (given !== undefined && b.kind !== 'file' && b.kind !== 'rbd') err(['volumes', index, 'clone_of'], `applies only to file and rbd volumes; this one is ${kindOf(b).where(b)}`);
+      if (b.kind === 'rbd' && b.cloneOf !== undefined && b.cloneParent === undefined && !b.cloneOf.includes('/')) {
+        const at = b.cloneOf.lastIndexOf('@');
+        const origin = b.cloneOf.slice(0, at);
+        const o = partial.find((p) => p.volume.name === origin)?.volume.backing;
+        if (o === undefined || o.kind !== 'rbd' || origin === v.name) {
+          err(['volumes', index, 'clone_of'], `names no other rbd volume '${origin}' of this file: give VOLUME@SNAP of one, or POOL/IMAGE@SNAP`);
+        } else if (o.pool !== b.pool || (o.namespace ?? '') !== (b.namespace ?? '') || o.conf !== b.conf || o.snapshot !== undefined) {
+          err(['volumes', index, 'clone_of'], `volume ${origin} is ${kindOf(o).where(o)}: a clone is made beside its parent, in the same pool, namespace and cluster (conf), of an image rather than a snapshot volume`);
+        } else {
+          v.backing = { ...b, cloneParent: { image: o.image, snapshot: b.cloneOf.slice(at + 1) } };
+        }
+      }
       if (b.kind !== 'file') continue;
+      if (b.cloneOf?.includes('/') === true) {
+        err(['volumes', index, 'clone_of'], `POOL/IMAGE@SNAP is for rbd volumes; a file volume's clone_of is VOLUME@SNAP of a file volume of this file`);
+        continue;
+      }
       if (!v.readOnly) {
         for (const [other, path] of files) {
           if (other !== v.name && b.path.startsWith(`${path}@`)) {

@@ -492,7 +492,7 @@ export interface NativeRbdImage {
    * snapshot `name` to image `child`), on the gateway thread; gatewayResult is then the
    * list as JSON, or the failed step.
    */
-  snapOp(op: 'create' | 'remove' | 'list' | 'clone', name: string, token: number, child?: string): void;
+  snapOp(op: 'create' | 'remove' | 'list' | 'clone' | 'flatten', name: string, token: number, child?: string): void;
   readonly gatewayResult: string;
 }
 

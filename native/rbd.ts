@@ -262,7 +262,7 @@ export class RbdImage {
   }
 
   /** One snapshot operation (native/src/rbd-snap.cc); the failed step is the error's message. */
-  async #snapOp(op: 'create' | 'remove' | 'list' | 'clone', name: string, child?: string): Promise<string> {
+  async #snapOp(op: 'create' | 'remove' | 'list' | 'clone' | 'flatten', name: string, child?: string): Promise<string> {
     await this.#call(`rbd snapshot ${op}`, [], (t) => this.#image.snapOp(op, name, t, child)).catch((e: unknown) => {
       throw e instanceof RbdError ? new RbdError(e.errno, this.#image.gatewayResult) : e;
     });
@@ -288,6 +288,12 @@ export class RbdImage {
   /** Protects the snapshot (if not yet) and clones it to image `child` in the same pool and namespace. */
   async snapClone(name: string, child: string): Promise<void> {
     await this.#snapOp('clone', name, child);
+  }
+
+  /** rbd_flatten: a clone gets its parent's data and loses its parent (EINVAL when it has none). */
+  async flatten(): Promise<void> {
+    // The name is not used by flatten; the addon takes only non-empty ones.
+    await this.#snapOp('flatten', '-');
   }
 
   onRecord(fn: ((e: RecordEvent) => void) | null): void {

@@ -1,7 +1,7 @@
 // Snapshots and clones of an rbd volume (docs/operations.md "Snapshots and
 // clones"), through librbd (librbd.h: rbd_snap_create, rbd_snap_list,
 // rbd_snap_get_timestamp, rbd_snap_protect, rbd_snap_unprotect,
-// rbd_snap_remove, rbd_clone3). librbd has these only as blocking calls, so
+// rbd_snap_remove, rbd_clone3, rbd_flatten). librbd has these only as blocking calls, so
 // each runs on the gateway thread (rbd-gateway.cc), one at a time, and
 // completes like every other operation; gatewayResult then holds the list
 // (JSON) or the step that failed.
@@ -64,8 +64,10 @@ int ListSnaps(rbd_image_t img, std::string* out) {
 
 }  // namespace
 
-// snapOp(op, name, token, child): op is create, remove, list or clone (of
-// snapshot `name` to the new image `child` in the same pool and namespace).
+// snapOp(op, name, token, child): op is create, remove, list, clone (of
+// snapshot `name` to the new image `child` in the same pool and namespace) or
+// flatten (this image, a clone: its parent's data copied in, the link to the
+// parent snapshot cut, so that snapshot can be removed; `name` is unused).
 // remove unprotects first; clone protects first (clone v1 needs it, v2 does
 // not mind), so a snapshot with clones is refused by remove with EBUSY.
 Napi::Value RbdImage::SnapOp(const Napi::CallbackInfo& info) {
@@ -113,6 +115,10 @@ Napi::Value RbdImage::SnapOp(const Napi::CallbackInfo& info) {
         rbd_image_options_destroy(opts);
         if (rc < 0) result = "rbd_clone3";
       }
+    } else if (op == "flatten") {
+      // Blocking, as long as copying the parent's objects takes; I/O goes on meanwhile.
+      rc = rbd_flatten(img);
+      if (rc < 0) result = "rbd_flatten";
     } else {
       rc = -EINVAL;
       result = "rbd snapshot: unknown operation " + op;

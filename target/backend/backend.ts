@@ -157,6 +157,8 @@ export interface StoreSnapshots {
   remove(name: string): Promise<void>;
   /** Makes `child` a new store cloned from snapshot `name`; resolves how it is named (pool/image). */
   clone(name: string, child: string): Promise<string>;
+  /** Copies a clone's parent data into it and cuts the link (librbd's flatten); EINVAL when the store is no clone. */
+  flatten(): Promise<void>;
 }
 
 /** What fenceGateway did. */

@@ -14,7 +14,7 @@ import type { DaemonLogger } from './logger.js';
 import { describeError } from './logger.js';
 import { ControlLineReader, type ControlLine } from './control-lines.js';
 
-export const CONTROL_COMMANDS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone'] as const;
+export const CONTROL_COMMANDS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone', 'flatten'] as const;
 export type ControlCommand = (typeof CONTROL_COMMANDS)[number];
 
 export interface ControlHandlers {
@@ -29,6 +29,7 @@ export interface ControlHandlers {
   snapshots(volume: string): Promise<unknown>;
   deleteSnapshot(volume: string, name: string): Promise<unknown>;
   clone(ref: string, target: string, copy: boolean): Promise<unknown>;
+  flatten(volume: string): Promise<unknown>;
 }
 
 export interface ControlRequest {
@@ -241,6 +242,9 @@ export class ControlServer {
           if (ref === undefined || target === undefined || !flags.every((f) => f === '--copy')) return { ok: false, error: 'clone takes VOLUME@SNAPSHOT NEW [--copy]' };
           return { ok: true, result: await this.handlers.clone(ref, target, flags.length > 0) };
         }
+        case 'flatten':
+          if (args.length !== 1) return { ok: false, error: 'flatten takes one VOLUME' };
+          return { ok: true, result: await this.handlers.flatten(args[0] as string) };
       }
     } catch (e) {
       return { ok: false, error: errorText(e) };

@@ -4,7 +4,7 @@
 import type { ControlHandlers } from './control-server.js';
 import { errorText } from '../error-text.js';
 import { type DaemonLogger } from './logger.js';
-import { cloneSnapshot, deleteSnapshot, describeTaken, methodText, parseSnapshotRef, snapshotsOf, takeSnapshot } from './snapshots.js';
+import { cloneSnapshot, deleteSnapshot, describeTaken, flattenVolume, methodText, parseSnapshotRef, snapshotsOf, takeSnapshot } from './snapshots.js';
 import type { ServedVolume } from './volumes.js';
 
 /** What the handlers need of the daemon. */
@@ -16,7 +16,7 @@ export interface SnapshotContext {
   log: DaemonLogger;
 }
 
-export function snapshotHandlers(d: SnapshotContext): Pick<ControlHandlers, 'snapshot' | 'snapshots' | 'deleteSnapshot' | 'clone'> {
+export function snapshotHandlers(d: SnapshotContext): Pick<ControlHandlers, 'snapshot' | 'snapshots' | 'deleteSnapshot' | 'clone' | 'flatten'> {
   return {
     /** Crash-consistent, with the volume's I/O paused while it is taken. */
     async snapshot(volume, name, copy) {
@@ -50,6 +50,21 @@ export function snapshotHandlers(d: SnapshotContext): Pick<ControlHandlers, 'sna
       const r = await cloneSnapshot(sv.config, sv.backend, snapshot, target, { copy });
       d.log.info(`volume ${sv.name}: snapshot ${snapshot} cloned to ${r.path} (${methodText(r.method)})`, { volume: sv.name, lun: sv.lun });
       return { volume, snapshot, ...r };
+    },
+    /** The served clone keeps serving while librbd copies its parent's data in. */
+    async flatten(volume) {
+      if (d.stopping()) throw new Error('rblkd is stopping');
+      const sv = d.served(volume);
+      const meta = { volume: sv.name, lun: sv.lun };
+      d.log.info(`volume ${sv.name}: flattening`, meta);
+      try {
+        const r = await flattenVolume(sv.config, sv.backend);
+        d.log.info(`volume ${sv.name}: flattened (${r.path} no longer depends on its parent snapshot)`, meta);
+        return r;
+      } catch (e) {
+        d.log.error(`volume ${sv.name}: not flattened: ${errorText(e)}`, meta);
+        throw e;
+      }
     },
   };
 }

@@ -175,7 +175,7 @@ export async function deleteSnapshot(v: VolumeConfig, backend: Backend, name: st
     } catch (e) {
       const code = (e as { code?: unknown }).code;
       if (code === 'ENOENT') throw new Error(`volume ${v.name} has no snapshot ${name} (rblkd ctl snapshots ${v.name} lists them)`);
-      if (code === 'EBUSY') throw new Error(`snapshot ${v.name}@${name} has clones: flatten them (\`rbd flatten\`) or remove them first`);
+      if (code === 'EBUSY') throw new Error(`snapshot ${v.name}@${name} has clones: flatten them (\`rblkd ctl flatten CLONE\` for a served clone, else \`rbd flatten\`) or remove them first`);
       throw e;
     }
     return { volume: v.name, name, path: `${home.where}@${name}` };
@@ -224,6 +224,24 @@ export async function cloneSnapshot(v: VolumeConfig, backend: Backend, snapshot:
   const path = clonePath(base, target);
   const r = await cloneFile(from, path, opts);
   return { from, path, method: r.method, size: r.size };
+}
+
+/**
+ * Flattens a served rbd clone (librbd's rbd_flatten): its parent's data is
+ * copied into it while it keeps serving, and the link to the parent snapshot
+ * is cut, so that snapshot can then be deleted. A file clone is a reflink:
+ * already independent, nothing to flatten.
+ */
+export async function flattenVolume(v: VolumeConfig, backend: Backend): Promise<{ volume: string; path: string }> {
+  const home = snapshotHome(v, backend);
+  if (home.kind === 'file') throw new Error(`volume ${v.name} is a file volume: its clone is a reflink, independent of the snapshot already; only rbd clones are flattened`);
+  try {
+    await home.snapshots.flatten();
+  } catch (e) {
+    if ((e as { code?: unknown }).code === 'EINVAL') throw new Error(`volume ${v.name} (${home.where}) is not a clone: it has no parent to flatten from`);
+    throw e;
+  }
+  return { volume: v.name, path: home.where };
 }
 
 export function describeTaken(s: SnapshotTaken): string {

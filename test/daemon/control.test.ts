@@ -177,11 +177,12 @@ test('rblkd ctl: a mistyped verb or option gets the nearest one, kick without an
   const socket = ['--socket', '/nonexistent/rblkd.ctl'];
   const cases: [string[], string][] = [
     [['stauts'], "unknown command 'stauts': did you mean 'status'?"],
-    [['frob'], "unknown command 'frob': the commands are status, sessions, volumes, kick, reload, snapshot, snapshots, delete-snapshot, clone, create, resize, delete, qos"],
+    [['frob'], "unknown command 'frob': the commands are status, sessions, volumes, kick, reload, snapshot, snapshots, delete-snapshot, clone, flatten, create, resize, delete, qos"],
     [['sessions', '--jsn'], 'unknown option --jsn: did you mean --json?'],
     [['kick'], 'kick needs a SESSION id (rblkd ctl sessions lists them)'],
     [['snapshot', 'vol'], 'snapshot needs VOLUME NAME (rblkd ctl volumes lists the volumes)'],
     [['clone', 'vol@s1'], 'clone needs VOLUME@SNAP NEW (rblkd ctl snapshots VOLUME lists the snapshots)'],
+    [['flatten'], 'flatten needs a VOLUME, an rbd clone (rblkd ctl volumes lists them)'],
     [['status', 'extra'], "unexpected argument 'extra'"],
   ];
   for (const [args, said] of cases) {

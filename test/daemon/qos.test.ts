@@ -16,18 +16,15 @@ import { controlRequest } from '../../target/daemon/control-client.js';
 import type { SessionInfo } from '../../target/connection/environment.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 import { loginStatus, RawInitiator } from '../iscsi/raw-initiator.js';
-import { RawHost, rwSqe } from '../../bench/soak/nvme-raw-host.js';
+import { RawHost } from '../../bench/soak/nvme-raw-host.js';
 import { baseConfig, ROOT, spawnDaemon, workdir, type DaemonProcess, type Workdir } from './helpers/daemon-process.js';
+import { measure as measureFor, QD, rate, volumeLoad, within, writeLoad, iscsiLoad, nvmeLoad, type Load } from './helpers/qos-load.js';
 
 checkSuiteResources(test, { warmUp: () => warmUpFabric(['tcp']) });
 
 const TARGET = 'iqn.2026-12.io.rblk:qos';
 const NQN = 'nqn.2026-12.io.rblk:qos';
 const LIMIT = 1000;
-const QD = 32;
-const BLOCKS = 8; // 4 KiB reads
-/** Long enough to spend the default 100 ms burst (100 commands, in a few ms) and settle. */
-const WARMUP_MS = 400;
 /**
  * 4,000 commands at the limit. Saturated, the bucket runs ahead of the clock
  * by its burst and at most QD commands more, so the count over a window is
@@ -39,154 +36,7 @@ const WINDOW_MS = 4000;
 /** The neighbour's pace is compared loosely (see there): a shorter window will do. */
 const NEIGHBOUR_WINDOW_MS = 2000;
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** A load that keeps QD commands outstanding and counts GOOD completions; a failed one stops it with an error. */
-interface Load {
-  completed: number;
-  failure: Error | null;
-  stop(): Promise<void>;
-}
-
-/** Completions per second over windowMs, after WARMUP_MS. */
-async function rate(load: Load, windowMs: number): Promise<number> {
-  await sleep(WARMUP_MS);
-  const c0 = load.completed;
-  const t0 = performance.now();
-  await sleep(windowMs);
-  const c1 = load.completed;
-  const t1 = performance.now();
-  if (load.failure) throw load.failure;
-  return ((c1 - c0) * 1000) / (t1 - t0);
-}
-
-async function measure(start: () => Load, windowMs = WINDOW_MS): Promise<number> {
-  const load = start();
-  try {
-    return await rate(load, windowMs);
-  } finally {
-    await load.stop();
-  }
-}
-
-/** QD writers of `size` bytes on an rblk library Volume. */
-function writeLoad(vol: Volume, size: number): Load {
-  let stopped = false;
-  const data = Buffer.alloc(size, 0x5a);
-  const load: Load = { completed: 0, failure: null, stop: async () => void ((stopped = true), await Promise.all(workers)) };
-  const workers = Array.from({ length: QD }, async (_, i) => {
-    let n = i;
-    while (!stopped) {
-      try {
-        await vol.write(((n++ * 7) % 256) * size, data);
-        load.completed++;
-      } catch (e) {
-        load.failure ??= e as Error;
-        return;
-      }
-    }
-  });
-  return load;
-}
-
-/** `qd` readers on an rblk library Volume. */
-function volumeLoad(vol: Volume, blocksOf: number, qd = QD): Load {
-  let stopped = false;
-  const load: Load = { completed: 0, failure: null, stop: async () => void ((stopped = true), await Promise.all(workers)) };
-  const workers = Array.from({ length: qd }, async (_, i) => {
-    let n = i;
-    while (!stopped) {
-      try {
-        await vol.read(((n++ * 7919) % blocksOf) * 4096, 4096);
-        load.completed++;
-      } catch (e) {
-        load.failure ??= e as Error;
-        return;
-      }
-    }
-  });
-  return load;
-}
-
-/** QD READ(10)s pipelined on a raw iSCSI session; a GOOD status (in the last Data-In or a SCSI Response) completes one. */
-function iscsiLoad(c: RawInitiator): Load {
-  let stopped = false;
-  let outstanding = 0;
-  let itt = 100;
-  const send = (): void => {
-    const cdb = Buffer.alloc(16);
-    cdb[0] = 0x28;
-    cdb.writeUInt32BE((itt * 8) % 4096, 2);
-    cdb.writeUInt16BE(BLOCKS, 7);
-    c.command({ itt: itt++, cdb, read: true, edtl: BLOCKS * 512 });
-    outstanding++;
-  };
-  const load: Load = { completed: 0, failure: null, stop: async () => void ((stopped = true), await loop) };
-  for (let i = 0; i < QD; i++) send();
-  const loop = (async () => {
-    while (outstanding > 0) {
-      const p = await c.next(undefined, 10_000);
-      if (p === null) {
-        load.failure ??= new Error('the iSCSI session closed or stalled');
-        return;
-      }
-      const status = p.op === 0x21 ? p.bhs[3] : p.op === 0x25 && (p.bhs[1] & 0x01) !== 0 ? p.bhs[3] : undefined;
-      if (status === undefined) continue;
-      outstanding--;
-      if (status !== 0) {
-        load.failure ??= new Error(`READ(10) ended with status ${status}`);
-        return;
-      }
-      load.completed++;
-      if (!stopped) send();
-    }
-  })();
-  return load;
-}
-
-/** QD Reads pipelined on a raw NVMe/TCP I/O queue; a CapsuleResp or a C2HData with SUCCESS completes one. */
-function nvmeLoad(io: RawHost): Load {
-  let stopped = false;
-  let outstanding = 0;
-  let n = 0;
-  const send = (cid: number): void => {
-    io.sendCapsule(rwSqe(0x02, cid, 1, ((n++ * 8) % 4096) >>> 0, BLOCKS, BLOCKS * 512));
-    outstanding++;
-  };
-  const load: Load = { completed: 0, failure: null, stop: async () => void ((stopped = true), await loop) };
-  for (let cid = 1; cid <= QD; cid++) send(cid);
-  const loop = (async () => {
-    while (outstanding > 0) {
-      let p;
-      try {
-        p = await io.next(10_000);
-      } catch (e) {
-        load.failure ??= e as Error;
-        return;
-      }
-      let cid: number;
-      if (p.type === 0x07 && (p.flags & 0x08) !== 0) cid = p.raw.readUInt16LE(8);
-      else if (p.type === 0x05) {
-        // CQE (§3.6.2.6 CapsuleResp): status in DW3 bits 31:17.
-        cid = p.raw.readUInt16LE(8 + 12);
-        const status = p.raw.readUInt16LE(8 + 14) >> 1;
-        if (status !== 0) {
-          load.failure ??= new Error(`Read ended with status 0x${status.toString(16)}`);
-          return;
-        }
-      } else continue;
-      outstanding--;
-      load.completed++;
-      if (!stopped) send(cid);
-    }
-  })();
-  return load;
-}
-
-function within(t: ExecutionContext, measured: number, limit: number, what: string, unit = 'IOPS'): void {
-  t.log(`${what}: ${measured.toFixed(0)} ${unit} (limit ${limit})`);
-  t.true(Math.abs(measured - limit) <= limit * 0.1, `${what}: ${measured.toFixed(0)} ${unit} is not within 10% of ${limit}`);
-}
+const measure = (start: () => Load, windowMs = WINDOW_MS): Promise<number> => measureFor(start, windowMs);
 
 /** The slow volume's qos: the volume's own limit, unless a test gives another. */
 function volumes(limit: number, qos: Record<string, unknown> = { iops: limit }): Record<string, unknown>[] {

@@ -119,3 +119,99 @@ rbdTest('rbd: a snapshot under QD32 writes holds every write acknowledged before
   await t.throwsAsync(controlRequest(socket, 'clone', ['vol@s1', 'other/x']), { message: /give its name/ });
   await s1.close();
 });
+
+rbdTest('rbd: clone_of in the YAML (VOLUME@SNAP and POOL/IMAGE@SNAP) makes a librbd clone at the open that finds no image; it reads the snapshot byte for byte, its writes touch neither parent, and once flattened (ctl flatten) the snapshot can be deleted and the clone still reads the same after a restart', async (t) => {
+  t.timeout(240_000);
+  const ceph = cluster!;
+  const blocks = 1024; // 4 MiB
+  await ceph.createImage('clonebase', blocks * BS);
+  const w = workdir(t);
+  const socket = `${w.dir}/rblkd.ctl`;
+  const rbd = (image: string): Record<string, unknown> => ({ pool: ceph.pool, image, conf: ceph.conf, timeout_s: 10 });
+  const base = { name: 'base', rbd: rbd('clonebase'), lun: 0 };
+  const extra = { target_name: TARGET, limits: { queue_depth: 64 } };
+  w.writeConfig(baseConfig(w, [base], extra));
+  const d = spawnDaemon(t, ['--config', w.configPath]);
+  const port = await d.port();
+  await d.waitForLine(/rblkd ready/);
+  const session = async (name: string, p = port): Promise<Session> => {
+    const s = await connect({ address: '127.0.0.1', port: p, provider: 'tcp', initiatorName: `iqn.2026-12.io.rblk:${name}`, targetName: TARGET, queueDepth: QD });
+    t.teardown(() => s.close().catch(() => undefined));
+    return s;
+  };
+  const s1 = await session('clone-writer');
+  const vol = await s1.open('base');
+  await fill(vol, 11, blocks);
+  await controlRequest(socket, 'snapshot', ['base', 'gold']);
+  // The origin moves on: the clones must read the snapshot, not the image.
+  await fill(vol, 12, blocks);
+  const snap = await ceph.run('rbd', ['export', `${ceph.pool}/clonebase@gold`, '-']);
+  t.true(snap.subarray(0, BS).equals(blockOf(11, 0)));
+
+  // A clone_of that cannot be made is refused as the file volume's is, naming the key.
+  w.writeConfig(baseConfig(w, [base, { name: 'bad', rbd: rbd('x'), clone_of: `otherpool/clonebase@gold`, lun: 3 }], extra));
+  const refused = (await controlRequest(socket, 'reload')) as { applied: boolean; errors: string[] };
+  t.false(refused.applied);
+  t.regex(refused.errors.join('\n'), /clone_of: otherpool\/clonebase@gold: a clone is made in its parent's pool/);
+
+  // A snapshot that does not exist is found at the open: the reload is refused, saying which, and nothing is made.
+  w.writeConfig(baseConfig(w, [base, { name: 'bad', rbd: rbd('nosnapclone'), clone_of: 'base@nosuch', lun: 3 }], extra));
+  const missing = (await controlRequest(socket, 'reload')) as { applied: boolean; errors: string[] };
+  t.false(missing.applied);
+  t.regex(missing.errors.join('\n'), /volume bad: .*clone_of \S+\/clonebase@nosuch: rbd image \S+\/clonebase has no snapshot nosuch/);
+  await t.throwsAsync(ceph.run('rbd', ['info', `${ceph.pool}/nosnapclone`]));
+
+  const volumes = [base, { name: 'cl', rbd: rbd('yamlclone'), clone_of: 'base@gold', lun: 1 }, { name: 'cl2', rbd: rbd('yamlclone2'), clone_of: `${ceph.pool}/clonebase@gold`, lun: 2 }];
+  w.writeConfig(baseConfig(w, volumes, extra));
+  const reloaded = (await controlRequest(socket, 'reload')) as { applied: boolean; added: string[]; errors: string[] };
+  t.true(reloaded.applied, reloaded.errors.join('; '));
+  t.deepEqual(reloaded.added.sort(), ['cl', 'cl2']);
+  for (const image of ['yamlclone', 'yamlclone2']) {
+    const info = JSON.parse((await ceph.run('rbd', ['info', '--format', 'json', `${ceph.pool}/${image}`])).toString()) as { parent?: { image: string; snapshot: string } };
+    t.like(info.parent, { image: 'clonebase', snapshot: 'gold' }, `${image} is a librbd clone of clonebase@gold`);
+  }
+
+  const s2 = await session('clone-reader');
+  const cl = await s2.open('cl');
+  const cl2 = await s2.open('cl2');
+  t.true((await readAll(cl, blocks)).equals(snap), 'clone_of VOLUME@SNAP reads the snapshot byte for byte');
+  t.true((await readAll(cl2, blocks)).equals(snap), 'clone_of POOL/IMAGE@SNAP too');
+  const mark = blockOf(-7, 9);
+  await cl.write(9 * BS, mark);
+  const back = Buffer.alloc(BS);
+  await cl.read(9 * BS, back);
+  t.true(back.equals(mark), 'the clone is writable');
+  await cl2.read(9 * BS, back);
+  t.true(back.equals(blockOf(11, 9)), 'the other clone of the same snapshot does not see it');
+  t.true((await ceph.run('rbd', ['export', `${ceph.pool}/clonebase@gold`, '-'])).equals(snap), 'a write to the clone leaves the snapshot alone');
+  await vol.read(9 * BS, back);
+  t.true(back.equals(blockOf(12, 9)), 'and the origin');
+
+  // Flatten: refused where there is no parent; then the snapshot can go.
+  await t.throwsAsync(controlRequest(socket, 'delete-snapshot', ['base', 'gold']), { message: /snapshot base@gold has clones: flatten them \(`rblkd ctl flatten CLONE`/ });
+  await t.throwsAsync(controlRequest(socket, 'flatten', ['base']), { message: /volume base \(.*clonebase\) is not a clone/ });
+  t.deepEqual(await controlRequest(socket, 'flatten', ['cl']), { volume: 'cl', path: `${ceph.pool}/yamlclone` });
+  t.deepEqual(await controlRequest(socket, 'flatten', ['cl2']), { volume: 'cl2', path: `${ceph.pool}/yamlclone2` });
+  for (const image of ['yamlclone', 'yamlclone2']) {
+    const info = JSON.parse((await ceph.run('rbd', ['info', '--format', 'json', `${ceph.pool}/${image}`])).toString()) as { parent?: unknown };
+    t.is(info.parent, undefined, `${image} has no parent once flattened`);
+  }
+  await controlRequest(socket, 'delete-snapshot', ['base', 'gold']);
+  t.deepEqual(((await controlRequest(socket, 'snapshots', ['base'])) as { snapshots: unknown[] }).snapshots, []);
+  const expected = Buffer.from(snap);
+  mark.copy(expected, 9 * BS);
+  t.true((await readAll(cl, blocks)).equals(expected), 'the flattened clone, its parent snapshot deleted, reads what it held');
+  t.true((await readAll(cl2, blocks)).equals(snap));
+  await s2.close();
+  await s1.close();
+
+  // A restart with the same file: the images exist, clone_of (its snapshot gone now) has no further effect.
+  d.kill('SIGTERM');
+  t.is((await d.exited).code, 0);
+  const again = spawnDaemon(t, ['--config', w.configPath]);
+  const port2 = await again.port();
+  await again.waitForLine(/rblkd ready/);
+  const s3 = await session('clone-after', port2);
+  t.true((await readAll(await s3.open('cl'), blocks)).equals(expected), 'after a restart the clone reads the same');
+  await s3.close();
+});

@@ -189,6 +189,10 @@ test.serial('no reflink (ext4): refused and nothing left; --copy copies, under Q
   t.is(cloned.code, 0, cloned.stderr);
   t.true(readFileSync(join(w.dir, 'c1.img')).equals(snap), 'the clone, beside the volume, holds the snapshot');
   t.regex((await ctl(['clone', 'vol@s1', 'c1.img', '--copy', ...sock])).stderr, /already exists/);
+  // Only an rbd clone has a parent to flatten.
+  const flat = await ctl(['flatten', 'vol', ...sock]);
+  t.is(flat.code, 1);
+  t.regex(flat.stderr, /volume vol is a file volume: its clone is a reflink, independent of the snapshot already/);
 
   // clone_of where there is no reflink: the reload that adds it is refused, saying what to do.
   const volumes = [
@@ -233,7 +237,7 @@ test('clone_of is checked at load: an existing snapshot of another file volume o
   const said = r.stderr;
   t.regex(said, /volumes\[2\]\.clone_of: volume a has no snapshot nope \(\S+a\.img@nope\); take it with `rblkd ctl snapshot a nope`/);
   t.regex(said, /volumes\[3\]\.clone_of: names no other file volume 'zz' of this file/);
-  t.regex(said, /volumes\[4\]\.clone_of: applies only to file volumes; this one is memory/);
+  t.regex(said, /volumes\[4\]\.clone_of: applies only to file and rbd volumes; this one is memory/);
   t.regex(said, /volumes\[5\]\.clone_of: must be VOLUME@SNAPSHOT/);
   t.notRegex(said, /volumes\[1\]/, 'a clone_of of an existing snapshot, its file not made yet, is fine');
 

@@ -71,8 +71,12 @@ export const blockDeviceKind: BackendKind<BlockDeviceBacking> = {
     openBackend({ path: b.path, readOnly: o.readOnly, direct: o.direct, ioEngine: o.ioEngine, logicalBlockSize: o.logicalBlockSize, shared: o.sharedStore }),
 };
 
-/** clone_of: VOLUME@SNAP, both names as volume and snapshot names are written. */
-const CLONE_OF = '^[A-Za-z0-9._-]{1,64}@[A-Za-z0-9._-]{1,64}$';
+/**
+ * clone_of: VOLUME@SNAP, both names as volume and snapshot names are written;
+ * or, for an rbd volume, POOL/IMAGE@SNAP or POOL/NAMESPACE/IMAGE@SNAP as Ceph
+ * names them (rbd-kind.ts). The one key serves both kinds.
+ */
+const CLONE_OF = '^([A-Za-z0-9._-]{1,64}@[A-Za-z0-9._-]{1,64}|([^/@\\s]{1,255}/){1,2}[^/@\\s]{1,255}@[^/@\\s]{1,255})$';
 
 export const fileKind: BackendKind<FileBacking> = {
   kind: 'file',
@@ -81,7 +85,7 @@ export const fileKind: BackendKind<FileBacking> = {
   describes: 'a file or block device',
   selected: (v) => typeof v === 'string',
   // patternMessage: config/schema.ts PATTERN_MESSAGE (not imported: the schema is built from this module).
-  properties: { ...properties, clone_of: { type: 'string', pattern: CLONE_OF, patternMessage: 'must be VOLUME@SNAPSHOT, each 1 to 64 characters of letters, digits and . _ -' } },
+  properties: { ...properties, clone_of: { type: 'string', pattern: CLONE_OF, patternMessage: 'must be VOLUME@SNAPSHOT, each 1 to 64 characters of letters, digits and . _ -, or for an rbd volume POOL/IMAGE@SNAPSHOT' } },
   descriptorOptions: true,
   resolve(input) {
     const cloneOf = input.get('clone_of');

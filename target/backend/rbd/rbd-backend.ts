@@ -201,6 +201,38 @@ export class RbdBackend implements Backend {
   }
 
   /**
+   * Opens the image, first making it a clone of `parent` (an image of the
+   * same pool and namespace, and its snapshot) when it does not exist yet:
+   * YAML's clone_of (docs/operations.md "Snapshots and clones"). The parent
+   * is opened for the clone alone and closed again; librbd protects its
+   * snapshot first where the clone format needs it (native/src/rbd-snap.cc).
+   */
+  static async openClone(options: RbdOpenOptions, parent: { image: string; snapshot: string }, fastPath = true): Promise<RbdBackend> {
+    try {
+      return await RbdBackend.open(options, fastPath);
+    } catch (e) {
+      if ((e as { code?: unknown }).code !== 'ENOENT') throw e;
+    }
+    const ns = options.namespace !== undefined && options.namespace !== '' ? `${options.namespace}/` : '';
+    const from = `${options.pool}/${ns}${parent.image}@${parent.snapshot}`;
+    const { snapshot: _none, ...rest } = options;
+    const p = await RbdImage.open({ ...rest, image: parent.image, readOnly: false }).catch((e: unknown) => {
+      throw (e as { code?: unknown }).code === 'ENOENT' ? backendError('ENOENT', `clone_of ${from}: rbd image ${options.pool}/${ns}${parent.image} does not exist`) : e;
+    });
+    try {
+      await p.snapClone(parent.snapshot, options.image);
+    } catch (e) {
+      const code = (e as { code?: unknown }).code;
+      if (code === 'ENOENT') throw backendError('ENOENT', `clone_of ${from}: rbd image ${options.pool}/${ns}${parent.image} has no snapshot ${parent.snapshot}`);
+      // Made meanwhile by another gateway (EEXIST): open it as it is.
+      if (code !== 'EEXIST') throw e;
+    } finally {
+      await p.close().catch(() => undefined);
+    }
+    return RbdBackend.open(options, fastPath);
+  }
+
+  /**
    * librbd's table and this image's handle, for the native fast path to
    * submit READ and WRITE itself (docs/target.md "Fast path"). Null once
    * close() has begun, or when the volume's rbd.fast_path is false; the LU
@@ -278,6 +310,7 @@ export class RbdBackend implements Backend {
         const ns = this.#options.namespace;
         return `${this.#options.pool}/${ns !== undefined && ns !== '' ? `${ns}/` : ''}${child}`;
       }),
+    flatten: () => this.#oneGatewayOp(() => (this.#checkWritable('flatten'), this.#image.flatten())),
   };
 
   #oneGatewayOp<T>(op: () => Promise<T>): Promise<T> {

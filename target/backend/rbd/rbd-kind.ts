@@ -18,6 +18,15 @@ export interface RbdBacking {
   /** The cephx user without `client.`; absent: admin. */
   readonly clientId?: string;
   readonly keyring?: string;
+  /**
+   * clone_of (docs/operations.md "Snapshots and clones"): as written, and the
+   * parent it names, an image of this pool and namespace and its snapshot
+   * (`POOL/IMAGE@SNAP` resolved here, `VOLUME@SNAP` by config/resolve.ts). The
+   * first open that finds no image makes it a clone of that snapshot; once
+   * the image exists, it has no further effect.
+   */
+  readonly cloneOf?: string;
+  readonly cloneParent?: { readonly image: string; readonly snapshot: string };
   /** Seconds a cluster operation may take before it fails (connect, monitor and OSD operations). */
   readonly timeoutSeconds: number;
   /** READ and WRITE on the target's native fast path (docs/target.md "Fast path"); default true. */
@@ -80,6 +89,29 @@ export const rbdKind: BackendKind<RbdBacking> = {
       input.error(['rbd', 'snapshot'], 'a snapshot is served read-only: give read_only: true (for a writable copy, `rblkd ctl clone`)');
       ok = false;
     }
+    const cloneOf = input.get('clone_of');
+    let cloneParent: RbdBacking['cloneParent'];
+    if (typeof cloneOf === 'string' && typeof r.pool === 'string' && typeof r.image === 'string') {
+      const ns = typeof r.namespace === 'string' ? r.namespace : '';
+      const at = cloneOf.lastIndexOf('@');
+      const parts = cloneOf.slice(0, at).split('/');
+      if (typeof r.snapshot === 'string') {
+        input.error('clone_of', 'a volume that serves a snapshot (rbd.snapshot) is no clone: give one or the other');
+        ok = false;
+      } else if (parts.length > 1) {
+        // POOL/IMAGE@SNAP, POOL/NAMESPACE/IMAGE@SNAP: librbd clones into the parent's pool here (native/src/rbd-snap.cc).
+        const [pool, parentNs, image] = parts.length === 3 ? parts : [parts[0], '', parts[1]];
+        if (pool !== r.pool || parentNs !== ns) {
+          input.error('clone_of', `${cloneOf}: a clone is made in its parent's pool${parentNs !== '' ? ' and namespace' : ''}, and this volume's image is ${r.pool}/${ns !== '' ? `${ns}/` : ''}${r.image}`);
+          ok = false;
+        } else if (image === r.image) {
+          input.error('clone_of', `${cloneOf}: names this volume's own image`);
+          ok = false;
+        } else {
+          cloneParent = { image: image!, snapshot: cloneOf.slice(at + 1) };
+        }
+      }
+    }
     const conf = file('conf');
     const keyring = file('keyring');
     if (!ok || typeof r.pool !== 'string' || typeof r.image !== 'string') return undefined;
@@ -94,6 +126,8 @@ export const rbdKind: BackendKind<RbdBacking> = {
       ...(keyring !== undefined ? { keyring } : {}),
       timeoutSeconds: typeof r.timeout_s === 'number' ? r.timeout_s : RBD_DEFAULT_TIMEOUT_SECONDS,
       fastPath: switchOn(r.fast_path, true),
+      ...(typeof cloneOf === 'string' ? { cloneOf } : {}),
+      ...(cloneParent !== undefined ? { cloneParent } : {}),
     };
   },
   claim: (b) => `rbd image ${b.pool}/${b.namespace !== undefined ? `${b.namespace}/` : ''}${b.image}${b.snapshot !== undefined ? `@${b.snapshot}` : ''} (of ${b.conf ?? 'the default ceph.conf'})`,
@@ -103,7 +137,7 @@ export const rbdKind: BackendKind<RbdBacking> = {
   async open(b, o) {
     // Loaded on demand: it needs rblk_rbd.node, which a host without librbd lacks.
     const { RbdBackend } = await import('./rbd-backend.js');
-    return RbdBackend.open({
+    const options = {
       pool: b.pool,
       image: b.image,
       ...(b.namespace !== undefined ? { namespace: b.namespace } : {}),
@@ -113,6 +147,7 @@ export const rbdKind: BackendKind<RbdBacking> = {
       ...(b.keyring !== undefined ? { keyring: b.keyring } : {}),
       timeoutSeconds: b.timeoutSeconds,
       readOnly: o.readOnly,
-    }, b.fastPath);
+    };
+    return b.cloneParent !== undefined ? RbdBackend.openClone(options, b.cloneParent, b.fastPath) : RbdBackend.open(options, b.fastPath);
   },
 };
