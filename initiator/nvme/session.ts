@@ -112,6 +112,8 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
   readonly #o: { -readonly [K in keyof typeof NVME_DEFAULTS]: number } & { digests: { header: boolean; data: boolean } };
   #closed = false;
   readonly #sqfcOff: boolean;
+  /** The URL's nsid=, what open() opens without an argument. */
+  readonly #defaultNsid: number;
   /** When the last live path went down; null while one is live. */
   #downSince: number | null = null;
   #lastCause = 'not connected yet';
@@ -147,6 +149,7 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
       digests: { header: o.digests?.header ?? u.digests.header, data: o.digests?.data ?? u.digests.data },
     };
     this.#sqfcOff = o.disableSqFlowControl ?? u.disableSqFlowControl ?? false;
+    this.#defaultNsid = u.nsid ?? 1;
     this.#paths = u.paths.map((p) => new Path(p.address, p.port));
   }
 
@@ -364,9 +367,10 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
   /**
    * A namespace as a volume. NVMe names no volumes, so a name must be the
    * NSID, as a number or decimal string ("1", "nsid1"); rejects with
-   * 'INVALID' for an inactive or unknown NSID.
+   * 'INVALID' for an inactive or unknown NSID. Without one, the URL's
+   * `nsid=`, else 1.
    */
-  async open(nsidOrName: number | string = 1): Promise<NvmeVolume> {
+  async open(nsidOrName: number | string = this.#defaultNsid): Promise<NvmeVolume> {
     const nsid = typeof nsidOrName === 'number' ? nsidOrName : /^(?:nsid)?(\d+)$/i.exec(nsidOrName) ? Number(/(\d+)$/.exec(nsidOrName)![1]) : NaN;
     if (!Number.isInteger(nsid) || nsid < 1 || nsid > 0xfffffffe) {
       throw new RblkError('INVALID', `"${nsidOrName}": NVMe carries no volume names; open a namespace by its NSID (1..) — rblkd gives LUN n the NSID n + 1 unless the volume sets nsid:`);
