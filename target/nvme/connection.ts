@@ -15,7 +15,7 @@ import type { Socket } from 'node:net';
 import { crc32c } from '../../protocol/crc32c.js';
 import { buildCqe, cdw, FabricsType, SglId, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
 import { c2hData, capsuleResp, DIGEST_LENGTH, Fes, framePdu, icResp, PduType, r2t, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
-import { SessionIo, type Nexus } from '../scsi/index.js';
+import { nexusKey, SessionIo, type Nexus } from '../scsi/index.js';
 import { noNative, withMeta, type ConnectionEnvironment, type LogoutKind, type ServedConnection, type SessionInfo, type TargetLogger } from '../connection/environment.js';
 import { DhchapController } from './auth.js';
 import { Controller, inCapsuleBytes, type QueueConnection } from './controller.js';
@@ -207,6 +207,11 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   fence(why: string): void {
     this.#log.info(`NVMe/TCP connection fenced: ${why}`);
     this.#destroy(why);
+  }
+
+  /** QueueConnection.nexusKey: its host's I_T nexus (host NQN and listener) once connected, as its reservations name it. */
+  get nexusKey(): string | null {
+    return this.#nexus === null ? null : nexusKey(this.#nexus);
   }
 
   /** QueueConnection.end: the queue ends, its socket closed after what is queued is sent. */
