@@ -14,7 +14,7 @@
 import type { Socket } from 'node:net';
 import { crc32c } from '../../protocol/crc32c.js';
 import { buildCqe, cdw, FabricsType, SglId, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
-import { c2hData, capsuleResp, DIGEST_LENGTH, Fes, framePdu, icResp, PduType, r2t, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
+import { c2hData, capsuleResp, DIGEST_LENGTH, Fes, framePdu, icResp, PduStream, PduType, r2t, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
 import { nexusKey, SessionIo, type Nexus } from '../scsi/index.js';
 import { noNative, withMeta, type ConnectionEnvironment, type LogoutKind, type ServedConnection, type SessionInfo, type TargetLogger } from '../connection/environment.js';
 import { DhchapController } from './auth.js';
@@ -87,8 +87,8 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   #ended = false;
   #digests: Digests = { header: false, data: false };
   #hpda = 0;
-  #chunks: Buffer[] = [];
-  #have = 0;
+  /** The received bytes, cut into PDUs (protocol/nvme/pdu.ts, shared with the host's queue). */
+  readonly #in = new PduStream();
   #sqsize = 0;
   #sqhd = 0;
   #sqfcDisabled = false;
@@ -243,8 +243,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     this.#state = 'ending';
     if (this.#loginTimer) clearTimeout(this.#loginTimer);
     if (this.#fusedTimer) clearTimeout(this.#fusedTimer);
-    this.#chunks = [];
-    this.#have = 0;
+    this.#in.clear();
     const c = this.#controller;
     if (c) {
       if (c.queues.get(this.qid) === this) c.queues.delete(this.qid);
@@ -262,8 +261,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
 
   #onData(d: Buffer): void {
     if (this.#state === 'ending') return;
-    this.#chunks.push(d);
-    this.#have += d.length;
+    this.#in.push(d);
     try {
       this.#parse();
     } catch (e) {
@@ -272,28 +270,15 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     }
   }
 
-  #take(n: number, consume: boolean): Buffer {
-    let head = this.#chunks[0];
-    if (head.length < n) {
-      head = Buffer.concat(this.#chunks, this.#have);
-      this.#chunks = [head];
-    }
-    const out = head.subarray(0, n);
-    if (consume) {
-      if (head.length === n) this.#chunks.shift();
-      else this.#chunks[0] = head.subarray(n);
-      this.#have -= n;
-    }
-    return out;
-  }
-
   #parse(): void {
-    while (this.#state !== 'ending' && this.#have >= 8) {
-      const ch = readCommonHeader(this.#take(8, false));
+    const input = this.#in;
+    while (this.#state !== 'ending' && input.length >= 8) {
+      const ch = readCommonHeader(input.peek(8));
       const bad = checkHeader(ch, { beforeIc: this.#state === 'ic', digests: this.#digests, inCapsuleMax: Math.max(inCapsuleBytes(this.ctx.env), ADMIN_IN_CAPSULE) });
-      if (bad) return this.#terminate(bad, this.#take(Math.min(this.#have, ch.hlen || 8, 128), false));
-      if (this.#have < ch.plen) return;
-      const pdu = this.#take(ch.plen, true);
+      if (bad) return this.#terminate(bad, input.peek(Math.min(input.length, ch.hlen || 8, 128)));
+      if (input.length < ch.plen) return;
+      // One PDU as one buffer: a view when it came in one read, else its chunks joined (not the bytes after it).
+      const pdu = input.take(ch.plen);
       const fatal = this.#onPdu(ch, pdu);
       if (fatal) return this.#terminate(fatal, pdu.subarray(0, Math.min(ch.hlen, 128)));
     }
