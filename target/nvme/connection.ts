@@ -583,7 +583,10 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
 
   #complete(cmd: Cmd, c: Completion): void {
     // Each command completes once; a fused half that ends early ends its partner (Base 2.0 §3.4.2).
-    if (this.#inflight.get(cmd.cid) !== cmd) return;
+    if (this.#inflight.get(cmd.cid) !== cmd) {
+      c.release?.();
+      return;
+    }
     this.#inflight.delete(cmd.cid);
     cmd.finish();
     const pair = cmd.pair;
@@ -593,7 +596,10 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
       const partner = pair.first === cmd ? pair.second : pair.first;
       if (partner) this.#complete(partner, { status: Status.AbortFailedFused });
     }
-    if (this.#ended || this.#state === 'ending') return;
+    if (this.#ended || this.#state === 'ending') {
+      c.release?.();
+      return;
+    }
     const ok = c.status.sc === 0 && c.status.sct === 0;
     if (ok && c.data && c.data.length > 0) {
       const total = Math.min(c.data.length, cmd.sqe.readUInt32LE(32));
@@ -601,10 +607,11 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
         const n = Math.min(MAX_C2H_DATA, total - off);
         const last = off + n === total;
         const success = last && this.#sqfcDisabled;
-        this.#send(framePdu(c2hData(cmd.cid, off, n, last, success), c.data.subarray(off, off + n), this.#digests, this.#hpda));
+        // The data's memory goes back (c.release) once the socket has written its last piece.
+        this.#send(framePdu(c2hData(cmd.cid, off, n, last, success), c.data.subarray(off, off + n), this.#digests, this.#hpda), last ? c.release : undefined);
       }
       if (this.#sqfcDisabled) return;
-    }
+    } else c.release?.();
     this.#respond(cmd.cid, c);
   }
 
@@ -616,10 +623,17 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     return null;
   }
 
-  #send(pieces: Buffer[]): void {
-    if (this.socket.destroyed) return;
+  /** Writes a PDU's pieces; `written` runs once the socket is done with them (written, or failed with the connection). */
+  #send(pieces: Buffer[], written?: () => void): void {
+    if (this.socket.destroyed) {
+      written?.();
+      return;
+    }
     this.socket.cork();
-    for (const p of pieces) this.socket.write(p);
+    for (let i = 0; i < pieces.length; i++) {
+      if (written !== undefined && i === pieces.length - 1) this.socket.write(pieces[i], () => written());
+      else this.socket.write(pieces[i]);
+    }
     this.socket.uncork();
     if (this.socket.writableLength > OUTPUT_HIGH_WATER) this.socket.pause();
   }
