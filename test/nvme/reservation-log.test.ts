@@ -6,6 +6,7 @@
 // clears (docs/nvme.md "Reservations").
 import test from 'ava';
 import { buildSqe } from '../../protocol/nvme/command.js';
+import { PrType } from '../../protocol/scsi/opcodes.js';
 import { startNvme } from './fixture.js';
 import { decodeCqe, HOST_NQN, RawHost, rwSqe, type Result } from '../../bench/soak/nvme-raw-host.js';
 
@@ -153,4 +154,26 @@ test('more notices than a controller keeps: the oldest go, and LPC shows the gap
   t.is(first.readBigUInt64LE(0), 7n, 'pages 1-6 were dropped: the first kept is LPC 7');
   t.is(first[8], 1);
   t.is(first[9], 63, 'NALP: 63 more');
+});
+
+test("a SCSI initiator's preemption on the shared state: the NVMe host's log 80h says Registration Preempted", async (t) => {
+  const f = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);
+  t.teardown(() => f.close());
+  const admin = await RawHost.open(f.port);
+  t.teardown(() => admin.close());
+  const cntlid = await admin.enable(f.nqn);
+  const io = await RawHost.open(f.port);
+  t.teardown(() => io.close());
+  await io.initialize();
+  t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid })).statusField, 0);
+  const d = Buffer.alloc(16);
+  d.writeBigUInt64LE(0xan, 8);
+  t.is((await io.command(buildSqe({ opcode: 0x0d, cid: io.nextCid(), nsid: 1, sgl: { id: 0x01, length: 16 }, cdw: { 10: 0 } }), { data: d, inCapsule: true })).statusField, 0);
+  // The SCSI side's PERSISTENT RESERVE OUT, as test/nvme/scsi-state.test.ts drives it: register, then PREEMPT the NVMe host's key.
+  const r = f.volumes[0]!.lu.reservations;
+  const other = { nexusKey: 'iqn.2026-12.org.example:other\u0000iscsi:127.0.0.1:3260', initiator: 'iqn.2026-12.org.example:other' };
+  await r.register(other, 0n, 0xabcn, false);
+  await r.preempt(other.nexusKey, 0xabcn, 0xan, PrType.WRITE_EXCLUSIVE, 0);
+  const page = (await admin.admin(0x02, { length: 64, cdw: { 10: 0x80 | (15 << 16) } })).data;
+  t.deepEqual([page.readBigUInt64LE(0), page[8], page[9], page.readUInt32LE(12)], [1n, 1, 0, 1], 'LPC 1, Registration Preempted, none more, namespace 1');
 });
