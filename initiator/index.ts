@@ -53,6 +53,7 @@ export async function connectNvme(url: string, options: NvmeConnectOptions = {})
 
 export { NvmeSession, NVME_DEFAULTS, type NvmeConnectOptions, type NvmePathInfo, type NvmeSessionEvents } from './nvme/session.js';
 export { NvmeVolume, type NvmeIoOptions, type NvmeWriteOptions } from './nvme/volume.js';
+export { NvmeReservations, type NvmeRegistrant, type NvmeReservationStatus } from './nvme/reservations.js';
 export { parseNvmeUrl, isNvmeUrl, NVME_TCP_PORT, type NvmeUrl } from './nvme/url.js';
 export { Session, type ConnectionInfo, type SessionEvents, type SessionState } from './session.js';
 export { Volume, type IoOptions, type VolumeEvents, type WriteOptions, type WriteZeroesOptions } from './volume.js';

@@ -2,6 +2,8 @@
 // the CLI logs in: a URL names the target and volume, flags refine it, and
 // the secret comes from --secret-file or RBLK_SECRET, never from argv.
 import { isAbsolute, resolve } from 'node:path';
+import type { NvmeSession } from '../nvme/session.js';
+import type { NvmeVolume } from '../nvme/volume.js';
 import type { ConnectOptions } from '../options.js';
 import type { Session } from '../session.js';
 import { DEFAULT_PORT, parseRblkUrl, type RblkUrl } from '../url.js';
@@ -146,4 +148,69 @@ export async function withVolume<T>(url: string, a: ConnectionArgs, fn: (vol: Vo
 export function hostPort(u: RblkUrl): string {
   const host = u.address.includes(':') ? `[${u.address}]` : u.address;
   return u.port === DEFAULT_PORT ? host : `${host}:${u.port}`;
+}
+
+/** `nvme+tcp://...`, told apart without loading the NVMe host (docs/performance.md "Command start-up"). */
+export function isNvmeTarget(url: string): boolean {
+  return /^nvme\+tcp:\/\//i.test(url);
+}
+
+/** A volume of either protocol, with its session: what info, read, write and bench run on. */
+export type VolumeAt = { protocol: 'rblk'; vol: Volume; session: Session } | { protocol: 'nvme'; vol: NvmeVolume; session: NvmeSession };
+
+/** The rblk flags an NVMe/TCP session has no use for: refused rather than ignored. */
+const RBLK_ONLY = ['provider', 'initiator-name', 'target-name', 'secret-file', 'fast-path'] as const;
+
+/**
+ * An NVMe/TCP session for `nvme+tcp://host[:port]/<NQN>[?nsid=N&...]`
+ * (docs/nvme.md "The rblk library as an NVMe/TCP host"): --connections is
+ * its I/O queues, --connect-timeout its connect timeout, `queueDepth` each
+ * queue's entries; the host NQN comes from the URL's hostnqn= or the
+ * machine. A malformed URL or an rblk-only flag is a usage error.
+ */
+export async function openNvmeSession(url: string, a: ConnectionArgs, extra: { queueDepth?: number } = {}): Promise<NvmeSession> {
+  const given = RBLK_ONLY.filter((k) => a[k] !== undefined);
+  if (given.length > 0) throw new UsageError(`${given.map((k) => `--${k}`).join(', ')}: not for an nvme+tcp:// URL (the host NQN goes in the URL as ?hostnqn=)`);
+  const { parseNvmeUrl } = await import('../nvme/url.js');
+  let parsed;
+  try {
+    parsed = parseNvmeUrl(url);
+  } catch (e) {
+    throw new UsageError(e instanceof Error ? e.message : String(e));
+  }
+  const { DISCOVERY_NQN } = await import('../../protocol/nvme/command.js');
+  if (parsed.subnqn === DISCOVERY_NQN) throw new UsageError(`"${url}" names no subsystem (expected nvme+tcp://host[:port]/<subsystem NQN>[?nsid=N]; rblk discover lists them)`);
+  const { NvmeSession } = await import('../nvme/session.js');
+  const session = await NvmeSession.open(parsed, {
+    timeouts: { connectMs: parseDuration(a['connect-timeout'], '--connect-timeout') },
+    ...(a.connections !== undefined ? { queues: a.connections } : {}),
+    ...(extra.queueDepth !== undefined ? { queueDepth: extra.queueDepth } : {}),
+  });
+  if (a.debug === true) {
+    const log = new CliLogger('debug');
+    log.debug(`connected to ${session.subnqn} as ${session.hostnqn}: ${session.paths.map((p) => `${p.address}:${p.port} ${p.state}, controller ${p.cntlid}, ${p.ioQueues} I/O queue(s)`).join('; ')}; max transfer ${session.maxTransfer} bytes`);
+    session.on('pathDown', (p, why) => log.debug(`path ${p.address}:${p.port} down: ${why}`));
+    session.on('reconnect', (p) => log.debug(`path ${p.address}:${p.port} reconnected, controller ${p.cntlid}`));
+  }
+  return session;
+}
+
+/**
+ * withVolume for an rblk:// or an nvme+tcp:// URL: the namespace of an NVMe
+ * URL is its nsid= (1 without one). Closed after fn, as withVolume does.
+ */
+export async function withAnyVolume<T>(url: string, a: ConnectionArgs, fn: (v: VolumeAt) => Promise<T>, extra: { queueDepth?: number } = {}): Promise<T> {
+  if (!isNvmeTarget(url)) return withVolume(url, a, (vol, session) => fn({ protocol: 'rblk', vol, session }), extra);
+  const session = await openNvmeSession(url, a, extra);
+  try {
+    const vol = await session.open();
+    try {
+      return await fn({ protocol: 'nvme', vol, session });
+    } finally {
+      vol.close();
+      if (session.reconnects > 0) process.stderr.write(`rblk: the session reconnected ${session.reconnects} time(s) and reissued what was in flight\n`);
+    }
+  } finally {
+    await session.close();
+  }
 }

@@ -12,7 +12,7 @@
 import { connect as tcpConnect, type Socket } from 'node:net';
 import { crc32c } from '../../protocol/crc32c.js';
 import { connectData, connectSqe, isSuccess, parseCqe, SglId, type NvmeStatus } from '../../protocol/nvme/command.js';
-import { CH_LENGTH, DIGEST_LENGTH, Fes, framePdu, h2cData, HLEN, icReq, PduFlag, PduType, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
+import { CH_LENGTH, DIGEST_LENGTH, Fes, framePdu, h2cData, HLEN, icReq, PduFlag, PduStream, PduType, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
 import { RblkError } from '../errors.js';
 
 /** In-capsule data the admin queue always takes (TCP 1.0 §3.3: 8 KiB for admin and Fabrics commands). */
@@ -43,8 +43,16 @@ export interface Command {
   write?: Buffer;
   /** Controller-to-host bytes expected. */
   readLength?: number;
-  /** Where they go (readLength bytes); a new buffer when absent. Filled again if the command is reissued. */
+  /**
+   * Where they go (readLength bytes); a new buffer when absent. C2HData is
+   * copied into it straight from the socket's chunks, with no copy of the
+   * PDU between. Filled again if the command is reissued.
+   */
   readInto?: Buffer;
+  /** False: not sent again after its queue was lost (a reservation command's second effect could differ). Default true. */
+  idempotent?: boolean;
+  /** The registered buffer its data lies in (session.allocate()): not reissued once it is released. */
+  registered?: { readonly valid: boolean };
 }
 
 export interface QueueOptions {
@@ -100,8 +108,7 @@ export class NvmeQueue {
   /** Commands completed by a C2HData SUCCESS flag rather than a CapsuleResp. */
   bySuccessFlag = 0;
   #lost: QueueLostError | null = null;
-  #chunks: Buffer[] = [];
-  #have = 0;
+  readonly #in = new PduStream();
   readonly #pending = new Map<number, Pending>();
   readonly #waiting: (() => void)[] = [];
   #nextCid = 0;
@@ -260,8 +267,7 @@ export class NvmeQueue {
     this.#lost = new QueueLostError(`NVMe/TCP queue ${this.qid} at ${this.o.address}:${this.o.port}: ${why}`);
     this.socket.destroy();
     if (this.#sweep) clearInterval(this.#sweep);
-    this.#chunks = [];
-    this.#have = 0;
+    this.#in.clear();
     for (const p of this.#pending.values()) p.reject(this.#lost);
     this.#pending.clear();
     for (const w of this.#waiting.splice(0)) w();
@@ -289,8 +295,7 @@ export class NvmeQueue {
 
   #onData(d: Buffer): void {
     if (this.#lost) return;
-    this.#chunks.push(d);
-    this.#have += d.length;
+    this.#in.push(d);
     try {
       this.#parse();
     } catch (e) {
@@ -298,32 +303,19 @@ export class NvmeQueue {
     }
   }
 
-  #take(n: number, consume: boolean): Buffer {
-    let head = this.#chunks[0];
-    if (head.length < n) {
-      head = Buffer.concat(this.#chunks, this.#have);
-      this.#chunks = [head];
-    }
-    const out = head.subarray(0, n);
-    if (consume) {
-      if (head.length === n) this.#chunks.shift();
-      else this.#chunks[0] = head.subarray(n);
-      this.#have -= n;
-    }
-    return out;
-  }
-
   #parse(): void {
-    while (!this.#lost && this.#have >= CH_LENGTH) {
-      const ch = readCommonHeader(this.#take(CH_LENGTH, false));
+    const input = this.#in;
+    while (!this.#lost && input.length >= CH_LENGTH) {
+      const ch = readCommonHeader(input.peek(CH_LENGTH));
       const bad = this.#checkHeader(ch);
       if (bad) {
-        this.#fatal(bad.fes, bad.fei, bad.why, this.#take(Math.min(this.#have, 24), false));
+        this.#fatal(bad.fes, bad.fei, bad.why, input.peek(Math.min(input.length, 24)));
         return;
       }
-      if (this.#have < ch.plen) return;
-      // No copy: each PDU is parsed (and its data copied out) before the next read from the socket.
-      this.#onPdu(ch, this.#take(ch.plen, true));
+      if (input.length < ch.plen) return;
+      if (ch.type === PduType.C2HData) this.#c2hDataFrom(ch);
+      // Any other PDU is a header and at most a TermReq's 128 bytes: parsed as one buffer.
+      else this.#onPdu(ch, input.take(ch.plen));
     }
   }
 
@@ -364,15 +356,7 @@ export class NvmeQueue {
       return;
     }
     if (h.type === PduType.CapsuleResp) return this.#capsuleResp(pdu);
-    if (h.type === PduType.R2T) return this.#r2t(pdu);
-    const dd = this.#digests.data;
-    const data = pdu.subarray(h.pdo, h.plen - (dd ? DIGEST_LENGTH : 0));
-    // A data digest error loses the queue: the read is reissued on a new connection rather than trusted (§3.6.2.9).
-    if (dd && crc32c(data) !== pdu.readUInt32LE(h.plen - DIGEST_LENGTH)) {
-      this.#lose('C2HData data digest mismatch');
-      return;
-    }
-    this.#c2hData(h, pdu, data);
+    return this.#r2t(pdu);
   }
 
   /** CapsuleResp (§3.6.2.7): the CQE at bytes 8-23. */
@@ -386,26 +370,46 @@ export class NvmeQueue {
     this.#finish(p, { status: cqe.status, dw0: cqe.dw0, dw1: cqe.dw1, data: p.data });
   }
 
-  /** C2HData (§3.6.2.9): CCCID 8-9, DATAO 12-15, DATAL 16-19, in order; SUCCESS on the last completes the command without a CapsuleResp. */
-  #c2hData(h: CommonHeader, pdu: Buffer, data: Buffer): void {
-    const cccid = pdu.readUInt16LE(8);
-    const datao = pdu.readUInt32LE(12);
-    const datal = pdu.readUInt32LE(16);
+  /**
+   * C2HData (§3.6.2.9), whole in the stream: CCCID 8-9, DATAO 12-15, DATAL
+   * 16-19, in order; the header (and HDGST, and the padding to PDO) taken as
+   * one buffer, the data copied from the received chunks straight into the
+   * command's buffer (the caller's, for a read into a buffer), its DDGST
+   * computed on the way. SUCCESS on the last PDU completes the command
+   * without a CapsuleResp.
+   */
+  #c2hDataFrom(h: CommonHeader): void {
+    const input = this.#in;
+    const head = input.take(h.pdo);
+    if (this.#digests.header && crc32c(head, 0, 0, h.hlen) !== head.readUInt32LE(h.hlen)) {
+      this.#fatal(Fes.HeaderDigestError, 0, 'header digest mismatch', head.subarray(0, h.hlen));
+      return;
+    }
+    const dd = this.#digests.data;
+    const length = h.plen - h.pdo - (dd ? DIGEST_LENGTH : 0);
+    const cccid = head.readUInt16LE(8);
+    const datao = head.readUInt32LE(12);
+    const datal = head.readUInt32LE(16);
     const p = this.#pending.get(cccid);
     if (p === undefined || p.data === null) {
-      this.#fatal(Fes.InvalidHeaderField, 8, `C2HData for CID ${cccid}, which reads nothing outstanding`, pdu.subarray(0, 24));
+      this.#fatal(Fes.InvalidHeaderField, 8, `C2HData for CID ${cccid}, which reads nothing outstanding`, head.subarray(0, 24));
       return;
     }
-    if (datal !== data.length || datao !== p.received || datao + datal > p.data.length) {
-      this.#fatal(Fes.DataTransferOutOfRange, 12, `C2HData at ${datao}+${datal} (${data.length} bytes) for CID ${cccid}, expected offset ${p.received} of ${p.data.length}`, pdu.subarray(0, 24));
+    if (datal !== length || datao !== p.received || datao + datal > p.data.length) {
+      this.#fatal(Fes.DataTransferOutOfRange, 12, `C2HData at ${datao}+${datal} (${length} bytes) for CID ${cccid}, expected offset ${p.received} of ${p.data.length}`, head.subarray(0, 24));
       return;
     }
-    data.copy(p.data, datao);
+    const crc = input.copyOut(datal, p.data, datao, dd ? 0 : undefined);
+    // A data digest error loses the queue: the read is reissued on a new connection rather than trusted (§3.6.2.9).
+    if (dd && crc !== input.take(DIGEST_LENGTH).readUInt32LE(0)) {
+      this.#lose('C2HData data digest mismatch');
+      return;
+    }
     p.received += datal;
     const success = (h.flags & PduFlag.SUCCESS) !== 0;
     if (success) {
       if ((h.flags & PduFlag.LAST_PDU) === 0 || p.received !== p.data.length) {
-        this.#fatal(Fes.InvalidHeaderField, 1, `C2HData SUCCESS for CID ${cccid} before all its data`, pdu.subarray(0, 24));
+        this.#fatal(Fes.InvalidHeaderField, 1, `C2HData SUCCESS for CID ${cccid} before all its data`, head.subarray(0, 24));
         return;
       }
       this.bySuccessFlag++;

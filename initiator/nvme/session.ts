@@ -16,6 +16,7 @@ import { isSuccess, type NvmeStatus } from '../../protocol/nvme/command.js';
 import type { NamespaceInfo } from '../../protocol/nvme/identify.js';
 import { reconnectDelay } from '../backoff.js';
 import { RblkError } from '../errors.js';
+import { RegisteredBuffer } from '../registered-buffer.js';
 import { ANA_NON_OPTIMIZED, ANA_OPTIMIZED, NvmeController } from './controller.js';
 import { QueueLostError, type Command, type Completion } from './queue.js';
 import { errorForNvmeStatus, retryable } from './status.js';
@@ -111,11 +112,15 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
   readonly #o: { -readonly [K in keyof typeof NVME_DEFAULTS]: number } & { digests: { header: boolean; data: boolean } };
   #closed = false;
   readonly #sqfcOff: boolean;
+  /** The URL's nsid=, what open() opens without an argument. */
+  readonly #defaultNsid: number;
   /** When the last live path went down; null while one is live. */
   #downSince: number | null = null;
   #lastCause = 'not connected yet';
   readonly #changed = new Set<() => void>();
   readonly #volumes = new Set<NvmeVolume>();
+  /** Memory handed out by allocate() and not yet released. */
+  readonly #buffers = new Set<RegisteredBuffer>();
 
   private constructor(u: NvmeUrl, o: NvmeConnectOptions) {
     super();
@@ -144,6 +149,7 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
       digests: { header: o.digests?.header ?? u.digests.header, data: o.digests?.data ?? u.digests.data },
     };
     this.#sqfcOff = o.disableSqFlowControl ?? u.disableSqFlowControl ?? false;
+    this.#defaultNsid = u.nsid ?? 1;
     this.#paths = u.paths.map((p) => new Path(p.address, p.port));
   }
 
@@ -298,6 +304,8 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
     let timedOut: QueueLostError | null = null;
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) this.reissued++;
+      // A registered buffer released while its command waited to be reissued: nothing to carry (as the SCSI session does).
+      if (cmd.registered?.valid === false) throw new RblkError('BUFFER_RELEASED', `${what}: the registered buffer was released; allocate a new one`);
       let c: NvmeController;
       try {
         // The usual case, a controller ready now, without the wait's extra promise.
@@ -314,6 +322,9 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
         done = await c.pick().submit(cmd);
       } catch (e) {
         if (!(e instanceof QueueLostError)) throw e;
+        if (cmd.idempotent === false) {
+          throw new RblkError('CONNECTION_LOST', `${what}: the queue was lost with the command outstanding; it is not reissued because it is not idempotent (${e.why})`, { cause: e });
+        }
         timedOut = e.why.includes(' unanswered for ') ? e : null;
         // A controller that keeps coming back but never answers this command (a hung store) must not hold it forever.
         if (Date.now() - since > this.#o.lossMs) {
@@ -356,9 +367,10 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
   /**
    * A namespace as a volume. NVMe names no volumes, so a name must be the
    * NSID, as a number or decimal string ("1", "nsid1"); rejects with
-   * 'INVALID' for an inactive or unknown NSID.
+   * 'INVALID' for an inactive or unknown NSID. Without one, the URL's
+   * `nsid=`, else 1.
    */
-  async open(nsidOrName: number | string = 1): Promise<NvmeVolume> {
+  async open(nsidOrName: number | string = this.#defaultNsid): Promise<NvmeVolume> {
     const nsid = typeof nsidOrName === 'number' ? nsidOrName : /^(?:nsid)?(\d+)$/i.exec(nsidOrName) ? Number(/(\d+)$/.exec(nsidOrName)![1]) : NaN;
     if (!Number.isInteger(nsid) || nsid < 1 || nsid > 0xfffffffe) {
       throw new RblkError('INVALID', `"${nsidOrName}": NVMe carries no volume names; open a namespace by its NSID (1..) — rblkd gives LUN n the NSID n + 1 unless the volume sets nsid:`);
@@ -373,6 +385,28 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
     const v = new NvmeVolume(this, nsid, ns, ids);
     this.#volumes.add(v);
     return v;
+  }
+
+  /**
+   * Memory for the Volume API's registered-buffer I/O, as the SCSI session's
+   * allocate() gives (initiator/registered-buffer.ts), so the same code runs
+   * over both. NVMe/TCP has no RDMA: "zero copy" here means a read's
+   * C2HData is copied from the socket's chunks straight into this memory
+   * and a write's bytes go from it to the socket (in the capsule or as
+   * H2CData), with no intermediate buffer in JavaScript. There is no
+   * registration to make or undo: release() (or close()) makes every I/O
+   * through it, or through any view of it, fail BUFFER_RELEASED, and the
+   * memory is freed by the garbage collector once nothing uses it, so a
+   * command still in flight never writes into or sends freed memory
+   * (docs/nvme.md "Registered buffers").
+   */
+  allocate(size: number): RegisteredBuffer {
+    if (!Number.isSafeInteger(size) || size <= 0) throw new RangeError(`allocate(${size}): the size must be a positive integer`);
+    if (this.#closed) throw new RblkError('CONNECTION_LOST', 'allocate: the session is closed');
+    // Its own ArrayBuffer, never a slice of Node's pool: RegisteredBuffer.find knows a view by its ArrayBuffer.
+    const b = new RegisteredBuffer({ buffer: Buffer.from(new ArrayBuffer(size)), free: () => undefined }, size, (gone) => this.#buffers.delete(gone));
+    this.#buffers.add(b);
+    return b;
   }
 
   /** @internal NvmeVolume.close. */
@@ -395,6 +429,7 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
       p.state = 'closed';
     }
     for (const v of [...this.#volumes]) v.close();
+    for (const b of [...this.#buffers]) b.release();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

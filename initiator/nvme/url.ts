@@ -1,4 +1,4 @@
-// nvme+tcp URLs: nvme+tcp://host[:port][,host2[:port]...]/<subsystem NQN>[?hostnqn=...&digest=header,data&queues=N&sqflow=off]
+// nvme+tcp URLs: nvme+tcp://host[:port][,host2[:port]...]/<subsystem NQN>[?hostnqn=...&digest=header,data&queues=N&sqflow=off&nsid=N]
 // Several comma-separated addresses are several paths to one subsystem, in
 // order of preference (docs/nvme.md "The rblk library as an NVMe/TCP host").
 // As for rblk:// URLs (initiator/url.ts), a URL carries no secret.
@@ -18,6 +18,8 @@ export interface NvmeUrl {
   queues?: number;
   /** `sqflow=off`: SQ flow control disabled on the I/O queues (session.ts). */
   disableSqFlowControl?: boolean;
+  /** `nsid=N`: the namespace session.open() opens without an argument (and the CLI's volume); 1 when absent. */
+  nsid?: number;
 }
 
 export function isNvmeUrl(text: string): boolean {
@@ -62,7 +64,12 @@ export function parseNvmeUrl(text: string): NvmeUrl {
     } else if (k === 'sqflow') {
       if (v !== 'on' && v !== 'off') throw new RangeError(`sqflow ${v}: on or off`);
       out.disableSqFlowControl = v === 'off';
-    } else throw new RangeError(`"${text}": unknown parameter "${k}" (known: hostnqn, digest, queues, sqflow)`);
+    } else if (k === 'nsid') {
+      const n = Number(v);
+      // NSID 0 and FFFFFFFFh are not namespaces (Base 2.0 §3.2.1.2).
+      if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < 1 || n > 0xfffffffe) throw new RangeError(`nsid ${v} is not an integer in 1..4294967294`);
+      out.nsid = n;
+    } else throw new RangeError(`"${text}": unknown parameter "${k}" (known: hostnqn, digest, queues, sqflow, nsid)`);
   }
   return out;
 }

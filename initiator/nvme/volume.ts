@@ -11,7 +11,9 @@ import { abortable } from '../abort.js';
 import type { BlockDevice } from '../block-device.js';
 import { asBuffer } from '../bytes.js';
 import { RblkError } from '../errors.js';
+import { RegisteredBuffer } from '../registered-buffer.js';
 import type { Command } from './queue.js';
+import { NvmeReservations } from './reservations.js';
 import type { NvmeSession } from './session.js';
 
 /** NLB is 16 bits, 0's based (NVM 1.0 §3.2.4 CDW12): 65,536 blocks per command at most. */
@@ -49,6 +51,8 @@ export class NvmeVolume implements BlockDevice {
   readonly nguid: string;
   /** The namespace's UUID from its descriptor list (CNS 03h, NIDT 3h), when it has one. */
   readonly uuid: string | null;
+  /** Reservation Register/Acquire/Release/Report with the SCSI volume's calls (reservations.ts). */
+  readonly reservations: NvmeReservations;
   #closed = false;
 
   /** @internal Built by NvmeSession.open. */
@@ -66,6 +70,7 @@ export class NvmeVolume implements BlockDevice {
     this.canDiscard = ns.thin && ns.deallocatedReadsZeroes;
     this.nguid = ns.nguid;
     this.uuid = ids.uuid ?? null;
+    this.reservations = new NvmeReservations((cmd, what) => this.command(cmd, what), nsid, session.hostid);
   }
 
   get maxTransfer(): number {
@@ -113,25 +118,45 @@ export class NvmeVolume implements BlockDevice {
     return (await this.session.run(this.nsid, cmd, what)).data;
   }
 
-  /** Reads length bytes at offset (or fills the given buffer from offset). */
-  async read(offset: number, target: number | Uint8Array, opts: NvmeIoOptions = {}): Promise<Buffer> {
-    const into = typeof target === 'number' ? null : asBuffer(target, 'read: the second argument', 'a length, or a Buffer or Uint8Array to fill');
+  /**
+   * The registered buffer `buf` lies in, if any; BUFFER_RELEASED when it was
+   * released (its views do not read as empty over NVMe/TCP, so the check is
+   * the registration's, as the SCSI volume's live() makes it).
+   */
+  #registered(op: string, offset: number, buf: Buffer): RegisteredBuffer | undefined {
+    const reg = RegisteredBuffer.find(buf);
+    if (reg === undefined) return undefined;
+    if (!reg.registered.valid) throw new RblkError('BUFFER_RELEASED', `${this.#what(op, offset, buf.length > 0 ? buf.length : reg.registered.length)}: the registered buffer was released; allocate a new one`);
+    return reg.registered;
+  }
+
+  /**
+   * Reads length bytes at offset, or fills the given buffer (a Buffer,
+   * Uint8Array, or registered buffer from allocate()) from offset. The data
+   * lands in the caller's buffer straight from the socket (queue.ts
+   * c2hDataFrom). With a signal, an ordinary buffer is filled only when the
+   * read succeeds (a fresh one is read and copied); registered memory is
+   * read into directly even then, as on the SCSI volume.
+   */
+  async read(offset: number, target: number | Uint8Array | RegisteredBuffer, opts: NvmeIoOptions = {}): Promise<Buffer> {
+    const into = typeof target === 'number' ? null : target instanceof RegisteredBuffer ? target.buffer : asBuffer(target, 'read: the second argument', 'a length, or a Buffer, Uint8Array or RegisteredBuffer to fill');
+    const reg = into === null ? undefined : this.#registered('read', offset, into);
     const length = into === null ? (target as number) : into.length;
     this.#check('read', offset, length);
     const signal = opts.signal;
-    if (signal === undefined) return this.#read(offset, length, into ?? Buffer.allocUnsafe(length));
+    if (signal === undefined || reg !== undefined) return abortable(signal, this.#what('read', offset, length), () => this.#read(offset, length, into ?? Buffer.allocUnsafe(length), reg));
     return abortable(signal, this.#what('read', offset, length), async () => {
-      const fresh = await this.#read(offset, length, Buffer.allocUnsafe(length));
+      const fresh = await this.#read(offset, length, Buffer.allocUnsafe(length), undefined);
       if (into === null) return fresh;
       if (!signal.aborted) fresh.copy(into);
       return into;
     });
   }
 
-  async #read(offset: number, length: number, out: Buffer): Promise<Buffer> {
-    // C2HData lands in `out` directly (queue.ts readInto): no copy after.
+  async #read(offset: number, length: number, out: Buffer, registered: RegisteredBuffer | undefined): Promise<Buffer> {
+    // C2HData lands in `out` directly (queue.ts c2hDataFrom): no copy after.
     const one = (at: number, n: number): Promise<Buffer | null> =>
-      this.command({ sqe: this.#rw(IoOpcode.Read, at, n), readLength: n, readInto: out.subarray(at - offset, at - offset + n) }, this.#what('read', at, n));
+      this.command({ sqe: this.#rw(IoOpcode.Read, at, n), readLength: n, readInto: out.subarray(at - offset, at - offset + n), registered }, this.#what('read', at, n));
     if (length <= this.maxTransfer) await one(offset, length);
     else await Promise.all(this.#pieces(offset, length, this.maxTransfer).map((p) => one(p.at, p.length)));
     return out;
@@ -141,16 +166,27 @@ export class NvmeVolume implements BlockDevice {
     await this.read(offset, into, opts);
   }
 
-  /** Writes data at offset; with fua, each command is durable before it completes. */
-  async write(offset: number, data: Uint8Array, opts: NvmeWriteOptions = {}): Promise<void> {
-    const buf = asBuffer(data, 'write: the data', 'a Buffer or Uint8Array');
+  /** Memory for registered-buffer I/O (NvmeSession.allocate): the same call as the SCSI volume's. */
+  allocate(length: number): RegisteredBuffer {
+    return this.session.allocate(length);
+  }
+
+  /**
+   * Writes data (a Buffer, Uint8Array or registered buffer) at offset; with
+   * fua, each command is durable before it completes. The bytes go from the
+   * caller's buffer to the socket, in the capsule or as H2CData, uncopied;
+   * change them only after the write resolves.
+   */
+  async write(offset: number, data: Uint8Array | RegisteredBuffer, opts: NvmeWriteOptions = {}): Promise<void> {
+    const buf = data instanceof RegisteredBuffer ? data.buffer : asBuffer(data, 'write: the data', 'a Buffer, Uint8Array or RegisteredBuffer');
+    const registered = this.#registered('write', offset, buf);
     this.#check('write', offset, buf.length);
     if (this.readOnly) throw new RblkError('WRITE_PROTECTED', `${this.#what('write', offset, buf.length)}: the namespace is write protected (NSATTR bit 0)`);
     const fua = opts.fua === true ? 1 << 30 : 0;
     await abortable(opts.signal, this.#what('write', offset, buf.length), async () => {
       await Promise.all(
         this.#pieces(offset, buf.length, this.maxTransfer).map((p) =>
-          this.command({ sqe: this.#rw(IoOpcode.Write, p.at, p.length, fua), write: buf.subarray(p.at - offset, p.at - offset + p.length) }, this.#what('write', p.at, p.length)),
+          this.command({ sqe: this.#rw(IoOpcode.Write, p.at, p.length, fua), write: buf.subarray(p.at - offset, p.at - offset + p.length), registered }, this.#what('write', p.at, p.length)),
         ),
       );
     });

@@ -24,6 +24,11 @@ export const IoOpcode = {
   WriteZeroes: 0x08,
   DatasetManagement: 0x09,
   Verify: 0x0c,
+  /** Reservation commands (NVM Command Set 1.0 §3.2.5-§3.2.8; Base 2.0 §8.19). */
+  ReservationRegister: 0x0d,
+  ReservationReport: 0x0e,
+  ReservationAcquire: 0x11,
+  ReservationRelease: 0x15,
 } as const;
 
 /** Fabrics Command Type, SQE byte 4 of opcode 7Fh (NVMe-oF 1.1 §3.1, Figure "Fabrics Command Type"). */

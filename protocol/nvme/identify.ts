@@ -180,6 +180,24 @@ export function changedNamespaceList(nsids: readonly number[]): Buffer {
   return b;
 }
 
+/** Reservation Notification Log Page Type, RNLPT (Base 2.0 §5.16.1, "Reservation Notification (Log Page Identifier 80h)"). */
+export const ReservationNotice = { Empty: 0x0, RegistrationPreempted: 0x1, ReservationReleased: 0x2, ReservationPreempted: 0x3 } as const;
+
+/**
+ * Reservation Notification log, 80h (Base 2.0 §5.16.1, "Reservation
+ * Notification (Log Page Identifier 80h)"), 64 bytes: Log Page Count 0-7,
+ * RNLPT byte 8, Number of Available Log Pages (NALP) byte 9, NSID 12-15. All
+ * zero (LPC 0, type Empty) when no page is waiting.
+ */
+export function reservationNotificationLog(o: { lpc: bigint; type: number; available: number; nsid: number }): Buffer {
+  const b = Buffer.alloc(64);
+  b.writeBigUInt64LE(o.lpc, 0);
+  b[8] = o.type;
+  b[9] = Math.min(0xff, o.available);
+  b.writeUInt32LE(o.nsid >>> 0, 12);
+  return b;
+}
+
 /** ANA states (Base 2.0 §8.20.3): Optimized, Non-Optimized, Inaccessible, Persistent Loss, Change. */
 export const AnaState = { Optimized: 0x01, NonOptimized: 0x02, Inaccessible: 0x03, PersistentLoss: 0x04, Change: 0x0f } as const;
 

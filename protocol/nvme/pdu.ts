@@ -200,3 +200,85 @@ export function termReq(type: typeof PduType.H2CTermReq | typeof PduType.C2HTerm
   h.writeUInt32LE(fei >>> 0, 10);
   return h;
 }
+
+/**
+ * The received byte stream of one NVMe/TCP connection, cut into PDUs
+ * (§3.6.1: a PDU's common header gives its PLEN, and PDUs follow each other
+ * with nothing between). Socket reads arrive in chunks that split PDUs
+ * anywhere; the stream keeps them as they came and joins bytes only where a
+ * caller needs one contiguous header. Data can instead be copied out
+ * straight from the chunks into its destination (copyOut), so a C2HData's
+ * payload reaches the reader's buffer without an intermediate copy of the
+ * whole PDU. Used by the host queue (initiator/nvme/queue.ts) and the
+ * target's connection (target/nvme/connection.ts).
+ */
+export class PduStream {
+  #chunks: Buffer[] = [];
+  #have = 0;
+
+  /** Bytes received and not yet consumed. */
+  get length(): number {
+    return this.#have;
+  }
+
+  push(d: Buffer): void {
+    if (d.length === 0) return;
+    this.#chunks.push(d);
+    this.#have += d.length;
+  }
+
+  /** Drops everything held (the connection is gone). */
+  clear(): void {
+    this.#chunks = [];
+    this.#have = 0;
+  }
+
+  /** The first n bytes (n ≤ length), not consumed: a view when they lie in one chunk, else the chunks they span joined once. */
+  peek(n: number): Buffer {
+    if (n > this.#have) throw new RangeError(`PduStream.peek(${n}) with ${this.#have} bytes held`);
+    let head = this.#chunks[0];
+    if (head.length < n) {
+      let k = 1;
+      let sum = head.length;
+      while (sum < n) sum += this.#chunks[k++].length;
+      head = Buffer.concat(this.#chunks.slice(0, k), sum);
+      this.#chunks.splice(0, k, head);
+    }
+    return head.subarray(0, n);
+  }
+
+  /** The first n bytes, consumed (a view, as peek). Valid until the chunks it views are released by the socket's owner: parse it before the next read. */
+  take(n: number): Buffer {
+    const out = this.peek(n);
+    this.skip(n);
+    return out;
+  }
+
+  /** Consumes n bytes without looking at them. */
+  skip(n: number): void {
+    this.copyOut(n, null, 0);
+  }
+
+  /**
+   * Consumes n bytes, copying them into dest from `at` straight from the
+   * received chunks (dest null: nowhere), and returns their CRC32C
+   * continued from `crc` when one is given (the data digest, §3.6.2.6), else 0.
+   */
+  copyOut(n: number, dest: Buffer | null, at: number, crc?: number): number {
+    if (n > this.#have) throw new RangeError(`PduStream.copyOut(${n}) with ${this.#have} bytes held`);
+    let left = n;
+    let c = crc ?? 0;
+    while (left > 0) {
+      const head = this.#chunks[0];
+      const m = Math.min(left, head.length);
+      if (crc !== undefined) c = crc32c(head, c, 0, m);
+      if (dest !== null) head.copy(dest, at, 0, m);
+      at += m;
+      left -= m;
+      if (m === head.length) this.#chunks.shift();
+      else this.#chunks[0] = head.subarray(m);
+    }
+    this.#have -= n;
+    return crc === undefined ? 0 : c;
+  }
+}

@@ -14,8 +14,8 @@
 import type { Socket } from 'node:net';
 import { crc32c } from '../../protocol/crc32c.js';
 import { buildCqe, cdw, FabricsType, SglId, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
-import { c2hData, capsuleResp, DIGEST_LENGTH, Fes, framePdu, icResp, PduType, r2t, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
-import { SessionIo, type Nexus } from '../scsi/index.js';
+import { c2hData, capsuleResp, DIGEST_LENGTH, Fes, framePdu, icResp, PduStream, PduType, r2t, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
+import { nexusKey, SessionIo, type Nexus } from '../scsi/index.js';
 import { noNative, withMeta, type ConnectionEnvironment, type LogoutKind, type ServedConnection, type SessionInfo, type TargetLogger } from '../connection/environment.js';
 import { DhchapController } from './auth.js';
 import { Controller, inCapsuleBytes, type QueueConnection } from './controller.js';
@@ -87,8 +87,8 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   #ended = false;
   #digests: Digests = { header: false, data: false };
   #hpda = 0;
-  #chunks: Buffer[] = [];
-  #have = 0;
+  /** The received bytes, cut into PDUs (protocol/nvme/pdu.ts, shared with the host's queue). */
+  readonly #in = new PduStream();
   #sqsize = 0;
   #sqhd = 0;
   #sqfcDisabled = false;
@@ -209,6 +209,11 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     this.#destroy(why);
   }
 
+  /** QueueConnection.nexusKey: its host's I_T nexus (host NQN and listener) once connected, as its reservations name it. */
+  get nexusKey(): string | null {
+    return this.#nexus === null ? null : nexusKey(this.#nexus);
+  }
+
   /** QueueConnection.end: the queue ends, its socket closed after what is queued is sent. */
   end(why: string): void {
     if (this.#ended) return;
@@ -238,8 +243,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     this.#state = 'ending';
     if (this.#loginTimer) clearTimeout(this.#loginTimer);
     if (this.#fusedTimer) clearTimeout(this.#fusedTimer);
-    this.#chunks = [];
-    this.#have = 0;
+    this.#in.clear();
     const c = this.#controller;
     if (c) {
       if (c.queues.get(this.qid) === this) c.queues.delete(this.qid);
@@ -257,8 +261,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
 
   #onData(d: Buffer): void {
     if (this.#state === 'ending') return;
-    this.#chunks.push(d);
-    this.#have += d.length;
+    this.#in.push(d);
     try {
       this.#parse();
     } catch (e) {
@@ -267,28 +270,15 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     }
   }
 
-  #take(n: number, consume: boolean): Buffer {
-    let head = this.#chunks[0];
-    if (head.length < n) {
-      head = Buffer.concat(this.#chunks, this.#have);
-      this.#chunks = [head];
-    }
-    const out = head.subarray(0, n);
-    if (consume) {
-      if (head.length === n) this.#chunks.shift();
-      else this.#chunks[0] = head.subarray(n);
-      this.#have -= n;
-    }
-    return out;
-  }
-
   #parse(): void {
-    while (this.#state !== 'ending' && this.#have >= 8) {
-      const ch = readCommonHeader(this.#take(8, false));
+    const input = this.#in;
+    while (this.#state !== 'ending' && input.length >= 8) {
+      const ch = readCommonHeader(input.peek(8));
       const bad = checkHeader(ch, { beforeIc: this.#state === 'ic', digests: this.#digests, inCapsuleMax: Math.max(inCapsuleBytes(this.ctx.env), ADMIN_IN_CAPSULE) });
-      if (bad) return this.#terminate(bad, this.#take(Math.min(this.#have, ch.hlen || 8, 128), false));
-      if (this.#have < ch.plen) return;
-      const pdu = this.#take(ch.plen, true);
+      if (bad) return this.#terminate(bad, input.peek(Math.min(input.length, ch.hlen || 8, 128)));
+      if (input.length < ch.plen) return;
+      // One PDU as one buffer: a view when it came in one read, else its chunks joined (not the bytes after it).
+      const pdu = input.take(ch.plen);
       const fatal = this.#onPdu(ch, pdu);
       if (fatal) return this.#terminate(fatal, pdu.subarray(0, Math.min(ch.hlen, 128)));
     }
@@ -593,7 +583,10 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
 
   #complete(cmd: Cmd, c: Completion): void {
     // Each command completes once; a fused half that ends early ends its partner (Base 2.0 §3.4.2).
-    if (this.#inflight.get(cmd.cid) !== cmd) return;
+    if (this.#inflight.get(cmd.cid) !== cmd) {
+      c.release?.();
+      return;
+    }
     this.#inflight.delete(cmd.cid);
     cmd.finish();
     const pair = cmd.pair;
@@ -603,7 +596,10 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
       const partner = pair.first === cmd ? pair.second : pair.first;
       if (partner) this.#complete(partner, { status: Status.AbortFailedFused });
     }
-    if (this.#ended || this.#state === 'ending') return;
+    if (this.#ended || this.#state === 'ending') {
+      c.release?.();
+      return;
+    }
     const ok = c.status.sc === 0 && c.status.sct === 0;
     if (ok && c.data && c.data.length > 0) {
       const total = Math.min(c.data.length, cmd.sqe.readUInt32LE(32));
@@ -611,10 +607,11 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
         const n = Math.min(MAX_C2H_DATA, total - off);
         const last = off + n === total;
         const success = last && this.#sqfcDisabled;
-        this.#send(framePdu(c2hData(cmd.cid, off, n, last, success), c.data.subarray(off, off + n), this.#digests, this.#hpda));
+        // The data's memory goes back (c.release) once the socket has written its last piece.
+        this.#send(framePdu(c2hData(cmd.cid, off, n, last, success), c.data.subarray(off, off + n), this.#digests, this.#hpda), last ? c.release : undefined);
       }
       if (this.#sqfcDisabled) return;
-    }
+    } else c.release?.();
     this.#respond(cmd.cid, c);
   }
 
@@ -626,10 +623,17 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     return null;
   }
 
-  #send(pieces: Buffer[]): void {
-    if (this.socket.destroyed) return;
+  /** Writes a PDU's pieces; `written` runs once the socket is done with them (written, or failed with the connection). */
+  #send(pieces: Buffer[], written?: () => void): void {
+    if (this.socket.destroyed) {
+      written?.();
+      return;
+    }
     this.socket.cork();
-    for (const p of pieces) this.socket.write(p);
+    for (let i = 0; i < pieces.length; i++) {
+      if (written !== undefined && i === pieces.length - 1) this.socket.write(pieces[i], () => written());
+      else this.socket.write(pieces[i]);
+    }
     this.socket.uncork();
     if (this.socket.writableLength > OUTPUT_HIGH_WATER) this.socket.pause();
   }

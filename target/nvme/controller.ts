@@ -14,10 +14,13 @@ import {
   identifyController,
   identifyNamespace,
   namespaceDescriptors,
+  ReservationNotice,
+  reservationNotificationLog,
   smartLog,
   VERSION_2_0,
   type DiscoveryEntry,
 } from '../../protocol/nvme/identify.js';
+import type { SenseCode } from '../../protocol/scsi/sense-codes.js';
 import type { ConnectionEnvironment, TargetLogger } from '../connection/environment.js';
 import type { Completion, Namespace, PreparedIo } from './io.js';
 import { RESCAP } from './reservations.js';
@@ -26,6 +29,8 @@ import type { Subsystem } from './subsystem.js';
 /** What a controller needs of one of its queues' connections. */
 export interface QueueConnection {
   readonly qid: number;
+  /** Its host's I_T nexus key (host NQN and listener) once connected: whose reservation notices it hears. */
+  readonly nexusKey: string | null;
   /** Ends the connection (the controller went away). */
   end(why: string): void;
 }
@@ -38,6 +43,21 @@ export const MAX_IO_QUEUES = 64;
 export const MIN_ADMIN_QUEUE = 32;
 /** Keep Alive granularity reported (KAS), 100 ms units. */
 const KAS = 10;
+/** Reservation notification log pages a controller keeps for its host; past this the oldest go (LPC still counts them). */
+export const MAX_RESERVATION_NOTICES = 64;
+/** Reservation Notification Mask (feature 82h) bits: REGPRE 1, RESREL 2, RESPRE 3 (Base 2.0 §5.27.1, "Reservation Notification Mask"). */
+const RESV_MASK_BITS = (1 << 1) | (1 << 2) | (1 << 3);
+/** AER completion DW0: type 6h I/O Command Set specific, information 00h Reservation Log Page Available, log page 80h (Base 2.0 §5.2). */
+const AEN_RESERVATION_LOG = 0x800006;
+
+/** The SPC-5 unit attention a reservation change raises (5.14.11) → the NVMe notice of the same occasion (Base 2.0 §8.19). */
+function noticeType(code: SenseCode): number {
+  if (code.asc !== 0x2a) return ReservationNotice.Empty;
+  if (code.ascq === 0x05) return ReservationNotice.RegistrationPreempted;
+  if (code.ascq === 0x04) return ReservationNotice.ReservationReleased;
+  if (code.ascq === 0x03) return ReservationNotice.ReservationPreempted;
+  return ReservationNotice.Empty;
+}
 
 export interface ControllerOptions {
   readonly cntlid: number;
@@ -78,6 +98,16 @@ export class Controller {
   /** The ANA state last reported, and how often it changed (the ANA log's CHGCNT). */
   #anaState = 0;
   #anaChanges = 0n;
+  /** Reservation notification log pages not yet read, oldest first, each with its Log Page Count. */
+  readonly #notices: { lpc: bigint; type: number; nsid: number }[] = [];
+  /** The Log Page Count of the last page made (Base 2.0: it wraps from FFFFFFFFFFFFFFFFh to 1). */
+  #lpc = 0n;
+  /** Reservation Notification Mask per NSID (feature 82h): bit n masks type n. */
+  readonly #resvMask = new Map<number, number>();
+  /** A Reservation Log Page Available event was sent and the log not read since: no other until it is (Base 2.0 §5.2). */
+  #resvAenSent = false;
+  /** The listeners this controller put on its namespaces' reservations, taken off when they change or it ends. */
+  #unlisten: (() => void)[] = [];
 
   constructor(private readonly o: ControllerOptions) {
     this.cntlid = o.cntlid;
@@ -87,6 +117,7 @@ export class Controller {
     this.#kato = o.kato;
     if (!o.discovery) this.namespaces = this.#lookup();
     this.#anaState = this.anaState();
+    this.#listenReservations();
     o.subsystem.controllers.set(this.cntlid, this);
     this.keepAlive();
   }
@@ -118,9 +149,52 @@ export class Controller {
       if (a?.lu !== b?.lu || a?.access !== b?.access) this.#changed.add(n);
     }
     this.namespaces = next;
+    this.#listenReservations();
     // Event type 2h Notice, information 00h Namespace Attribute Changed, log page 04h (Base 2.0 §5.2, Figure "AER Completion").
     if (this.#changed.size > 0 && (this.#aec & (1 << 8)) !== 0) this.#raise(0x040002);
     this.checkAna();
+  }
+
+  /** Hears the reservation notices of each namespace's volume (target/scsi/reservations.ts noticeListeners). */
+  #listenReservations(): void {
+    for (const f of this.#unlisten.splice(0)) f();
+    for (const ns of this.namespaces.values()) {
+      const listener = (key: string, code: SenseCode): void => this.#reservationNotice(ns.nsid, key, code);
+      const set = ns.lu.reservations.noticeListeners;
+      set.add(listener);
+      this.#unlisten.push(() => set.delete(listener));
+    }
+  }
+
+  /**
+   * A reservation notice for `nexusKey` on namespace nsid: when it is this
+   * controller's host (the nexus of one of its queues) and the type is not
+   * masked (feature 82h), a Reservation Notification log page is made and,
+   * unless one is already outstanding, the Reservation Log Page Available
+   * event completes an AER (Base 2.0 §8.19 "Reservation Notifications", §5.2).
+   */
+  #reservationNotice(nsid: number, key: string, code: SenseCode): void {
+    if (this.#ended || this.namespaces.get(nsid) === undefined) return;
+    if (![...this.queues.values()].some((q) => q.nexusKey === key)) return;
+    const type = noticeType(code);
+    if (type === ReservationNotice.Empty || ((this.#resvMask.get(nsid) ?? 0) & (1 << type)) !== 0) return;
+    this.#lpc = this.#lpc === 0xffffffffffffffffn ? 1n : this.#lpc + 1n;
+    this.#notices.push({ lpc: this.#lpc, type, nsid });
+    // Too many unread: the oldest is lost, which the host sees as a gap in LPC.
+    if (this.#notices.length > MAX_RESERVATION_NOTICES) this.#notices.shift();
+    if (!this.#resvAenSent) {
+      this.#resvAenSent = true;
+      this.#raise(AEN_RESERVATION_LOG);
+    }
+  }
+
+  /** Log 80h: the oldest page, removed as it is read (LPOL 0), with how many more wait; all zero when none does. */
+  #reservationLog(offset: number, rae: boolean): Buffer {
+    const next = offset === 0 ? this.#notices.shift() : this.#notices[0];
+    // Reading the log (RAE clear) lets the next notice raise an event again.
+    if (!rae) this.#resvAenSent = false;
+    if (next === undefined) return Buffer.alloc(64);
+    return reservationNotificationLog({ lpc: next.lpc, type: next.type, available: this.#notices.length - (offset === 0 ? 0 : 1), nsid: next.nsid });
   }
 
   #raise(event: number): void {
@@ -195,6 +269,7 @@ export class Controller {
     this.o.log.info(`NVMe controller ${this.cntlid} of ${this.hostnqn} ends: ${why}`);
     if (this.o.subsystem.controllers.get(this.cntlid) === this) this.o.subsystem.controllers.delete(this.cntlid);
     this.#aers.length = 0;
+    for (const f of this.#unlisten.splice(0)) f();
     for (const q of [...this.queues.values()]) q.end(why);
   }
 
@@ -332,6 +407,7 @@ export class Controller {
       const rgo = ((cdw(sqe, 10) >> 8) & 1) === 1;
       page = anaLog(this.#anaChanges, [{ id: this.anaGroup, state: this.#anaState, nsids: [...this.namespaces.keys()] }], rgo);
     }
+    else if (lid === 0x80) page = this.#reservationLog(offset, (cdw(sqe, 10) & (1 << 15)) !== 0);
     else if (lid === 0x04) {
       page = changedNamespaceList([...this.#changed].sort((a, b) => a - b));
       // Reading it clears it, and re-arms the notice unless RAE (CDW10 bit 15) is set (§5.16.1.5).
@@ -411,6 +487,22 @@ export class Controller {
         // on fabrics it is set by Connect only (NVMe-oF 1.1 §3.3), so Set Features is refused.
         if (set || (v & 1) === 0) return { status: Status.InvalidField };
         return { status: Status.Success, data: Buffer.from(this.hostid) };
+      case 0x82: {
+        // Reservation Notification Mask (Base 2.0 §5.27.1, "Reservation Notification Mask"): namespace specific,
+        // CDW11 REGPRE bit 1, RESREL bit 2, RESPRE bit 3; Set with NSID FFFFFFFFh sets every attached namespace's.
+        if (this.discovery) return { status: Status.InvalidField };
+        const nsid = sqe.readUInt32LE(4);
+        if (set && nsid === 0xffffffff) {
+          for (const n of this.namespaces.keys()) this.#resvMask.set(n, v & RESV_MASK_BITS);
+          return { status: Status.Success };
+        }
+        if (!this.namespaces.has(nsid)) return { status: nsid === 0xffffffff ? Status.InvalidField : Status.InvalidNamespace };
+        if (set) {
+          this.#resvMask.set(nsid, v & RESV_MASK_BITS);
+          return { status: Status.Success };
+        }
+        return { status: Status.Success, dw0: this.#resvMask.get(nsid) ?? 0 };
+      }
       case 0x06:
         // Volatile Write Cache (§5.27.1.4): WCE bit 0; on, as the backends honour Flush and FUA.
         if (this.discovery) return { status: Status.InvalidField };

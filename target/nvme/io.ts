@@ -9,7 +9,7 @@ import { isMiscompare } from '../backend/backend.js';
 import { nexusKey, type Access, type LogicalUnit, type Nexus } from '../scsi/index.js';
 import type { PrClass } from '../scsi/reservations.js';
 import type { QosDirection } from '../scsi/qos-bucket.js';
-import { withScratch } from '../scsi/scratch.js';
+import { acquireScratch, withScratch } from '../scsi/scratch.js';
 import { prepareReservation, ResvOpcode } from './reservations.js';
 import { statusForError, type NvmeIoKind } from './status.js';
 
@@ -27,6 +27,11 @@ export interface Completion {
   dw1?: number;
   /** Controller-to-host data (C2HData). */
   data?: Buffer;
+  /**
+   * Gives `data`'s memory back (a pooled scratch slot): the connection calls
+   * it once the data is written to the socket, or at once when it is not sent.
+   */
+  release?: () => void;
 }
 
 /** A command checked before its data moves: how much data and which way, and what runs it. */
@@ -95,11 +100,34 @@ async function readBlocks(lu: LogicalUnit, length: number, offset: number): Prom
     await lu.backend.read(buf, offset);
     return buf;
   }
-  // A copy out of the scratch slot: the data is still being sent (C2HData) after the slot is reused.
+  // A copy out of the scratch slot, for the callers that keep the data (Verify, Compare);
+  // a Read sends the slot itself (readForSend).
   return withScratch(length, async (s) => {
     await lu.backend.read(s, offset);
-    return Buffer.from(s);
+    const out = Buffer.allocUnsafe(length);
+    s.copy(out, 0, 0, length);
+    return out;
   });
+}
+
+/**
+ * A Read's data as its completion: on an O_DIRECT volume the page-aligned
+ * scratch slot itself, released by the connection once its C2HData is
+ * written, so nothing is allocated or copied per read. It used to be copied
+ * out with Buffer.from(slot), which zero-filled a new buffer and copied
+ * through the typed-array constructor: most of a 128 KiB read's CPU in rblkd
+ * (docs/performance.md "The NVMe/TCP listener through the library's NVMe/TCP host").
+ */
+async function readForSend(lu: LogicalUnit, length: number, offset: number): Promise<Completion> {
+  if (!needsAlignment(lu)) return { status: Status.Success, data: await readBlocks(lu, length, offset) };
+  const slot = acquireScratch(length);
+  try {
+    await lu.backend.read(slot.buf, offset);
+  } catch (e) {
+    slot.release();
+    throw e;
+  }
+  return { status: Status.Success, data: slot.buf, release: slot.release };
 }
 
 async function writeBlocks(lu: LogicalUnit, data: Buffer, offset: number, fua: boolean): Promise<void> {
@@ -182,7 +210,7 @@ function prepare(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedIo | { sta
           dir: 'c2h',
           run: () =>
             timed(lu, ctx, CLS.read, len, 'read', () =>
-              lu.rangeLock.hold(ctx.nexus, lba, lba + blocks, false, async () => ({ status: Status.Success, data: await readBlocks(lu, len, lba * bs) })),
+              lu.rangeLock.hold(ctx.nexus, lba, lba + blocks, false, () => readForSend(lu, len, lba * bs)),
             ),
         };
       }

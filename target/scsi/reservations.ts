@@ -24,12 +24,21 @@ export class Reservations {
   readonly #store: ReservationStore;
   /** Called after the persistent state changed (here or through another gateway). */
   onChange: (() => void) | null = null;
+  /**
+   * Also told each notice (nexus key, SPC-5 5.14.11 unit attention) a change
+   * raised, here or through another gateway: the NVMe controllers' reservation
+   * notification log (target/nvme/controller.ts) listens here.
+   */
+  readonly noticeListeners = new Set<Notify>();
 
   constructor(notify: Notify, store: ReservationStore = new MemoryReservationStore()) {
     this.#notify = notify;
     this.#store = store;
     store.listen((_state, notices) => {
-      for (const n of notices) this.#notify(n.nexusKey, n.code);
+      for (const n of notices) {
+        this.#notify(n.nexusKey, n.code);
+        for (const l of this.noticeListeners) l(n.nexusKey, n.code);
+      }
       this.onChange?.();
     });
   }

@@ -44,6 +44,24 @@ function alignedMemory(bytes: number): Buffer {
 
 const pool = new ScratchPool();
 
+/**
+ * A page-aligned buffer of `bytes` from the pool for data that outlives one
+ * call (an NVMe Read's data until its C2HData is written to the socket,
+ * target/nvme/io.ts); release() gives it back, once (later calls do nothing).
+ */
+export function acquireScratch(bytes: number): { buf: Buffer; release: () => void } {
+  const buf = pool.acquire(bytes);
+  let held = true;
+  return {
+    buf,
+    release: () => {
+      if (!held) return;
+      held = false;
+      pool.release(buf);
+    },
+  };
+}
+
 /** Runs fn with a page-aligned buffer of `bytes`, returned to the pool afterwards. */
 export async function withScratch<T>(bytes: number, fn: (buf: Buffer) => Promise<T>): Promise<T> {
   const buf = pool.acquire(bytes);

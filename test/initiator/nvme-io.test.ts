@@ -152,3 +152,22 @@ test('an O_DIRECT volume: reads, in-capsule and R2T writes, and Verify, through 
   const verify = buildSqe({ opcode: IoOpcode.Verify, cid: 0, nsid: 1, cdw: { 10: 0, 12: 63 } });
   t.is(await vol.command({ sqe: verify }, 'verify'), null);
 });
+
+test('an O_DIRECT volume under concurrent reads: each read gets its own bytes though rblkd sends them from reused scratch slots', async (t) => {
+  // rblkd sends a Read's data from its scratch slot and frees the slot only once the socket has written it
+  // (target/nvme/io.ts readForSend): a slot reused too early would hand one read another's bytes.
+  const dmn = await startNvmeDaemon(t, { direct: true, thin: false, size: '32MiB' });
+  for (const query of ['', '?sqflow=off&digest=header,data']) {
+    const s = await connectNvme(dmn.url(query), { queueDepth: 32 });
+    const vol = await s.open(1);
+    const data = randomBytes(16 << 20);
+    await vol.write(0, data);
+    for (const bs of [4096, 128 * 1024, 1 << 20]) {
+      const offsets = Array.from({ length: 96 }, (_, i) => ((i * 7919) % Math.floor(data.length / bs)) * bs);
+      const got = await Promise.all(offsets.map((o) => vol.read(o, bs)));
+      const bad = offsets.filter((o, i) => !got[i].equals(data.subarray(o, o + bs)));
+      t.deepEqual(bad, [], `${bs}-byte reads${query}: every one its own bytes`);
+    }
+    await s.close();
+  }
+});

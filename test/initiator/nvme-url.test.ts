@@ -15,6 +15,8 @@ test('one address, the default port, digests and host NQN', (t) => {
   t.is(u.paths[0].port, 4421);
   t.true(parseNvmeUrl(`nvme+tcp://h/${NQN}?sqflow=off`).disableSqFlowControl);
   t.false(parseNvmeUrl(`nvme+tcp://h/${NQN}?sqflow=on`).disableSqFlowControl);
+  t.is(parseNvmeUrl(`nvme+tcp://h/${NQN}?nsid=7`).nsid, 7);
+  t.is(parseNvmeUrl(`nvme+tcp://h/${NQN}`).nsid, undefined);
 });
 
 test('several paths, IPv6 in brackets, and no path: the discovery NQN', (t) => {
@@ -41,6 +43,9 @@ test('refused: not an NQN, a user, an unknown parameter, a bad port or digest, a
     `nvme+tcp://h/${NQN}/more`,
     `nvme+tcp://h/${NQN}?queues=0`,
     `nvme+tcp://h/${NQN}?sqflow=maybe`,
+    `nvme+tcp://h/${NQN}?nsid=0`,
+    `nvme+tcp://h/${NQN}?nsid=1.5`,
+    `nvme+tcp://h/${NQN}?nsid=4294967295`,
     'rblk://h/vol',
   ]) {
     t.throws(() => parseNvmeUrl(bad), { instanceOf: RangeError }, bad);

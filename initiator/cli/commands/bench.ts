@@ -11,7 +11,7 @@ import { PERCENTILES } from '../latency.js';
 import { fields, json } from '../output.js';
 import { progressBar, progressInterval } from '../progress-bar.js';
 import { formatBytes, formatRate, parseDuration, parseSize } from '../size.js';
-import { connectionOptions, withVolume } from '../target-args.js';
+import { connectionOptions, withAnyVolume } from '../target-args.js';
 import { VERBS } from '../verbs.js';
 
 const DEFAULT_RUNTIME_MS = 10_000;
@@ -55,7 +55,7 @@ export function benchCommand<T>(y: Argv<T>): Argv<T> {
     VERBS.bench.describe,
     (b) =>
       b
-        .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P]' })
+        .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P] or nvme+tcp://host[:port]/NQN[?nsid=N]' })
         .options(connectionOptions)
         .option('pattern', { choices: ['rand', 'seq'] as const, default: 'rand' as const, describe: 'random or sequential offsets' })
         .option('rw', { choices: ['read', 'write', 'mixed'] as const, default: 'read' as const, describe: 'operations to issue' })
@@ -67,7 +67,7 @@ export function benchCommand<T>(y: Argv<T>): Argv<T> {
         .option('offset', { type: 'string', requiresArg: true, describe: 'start of the range operated on (default 0)' })
         .option('length', { type: 'string', requiresArg: true, describe: 'length of that range (default to the end)' })
         .option('seed', { type: 'number', requiresArg: true, describe: 'seed of the random offsets (default: random)' })
-        .option('zero-copy', { type: 'boolean', default: true, describe: 'use registered buffers (--no-zero-copy copies through the I/O pool)' })
+        .option('zero-copy', { type: 'boolean', default: true, describe: 'use registered buffers (--no-zero-copy copies through the I/O pool; over nvme+tcp both use the buffers directly)' })
         .option('progress', { type: 'boolean', describe: 'progress on stderr: the rate over the last interval (default: when stderr is a terminal)' })
         .option('json', { type: 'boolean', default: false, describe: 'print one JSON object' })
         .option('yes', { alias: 'y', type: 'boolean', default: false, describe: 'confirm that writes may destroy the volume\'s data' })
@@ -92,10 +92,11 @@ export function benchCommand<T>(y: Argv<T>): Argv<T> {
       const connections = a.connections ?? 1;
       const queueDepth = Math.max(2, Math.ceil(a.qd / connections));
 
-      const out = await withVolume(
+      const out = await withAnyVolume(
         a.url,
         a,
-        async (vol, session) => {
+        async (at) => {
+          const { vol, session } = at;
           if (bs % vol.blockSize !== 0) throw new UsageError(`--bs ${bs} is not a multiple of volume ${vol.name}'s ${vol.blockSize}-byte block size`);
           const range = resolveRange(vol, r);
           if (range.length < bs) throw new UsageError(`the range [${range.offset}, +${range.length}) is smaller than one ${bs}-byte operation`);
@@ -114,8 +115,9 @@ export function benchCommand<T>(y: Argv<T>): Argv<T> {
           let buffers: Buffer[];
           if (a['zero-copy']) {
             // One buffer per connection, as the pooled path has one pool per connection;
-            // each is registered on whichever connection carries its commands.
-            const lanes = session.connections.length;
+            // each is registered on whichever connection carries its commands. An
+            // NVMe/TCP session's memory is the session's, one buffer for all its queues.
+            const lanes = at.protocol === 'rblk' ? at.session.connections.length : 1;
             const perLane = Math.ceil(a.qd / lanes);
             for (let c = 0; c < lanes; c++) registered.push(session.allocate(perLane * bs));
             buffers = Array.from({ length: a.qd }, (_, i) => {

@@ -1,12 +1,13 @@
 // `rblk read URL`: a byte range of a volume to stdout or a file. Chunks are
 // read one ahead of the one being written out, so the fabric and the sink
 // both stay busy; each chunk is split by Volume.read at the largest transfer.
+// An nvme+tcp:// URL reads a namespace the same way (NvmeVolume.read).
 import type { Argv } from 'yargs';
 import { chunks, parseRangeArgs, resolveRange } from '../byte-range.js';
 import { fileSink, stdoutSink, type ByteSink } from '../byte-sink.js';
 import { UsageError } from '../cli-error.js';
 import { json } from '../output.js';
-import { connectionOptions, withVolume } from '../target-args.js';
+import { connectionOptions, withAnyVolume } from '../target-args.js';
 import { TransferProgress } from '../transfer-progress.js';
 import { VERBS } from '../verbs.js';
 
@@ -18,7 +19,7 @@ export function readCommand<T>(y: Argv<T>): Argv<T> {
     VERBS.read.describe,
     (b) =>
       b
-        .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P]' })
+        .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P] or nvme+tcp://host[:port]/NQN[?nsid=N]' })
         .options(connectionOptions)
         .option('offset', { type: 'string', requiresArg: true, describe: 'first byte, block-aligned (4k, 1MiB, ...); default 0' })
         .option('length', { type: 'string', requiresArg: true, describe: 'bytes, whole blocks; default to the end of the volume' })
@@ -33,7 +34,7 @@ export function readCommand<T>(y: Argv<T>): Argv<T> {
       if (a.output === undefined && process.stdout.isTTY) {
         throw new UsageError('refusing to write binary data to a terminal: pass --output FILE or redirect stdout');
       }
-      const result = await withVolume(a.url, a, async (vol) => {
+      const result = await withAnyVolume(a.url, a, async ({ vol }) => {
         const range = resolveRange(vol, r);
         const sink: ByteSink = a.output === undefined ? stdoutSink() : await fileSink(a.output);
         const progress = new TransferProgress(a.progress, range.length, 'read');

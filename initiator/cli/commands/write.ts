@@ -1,14 +1,16 @@
 // `rblk write URL`: stdin or a file onto a volume at a block-aligned offset,
-// then SYNCHRONIZE CACHE (SBC-4 5.26) so the data is durable when it exits 0.
+// then SYNCHRONIZE CACHE (SBC-4 5.26), or over nvme+tcp:// Flush (NVM 1.0
+// §3.2.2), so the data is durable when it exits 0.
 // One chunk is written while the next is being read from the input.
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { Argv } from 'yargs';
+import type { NvmeVolume } from '../../nvme/volume.js';
 import type { Volume } from '../../volume.js';
 import { parseRangeArgs, resolveRange } from '../byte-range.js';
 import { UsageError } from '../cli-error.js';
 import { json } from '../output.js';
-import { connectionOptions, withVolume } from '../target-args.js';
+import { connectionOptions, withAnyVolume } from '../target-args.js';
 import { TransferProgress } from '../transfer-progress.js';
 import { IO_CHUNK } from './read.js';
 import { VERBS } from '../verbs.js';
@@ -18,7 +20,7 @@ interface WriteOutcome {
   padded: number;
 }
 
-async function copyIn(vol: Volume, offset: number, input: AsyncIterable<Buffer>, pad: boolean, fua: boolean, progress: TransferProgress): Promise<WriteOutcome> {
+async function copyIn(vol: Volume | NvmeVolume, offset: number, input: AsyncIterable<Buffer>, pad: boolean, fua: boolean, progress: TransferProgress): Promise<WriteOutcome> {
   const bs = vol.blockSize;
   let staged = Buffer.alloc(IO_CHUNK);
   let fill = 0;
@@ -73,7 +75,7 @@ export function writeCommand<T>(y: Argv<T>): Argv<T> {
     VERBS.write.describe,
     (b) =>
       b
-        .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P]' })
+        .positional('url', { type: 'string', demandOption: true, describe: 'rblk://host[:port]/VOLUME[?provider=P] or nvme+tcp://host[:port]/NQN[?nsid=N]' })
         .options(connectionOptions)
         .option('offset', { type: 'string', requiresArg: true, describe: 'where to write, block-aligned (4k, 1MiB, ...); default 0' })
         .option('input', { alias: 'i', type: 'string', requiresArg: true, describe: 'read FILE instead of stdin' })
@@ -87,7 +89,7 @@ export function writeCommand<T>(y: Argv<T>): Argv<T> {
       const r = parseRangeArgs({ offset: a.offset });
       if (a.input === undefined && process.stdin.isTTY) throw new UsageError('no input: pass --input FILE or pipe the data into stdin');
       const inputSize = a.input === undefined ? undefined : (await stat(a.input)).size;
-      const result = await withVolume(a.url, a, async (vol) => {
+      const result = await withAnyVolume(a.url, a, async ({ vol }) => {
         const { offset } = resolveRange(vol, { offset: r.offset, length: 0 });
         if (inputSize !== undefined) {
           const bs = vol.blockSize;
