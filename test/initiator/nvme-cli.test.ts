@@ -6,28 +6,17 @@
 // view, bench's counts, and the errors (docs/nvme.md "The rblk library as an
 // NVMe/TCP host", docs/cli.md).
 import test from 'ava';
-import { closeSync, openSync, readSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { connectNvme } from '../../initiator/index.js';
 import { pattern, rblk, tempDir } from '../cli/helpers/cli.js';
 import { checkSuiteResources } from '../helpers/resources.js';
 import { NQN, startNvmeDaemon } from './helpers/nvme-daemon.js';
+import { fileBytes } from '../daemon/helpers/daemon-process.js';
 
 checkSuiteResources(test);
 
 const MiB = 1 << 20;
-
-function fileBytes(path: string, offset: number, length: number): Buffer {
-  const fd = openSync(path, 'r');
-  try {
-    const b = Buffer.alloc(length);
-    readSync(fd, b, 0, length, offset);
-    return b;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 test('write --input then read --output, and stdin to stdout: the same bytes, in the volume file too', async (t) => {
   const dmn = await startNvmeDaemon(t);

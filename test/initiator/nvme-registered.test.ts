@@ -6,23 +6,12 @@
 // BUFFER_RELEASED (docs/nvme.md "Registered buffers").
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readSync } from 'node:fs';
 import { connectNvme, RblkError } from '../../initiator/index.js';
 import { checkSuiteResources } from '../helpers/resources.js';
 import { startNvmeDaemon } from './helpers/nvme-daemon.js';
+import { fileBytes } from '../daemon/helpers/daemon-process.js';
 
 checkSuiteResources(test);
-
-function fileBytes(path: string, offset: number, length: number): Buffer {
-  const fd = openSync(path, 'r');
-  try {
-    const b = Buffer.alloc(length);
-    readSync(fd, b, 0, length, offset);
-    return b;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 for (const query of ['', '?digest=header,data', '?sqflow=off']) {
   test(`reads into and writes from registered memory${query ? ` (${query.slice(1)})` : ''}`, async (t) => {
