@@ -18,7 +18,11 @@ import type { Access } from '../../target/scsi/index.js';
 
 export const TARGET_NAME = 'iqn.2026-11.io.rblk:test';
 export const TRANSPORTS = ['loop', 'tcp', 'sockets'] as const;
-export type TransportKind = (typeof TRANSPORTS)[number];
+/** FI_EP_RDM providers (docs/transport.md "RDM endpoints"): shm on one host, rxm over tcp. */
+export const RDM_TRANSPORTS = ['shm', 'tcp;ofi_rxm'] as const;
+/** The MSG transports and the RDM ones: the suites that run on every fabric. */
+export const ALL_TRANSPORTS = [...TRANSPORTS, ...RDM_TRANSPORTS] as const;
+export type TransportKind = (typeof ALL_TRANSPORTS)[number];
 
 export interface LogLine {
   level: string;
