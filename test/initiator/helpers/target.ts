@@ -17,7 +17,7 @@ import { memoryLog, TARGET_NAME, type LogLine, type TransportKind } from '../../
 import { GatedBackend } from './gated-backend.js';
 import { SpyTransport } from './spy-transport.js';
 
-export { TARGET_NAME, TRANSPORTS, type TransportKind } from '../../helpers/target-fixture.js';
+export { ALL_TRANSPORTS, TARGET_NAME, TRANSPORTS, type TransportKind } from '../../helpers/target-fixture.js';
 
 export const INITIATOR = 'iqn.2026-11.io.rblk:client';
 
