@@ -26,6 +26,7 @@ constexpr size_t kAtomicSlot = 24;  // operand, compare, result: 3 x u64
 // A batch entry whose context word is this is remote CQ data, not one of
 // this side's operations (JS contexts are small array indices).
 constexpr uint32_t kRemoteData = 0xFFFFFFFFu;
+uint64_t NowNs();
 
 }  // namespace
 
@@ -210,6 +211,12 @@ OpRecord* Endpoint::NewOp(uint32_t context) {
   op->cm = false;
   ++in_flight_;
   ++posted_;
+  // Polled (no wait fd): whatever posts this, JS, the fast path or the
+  // initiator queue, the timer goes back to back (rdm.cc OnPollTimer).
+  if (poll_timer_ != nullptr && !poll_fast_) {
+    last_busy_ns_ = NowNs();
+    StartPollTimer(0);
+  }
   // Whatever is posted now, fi_trywait must run before the loop sleeps.
   before_block_.Arm();
   return op;
@@ -473,11 +480,6 @@ void Endpoint::Wake() {
 void Endpoint::AfterPost() {
   if (link_ != nullptr) reactor_->Kick(link_);
   else if (cq_fd_ >= 0) before_block_.Arm();
-  else if (poll_timer_ != nullptr && NowNs() - last_busy_ns_ >= 2'000'000) {
-    // Polled (no wait fd): back to back again from now (rdm.cc OnPollTimer).
-    last_busy_ns_ = NowNs();
-    StartPollTimer(0);
-  }
 }
 
 int Endpoint::AttachReactor(std::shared_ptr<Reactor> reactor) {

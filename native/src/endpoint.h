@@ -177,6 +177,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   // back to back while anything is in flight.
   uv_timer_t* poll_timer_ = nullptr;
   uint64_t last_busy_ns_ = 0;
+  bool poll_fast_ = false;  // the timer runs back to back (0 ms)
   FdPoller cq_poller_;
   BeforeBlock before_block_;
   bool draining_ = false;

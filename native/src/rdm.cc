@@ -472,6 +472,7 @@ void Endpoint::StartPollTimer(uint64_t ms) {
     poll_timer_->data = this;
     last_busy_ns_ = MonoNs();
   }
+  poll_fast_ = ms == 0;
   uv_timer_start(poll_timer_, [](uv_timer_t* t) {
     if (t->data != nullptr) static_cast<Endpoint*>(t->data)->OnPollTimer();
   }, ms, 0);
