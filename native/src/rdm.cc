@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "addon-data.h"
 #include "args.h"
@@ -62,6 +63,15 @@ std::mutex g_local_mu;
 std::unordered_map<std::string, std::weak_ptr<std::atomic<bool>>>& LocalShm() {
   static auto* m = new std::unordered_map<std::string, std::weak_ptr<std::atomic<bool>>>();
   return *m;
+}
+
+// Names of shm listeners this process has closed (until a listener takes the
+// name again): connecting to one is refused here, before libfabric 1.17's shm
+// could look the name up among this process's endpoints (test/native/rdm.test.ts
+// "connecting where nobody listens").
+std::unordered_set<std::string>& ClosedShmListeners() {
+  static auto* s = new std::unordered_set<std::string>();
+  return *s;
 }
 
 std::string NameKey(const uint8_t* name, size_t len) {
@@ -227,6 +237,11 @@ void Endpoint::ConstructRdm(const Napi::CallbackInfo& info) {
     }
   } else if (shm) {
     std::string name = ShmName(node, std::atoi(service.c_str()));
+    {
+      std::lock_guard<std::mutex> g(g_local_mu);
+      if (ClosedShmListeners().count(name) != 0)
+        throw MakeError(env, FI_ECONNREFUSED, "fi_av_insert(" + name + "): that listener, in this process, has closed");
+    }
     listener_name.assign(name.begin(), name.end());
     listener_name.push_back(0);
   } else {
@@ -285,6 +300,7 @@ void Endpoint::ConstructRdm(const Napi::CallbackInfo& info) {
     alive_ = std::make_shared<std::atomic<bool>>(true);
     std::lock_guard<std::mutex> g(g_local_mu);
     LocalShm()[NameKey(local_name_.data(), local_name_.size())] = alive_;
+    ClosedShmListeners().erase(NameKey(local_name_.data(), local_name_.size()));
   }
   if (rc == 0 && listening_ && !shm) {
     // The port the provider bound (port 0 picks one).
@@ -519,6 +535,7 @@ void Endpoint::TeardownRdm() {
     std::lock_guard<std::mutex> g(g_local_mu);
     auto it = LocalShm().find(NameKey(local_name_.data(), local_name_.size()));
     if (it != LocalShm().end() && it->second.lock() == alive_) LocalShm().erase(it);
+    if (listening_) ClosedShmListeners().insert(NameKey(local_name_.data(), local_name_.size()));
     alive_.reset();
   }
   if (poll_timer_ != nullptr) {
