@@ -62,7 +62,8 @@ export const QOS_MIN_BPS = 4096;
 /** HMAC-SHA256 keys shorter than this are guessable offline from one captured login. */
 export const MIN_SECRET_LENGTH = 16;
 
-export const PROVIDERS = ['tcp', 'sockets', 'verbs', 'auto'] as const;
+// shm and the *;ofi_rxm layers are RDM endpoints (docs/transport.md "RDM endpoints").
+export const PROVIDERS = ['tcp', 'sockets', 'verbs', 'shm', 'tcp;ofi_rxm', 'verbs;ofi_rxm', 'efa', 'auto'] as const;
 export const BLOCK_SIZES = [512, 4096] as const;
 export const ACCESS_MODES = ['rw', 'ro'] as const;
 export const LOG_LEVELS = ['error', 'warn', 'info', 'debug'] as const;

@@ -38,6 +38,8 @@ export interface ProviderInfo {
   rxSize: number;
   /** Largest private data on connect/accept/reject (FI_OPT_CM_DATA_SIZE). */
   cmDataSize: number;
+  /** 'msg' (FI_EP_MSG, connections) or 'rdm' (FI_EP_RDM, an address vector; docs/transport.md "RDM endpoints"). */
+  endpointType: EndpointType;
   /** fi_domain_attr.mr_key_size, in bytes. */
   mrKeySize: number;
   /** fi_domain_attr.cq_data_size: bytes of remote CQ data a write may carry (0: none). */
@@ -67,8 +69,19 @@ export interface NativeDomain {
 /** What mr_mode a Domain asks for (docs/transport.md "Memory-registration modes"). */
 export type MrModeRequest = 'default' | 'basic';
 
+/** The libfabric endpoint type a domain opens: FI_EP_MSG or FI_EP_RDM. */
+export type EndpointType = 'msg' | 'rdm';
+
 export interface NativeDomainCtor {
-  new (provider: string, node: string | null, service: string | null, source: boolean, mrMode: MrModeRequest, threadSafe?: boolean): NativeDomain;
+  new (
+    provider: string,
+    node: string | null,
+    service: string | null,
+    source: boolean,
+    mrMode: MrModeRequest,
+    threadSafe?: boolean,
+    endpointType?: EndpointType,
+  ): NativeDomain;
 }
 
 export interface NativeMemoryRegion {
@@ -147,8 +160,16 @@ export interface NativeEndpoint {
   readonly completions: Uint32Array;
   /** fi_connect to the address given at construction. */
   connect(node: string, service: string, privateData: Buffer | null): void;
-  /** fi_accept, for an endpoint made from a listener's connection request. */
-  accept(privateData: Buffer | null): void;
+  /**
+   * fi_accept, for an endpoint made from a listener's connection request. On
+   * an RDM endpoint it returns true: connected at once, no event follows.
+   */
+  accept(privateData: Buffer | null): boolean | undefined;
+  /** A listening RDM endpoint's: answers a connection request with a reject. */
+  reject(requestId: number, privateData: Buffer | null): void;
+  /** A listening RDM endpoint's port and address (0 and '' otherwise). */
+  readonly port: number;
+  readonly address: string;
   /** Posts a send from registered memory; context is reported on completion. */
   send(mr: NativeMemoryRegion, offset: number, length: number, context: number): void;
   /** fi_inject: no completion; the bytes are copied before it returns. */
@@ -176,15 +197,20 @@ export interface NativeEndpoint {
 }
 
 export interface NativeEndpointCtor {
-  /** From a listener's connreq (listener + requestId) or for an active connect (listener null). */
+  /**
+   * From a listener's connreq (listener + requestId) or for an active connect
+   * (listener null). On an RDM domain the listener is a listening endpoint,
+   * one made with listen true (native/src/rdm.cc).
+   */
   new (
     domain: NativeDomain,
-    listener: NativeListener | null,
+    listener: NativeListener | NativeEndpoint | null,
     requestId: number,
     node: string | null,
     service: string | null,
     onCompletions: (count: number) => void,
     onEvent: (ev: NativeCmEvent) => void,
+    listen?: boolean,
   ): NativeEndpoint;
 }
 
@@ -406,8 +432,8 @@ export interface NativeAddon {
   Listener: NativeListenerCtor;
   Endpoint: NativeEndpointCtor;
   constants: NativeConstants;
-  /** Names of providers that offer FI_EP_MSG with FI_RMA on this host. */
-  providers(): string[];
+  /** Names of providers that offer FI_EP_MSG with FI_RMA on this host ('rdm': FI_EP_RDM instead). */
+  providers(endpointType?: EndpointType): string[];
   libfabricVersion(): string;
   errorName(errno: number): string;
   errorMessage(errno: number): string;

@@ -18,6 +18,7 @@ import {
   type NativePages,
   type NativeRmaIov,
   type MrModeRequest,
+  type EndpointType,
   type ProviderInfo,
 } from './binding.js';
 // A peer's registered memory is the wire's DataDescriptor (address, key,
@@ -28,7 +29,7 @@ import type { DataDescriptor } from '../protocol/wire/fields.js';
 import { FabricError, FI_EAGAIN, FI_ECANCELED, FI_ESHUTDOWN, FI_ETIMEDOUT } from './fabric-error.js';
 
 export { FabricError } from './fabric-error.js';
-export type { EndpointWakeups, MrModeRequest, ProviderInfo } from './binding.js';
+export type { EndpointType, EndpointWakeups, MrModeRequest, ProviderInfo } from './binding.js';
 
 /** The context word of a batch entry that is a peer's remote CQ data (native/src/endpoint.cc kRemoteData). */
 const REMOTE_DATA = 0xffffffff;
@@ -39,6 +40,21 @@ const C = (): NativeConstants => addon().constants;
 /** Providers on this host that offer FI_EP_MSG with RMA (e.g. tcp, sockets, verbs). */
 export function availableProviders(): string[] {
   return addon().providers();
+}
+
+/** Providers on this host that offer FI_EP_RDM with RMA (e.g. shm, tcp;ofi_rxm). */
+export function availableRdmProviders(): string[] {
+  return addon().providers('rdm');
+}
+
+/**
+ * Whether a provider name is one of FI_EP_RDM endpoints: shm, a utility
+ * provider layered for RDM (`tcp;ofi_rxm`, `verbs;ofi_rxm`, `udp;ofi_rxd`),
+ * or a fabric that only has RDM (efa, psm2, psm3, cxi, opx). See
+ * docs/transport.md "RDM endpoints".
+ */
+export function isRdmProvider(provider: string): boolean {
+  return provider === 'shm' || /;ofi_rx[md]$/.test(provider) || ['efa', 'psm2', 'psm3', 'cxi', 'opx'].includes(provider);
 }
 
 /** `verbs` when an RDMA device is present, else `tcp` (docs/architecture.md "Fabric"). */
@@ -104,7 +120,8 @@ export class Domain {
     const provider = resolveProvider(opts.provider);
     const mrMode = opts.mrMode ?? mrModeFromEnv();
     try {
-      return new Domain(new (addon().Domain)(provider, opts.address ?? null, null, false, mrMode, opts.threadSafe ?? false));
+      const type: EndpointType = isRdmProvider(provider) ? 'rdm' : 'msg';
+      return new Domain(new (addon().Domain)(provider, opts.address ?? null, null, false, mrMode, opts.threadSafe ?? false, type));
     } catch (e) {
       throw FabricError.from(e);
     }
@@ -112,6 +129,10 @@ export class Domain {
 
   get provider(): string {
     return this.info.provider;
+  }
+  /** FI_EP_RDM endpoints: peers through an address vector (docs/transport.md "RDM endpoints"). */
+  get isRdm(): boolean {
+    return this.info.endpointType === 'rdm';
   }
   get hasAtomics(): boolean {
     return this.info.atomics;
@@ -397,13 +418,33 @@ export class Listener extends EventEmitter<ListenerEvents> {
   readonly native: NativeListener;
   readonly port: number;
   readonly address: string;
+  /** What an accepted endpoint is opened from: the passive endpoint, or on RDM the listening endpoint. */
+  private readonly source: NativeListener | NativeEndpoint;
   private closed = false;
 
   /** @internal */
   constructor(private readonly domain: Domain, address: string, port: number, private readonly onClose: () => void) {
     super();
     try {
-      this.native = new (addon().Listener)(domain.native, address, String(port), (ev) => this.onEvent(ev));
+      if (domain.isRdm) {
+        // No passive endpoint on RDM: an endpoint at address:port takes the
+        // handshake's requests (native/src/rdm.cc, docs/transport.md "RDM endpoints").
+        const ep = new (addon().Endpoint)(domain.native, null, 0, address, String(port), () => undefined, (ev) => this.onEvent(ev), true);
+        this.source = ep;
+        this.native = {
+          port: ep.port,
+          address: ep.address,
+          reject: (id: number, pd: Buffer | null) => ep.reject(id, pd),
+          close: () => {
+            ep.close();
+          },
+          // Nothing is accepted before a request on RDM: no half-open sockets to reap.
+          reapStale: () => 0,
+        };
+      } else {
+        this.native = new (addon().Listener)(domain.native, address, String(port), (ev) => this.onEvent(ev));
+        this.source = this.native;
+      }
     } catch (e) {
       throw FabricError.from(e);
     }
@@ -426,7 +467,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
           once('fi_accept');
           let ep: Endpoint;
           try {
-            ep = new Endpoint(this.domain, this.native, id, null, null, () => this.domain.release(ep));
+            ep = new Endpoint(this.domain, this.source, id, null, null, () => this.domain.release(ep));
           } catch (e) {
             // Opening failed before the request was consumed (say FI_EMFILE):
             // it is still pending, and the caller can still reject it.
@@ -571,7 +612,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   /** @internal */
   constructor(
     domain: Domain,
-    listener: NativeListener | null,
+    listener: NativeListener | NativeEndpoint | null,
     requestId: number,
     node: string | null,
     service: string | null,
@@ -631,8 +672,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     return this.native.wakeups();
   }
 
-  /** @internal Runs connect or accept, then waits for FI_CONNECTED. */
-  establish(start: () => void, timeoutMs: number): Promise<void> {
+  /**
+   * @internal Runs connect or accept, then waits for FI_CONNECTED; a start
+   * that returns true is connected already (an RDM accept, native/src/rdm.cc).
+   */
+  establish(start: () => boolean | undefined | void, timeoutMs: number): Promise<void> {
     this.state = 'connecting';
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -652,7 +696,11 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
         },
       };
       try {
-        start();
+        if (start() === true) {
+          const w = this.connectWaiter;
+          this.connectWaiter = null;
+          w?.resolve(Buffer.alloc(0));
+        }
       } catch (e) {
         clearTimeout(timer);
         this.connectWaiter = null;

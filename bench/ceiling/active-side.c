@@ -79,30 +79,59 @@ int active_connect(const struct options *o, uint16_t port, struct side *s, struc
   return 0;
 }
 
+int active_connect_rdm(const struct options *o, const char *hex, struct side *s) {
+  struct fi_info *hints = make_hints(o);
+  if (hints == NULL) return fi_fail("fi_allocinfo", -FI_ENOMEM);
+  s->rdm = true;
+  int rc = fi_getinfo(api_version(o), NULL, NULL, 0, hints, &s->getinfo);
+  fi_freeinfo(hints);
+  if (rc) return fi_fail("fi_getinfo", rc);
+  if (o->qd > s->getinfo->tx_attr->size) {
+    fprintf(stderr, "rma-ceiling: --qd %u is more than the provider's transmit queue (%zu)\n", o->qd,
+            s->getinfo->tx_attr->size);
+    return -FI_EINVAL;
+  }
+  if ((rc = open_fabric_eq(s))) return rc;
+  if ((rc = open_domain_ep(s, o->qd))) return rc;
+  size_t len = (size_t)o->qd * o->size * (o->verify ? 2 : 1);
+  if ((rc = register_buffer(s, len, FI_READ | FI_WRITE, LOCAL_KEY))) return rc;
+  uint8_t name[256];
+  size_t n = strlen(hex) / 2;
+  if (n == 0 || n > sizeof name) return fi_fail("the passive side's name", -FI_EINVAL);
+  for (size_t i = 0; i < n; i++) {
+    unsigned b;
+    if (sscanf(hex + 2 * i, "%2x", &b) != 1) return fi_fail("the passive side's name", -FI_EINVAL);
+    name[i] = (uint8_t)b;
+  }
+  if (fi_av_insert(s->av, name, 1, &s->peer, 0, NULL) != 1) return fi_fail("fi_av_insert", -FI_EADDRNOTAVAIL);
+  return 0;
+}
+
 static ssize_t post(const struct options *o, struct side *s, enum rma_op op, void *local, uint64_t offset,
                     const struct remote_region *r, struct fi_context *ctx) {
   // FI_MR_LOCAL: the provider needs the local buffer's descriptor; otherwise it may ignore one.
   void *desc = (s->mr_mode & FI_MR_LOCAL) ? fi_mr_desc(s->mr) : NULL;
   uint64_t addr = r->addr + offset;
-  if (op == OP_READ) return fi_read(s->ep, local, o->size, desc, 0, addr, r->key, ctx);
-  if (!o->delivery) return fi_write(s->ep, local, o->size, desc, 0, addr, r->key, ctx);
+  if (op == OP_READ) return fi_read(s->ep, local, o->size, desc, s->peer, addr, r->key, ctx);
+  if (!o->delivery) return fi_write(s->ep, local, o->size, desc, s->peer, addr, r->key, ctx);
   // A write's default completion on tcp and sockets means the buffer may be
   // reused, not that the peer has the data: ask for delivery to time a round trip.
   struct iovec iov = {.iov_base = local, .iov_len = o->size};
   struct fi_rma_iov rma = {.addr = addr, .len = o->size, .key = r->key};
-  struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .rma_iov = &rma, .rma_iov_count = 1, .context = ctx};
+  struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = s->peer, .rma_iov = &rma, .rma_iov_count = 1, .context = ctx};
   return fi_writemsg(s->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
 }
 
 // Reads at least one completion, sleeping on the CQ's wait fd (or spinning
 // with --busy-poll); returns how many, or a negative error already printed.
 static ssize_t reap(const struct options *o, struct side *s, struct fi_cq_entry *entries, size_t max) {
+  const bool spin = o->busy_poll || s->no_wait;  // shm: no wait fd to sleep on
   for (;;) {
-    ssize_t n = o->busy_poll ? fi_cq_read(s->cq, entries, max) : fi_cq_sread(s->cq, entries, max, NULL, CQ_TIMEOUT_MS);
+    ssize_t n = spin ? fi_cq_read(s->cq, entries, max) : fi_cq_sread(s->cq, entries, max, NULL, CQ_TIMEOUT_MS);
     if (n > 0) return n;
-    if (n == -FI_EAGAIN && o->busy_poll) continue;
+    if (n == -FI_EAGAIN && spin) continue;
     if (n == -FI_EAVAIL) return cq_fail(s, o->op == OP_READ ? "fi_read completion" : "fi_write completion");
-    return fi_fail(o->busy_poll ? "fi_cq_read" : "fi_cq_sread", n);
+    return fi_fail(spin ? "fi_cq_read" : "fi_cq_sread", n);
   }
 }
 

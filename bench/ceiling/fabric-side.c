@@ -21,7 +21,7 @@ uint32_t api_version(const struct options *o) {
 struct fi_info *make_hints(const struct options *o) {
   struct fi_info *hints = fi_allocinfo();
   if (hints == NULL) return NULL;
-  hints->ep_attr->type = FI_EP_MSG;
+  hints->ep_attr->type = o->rdm ? FI_EP_RDM : FI_EP_MSG;
   hints->caps = FI_RMA;
   // Every operation passes its own struct fi_context, so the provider may use it.
   hints->mode = FI_CONTEXT;
@@ -60,11 +60,25 @@ int open_domain_ep(struct side *s, size_t cq_size) {
   // FI_WAIT_FD: the same wait object the addon polls through libuv, so both ceilings sleep the same way.
   struct fi_cq_attr cq_attr = {.size = cq_size, .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_FD};
   rc = fi_cq_open(s->domain, &cq_attr, &s->cq, NULL);
+  if ((rc == -FI_ENOSYS || rc == -FI_EINVAL) && s->rdm) {
+    // shm has no wait object: both sides spin (as the addon polls it on a timer).
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    s->no_wait = true;
+    rc = fi_cq_open(s->domain, &cq_attr, &s->cq, NULL);
+  }
   if (rc) return fi_fail("fi_cq_open", rc);
   rc = fi_endpoint(s->domain, info, &s->ep, NULL);
   if (rc) return fi_fail("fi_endpoint", rc);
-  rc = fi_ep_bind(s->ep, &s->eq->fid, 0);
-  if (rc) return fi_fail("fi_ep_bind(eq)", rc);
+  if (s->rdm) {
+    struct fi_av_attr av_attr = {.type = FI_AV_TABLE, .count = 1};
+    rc = fi_av_open(s->domain, &av_attr, &s->av, NULL);
+    if (rc) return fi_fail("fi_av_open", rc);
+    rc = fi_ep_bind(s->ep, &s->av->fid, 0);
+    if (rc) return fi_fail("fi_ep_bind(av)", rc);
+  } else {
+    rc = fi_ep_bind(s->ep, &s->eq->fid, 0);
+    if (rc) return fi_fail("fi_ep_bind(eq)", rc);
+  }
   rc = fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV);
   if (rc) return fi_fail("fi_ep_bind(cq)", rc);
   rc = fi_enable(s->ep);
@@ -90,6 +104,17 @@ int register_buffer(struct side *s, size_t len, uint64_t access, uint64_t reques
     rc = fi_mr_enable(s->mr);
     if (rc) return fi_fail("fi_mr_enable", rc);
   }
+  return 0;
+}
+
+int ep_name_hex(struct side *s, char *out) {
+  uint8_t name[256];
+  size_t len = sizeof name;
+  int rc = fi_getname(&s->ep->fid, name, &len);
+  if (rc) return fi_fail("fi_getname", rc);
+  if (len > sizeof name) return fi_fail("fi_getname (name too long)", -FI_ETOOSMALL);
+  for (size_t i = 0; i < len; i++) sprintf(out + 2 * i, "%02x", name[i]);
+  out[2 * len] = '\0';
   return 0;
 }
 
@@ -127,6 +152,7 @@ void side_close(struct side *s) {
   if (s->mr) fi_close(&s->mr->fid);
   free(s->buf);
   if (s->ep) fi_close(&s->ep->fid);
+  if (s->av) fi_close(&s->av->fid);
   if (s->cq) fi_close(&s->cq->fid);
   if (s->domain) fi_close(&s->domain->fid);
   if (s->conn_info) fi_freeinfo(s->conn_info);

@@ -28,6 +28,12 @@ struct side {
   size_t buf_len;
   struct fid_mr *mr;
   uint64_t mr_mode;           // the granted bits, FI_MR_BASIC spelled out
+  // FI_EP_RDM: the address vector, the peer's entry in it, and whether the
+  // CQ has no wait fd (shm), so both sides spin on it.
+  struct fid_av *av;
+  fi_addr_t peer;
+  bool no_wait;
+  bool rdm;
 };
 
 // What the passive side tells the active one in the accept's private data:
@@ -61,6 +67,8 @@ int open_fabric_eq(struct side *s);
 // Opens the domain, the CQ (FI_WAIT_FD) and the endpoint from conn_info, or
 // getinfo on the active side; binds and enables it.
 int open_domain_ep(struct side *s, size_t cq_size);
+// The endpoint's name (fi_getname) as hex into out (2 * 256 + 1 bytes); 0 or an error.
+int ep_name_hex(struct side *s, char *out);
 // Allocates s->buf (page-aligned: FI_MR_ALLOCATED) and registers it; binds it
 // to the endpoint under FI_MR_ENDPOINT.
 int register_buffer(struct side *s, size_t len, uint64_t access, uint64_t requested_key);

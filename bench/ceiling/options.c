@@ -9,6 +9,7 @@ static const char usage[] =
     "usage: rma-ceiling [--provider tcp|sockets] [--size BYTES[K|M]] [--qd N] [--op read|write]\n"
     "                   [--seconds S] [--span BYTES[K|M]] [--pattern rand|seq] [--verify]\n"
     "                   [--busy-poll] [--mr-basic] [--delivery-complete]\n"
+    "  FI_EP_RDM (no connection; the peer's name comes over the pipe) for shm and *;ofi_rxm providers\n"
     "Forks a passive peer on 127.0.0.1 (port 0), connects to it over FI_EP_MSG, keeps --qd\n"
     "fi_read or fi_write operations of --size bytes in flight for --seconds, and prints one\n"
     "JSON line: ops/s, MB/s, latency percentiles, and CPU per op of each side.\n";
@@ -94,6 +95,8 @@ int parse_options(int argc, char **argv, struct options *o) {
     }
     if (takes_value) i++;
   }
+  // RDM-only providers (docs/transport.md "RDM endpoints").
+  o->rdm = strcmp(o->provider, "shm") == 0 || strstr(o->provider, ";ofi_rx") != NULL || strcmp(o->provider, "efa") == 0;
   if (o->span < o->size) {
     fprintf(stderr, "rma-ceiling: --span (%zu) must hold at least one --size (%zu) block\n", o->span, o->size);
     return -1;

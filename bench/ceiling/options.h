@@ -19,6 +19,7 @@ struct options {
   bool busy_poll;     // spin on fi_cq_read instead of sleeping on the wait fd
   bool mr_basic;      // ask for FI_MR_BASIC (API 1.4): virtual addresses and provider keys, as on verbs
   bool delivery;      // fi_write completes on delivery to the peer (FI_DELIVERY_COMPLETE), not on transmit
+  bool rdm;           // FI_EP_RDM (shm, *;ofi_rxm): an address vector, the peer's name over the pipe
 };
 
 // Fills *o from argv; prints the reason and returns -1 on a bad flag, 1 after --help.

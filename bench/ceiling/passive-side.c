@@ -78,6 +78,29 @@ static int accept_one(const struct options *o, struct side *s, int ctl_fd) {
   return n < 0 ? (int)n : 0;
 }
 
+// FI_EP_RDM: no listener and no connection. The endpoint's name and the
+// region go to the parent over the pipe: "rdm NAME-HEX ADDR KEY LEN".
+static int open_rdm(const struct options *o, struct side *s, int report_fd) {
+  struct fi_info *hints = make_hints(o);
+  if (hints == NULL) return fi_fail("fi_allocinfo", -FI_ENOMEM);
+  s->rdm = true;
+  // shm names its endpoints itself; rxm binds to loopback like the MSG listener.
+  bool shm = strcmp(o->provider, "shm") == 0;
+  int rc = fi_getinfo(api_version(o), shm ? NULL : "127.0.0.1", shm ? NULL : "0", shm ? 0 : FI_SOURCE, hints, &s->getinfo);
+  fi_freeinfo(hints);
+  if (rc) return fi_fail("fi_getinfo", rc);
+  if ((rc = open_fabric_eq(s))) return rc;
+  if ((rc = open_domain_ep(s, 64))) return rc;
+  rc = register_buffer(s, o->span, FI_REMOTE_READ | FI_REMOTE_WRITE, REGION_KEY);
+  if (rc) return rc;
+  char hex[2 * 256 + 1];
+  if ((rc = ep_name_hex(s, hex))) return rc;
+  uint64_t addr = (s->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)s->buf : 0;
+  dprintf(report_fd, "rdm %s %llx %llx %llx\n", hex, (unsigned long long)addr, (unsigned long long)fi_mr_key(s->mr),
+          (unsigned long long)s->buf_len);
+  return 0;
+}
+
 static void report_cpu(int report_fd, const struct rusage *a, const struct rusage *b) {
   long long user = (b->ru_utime.tv_sec - a->ru_utime.tv_sec) * 1000000LL + (b->ru_utime.tv_usec - a->ru_utime.tv_usec);
   long long sys = (b->ru_stime.tv_sec - a->ru_stime.tv_sec) * 1000000LL + (b->ru_stime.tv_usec - a->ru_stime.tv_usec);
@@ -90,9 +113,9 @@ static void report_cpu(int report_fd, const struct rusage *a, const struct rusag
 // wait fds in between, as the addon does through uv_poll, until 'E'.
 static int serve(const struct options *o, struct side *s, int ctl_fd, int report_fd) {
   int cq_fd = -1, eq_fd = -1;
-  int rc = fi_control(&s->cq->fid, FI_GETWAIT, &cq_fd);
+  int rc = s->no_wait ? 0 : fi_control(&s->cq->fid, FI_GETWAIT, &cq_fd);
   if (rc) return fi_fail("fi_control(cq, FI_GETWAIT)", rc);
-  rc = fi_control(&s->eq->fid, FI_GETWAIT, &eq_fd);
+  rc = s->rdm ? 0 : fi_control(&s->eq->fid, FI_GETWAIT, &eq_fd);
   if (rc) return fi_fail("fi_control(eq, FI_GETWAIT)", rc);
   struct fid *waited[2] = {&s->cq->fid, &s->eq->fid};
   struct fi_cq_entry entries[16];
@@ -105,18 +128,21 @@ static int serve(const struct options *o, struct side *s, int ctl_fd, int report
       ssize_t n = fi_cq_read(s->cq, entries, 16);
       if (n == -FI_EAVAIL) return cq_fail(s, "fi_cq_read (passive)");
       if (n < 0 && n != -FI_EAGAIN) return fi_fail("fi_cq_read (passive)", n);
-      uint32_t event;
-      struct fi_eq_cm_entry e;
-      n = fi_eq_read(s->eq, &event, &e, sizeof e, 0);
-      if (n >= 0 && event == FI_SHUTDOWN) peer_gone = true;
-      else if (n == -FI_EAVAIL) return (int)wait_cm_event(s, FI_SHUTDOWN, &e, sizeof e, 0, "fi_eq_read (passive)");
-      if (!o->busy_poll && fi_trywait(s->fabric, waited, 2) == FI_SUCCESS) timeout = -1;
+      if (!s->rdm) {
+        uint32_t event;
+        struct fi_eq_cm_entry e;
+        n = fi_eq_read(s->eq, &event, &e, sizeof e, 0);
+        if (n >= 0 && event == FI_SHUTDOWN) peer_gone = true;
+        else if (n == -FI_EAVAIL) return (int)wait_cm_event(s, FI_SHUTDOWN, &e, sizeof e, 0, "fi_eq_read (passive)");
+      }
+      // RDM has no shutdown event: the parent's 'E' ends it. shm has no wait fd: spin.
+      if (!o->busy_poll && !s->no_wait && fi_trywait(s->fabric, waited, s->rdm ? 1 : 2) == FI_SUCCESS) timeout = -1;
       // The provider has more to do: progress again, and look at the parent only now and then.
       else if (spins % 64 != 0) continue;
     }
     // After FI_SHUTDOWN the endpoint's socket stays readable: wait on the parent alone.
     struct pollfd p[3] = {{.fd = ctl_fd, .events = POLLIN}, {.fd = cq_fd, .events = POLLIN}, {.fd = eq_fd, .events = POLLIN}};
-    if (poll(p, peer_gone ? 1 : 3, peer_gone ? -1 : timeout) < 0 && errno != EINTR) return fi_fail("poll", -errno);
+    if (poll(p, peer_gone ? 1 : s->rdm ? 2 : 3, peer_gone ? -1 : timeout) < 0 && errno != EINTR) return fi_fail("poll", -errno);
     if (!(p[0].revents & (POLLIN | POLLHUP))) continue;
     int c = read_control(ctl_fd);
     if (c == 'S') {
@@ -135,10 +161,15 @@ static int serve(const struct options *o, struct side *s, int ctl_fd, int report
 int passive_run(const struct options *o, int ctl_fd, int report_fd) {
   struct side s = {0};
   uint16_t port = 0;
-  int rc = listen_on_loopback(o, &s, &port);
-  if (rc == 0) {
-    dprintf(report_fd, "port %u\n", port);
-    rc = accept_one(o, &s, ctl_fd);
+  int rc;
+  if (o->rdm) {
+    rc = open_rdm(o, &s, report_fd);
+  } else {
+    rc = listen_on_loopback(o, &s, &port);
+    if (rc == 0) {
+      dprintf(report_fd, "port %u\n", port);
+      rc = accept_one(o, &s, ctl_fd);
+    }
   }
   if (rc == 0) rc = serve(o, &s, ctl_fd, report_fd);
   side_close(&s);

@@ -55,7 +55,7 @@ static void print_result(const struct options *o, const struct side *s, const st
   const struct histogram *h = &r->latency;
   printf("{\"provider\":\"%s\",\"op\":\"%s\",\"size\":%zu,\"qd\":%u,\"pattern\":\"%s\",\"span\":%zu,\"waits\":\"%s\",\"completion\":\"%s\",",
          s->getinfo->fabric_attr->prov_name, op_name(o->op), o->size, o->qd, o->random ? "rand" : "seq", o->span,
-         o->busy_poll ? "busy-poll" : "fd", o->delivery && o->op == OP_WRITE ? "delivery" : "default");
+         o->busy_poll || s->no_wait ? "busy-poll" : "fd", o->delivery && o->op == OP_WRITE ? "delivery" : "default");
   print_mr_mode(s->mr_mode);
   printf(",\"seconds\":%.6f,\"ops\":%" PRIu64 ",\"opsPerSec\":%.1f,\"mbps\":%.3f,", secs, r->ops,
          secs > 0 ? (double)r->ops / secs : 0, secs > 0 ? (double)r->ops * (double)o->size / secs / 1e6 : 0);
@@ -80,17 +80,25 @@ static int send_control(int fd, char c) {
 // bracketed by 'S' and 'E' so both sides count CPU over the same window.
 static int run_active(const struct options *o, int ctl_fd, FILE *report) {
   // Whole lines (fgets), not fscanf's "\n", which waits for the next non-blank byte.
-  char line[128];
-  unsigned port;
-  if (fgets(line, sizeof line, report) == NULL || sscanf(line, "port %u", &port) != 1) {
+  // "port N" (MSG) or "rdm NAME-HEX ADDR KEY LEN" (FI_EP_RDM, passive-side.c).
+  char line[1024];
+  char hex[2 * 256 + 1];
+  unsigned port = 0;
+  unsigned long long addr = 0, key = 0, len = 0;
+  bool rdm = false;
+  if (fgets(line, sizeof line, report) != NULL && sscanf(line, "rdm %512s %llx %llx %llx", hex, &addr, &key, &len) == 4) {
+    rdm = true;
+  } else if (sscanf(line, "port %u", &port) != 1) {
     fprintf(stderr, "rma-ceiling: the passive side did not start listening\n");
     return -FI_EOTHER;
   }
   struct side s = {0};
-  struct remote_region remote;
+  struct remote_region remote = {.addr = addr, .key = key, .len = len};
   struct loop_result *r = calloc(1, sizeof *r);
   uint64_t verified = 0;
-  int rc = r == NULL ? fi_fail("calloc", -FI_ENOMEM) : active_connect(o, (uint16_t)port, &s, &remote);
+  int rc = r == NULL ? fi_fail("calloc", -FI_ENOMEM)
+           : rdm     ? active_connect_rdm(o, hex, &s)
+                     : active_connect(o, (uint16_t)port, &s, &remote);
   if (rc == 0 && o->verify) rc = active_verify(o, &s, &remote, &verified);
   struct rusage a, b;
   if (rc == 0) rc = send_control(ctl_fd, 'S');

@@ -21,6 +21,8 @@
 int passive_run(const struct options *o, int ctl_fd, int report_fd);
 
 int active_connect(const struct options *o, uint16_t port, struct side *s, struct remote_region *r);
+// FI_EP_RDM: the passive side's endpoint name (hex) goes into the address vector.
+int active_connect_rdm(const struct options *o, const char *hex, struct side *s);
 // Writes a pattern to blocks of the remote region, reads them back into
 // other memory and compares. Returns 0, or -FI_EIO on a mismatch (printed).
 int active_verify(const struct options *o, struct side *s, const struct remote_region *r, uint64_t *blocks);

@@ -30,8 +30,10 @@ namespace {
 Napi::Value Providers(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::set<std::string> names;
+  // providers('rdm'): those offering FI_EP_RDM instead (shm, tcp;ofi_rxm, ...).
+  const bool rdm = info.Length() > 0 && info[0].IsString() && info[0].As<Napi::String>().Utf8Value() == "rdm";
   for (bool atomics : {false}) {
-    fi_info* hints = MakeHints("", atomics, false);
+    fi_info* hints = MakeHints("", atomics, false, false, false, rdm);
     fi_info* list = nullptr;
     if (fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &list) == 0) {
       for (fi_info* p = list; p != nullptr; p = p->next) names.insert(p->fabric_attr->prov_name);

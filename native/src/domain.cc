@@ -22,11 +22,11 @@ uint64_t NormalizeMrMode(int mr_mode) {
   return static_cast<uint64_t>(mr_mode);
 }
 
-fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order, bool basic_mr, bool thread_safe) {
+fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order, bool basic_mr, bool thread_safe, bool rdm) {
   fi_info* hints = fi_allocinfo();
   if (hints == nullptr) return nullptr;
-  hints->ep_attr->type = FI_EP_MSG;
-  hints->caps = FI_MSG | FI_RMA | (atomics ? FI_ATOMIC : 0);
+  hints->ep_attr->type = rdm ? FI_EP_RDM : FI_EP_MSG;
+  hints->caps = FI_MSG | FI_RMA | (atomics ? FI_ATOMIC : 0) | (rdm ? FI_TAGGED : 0);
   hints->mode = 0;
   // FI_MR_BASIC "may not be used in conjunction with other mr_mode bits" (fi_domain(3)).
   hints->domain_attr->mr_mode =
@@ -45,7 +45,7 @@ Napi::Function Domain::Init(Napi::Env env) {
                      {InstanceAccessor<&Domain::Info>("info"), InstanceMethod<&Domain::Close>("close")});
 }
 
-// new Domain(provider, node, service, source, mrMode: 'default' | 'basic', threadSafe?)
+// new Domain(provider, node, service, source, mrMode: 'default' | 'basic', threadSafe?, endpointType?: 'msg' | 'rdm')
 Domain::Domain(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Domain>(info) {
   Napi::Env env = info.Env();
   std::string provider = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
@@ -63,13 +63,23 @@ Domain::Domain(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Domain>(info) 
   }
   const bool basic = mr_request == MrModeRequest::kBasic;
   const bool thread_safe = info.Length() > 5 && info[5].ToBoolean().Value();
+  if (info.Length() > 6 && !info[6].IsUndefined()) {
+    std::string t = info[6].IsString() ? info[6].As<Napi::String>().Utf8Value() : "";
+    if (t == "rdm")
+      rdm_ = true;
+    else if (t != "msg")
+      throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, "fi_getinfo", "endpointType must be 'msg' or 'rdm'");
+  }
+  // An RDM domain is not tied to one peer's address: the node names nothing
+  // to shm, and rxm resolves each peer when an endpoint is opened.
+  if (rdm_) node.clear();
   api_version_ = basic ? kBasicApiVersion : kApiVersion;
 
   // Ask for the most first: atomics and send-after-write ordering, then less.
   int rc = -FI_ENODATA;
   const bool tries[4][2] = {{true, true}, {false, true}, {true, false}, {false, false}};
   for (const auto& t : tries) {
-    fi_info* hints = MakeHints(provider, t[0], t[1], basic, thread_safe);
+    fi_info* hints = MakeHints(provider, t[0], t[1], basic, thread_safe, rdm_);
     if (hints == nullptr) throw MakeError(env, FI_ENOMEM, "fi_allocinfo");
     rc = fi_getinfo(api_version_, node.empty() ? nullptr : node.c_str(), service.empty() ? nullptr : service.c_str(),
                     source ? FI_SOURCE : 0, hints, &info_);
@@ -82,7 +92,7 @@ Domain::Domain(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Domain>(info) 
   if (rc != 0) {
     Napi::Error e = MakeError(env, -rc, "fi_getinfo");
     e.Set("message", Napi::String::New(env, "fi_getinfo: no libfabric provider '" + provider +
-                                                "' offers FI_EP_MSG with FI_RMA" +
+                                                "' offers " + (rdm_ ? "FI_EP_RDM" : "FI_EP_MSG") + " with FI_RMA" +
                                                 (basic ? " and FI_MR_BASIC" : "") + " here (" +
                                                 FabricErrorName(-rc) + ")"));
     throw e;
@@ -168,6 +178,7 @@ Napi::Value Domain::Info(const Napi::CallbackInfo& info) {
   // The spec floor for MSG endpoints (fi_cm(3)) is 56 bytes, which every
   // provider here meets, so that is what rblk relies on.
   o.Set("cmDataSize", Napi::Number::New(env, 56));
+  o.Set("endpointType", Napi::String::New(env, rdm_ ? "rdm" : "msg"));
   info_obj_ = Napi::Persistent(o);
   return o;
 }

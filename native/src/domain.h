@@ -35,6 +35,11 @@ class Domain : public Napi::ObjectWrap<Domain> {
   // (FI_ECONNREFUSED on the next connect, EBADF in the progress thread).
   bool shutdown_is_safe() const { return std::strcmp(info_->fabric_attr->prov_name, "sockets") != 0; }
   uint64_t NextKey() { return next_key_++; }
+  // FI_EP_RDM: reliable datagrams through an address vector, no connections
+  // (docs/transport.md "RDM endpoints").
+  bool rdm() const { return rdm_; }
+  // The shm provider: endpoints are named, not bound to a socket address.
+  bool shm() const { return std::strcmp(info_->fabric_attr->prov_name, "shm") == 0; }
 
  private:
   Napi::Value Info(const Napi::CallbackInfo& info);
@@ -43,6 +48,7 @@ class Domain : public Napi::ObjectWrap<Domain> {
 
   uint32_t api_version_ = 0;
   uint64_t mr_mode_ = 0;
+  bool rdm_ = false;
   fi_info* hints_ = nullptr;
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;
@@ -58,7 +64,9 @@ class Domain : public Napi::ObjectWrap<Domain> {
 // RMA (and atomics, ordering when the provider has them), every mr_mode bit we
 // honour, and no FI_CONTEXT mode (contexts are plain integers).
 // basic_mr asks for the legacy FI_MR_BASIC instead (see MrModeRequest).
-fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order, bool basic_mr = false, bool thread_safe = false);
+// rdm asks for FI_EP_RDM with tagged messages (the connection handshake's, docs/protocol.md "RDM endpoints").
+fi_info* MakeHints(const std::string& provider, bool atomics, bool saw_order, bool basic_mr = false, bool thread_safe = false,
+                   bool rdm = false);
 
 // What mr_mode a Domain asks for. kDefault: every bit rblk honours, at the
 // current API (tcp and sockets grant none of them). kBasic: FI_MR_BASIC at API

@@ -26,6 +26,7 @@ constexpr size_t kAtomicSlot = 24;  // operand, compare, result: 3 x u64
 // A batch entry whose context word is this is remote CQ data, not one of
 // this side's operations (JS contexts are small array indices).
 constexpr uint32_t kRemoteData = 0xFFFFFFFFu;
+uint64_t NowNs();
 
 }  // namespace
 
@@ -39,10 +40,12 @@ Napi::Function Endpoint::Init(Napi::Env env) {
                       InstanceMethod<&Endpoint::SetBusyPoll>("setBusyPoll"),
                       InstanceMethod<&Endpoint::Received>("received"),
                       InstanceMethod<&Endpoint::Wakeups>("wakeups"),
-                      InstanceMethod<&Endpoint::Close>("close")});
+                      InstanceMethod<&Endpoint::Close>("close"), InstanceMethod<&Endpoint::Reject>("reject"),
+                      InstanceAccessor<&Endpoint::Port>("port"), InstanceAccessor<&Endpoint::Address>("address")});
 }
 
-// new Endpoint(domain, listener|null, requestId, node, service, onCompletions, onEvent)
+// new Endpoint(domain, listener|null, requestId, node, service, onCompletions, onEvent, listen?)
+// On an RDM domain, listener is a listening Endpoint and listen makes one (rdm.cc).
 Endpoint::Endpoint(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Endpoint>(info), env_(info.Env()) {
   Napi::Env env = info.Env();
   domain_ = UnwrapAs<Domain>(env, info[0], &AddonData::domain, "Domain", "fi_endpoint");
@@ -50,87 +53,91 @@ Endpoint::Endpoint(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Endpoint>(
   if (!info[5].IsFunction() || !info[6].IsFunction())
     throw Napi::TypeError::New(env, "Endpoint: onCompletions and onEvent must be functions");
 
-  // From a connection request, the fi_info stays the listener's until
-  // fi_endpoint has taken its handle: if anything before that fails, the
-  // request is still pending and the caller can still reject it (fi_cm(3):
-  // a request must be accepted or rejected, or the provider keeps its socket).
-  Listener* listener = nullptr;
-  uint32_t request_id = 0;
-  fi_info* open_info = nullptr;
-  if (info[1].IsObject()) {
-    listener = UnwrapAs<Listener>(env, info[1], &AddonData::listener, "Listener", "fi_endpoint");
-    request_id = ToU32(env, info[2], "fi_endpoint", "requestId");
-    open_info = listener->PeekRequest(request_id);
-    if (open_info == nullptr)
-      throw MakeUsageError(env, "ERR_UNKNOWN_REQUEST", EINVAL, "fi_endpoint", "no such pending connection request");
+  if (domain_->rdm()) {
+    ConstructRdm(info);
   } else {
-    std::string node = info[3].IsString() ? info[3].As<Napi::String>().Utf8Value() : "";
-    std::string service = info[4].IsString() ? info[4].As<Napi::String>().Utf8Value() : "";
-    int rc = domain_->GetInfo(node.c_str(), service.c_str(), 0, &info_);
-    if (rc != 0) {
-      info_ = nullptr;
-      throw MakeError(env, -rc, "fi_getinfo(" + node + ":" + service + ")");
+    // From a connection request, the fi_info stays the listener's until
+    // fi_endpoint has taken its handle: if anything before that fails, the
+    // request is still pending and the caller can still reject it (fi_cm(3):
+    // a request must be accepted or rejected, or the provider keeps its socket).
+    Listener* listener = nullptr;
+    uint32_t request_id = 0;
+    fi_info* open_info = nullptr;
+    if (info[1].IsObject()) {
+      listener = UnwrapAs<Listener>(env, info[1], &AddonData::listener, "Listener", "fi_endpoint");
+      request_id = ToU32(env, info[2], "fi_endpoint", "requestId");
+      open_info = listener->PeekRequest(request_id);
+      if (open_info == nullptr)
+        throw MakeUsageError(env, "ERR_UNKNOWN_REQUEST", EINVAL, "fi_endpoint", "no such pending connection request");
+    } else {
+      std::string node = info[3].IsString() ? info[3].As<Napi::String>().Utf8Value() : "";
+      std::string service = info[4].IsString() ? info[4].As<Napi::String>().Utf8Value() : "";
+      int rc = domain_->GetInfo(node.c_str(), service.c_str(), 0, &info_);
+      if (rc != 0) {
+        info_ = nullptr;
+        throw MakeError(env, -rc, "fi_getinfo(" + node + ":" + service + ")");
+      }
+      open_info = info_;
     }
-    open_info = info_;
-  }
 
-  // Opened eq → cq → ep (Teardown closes them in reverse). The queues take
-  // the fds (an epoll set and a signal socketpair each on tcp), so they come
-  // first: running out of fds (FI_EMFILE) then fails before the request is
-  // consumed.
-  const char* op = "";
-  uv_loop_t* loop = nullptr;
-  napi_get_uv_event_loop(env, &loop);
-  loop_ = loop;
-  int rc = eq_.Open(domain_->fabric(), loop, [this]() { OnEqReadable(); }, &op);
-  if (rc == 0) {
-    fi_cq_attr attr{};
-    attr.size = open_info->tx_attr->size + open_info->rx_attr->size;
-    attr.format = FI_CQ_FORMAT_DATA;  // .data carries a peer's remote CQ data
-    attr.wait_obj = FI_WAIT_FD;
-    op = "fi_cq_open";
-    rc = fi_cq_open(domain_->domain(), &attr, &cq_, nullptr);
-    if (rc != 0) cq_ = nullptr;
-  }
-  if (rc == 0) {
-    op = "fi_endpoint";
-    rc = fi_endpoint(domain_->domain(), open_info, &ep_, nullptr);
-    if (rc != 0) ep_ = nullptr;
-    else if (listener != nullptr) info_ = listener->TakeRequest(request_id);
-    // fi_getinfo(3) FI_RX_CQ_DATA: remote CQ data then lands in a posted
-    // receive (verbs). Without it (tcp, sockets) the provider reports it on an
-    // entry of its own whose op_context is not ours (docs/transport.md).
-    if (rc == 0) rx_cq_data_ = (open_info->rx_attr->mode & FI_RX_CQ_DATA) != 0;
-  }
-  int fd = -1;
-  if (rc == 0) {
-    op = "fi_control(FI_GETWAIT)";
-    rc = fi_control(&cq_->fid, FI_GETWAIT, &fd);
-  }
-  if (rc == 0) {
-    op = "fi_ep_bind(eq)";
-    rc = fi_ep_bind(ep_, &eq_.eq()->fid, 0);
-  }
-  if (rc == 0) {
-    op = "fi_ep_bind(cq)";
-    rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV);
-  }
-  if (rc == 0) {
-    op = "fi_enable";
-    rc = fi_enable(ep_);
-  }
-  cq_fd_ = fd;
-  if (rc == 0 && cq_poller_.Start(loop, fd, [this]() { OnCqReadable(); }) != 0) {
-    op = "uv_poll_start";
-    rc = -FI_EIO;
-  }
-  if (rc == 0 && before_block_.Init(loop, [this]() { OnBeforeBlock(); }) != 0) {
-    op = "uv_prepare_init";
-    rc = -FI_EIO;
-  }
-  if (rc != 0) {
-    Teardown();
-    throw MakeError(env, -rc, op);
+    // Opened eq → cq → ep (Teardown closes them in reverse). The queues take
+    // the fds (an epoll set and a signal socketpair each on tcp), so they come
+    // first: running out of fds (FI_EMFILE) then fails before the request is
+    // consumed.
+    const char* op = "";
+    uv_loop_t* loop = nullptr;
+    napi_get_uv_event_loop(env, &loop);
+    loop_ = loop;
+    int rc = eq_.Open(domain_->fabric(), loop, [this]() { OnEqReadable(); }, &op);
+    if (rc == 0) {
+      fi_cq_attr attr{};
+      attr.size = open_info->tx_attr->size + open_info->rx_attr->size;
+      attr.format = FI_CQ_FORMAT_DATA;  // .data carries a peer's remote CQ data
+      attr.wait_obj = FI_WAIT_FD;
+      op = "fi_cq_open";
+      rc = fi_cq_open(domain_->domain(), &attr, &cq_, nullptr);
+      if (rc != 0) cq_ = nullptr;
+    }
+    if (rc == 0) {
+      op = "fi_endpoint";
+      rc = fi_endpoint(domain_->domain(), open_info, &ep_, nullptr);
+      if (rc != 0) ep_ = nullptr;
+      else if (listener != nullptr) info_ = listener->TakeRequest(request_id);
+      // fi_getinfo(3) FI_RX_CQ_DATA: remote CQ data then lands in a posted
+      // receive (verbs). Without it (tcp, sockets) the provider reports it on an
+      // entry of its own whose op_context is not ours (docs/transport.md).
+      if (rc == 0) rx_cq_data_ = (open_info->rx_attr->mode & FI_RX_CQ_DATA) != 0;
+    }
+    int fd = -1;
+    if (rc == 0) {
+      op = "fi_control(FI_GETWAIT)";
+      rc = fi_control(&cq_->fid, FI_GETWAIT, &fd);
+    }
+    if (rc == 0) {
+      op = "fi_ep_bind(eq)";
+      rc = fi_ep_bind(ep_, &eq_.eq()->fid, 0);
+    }
+    if (rc == 0) {
+      op = "fi_ep_bind(cq)";
+      rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV);
+    }
+    if (rc == 0) {
+      op = "fi_enable";
+      rc = fi_enable(ep_);
+    }
+    cq_fd_ = fd;
+    if (rc == 0 && cq_poller_.Start(loop, fd, [this]() { OnCqReadable(); }) != 0) {
+      op = "uv_poll_start";
+      rc = -FI_EIO;
+    }
+    if (rc == 0 && before_block_.Init(loop, [this]() { OnBeforeBlock(); }) != 0) {
+      op = "uv_prepare_init";
+      rc = -FI_EIO;
+    }
+    if (rc != 0) {
+      Teardown();
+      throw MakeError(env, -rc, op);
+    }
   }
 
   batch_.reset(new uint32_t[kBatch * 3]());
@@ -184,6 +191,10 @@ void Endpoint::CheckOpen(Napi::Env env, const char* op) const {
   if (ep_ == nullptr) throw MakeUsageError(env, "ERR_CLOSED", EBADF, op, "the endpoint is closed");
 }
 
+void Endpoint::CheckPeer(Napi::Env env, const char* op) const {
+  if (PeerGone()) throw MakeUsageError(env, "FI_ENOTCONN", FI_ENOTCONN, op, "the peer endpoint has closed");
+}
+
 OpRecord* Endpoint::NewOp(uint32_t context) {
   OpRecord* op;
   if (free_ops_.empty()) {
@@ -198,7 +209,15 @@ OpRecord* Endpoint::NewOp(uint32_t context) {
   op->recv_buf = nullptr;
   op->fast = false;
   op->initiator = false;
+  op->cm = false;
   ++in_flight_;
+  ++posted_;
+  // Polled (no wait fd): whatever posts this, JS, the fast path or the
+  // initiator queue, the timer goes back to back (rdm.cc OnPollTimer).
+  if (poll_timer_ != nullptr && !poll_fast_) {
+    last_busy_ns_ = NowNs();
+    StartPollTimer(0);
+  }
   // Whatever is posted now, fi_trywait must run before the loop sleeps.
   before_block_.Arm();
   return op;
@@ -246,6 +265,7 @@ std::vector<uint32_t> Endpoint::Teardown() {
     fi_close(&ep_->fid);
     ep_ = nullptr;
   }
+  TeardownRdm();  // the address vector and what else an RDM endpoint holds; bound to ep, closed after it
   if (cq_ != nullptr) {
     fi_close(&cq_->fid);
     cq_ = nullptr;
@@ -258,7 +278,7 @@ std::vector<uint32_t> Endpoint::Teardown() {
   std::vector<uint32_t> canceled;
   for (OpRecord* op : ops_) {
     if (!op->in_use) continue;
-    if (!op->fast && !op->initiator) canceled.push_back(op->context);
+    if (!op->fast && !op->initiator && !op->cm) canceled.push_back(op->context);
     FreeOp(op);
   }
   return canceled;
@@ -306,6 +326,11 @@ size_t Endpoint::DrainCq() {
         if (fi_cq_readerr(cq_, &err, 0) < 0) break;
         auto* op = static_cast<OpRecord*>(err.op_context);
         if (op == nullptr || !op->in_use) continue;
+        if (op->cm) {
+          // A handshake receive that failed (truncated: too long to be one): post it again.
+          OnCmReceive(op, 0);
+          continue;
+        }
         if (op->fast) {
           int code = err.err != 0 ? err.err : FI_EIO;
           if (fast_ != nullptr) fast_->OnOpDone(op, code);
@@ -338,6 +363,10 @@ size_t Endpoint::DrainCq() {
           }
           auto* op = static_cast<OpRecord*>(entries[i].op_context);
           if (op == nullptr || !op->in_use) continue;
+          if (op->cm) {
+            OnCmReceive(op, entries[i].len);
+            continue;
+          }
           if (op->recv_buf != nullptr) received_.fetch_add(1, std::memory_order_relaxed);
           if (op->fast) {
             if (fast_ != nullptr) fast_->OnOpDone(op, 0);
@@ -416,6 +445,10 @@ void Endpoint::OnCqReadable() {
   Napi::HandleScope scope(env);
   try {
     Progress();
+    if (rdm_) {
+      FlushCm();
+      DeliverCmEvents();
+    }
   } catch (const Napi::Error& e) {
     napi_fatal_exception(env, e.Value());
   }
@@ -424,6 +457,8 @@ void Endpoint::OnCqReadable() {
 void Endpoint::Progress() {
   for (;;) {
     DrainCq();
+    // No wait fd (shm): nothing to fi_trywait on; the poll timer comes back.
+    if (cq_fd_ < 0) return;
     if (cq_ == nullptr) return;
     fid* f = &cq_->fid;
     if (fi_trywait(domain_->fabric(), &f, 1) == 0) return;
@@ -447,13 +482,15 @@ void Endpoint::Wake() {
 
 void Endpoint::AfterPost() {
   if (link_ != nullptr) reactor_->Kick(link_);
-  else before_block_.Arm();
+  else if (cq_fd_ >= 0) before_block_.Arm();
 }
 
 int Endpoint::AttachReactor(std::shared_ptr<Reactor> reactor) {
   std::lock_guard<std::recursive_mutex> g(*lock_);
   if (reactor == nullptr || link_ != nullptr || initiator_ != nullptr || fast_ == nullptr || cq_ == nullptr || cq_fd_ < 0)
     return -EINVAL;
+  // The RDM handshake's events are read with the CQ, on the JS thread (rdm.cc).
+  if (rdm_) return -ENOTSUP;
   if (wake_ == nullptr) {
     wake_ = new uv_async_t;
     if (uv_async_init(loop_, wake_, [](uv_async_t* h) {
@@ -623,6 +660,16 @@ Napi::Value Endpoint::Connect(const Napi::CallbackInfo& info) {
   const void* pd;
   size_t len;
   PrivateData(info[2], &pd, &len);
+  if (rdm_) {
+    // docs/protocol.md "RDM endpoints": the request goes to the listener; its
+    // endpoint for us answers (rdm.cc).
+    if (listening_ || listener_addr_ == FI_ADDR_UNSPEC || peer_ != FI_ADDR_UNSPEC)
+      throw MakeUsageError(env, "ERR_INVALID_STATE", EINVAL, "fi_connect", "this endpoint cannot connect");
+    if (len > 256) throw MakeUsageError(env, "FI_EINVAL", FI_EINVAL, "fi_connect", "private data over 256 bytes");
+    QueueCm(1, listener_addr_, pd, len, false);
+    FlushCm();
+    return env.Undefined();
+  }
   CheckFabric(env, fi_connect(ep_, info_->dest_addr, pd, len), "fi_connect");
   return env.Undefined();
 }
@@ -634,6 +681,16 @@ Napi::Value Endpoint::Accept(const Napi::CallbackInfo& info) {
   const void* pd;
   size_t len;
   PrivateData(info[0], &pd, &len);
+  if (rdm_) {
+    // Connected as soon as the answer is queued: true tells JS not to wait
+    // for an event (rdm.cc).
+    if (listening_ || peer_ == FI_ADDR_UNSPEC)
+      throw MakeUsageError(env, "ERR_INVALID_STATE", EINVAL, "fi_accept", "this endpoint has no request to accept");
+    if (len > 256) throw MakeUsageError(env, "FI_EINVAL", FI_EINVAL, "fi_accept", "private data over 256 bytes");
+    QueueCm(2, peer_, pd, len, false);
+    FlushCm();
+    return Napi::Boolean::New(env, true);
+  }
   CheckFabric(env, fi_accept(ep_, pd, len), "fi_accept");
   return env.Undefined();
 }
@@ -643,6 +700,7 @@ Napi::Value Endpoint::Send(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::lock_guard<std::recursive_mutex> g(*lock_);
   CheckOpen(env, "fi_send");
+  CheckPeer(env, "fi_send");
   MemoryRegion* mr = MemoryRegion::FromValue(env, info[0], "fi_send");
   double off = info[1].ToNumber().DoubleValue(), len = info[2].ToNumber().DoubleValue();
   mr->CheckRange(env, off, len, "fi_send");
@@ -651,7 +709,7 @@ Napi::Value Endpoint::Send(const Napi::CallbackInfo& info) {
   OpRecord* op = NewOp(ToU32(env, info[3], "fi_send", "context"));
   op->pages.push_back(mr->memory());
   mr->memory()->Retain();
-  ssize_t rc = fi_send(ep_, mr->data() + static_cast<size_t>(off), static_cast<size_t>(len), mr->desc(), 0, op);
+  ssize_t rc = fi_send(ep_, mr->data() + static_cast<size_t>(off), static_cast<size_t>(len), mr->desc(), peer_, op);
   if (rc != 0) {
     FreeOp(op);
     throw MakeError(env, static_cast<int>(-rc), "fi_send");
@@ -665,13 +723,14 @@ Napi::Value Endpoint::Inject(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::lock_guard<std::recursive_mutex> g(*lock_);
   CheckOpen(env, "fi_inject");
+  CheckPeer(env, "fi_inject");
   if (!info[0].IsBuffer()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "fi_inject", "data must be a Buffer");
   auto buf = info[0].As<Napi::Buffer<uint8_t>>();
   if (buf.Length() > info_->tx_attr->inject_size)
     throw MakeUsageError(env, "FI_EMSGSIZE", FI_EMSGSIZE, "fi_inject",
                          std::to_string(buf.Length()) + " bytes exceed the provider's inject size of " +
                              std::to_string(info_->tx_attr->inject_size));
-  CheckFabric(env, static_cast<int>(fi_inject(ep_, buf.Data(), buf.Length(), 0)), "fi_inject");
+  CheckFabric(env, static_cast<int>(fi_inject(ep_, buf.Data(), buf.Length(), peer_)), "fi_inject");
   AfterPost();
   return env.Undefined();
 }
@@ -690,7 +749,7 @@ Napi::Value Endpoint::Recv(const Napi::CallbackInfo& info) {
   op->recv_buf = mr->data() + static_cast<size_t>(off);
   op->recv_len = static_cast<size_t>(len);
   op->recv_desc = mr->desc();
-  ssize_t rc = fi_recv(ep_, mr->data() + static_cast<size_t>(off), static_cast<size_t>(len), mr->desc(), 0, op);
+  ssize_t rc = fi_recv(ep_, mr->data() + static_cast<size_t>(off), static_cast<size_t>(len), mr->desc(), peer_, op);
   if (rc != 0) {
     FreeOp(op);
     throw MakeError(env, static_cast<int>(-rc), "fi_recv");
@@ -708,6 +767,7 @@ Napi::Value Endpoint::Rma(const Napi::CallbackInfo& info) {
   bool is_write = info[0].ToBoolean().Value();
   const char* name = is_write ? "fi_writemsg" : "fi_readmsg";
   CheckOpen(env, name);
+  CheckPeer(env, name);
   if (!info[1].IsArray() || !info[2].IsArray())
     throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, name, "local and remote must be arrays");
   Napi::Array local = info[1].As<Napi::Array>(), remote = info[2].As<Napi::Array>();
@@ -768,7 +828,7 @@ Napi::Value Endpoint::Rma(const Napi::CallbackInfo& info) {
   msg.msg_iov = iov;
   msg.desc = desc;
   msg.iov_count = local.Length();
-  msg.addr = 0;
+  msg.addr = peer_;
   msg.rma_iov = rma;
   msg.rma_iov_count = remote.Length();
   msg.context = op;
@@ -796,6 +856,7 @@ Napi::Value Endpoint::Atomic(const Napi::CallbackInfo& info) {
   std::string kind = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
   const char* name = kind == "cswap" ? "fi_compare_atomic" : "fi_fetch_atomic";
   CheckOpen(env, name);
+  CheckPeer(env, name);
   if (kind != "add" && kind != "cswap")
     throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, name, "op must be 'add' or 'cswap'");
   if (!domain_->has_atomics())
@@ -815,9 +876,9 @@ Napi::Value Endpoint::Atomic(const Napi::CallbackInfo& info) {
   uint8_t* slot = mr->data() + static_cast<size_t>(off);
   ssize_t rc;
   if (kind == "add") {
-    rc = fi_fetch_atomic(ep_, slot, 1, mr->desc(), slot + 16, mr->desc(), 0, addr, key, FI_UINT64, FI_SUM, op);
+    rc = fi_fetch_atomic(ep_, slot, 1, mr->desc(), slot + 16, mr->desc(), peer_, addr, key, FI_UINT64, FI_SUM, op);
   } else {
-    rc = fi_compare_atomic(ep_, slot, 1, mr->desc(), slot + 8, mr->desc(), slot + 16, mr->desc(), 0, addr, key,
+    rc = fi_compare_atomic(ep_, slot, 1, mr->desc(), slot + 8, mr->desc(), slot + 16, mr->desc(), peer_, addr, key,
                            FI_UINT64, FI_CSWAP, op);
   }
   if (rc != 0) {
@@ -854,6 +915,10 @@ Napi::Value Endpoint::Poll(const Napi::CallbackInfo& info) {
     CheckOpen(info.Env(), "fi_cq_read");
     DrainCq();
     AfterPost();
+    if (rdm_) {
+      FlushCm();
+      DeliverCmEvents();
+    }
   }
   if (wake_ != nullptr) DeliverPending();  // attached once: what the reactor queued comes first
   return info.Env().Undefined();
@@ -867,7 +932,13 @@ Napi::Value Endpoint::Close(const Napi::CallbackInfo& info) {
   // Graceful disconnect (FI_SHUTDOWN at the peer); failure just means not
   // connected. Skipped where the provider's fi_shutdown is unsafe: fi_close
   // alone still reaches the peer as FI_SHUTDOWN there (docs/target.md).
-  if (ep_ != nullptr && domain_->shutdown_is_safe()) fi_shutdown(ep_, 0);
+  // An RDM peer hears of it by a handshake message (rdm.cc), sent once, best effort.
+  if (ep_ != nullptr && rdm_ && !listening_ && peer_ != FI_ADDR_UNSPEC && !shutdown_seen_) {
+    QueueCm(4, peer_, nullptr, 0, false);
+    FlushCm();
+  } else if (ep_ != nullptr && !rdm_ && domain_->shutdown_is_safe()) {
+    fi_shutdown(ep_, 0);
+  }
   std::vector<uint32_t> canceled = Teardown();
   on_completions_.Reset();
   on_event_.Reset();

@@ -11,8 +11,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "event-queue.h"
@@ -41,6 +44,8 @@ struct OpRecord {
   uint32_t fast_slot = 0;
   // A send of the initiator queue's (initiator-queue.h), which JS never sees.
   bool initiator = false;
+  // A receive of the RDM handshake's (rdm.cc), which JS never sees.
+  bool cm = false;
 };
 
 class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
@@ -50,7 +55,15 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   ~Endpoint() override;
 
   int BindMemory(fid_mr* mr);
+  // Where every send and RMA goes: the peer's address vector entry on an RDM
+  // endpoint, unused (0) on a connected MSG one (docs/transport.md "RDM endpoints").
+  fi_addr_t peer() const { return peer_; }
+  // An shm peer in this same process that has closed: libfabric 1.17's shm
+  // reaches such a peer through the closed endpoint's own memory, so nothing
+  // may be sent to it any more (rdm.cc, docs/transport.md "RDM endpoints").
+  bool PeerGone() const { return peer_alive_ != nullptr && !peer_alive_->load(std::memory_order_acquire); }
   void CheckOpen(Napi::Env env, const char* op) const;
+  void CheckPeer(Napi::Env env, const char* op) const;
 
   // Reactors (reactor.h). Attach: from the JS thread, with the fast path
   // attached; 0 or -errno (the endpoint then stays on the JS thread). Detach:
@@ -81,6 +94,23 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   Napi::Value Received(const Napi::CallbackInfo& info);
   Napi::Value Wakeups(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
+  Napi::Value Reject(const Napi::CallbackInfo& info);
+  Napi::Value Port(const Napi::CallbackInfo& info);
+  Napi::Value Address(const Napi::CallbackInfo& info);
+
+  // RDM endpoints (rdm.cc): an address vector, and the handshake over tagged
+  // messages that stands in for the CM events of MSG endpoints.
+  void ConstructRdm(const Napi::CallbackInfo& info);
+  int OpenRdmQueues(fi_info* open_info, const char** op);
+  int PostCmReceives(size_t count);
+  void OnCmReceive(OpRecord* op, size_t len);
+  // Queued, then sent (or retried while the provider says FI_EAGAIN) by FlushCm.
+  void QueueCm(uint8_t kind, fi_addr_t to, const void* pd, size_t pd_len, bool remove_after);
+  void FlushCm();
+  void DeliverCmEvents();
+  void StartPollTimer(uint64_t ms);
+  void OnPollTimer();
+  void TeardownRdm();
 
   friend class FastPath;
   friend class InitiatorQueue;
@@ -110,6 +140,45 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   fid_ep* ep_ = nullptr;
   fid_cq* cq_ = nullptr;
   EventQueue eq_;
+  // RDM (rdm.cc).
+  bool rdm_ = false;
+  bool listening_ = false;
+  fid_av* av_ = nullptr;
+  fi_addr_t peer_ = 0;
+  fi_addr_t listener_addr_ = FI_ADDR_UNSPEC;  // the connecting side's, for its request only
+  std::vector<uint8_t> local_name_;
+  std::vector<uint8_t> peer_name_;  // the connecting side's: whose shutdown counts
+  uint64_t posted_ = 0;
+  // shm in one process (rdm.cc LocalShm): this endpoint's flag, and its peer's when the peer is here too.
+  std::shared_ptr<std::atomic<bool>> alive_;
+  std::shared_ptr<std::atomic<bool>> peer_alive_;
+  void FindLocalPeer(const uint8_t* name, size_t len);
+  std::unique_ptr<uint8_t[]> cm_buf_;
+  fid_mr* cm_mr_ = nullptr;
+  struct CmOut {
+    fi_addr_t to;
+    std::vector<uint8_t> bytes;
+    bool remove_after;  // an address inserted only to answer (a reject)
+  };
+  std::deque<CmOut> cm_out_;
+  struct CmEvent {
+    std::string type;
+    uint32_t request_id;
+    std::vector<uint8_t> pd;
+    int err;
+  };
+  std::vector<CmEvent> cm_events_;
+  std::unordered_map<uint32_t, std::vector<uint8_t>> requests_;  // listening: id -> the initiator's address
+  uint32_t next_request_ = 1;
+  int reserve_fd_ = -1;  // shm listener: its address:port held in the TCP port space
+  int port_ = 0;
+  std::string address_;
+  bool shutdown_seen_ = false;
+  // A CQ without a wait fd (shm): polled on a timer of the JS loop,
+  // back to back while anything is in flight.
+  uv_timer_t* poll_timer_ = nullptr;
+  uint64_t last_busy_ns_ = 0;
+  bool poll_fast_ = false;  // the timer runs back to back (0 ms)
   FdPoller cq_poller_;
   BeforeBlock before_block_;
   bool draining_ = false;

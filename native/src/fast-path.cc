@@ -254,7 +254,7 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   taken_++;
 
   // Everything needed is copied out: the receive goes back at once.
-  ssize_t rc = fi_recv(endpoint_->ep_, op->recv_buf, op->recv_len, op->recv_desc, 0, op);
+  ssize_t rc = fi_recv(endpoint_->ep_, op->recv_buf, op->recv_len, op->recv_desc, endpoint_->peer_, op);
   endpoint_->before_block_.Arm();
   // A failure means the connection is failing (a full receive queue cannot
   // happen: this buffer was just taken off it); its close cancels the record.
@@ -281,7 +281,7 @@ bool FastPath::Post(uint32_t slot, int kind) {
   ssize_t rc;
   void* desc = desc_;
   if (kind == kRsp) {
-    rc = fi_send(endpoint_->ep_, SlotRsp(slot), kGoodResponseSize, desc, 0, op);
+    rc = endpoint_->PeerGone() ? -FI_ENOTCONN : fi_send(endpoint_->ep_, SlotRsp(slot), kGoodResponseSize, desc, endpoint_->peer_, op);
   } else {
     iovec iov{SlotData(slot), cmd.length};
     fi_rma_iov rma{cmd.address, cmd.length, cmd.key};
@@ -292,6 +292,7 @@ bool FastPath::Post(uint32_t slot, int kind) {
     msg.rma_iov = &rma;
     msg.rma_iov_count = 1;
     msg.context = op;
+    msg.addr = endpoint_->peer_;  // the RDM peer's address vector entry; unused on MSG
     uint64_t flags = FI_COMPLETION;
     // Without FI_ORDER_SAW, the RSP waits for the data's delivery (docs/protocol.md §12).
     if (kind == kDataIn && !ordered_) flags |= FI_DELIVERY_COMPLETE;
@@ -300,7 +301,9 @@ bool FastPath::Post(uint32_t slot, int kind) {
       msg.data = cmd.tag & 0xffffffffu;
       flags |= FI_REMOTE_CQ_DATA;
     }
-    rc = kind == kDataIn ? fi_writemsg(endpoint_->ep_, &msg, flags) : fi_readmsg(endpoint_->ep_, &msg, flags);
+    rc = endpoint_->PeerGone() ? -FI_ENOTCONN
+         : kind == kDataIn  ? fi_writemsg(endpoint_->ep_, &msg, flags)
+                            : fi_readmsg(endpoint_->ep_, &msg, flags);
   }
   if (rc == -FI_EAGAIN) {
     endpoint_->FreeOp(op);

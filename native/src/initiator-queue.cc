@@ -222,7 +222,7 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
     ssize_t rc;
     if (inject_) {
       // Copied out at once and no completion (fi_msg(3) fi_inject), as JS sends its small capsules.
-      rc = fi_inject(endpoint_->ep_, b, kCmdSize, 0);
+      rc = endpoint_->PeerGone() ? -FI_ENOTCONN : fi_inject(endpoint_->ep_, b, kCmdSize, endpoint_->peer_);
       endpoint_->before_block_.Arm();
     } else {
       OpRecord* op = endpoint_->NewOp(0);
@@ -230,7 +230,7 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
       op->fast_slot = slot;
       op->pages.push_back(memory_);
       memory_->Retain();
-      rc = fi_send(endpoint_->ep_, b, kCmdSize, desc_, 0, op);
+      rc = endpoint_->PeerGone() ? -FI_ENOTCONN : fi_send(endpoint_->ep_, b, kCmdSize, desc_, endpoint_->peer_, op);
       if (rc != 0) endpoint_->FreeOp(op);
     }
     // A full transmit queue, or a failing connection: JS's own send queues
@@ -299,7 +299,7 @@ bool InitiatorQueue::TryReceive(OpRecord* op, size_t length) {
   }
   if (endpoint_ == nullptr) return true;  // closed from inside a flush: the record is canceled
   // Copied out: the receive goes back at once, as JS would repost it.
-  ssize_t rc = fi_recv(endpoint_->ep_, op->recv_buf, op->recv_len, op->recv_desc, 0, op);
+  ssize_t rc = fi_recv(endpoint_->ep_, op->recv_buf, op->recv_len, op->recv_desc, endpoint_->peer_, op);
   endpoint_->before_block_.Arm();
   (void)rc;  // a failure means the connection is failing; its close cancels the record
   return true;
@@ -312,7 +312,7 @@ bool InitiatorQueue::TryRemoteData(uint32_t data, OpRecord* consumed) {
   credits_ref_.Value().Data()[0] += 1;
   Complete(slot, kGood, nullptr, 0);
   if (consumed != nullptr && endpoint_ != nullptr) {
-    ssize_t rc = fi_recv(endpoint_->ep_, consumed->recv_buf, consumed->recv_len, consumed->recv_desc, 0, consumed);
+    ssize_t rc = fi_recv(endpoint_->ep_, consumed->recv_buf, consumed->recv_len, consumed->recv_desc, endpoint_->peer_, consumed);
     endpoint_->before_block_.Arm();
     (void)rc;
   }

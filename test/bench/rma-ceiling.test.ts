@@ -4,6 +4,7 @@
 // assertion on speed: the figures belong to docs/performance.md.
 import test, { type ExecutionContext } from 'ava';
 import { existsSync } from 'node:fs';
+import { availableRdmProviders } from '../../native/fabric.js';
 import { parseRmaCeiling, RMA_CEILING_BINARY, runRmaCeiling, type RmaCeilingResult } from '../../bench/peers/rma-ceiling.js';
 
 const TIMEOUT_MS = 30_000;
@@ -81,3 +82,27 @@ test('a bad flag: usage on stderr, exit 2', async (t) => {
   t.is(run.code, 2);
   t.regex(run.stderr, /--qd 0: expected 1 to 4096/);
 });
+
+// The RDM mode (FI_EP_RDM, docs/transport.md "RDM endpoints"): the peer's name
+// comes over the pipe into an address vector. shm's CQ has no wait fd, so its
+// row says busy-poll; rxm's has one.
+for (const [provider, waits] of [
+  ['shm', 'busy-poll'],
+  ['tcp;ofi_rxm', 'fd'],
+] as const) {
+  const title = `${provider} (RDM): read and delivery-complete write loops at QD4, verified`;
+  if (!availableRdmProviders().includes(provider)) {
+    test.skip(`${title} (skipped: libfabric offers no ${provider} here)`, () => undefined);
+    continue;
+  }
+  test(title, async (t) => {
+    const r = await ceiling(t, ['--provider', provider, '--op', 'read', '--qd', '4', '--size', '4096', '--seconds', '0.3', '--verify']);
+    t.like(r, { provider, op: 'read', qd: 4, waits });
+    sane(t, r);
+    t.true((r.verified?.blocks ?? 0) >= 4, 'every slot was checked');
+    const w = await ceiling(t, ['--provider', provider, '--op', 'write', '--delivery-complete', '--qd', '4', '--seconds', '0.3', '--verify']);
+    t.like(w, { provider, op: 'write', completion: 'delivery', waits });
+    sane(t, w);
+    t.true((w.verified?.blocks ?? 0) >= 4);
+  });
+}

@@ -177,7 +177,7 @@ test('enum and range errors name the allowed values', (t) => {
   t.deepEqual(
     e.message.split('\n'),
     [
-      "rblkd.yaml:2: listeners[0].provider: must be 'tcp', 'sockets', 'verbs' or 'auto', not 'tpc' (did you mean 'tcp'?)",
+      "rblkd.yaml:2: listeners[0].provider: must be 'tcp', 'sockets', 'verbs', 'shm', 'tcp;ofi_rxm', 'verbs;ofi_rxm', 'efa' or 'auto', not 'tpc' (did you mean 'tcp'?)",
       'rblkd.yaml:4: limits.queue_depth: must be at least 1, not 0',
       'rblkd.yaml:5: limits.keepalive_ms: must be at most 600000, not 999999999',
       "rblkd.yaml:6: logging.level: must be 'error', 'warn', 'info' or 'debug', not 'loud'",

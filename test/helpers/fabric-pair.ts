@@ -7,6 +7,8 @@ import { until as waitUntil } from '../../bench/kit/wait.js';
 
 export const PROVIDERS = ['tcp', 'sockets'] as const;
 export type Provider = (typeof PROVIDERS)[number];
+/** FI_EP_RDM providers (docs/transport.md "RDM endpoints"). */
+export const RDM_PROVIDERS = ['shm', 'tcp;ofi_rxm'] as const;
 
 const BASIC_BITS = addon().constants.FI_MR_VIRT_ADDR | addon().constants.FI_MR_ALLOCATED | addon().constants.FI_MR_PROV_KEY;
 

@@ -18,7 +18,11 @@ import type { Access } from '../../target/scsi/index.js';
 
 export const TARGET_NAME = 'iqn.2026-11.io.rblk:test';
 export const TRANSPORTS = ['loop', 'tcp', 'sockets'] as const;
-export type TransportKind = (typeof TRANSPORTS)[number];
+/** FI_EP_RDM providers (docs/transport.md "RDM endpoints"): shm on one host, rxm over tcp. */
+export const RDM_TRANSPORTS = ['shm', 'tcp;ofi_rxm'] as const;
+/** The MSG transports and the RDM ones: the suites that run on every fabric. */
+export const ALL_TRANSPORTS = [...TRANSPORTS, ...RDM_TRANSPORTS] as const;
+export type TransportKind = (typeof ALL_TRANSPORTS)[number];
 
 export interface LogLine {
   level: string;
@@ -63,7 +67,7 @@ export function testServerOptions(
  */
 export async function listenTest(
   server: TargetServer,
-  kind: TransportKind,
+  kind: TransportKind | string,
   o: { transport?: TargetTransport; port?: number; address?: string } = {},
 ): Promise<{ address: string; port: number }> {
   const address = o.address ?? (kind === 'loop' ? 'loop-test' : '127.0.0.1');

@@ -3,7 +3,7 @@
 // provisioning commands.
 import test from 'ava';
 import { connect, RblkError, RegisteredBuffer, type Session } from '../../initiator/index.js';
-import { gated, INITIATOR, pattern, startServer, TARGET_NAME, TRANSPORTS, type TestTarget } from './helpers/target.js';
+import { ALL_TRANSPORTS as TRANSPORTS, gated, INITIATOR, pattern, startServer, TARGET_NAME, type TestTarget } from './helpers/target.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 
 // Every session this file opens gives its fds back (docs/target.md "Resources per connection").

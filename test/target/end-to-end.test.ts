@@ -4,7 +4,7 @@ import { parseReadCapacity16 } from '../../protocol/scsi/read-capacity.js';
 import { decodeSense } from '../../protocol/scsi/sense.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { pattern } from '../helpers/fabric-pair.js';
-import { startTarget, TRANSPORTS } from '../helpers/target-fixture.js';
+import { startTarget, ALL_TRANSPORTS as TRANSPORTS } from '../helpers/target-fixture.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 
 // Every session this file opens gives its fds back (docs/target.md "Resources per connection").

@@ -17,7 +17,7 @@ import { SpyTransport } from './spy-transport.js';
 import { pattern } from '../../../bench/kit/pattern.js';
 import { until } from '../../../bench/kit/wait.js';
 
-export { TARGET_NAME, TRANSPORTS, type TransportKind } from '../../helpers/target-fixture.js';
+export { ALL_TRANSPORTS, TARGET_NAME, TRANSPORTS, type TransportKind } from '../../helpers/target-fixture.js';
 
 export const INITIATOR = 'iqn.2026-11.io.rblk:client';
 

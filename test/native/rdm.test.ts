@@ -1,0 +1,123 @@
+// FI_EP_RDM endpoints (docs/transport.md "RDM endpoints"): the handshake that
+// stands in for connections, messages in order, RMA on an idle peer (manual
+// progress), reject and shutdown, on every RDM provider libfabric offers here.
+import test from 'ava';
+import { availableRdmProviders, FabricError, type Slice } from '../../native/fabric.js';
+import { connectPair, loopbackDomains, pattern, RDM_PROVIDERS, until } from '../helpers/fabric-pair.js';
+
+const offered = availableRdmProviders();
+
+for (const provider of RDM_PROVIDERS) {
+  if (!offered.includes(provider)) {
+    test.skip(`${provider}: skipped, libfabric here offers no ${provider} FI_EP_RDM provider (offers: ${offered.join(', ')})`, () => undefined);
+    continue;
+  }
+
+  test.serial(`${provider}: the domain opens RDM endpoints and the listener names a port`, (t) => {
+    const { server, listener } = loopbackDomains(t, provider);
+    t.is(server.info.endpointType, 'rdm');
+    t.true(server.isRdm);
+    t.true(listener.port > 0);
+    t.is(listener.address, '127.0.0.1');
+  });
+
+  test.serial(`${provider}: 2000 sends arrive in order with their contents intact`, async (t) => {
+    const COUNT = 2000;
+    const POSTED = 32;
+    const received: number[] = [];
+    let bad = 0;
+    const pair = await connectPair(provider, {
+      serverPrepare: (ep) => {
+        const mr = ep.domain.register(POSTED * 256);
+        ep.onReceive = (slice: Slice, length: number) => {
+          const seq = slice.buffer.readUInt32BE(0);
+          if (length !== 4 + (seq % 200) || !slice.buffer.subarray(4, length).equals(pattern(seq % 200, seq + 1))) bad++;
+          received.push(seq);
+          ep.postReceive(slice);
+        };
+        for (let i = 0; i < POSTED; i++) ep.postReceive(mr.slice(i * 256, 256));
+      },
+    });
+    t.teardown(() => pair.close());
+    const mr = pair.client.register(POSTED * 256);
+    let sent = 0;
+    while (sent < COUNT) {
+      await until(() => sent - received.length < POSTED, 'receive credits');
+      const batch: Promise<number>[] = [];
+      while (sent < COUNT && sent - received.length < POSTED && batch.length < POSTED) {
+        const slot = mr.slice((sent % POSTED) * 256, 4 + (sent % 200));
+        slot.buffer.writeUInt32BE(sent, 0);
+        pattern(sent % 200, sent + 1).copy(slot.buffer, 4);
+        batch.push(pair.clientEp.send(slot));
+        sent++;
+      }
+      await Promise.all(batch);
+    }
+    await until(() => received.length === COUNT, 'all messages');
+    t.is(bad, 0, 'every payload matched');
+    t.deepEqual(received, Array.from({ length: COUNT }, (_, i) => i), 'in order');
+  });
+
+  test.serial(`${provider}: the target RDMA-reads and -writes an idle initiator's buffer (manual progress on both sides)`, async (t) => {
+    const pair = await connectPair(provider);
+    t.teardown(() => pair.close());
+    // The initiator posts nothing: only its loop's poller (a timer on shm,
+    // the CQ fd on rxm) drives the provider while the target moves the data.
+    const SIZE = 4 << 20;
+    const CHUNK = 64 << 10;
+    const initiatorMr = pair.client.register(SIZE, { remote: true });
+    pattern(SIZE, 42).copy(initiatorMr.buffer);
+    const targetMr = pair.server.register(SIZE);
+    const reads: Promise<number>[] = [];
+    for (let off = 0; off < SIZE; off += CHUNK) reads.push(pair.serverEp.read(targetMr.slice(off, CHUNK), initiatorMr.remote(off, CHUNK)));
+    await Promise.all(reads);
+    t.true(targetMr.buffer.equals(initiatorMr.buffer), 'the bytes read are the initiator\'s');
+    pattern(SIZE, 43).copy(targetMr.buffer);
+    const writes: Promise<number>[] = [];
+    for (let off = 0; off < SIZE; off += CHUNK)
+      writes.push(pair.serverEp.write(targetMr.slice(off, CHUNK), initiatorMr.remote(off, CHUNK), { deliveryComplete: true }));
+    await Promise.all(writes);
+    t.true(initiatorMr.buffer.equals(targetMr.buffer), 'the bytes written are in the initiator\'s buffer');
+  });
+
+  test.serial(`${provider}: a rejected request reaches the connecting side with its private data`, async (t) => {
+    const { client, listener } = loopbackDomains(t, provider);
+    const seen: Buffer[] = [];
+    listener.on('connection', (req) => {
+      seen.push(req.privateData);
+      req.reject(Buffer.from('not you'));
+    });
+    const e = await t.throwsAsync(client.connect({ address: '127.0.0.1', port: listener.port, privateData: Buffer.from('hello'), timeoutMs: 10_000 }), {
+      instanceOf: FabricError,
+    });
+    t.is(e.code, 'FI_ECONNREFUSED');
+    t.deepEqual((e as FabricError & { privateData?: Buffer }).privateData, Buffer.from('not you'));
+    t.deepEqual(seen, [Buffer.from('hello')]);
+  });
+
+  test.serial(`${provider}: private data goes both ways, and closing one side shuts the other down`, async (t) => {
+    const { server, client, listener } = loopbackDomains(t, provider);
+    const accepted = new Promise<Awaited<ReturnType<typeof client.connect>>>((resolve, reject) => {
+      listener.once('connection', (req) => {
+        t.deepEqual(req.privateData, Buffer.from('login'));
+        t.not(req.peer, 'unknown');
+        req.accept({ privateData: Buffer.from('welcome') }).then(resolve, reject);
+      });
+    });
+    const ep = await client.connect({ address: '127.0.0.1', port: listener.port, privateData: Buffer.from('login') });
+    const serverEp = await accepted;
+    t.deepEqual(ep.peerPrivateData, Buffer.from('welcome'));
+    t.is(serverEp.domain, server);
+    const shut = new Promise<void>((resolve) => serverEp.once('shutdown', () => resolve()));
+    await ep.close();
+    await shut;
+    t.true(serverEp.isClosed);
+  });
+
+  test.serial(`${provider}: connecting where nobody listens fails, and does not hang`, async (t) => {
+    const { client, listener } = loopbackDomains(t, provider);
+    const port = listener.port;
+    await listener.close();
+    await t.throwsAsync(client.connect({ address: '127.0.0.1', port, timeoutMs: 1000 }), { instanceOf: FabricError });
+  });
+}
