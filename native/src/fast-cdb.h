@@ -2,7 +2,7 @@
 // (16) (SBC-4 5.15, 5.16, 5.40, 5.41). Decoding only: whether the command is
 // in range, allowed and fits is the fast path's eligibility check, and every
 // CDB this does not take goes to the SCSI core in JavaScript
-// (target/scsi/read-write.ts), which stays the reference for what they mean.
+// (target/scsi/commands/read-write.ts), which stays the reference for what they mean.
 #pragma once
 #include <cstdint>
 

@@ -195,7 +195,7 @@ export function parseLogicalBlockProvisioning(b: Buffer): LogicalBlockProvisioni
 /**
  * rblk's volume name in VPD 83h: a T10 vendor ID designator (SPC-5 7.7.6.4)
  * whose vendor is "RBLK" and whose vendor-specific part is "volume:<name>".
- * The target builds it (target/scsi/vpd.ts); initiators find volumes by it.
+ * The target builds it (target/scsi/commands/vpd.ts); initiators find volumes by it.
  */
 export const RBLK_VENDOR = 'RBLK';
 export const VOLUME_PREFIX = 'volume:';

@@ -1,7 +1,7 @@
 // Asymmetric logical unit access (ALUA, SPC-4 5.15): the access states a
 // target port group can be in, and the REPORT TARGET PORT GROUPS parameter
 // data (SPC-4 6.36.2) that carries them. Shared by the target, which builds
-// the data (target/scsi/report-target-port-groups.ts), and the initiator,
+// the data (target/scsi/commands/report-target-port-groups.ts), and the initiator,
 // which chooses its path by it (initiator/paths.ts).
 
 /** The states rblk serves, by their config names (docs/operations.md "Several gateways"). */

@@ -155,7 +155,7 @@ export class Controller {
     this.checkAna();
   }
 
-  /** Hears the reservation notices of each namespace's volume (target/scsi/reservations.ts noticeListeners). */
+  /** Hears the reservation notices of each namespace's volume (target/scsi/reservations/reservations.ts noticeListeners). */
   #listenReservations(): void {
     for (const f of this.#unlisten.splice(0)) f();
     for (const ns of this.namespaces.values()) {

@@ -7,7 +7,7 @@
 import { cdw, IoOpcode, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
 import { isMiscompare } from '../backend/backend.js';
 import { nexusKey, type Access, type LogicalUnit, type Nexus } from '../scsi/index.js';
-import type { PrClass } from '../scsi/reservations.js';
+import type { PrClass } from '../scsi/reservations/reservations.js';
 import type { QosDirection } from '../scsi/qos-bucket.js';
 import { acquireScratch, withScratch } from '../scsi/scratch.js';
 import { prepareReservation, ResvOpcode } from './reservations.js';
@@ -320,7 +320,7 @@ function prepare(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedIo | { sta
 /**
  * A fused Compare and Write (Base 2.0 §3.4.2, NVM 1.0 §3.2.1 and §3.2.9: FUSE
  * 01b then 10b, same namespace and blocks): as one atomic operation, with the
- * atomicity SCSI COMPARE AND WRITE has (target/scsi/compare-and-write.ts):
+ * atomicity SCSI COMPARE AND WRITE has (target/scsi/commands/compare-and-write.ts):
  * the backend's own compareAndWrite when it has one (every gateway of a shared
  * store), else read, compare and write under an exclusive range lock. A
  * difference fails the Compare with Compare Failure and writes nothing; the

@@ -9,7 +9,7 @@ import type { RequiredAccess } from './access.js';
 import type { Access, Nexus } from './nexus.js';
 import { check, type Failure, type Outcome } from './outcome.js';
 import type { AluaServed } from './port-groups.js';
-import type { PrClass } from './reservations.js';
+import type { PrClass } from './reservations/reservations.js';
 
 export type Direction = 'none' | 'in' | 'out';
 

@@ -10,9 +10,9 @@ export {
   type ParseResult,
 } from './scsi-command.js';
 export { ScsiTarget } from './scsi-target.js';
-export { MemoryReservationStore, type PrListener, type ReservationStore } from './reservation-store.js';
-export { SharedReservationStore } from './shared-reservation-store.js';
-export type { PrState, Registrant, Reservation } from './pr-state.js';
+export { MemoryReservationStore, type PrListener, type ReservationStore } from './reservations/reservation-store.js';
+export { SharedReservationStore } from './reservations/shared-reservation-store.js';
+export type { PrState, Registrant, Reservation } from './reservations/pr-state.js';
 export { FastPathGate, type FastPathBinding } from './fast-path-gate.js';
 export type { Direction } from './command-spec.js';
 export { COMMANDS } from './command-table.js';

@@ -15,14 +15,14 @@ import {
 } from '../../protocol/scsi/sense-codes.js';
 import type { SenseFormat } from '../../protocol/scsi/sense.js';
 import { silentLogger, type ScsiLogger } from './logger.js';
-import type { ModeSettings } from './mode-pages.js';
+import type { ModeSettings } from './mode/mode-pages.js';
 import { nexusKey, type Nexus } from './nexus.js';
 import type { TargetPortGroups } from './port-groups.js';
 import { FastPathGate } from './fast-path-gate.js';
 import { holding, RangeLock } from './range-lock.js';
-import type { ReservationStore } from './reservation-store.js';
-import { CopyResults } from './copy-results.js';
-import { Reservations } from './reservations.js';
+import type { ReservationStore } from './reservations/reservation-store.js';
+import { CopyResults } from './commands/copy-results.js';
+import { Reservations } from './reservations/reservations.js';
 import { UnitAttentions } from './unit-attention.js';
 
 /** Limits reported in the Block Limits VPD page (SBC-4 6.6.4), in logical blocks. */

@@ -17,7 +17,7 @@ import { diesWithParent } from '../../bench/parent-death.js';
 import { FileBackend } from '../../target/backend/file.js';
 import { RbdBackend } from '../../target/backend/rbd/rbd-backend.js';
 import { LogicalUnit } from '../../target/scsi/index.js';
-import { SharedReservationStore } from '../../target/scsi/shared-reservation-store.js';
+import { SharedReservationStore } from '../../target/scsi/reservations/shared-reservation-store.js';
 import { TargetServer } from '../../target/server.js';
 import { rblkConnections, type RblkConnection } from '../../target/rblk/connection.js';
 import { cephMissing, startCephCluster, type CephCluster } from '../helpers/ceph-cluster.js';

@@ -21,7 +21,7 @@ import {
   type LoginResponse,
   type WireLimits,
 } from '../../protocol/wire/index.js';
-import { lbaAndLength } from '../../target/scsi/read-write.js';
+import { lbaAndLength } from '../../target/scsi/commands/read-write.js';
 import { mutate, prng, randomCapsule } from '../protocol/fuzz-corpus.js';
 import { sampleCapsules } from '../protocol/samples.js';
 

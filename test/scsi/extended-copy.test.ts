@@ -1,5 +1,5 @@
 // EXTENDED COPY(LID1) and RECEIVE COPY RESULTS (SPC-4 6.4, 6.18;
-// target/scsi/extended-copy.ts): blocks copied within the LU (overlapping
+// target/scsi/commands/extended-copy.ts): blocks copied within the LU (overlapping
 // ranges included), the outcome held per nexus and list identifier, and
 // every refusal of the parameter list with nothing written.
 import test from 'ava';

@@ -3,7 +3,7 @@
 import test from 'ava';
 import { Opcode } from '../../protocol/scsi/opcodes.js';
 import { INVALID_FIELD_IN_CDB, LBA_OUT_OF_RANGE, WRITE_PROTECTED } from '../../protocol/scsi/sense-codes.js';
-import { orInto } from '../../target/scsi/orwrite.js';
+import { orInto } from '../../target/scsi/commands/orwrite.js';
 import { assertGood, assertSense, makeLu, pattern, ready, run } from './helpers/harness.js';
 
 function orwrite(lba: bigint | number, blocks: number, o: { fua?: boolean; orprotect?: number } = {}): Buffer {

@@ -1,4 +1,4 @@
-// WRITE ATOMIC(16) (SBC-4 5.48, target/scsi/write-atomic.ts): the limits in
+// WRITE ATOMIC(16) (SBC-4 5.48, target/scsi/commands/write-atomic.ts): the limits in
 // VPD B0h, the refusals (range, alignment, granularity, length, boundary,
 // WRPROTECT, a read-only LU, a backend without atomic writes), the bytes it
 // writes, and that no READ sees the blocks while the write is under way.

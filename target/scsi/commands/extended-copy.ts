@@ -8,7 +8,7 @@
 // path held off (it writes). The whole parameter list is checked before the
 // first block moves; a segment that fails stops the copy there (COPY ABORTED,
 // the segments before it stay copied, SPC-4 5.17.4.4).
-import { Opcode } from '../../protocol/scsi/opcodes.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
 import {
   COPY_ABORTED,
   COPY_TARGET_DEVICE_NOT_REACHABLE,
@@ -17,14 +17,14 @@ import {
   TOO_MANY_TARGET_DESCRIPTORS,
   UNSUPPORTED_SEGMENT_DESCRIPTOR_TYPE_CODE,
   UNSUPPORTED_TARGET_DESCRIPTOR_TYPE_CODE,
-} from '../../protocol/scsi/sense-codes.js';
-import { dataIn, dataOut, defineCommand } from './command-spec.js';
-import type { LogicalUnit } from './logical-unit.js';
-import { nexusKey } from './nexus.js';
-import { check, good, invalidCdb, invalidParameter, isFailure, respond, type Failure } from './outcome.js';
-import { holding, type Release } from './range-lock.js';
-import { SLOT_BYTES, withScratch } from './scratch.js';
-import { io as backendIo } from './sense-map.js';
+} from '../../../protocol/scsi/sense-codes.js';
+import { dataIn, dataOut, defineCommand } from '../command-spec.js';
+import type { LogicalUnit } from '../logical-unit.js';
+import { nexusKey } from '../nexus.js';
+import { check, good, invalidCdb, invalidParameter, isFailure, respond, type Failure } from '../outcome.js';
+import { holding, type Release } from '../range-lock.js';
+import { SLOT_BYTES, withScratch } from '../scratch.js';
+import { io as backendIo } from '../sense-map.js';
 
 /** What RECEIVE COPY RESULTS / OPERATING PARAMETERS advertises and the parser enforces. */
 export const COPY_LIMITS = {

@@ -8,12 +8,12 @@
 // (backend.ts atomicWrites). The limits are those of VPD B0h (vpd.ts): LBA and
 // length whole physical blocks, length at most MAXIMUM ATOMIC TRANSFER LENGTH,
 // no atomic boundaries. NLB 0 is a no-op.
-import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { INVALID_COMMAND_OPERATION_CODE } from '../../protocol/scsi/sense-codes.js';
-import { checkRange, protectField } from './cdb-fields.js';
-import { dataOut, defineCommand } from './command-spec.js';
-import { check, good, invalidCdb, isFailure } from './outcome.js';
-import { io as backendIo } from './sense-map.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { INVALID_COMMAND_OPERATION_CODE } from '../../../protocol/scsi/sense-codes.js';
+import { checkRange, protectField } from '../cdb-fields.js';
+import { dataOut, defineCommand } from '../command-spec.js';
+import { check, good, invalidCdb, isFailure } from '../outcome.js';
+import { io as backendIo } from '../sense-map.js';
 
 interface WriteAtomicParams {
   lba: number;

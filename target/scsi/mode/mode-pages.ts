@@ -2,10 +2,10 @@
 // changeable WCE, and Control (SPC-5 7.5.8) with a changeable D_SENSE. The
 // pages are shared by every nexus (SPC-5 7.5.1 allows either way), so a change
 // raises MODE PARAMETERS CHANGED for the others.
-import { CachingBits, CACHING_PAGE_LENGTH, ControlBits, CONTROL_PAGE_LENGTH } from '../../protocol/scsi/mode.js';
-import { ModePage } from '../../protocol/scsi/opcodes.js';
-import { PARAMETER_LIST_LENGTH_ERROR } from '../../protocol/scsi/sense-codes.js';
-import { check, invalidParameter, type Failure } from './outcome.js';
+import { CachingBits, CACHING_PAGE_LENGTH, ControlBits, CONTROL_PAGE_LENGTH } from '../../../protocol/scsi/mode.js';
+import { ModePage } from '../../../protocol/scsi/opcodes.js';
+import { PARAMETER_LIST_LENGTH_ERROR } from '../../../protocol/scsi/sense-codes.js';
+import { check, invalidParameter, type Failure } from '../outcome.js';
 
 export interface ModeSettings {
   /** Write cache enabled: when false every write is written through (FUA). */

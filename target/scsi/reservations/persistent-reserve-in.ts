@@ -1,10 +1,10 @@
 // PERSISTENT RESERVE IN (SPC-5 6.16): READ KEYS, READ RESERVATION, REPORT
 // CAPABILITIES and READ FULL STATUS, one table entry per service action.
-import { encodeNameTransportId, PR_TYPE_MASK } from '../../protocol/scsi/persistent-reservation.js';
-import { Opcode, PrInAction, PrType } from '../../protocol/scsi/opcodes.js';
-import { dataIn, defineCommand, type CommandEntry, type CommandIo } from './command-spec.js';
-import { LOGICAL_UNIT_COMMUNICATION_FAILURE } from '../../protocol/scsi/sense-codes.js';
-import { check, respond, type Outcome } from './outcome.js';
+import { encodeNameTransportId, PR_TYPE_MASK } from '../../../protocol/scsi/persistent-reservation.js';
+import { Opcode, PrInAction, PrType } from '../../../protocol/scsi/opcodes.js';
+import { dataIn, defineCommand, type CommandEntry, type CommandIo } from '../command-spec.js';
+import { LOGICAL_UNIT_COMMUNICATION_FAILURE } from '../../../protocol/scsi/sense-codes.js';
+import { check, respond, type Outcome } from '../outcome.js';
 
 /** rblk reports one target port per target; its relative identifier is 1. */
 const RELATIVE_TARGET_PORT = 1;

@@ -1,15 +1,15 @@
 // UNMAP (SBC-4 5.32). The whole parameter list is validated before the first
 // discard, so an error leaves the medium untouched. Limits come from VPD B0h,
 // and the checks follow Linux LIO's sbc_execute_unmap.
-import { Opcode } from '../../protocol/scsi/opcodes.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
 import {
   INVALID_COMMAND_OPERATION_CODE,
   LBA_OUT_OF_RANGE,
   PARAMETER_LIST_LENGTH_ERROR,
-} from '../../protocol/scsi/sense-codes.js';
-import { dataOut, defineCommand } from './command-spec.js';
-import { check, good, invalidCdb, invalidParameter } from './outcome.js';
-import { io as backendIo } from './sense-map.js';
+} from '../../../protocol/scsi/sense-codes.js';
+import { dataOut, defineCommand } from '../command-spec.js';
+import { check, good, invalidCdb, invalidParameter } from '../outcome.js';
+import { io as backendIo } from '../sense-map.js';
 
 interface UnmapParams {
   length: number;

@@ -7,7 +7,7 @@
 // (one process: file, block and memory volumes) and SharedReservationStore
 // (shared-reservation-store.ts: one record in the cluster that every gateway
 // of the volume watches).
-import type { Outcome } from './outcome.js';
+import type { Outcome } from '../outcome.js';
 import { EMPTY_PR_STATE, type PrChange, type PrNotice, type PrState } from './pr-state.js';
 
 /** Told of every new state, wherever it was computed, with the unit attentions it raised. */

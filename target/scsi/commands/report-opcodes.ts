@@ -1,9 +1,9 @@
 // REPORT SUPPORTED OPERATION CODES (SPC-5 6.35), generated from the command
 // table so that the report and the dispatcher cannot disagree.
-import { CommandSupport } from '../../protocol/scsi/supported-opcodes.js';
-import { MaintenanceIn, Opcode, ReportingOptions } from '../../protocol/scsi/opcodes.js';
-import { dataIn, defineCommand, type CommandEntry } from './command-spec.js';
-import { invalidCdb, respond } from './outcome.js';
+import { CommandSupport } from '../../../protocol/scsi/supported-opcodes.js';
+import { MaintenanceIn, Opcode, ReportingOptions } from '../../../protocol/scsi/opcodes.js';
+import { dataIn, defineCommand, type CommandEntry } from '../command-spec.js';
+import { invalidCdb, respond } from '../outcome.js';
 
 interface RsocParams {
   options: number;

@@ -6,14 +6,14 @@
 // compareAndWrite (RBD: librbd's, atomic on the OSD) does the compare and the
 // write itself, so that it is atomic for other gateways of the same image too;
 // the range lock still orders it against this process's other commands.
-import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { MISCOMPARE_DURING_VERIFY } from '../../protocol/scsi/sense-codes.js';
-import { checkRange, protectField } from './cdb-fields.js';
-import { dataOut, defineCommand } from './command-spec.js';
-import { check, good, invalidCdb, isFailure, type Outcome } from './outcome.js';
-import { withScratch } from './scratch.js';
-import { io as backendIo } from './sense-map.js';
-import { isMiscompare } from '../backend/backend.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { MISCOMPARE_DURING_VERIFY } from '../../../protocol/scsi/sense-codes.js';
+import { checkRange, protectField } from '../cdb-fields.js';
+import { dataOut, defineCommand } from '../command-spec.js';
+import { check, good, invalidCdb, isFailure, type Outcome } from '../outcome.js';
+import { withScratch } from '../scratch.js';
+import { io as backendIo } from '../sense-map.js';
+import { isMiscompare } from '../../backend/backend.js';
 
 interface CawParams {
   lba: number;

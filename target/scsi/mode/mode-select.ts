@@ -1,11 +1,11 @@
 // MODE SELECT(6) and (10) (SPC-5 6.11, 6.12): the header, optional block
 // descriptors that must describe the medium as it is, then pages whose
 // non-changeable bits must match the current values.
-import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { PARAMETER_LIST_LENGTH_ERROR } from '../../protocol/scsi/sense-codes.js';
-import { dataOut, defineCommand, type CommandIo } from './command-spec.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { PARAMETER_LIST_LENGTH_ERROR } from '../../../protocol/scsi/sense-codes.js';
+import { dataOut, defineCommand, type CommandIo } from '../command-spec.js';
 import { applyModePages } from './mode-pages.js';
-import { check, good, invalidCdb, invalidParameter, isFailure, type Outcome } from './outcome.js';
+import { check, good, invalidCdb, invalidParameter, isFailure, type Outcome } from '../outcome.js';
 
 interface ModeSelectParams {
   length: number;

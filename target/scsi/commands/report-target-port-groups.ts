@@ -3,12 +3,12 @@
 // logical unit without target port groups (no `alua` in the config: INQUIRY
 // TPGS 00b) does not support the command, so it answers 05 20/00 as an
 // unknown MAINTENANCE IN service action would.
-import { MaintenanceIn, Opcode } from '../../protocol/scsi/opcodes.js';
-import { INVALID_COMMAND_OPERATION_CODE } from '../../protocol/scsi/sense-codes.js';
-import { aluaStateCode } from '../../protocol/scsi/target-port-groups.js';
-import { dataIn, defineCommand } from './command-spec.js';
-import { check, invalidCdb, respond } from './outcome.js';
-import type { PortGroup, TargetPortGroups } from './port-groups.js';
+import { MaintenanceIn, Opcode } from '../../../protocol/scsi/opcodes.js';
+import { INVALID_COMMAND_OPERATION_CODE } from '../../../protocol/scsi/sense-codes.js';
+import { aluaStateCode } from '../../../protocol/scsi/target-port-groups.js';
+import { dataIn, defineCommand } from '../command-spec.js';
+import { check, invalidCdb, respond } from '../outcome.js';
+import type { PortGroup, TargetPortGroups } from '../port-groups.js';
 
 /** U_SUP, S_SUP, AN_SUP, AO_SUP: the four states rblk can be configured in (SPC-4 table 168). */
 const SUPPORTED_STATES = 0x08 | 0x04 | 0x02 | 0x01;

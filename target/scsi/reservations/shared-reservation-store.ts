@@ -17,10 +17,10 @@
 // serving the preempted nexus raises them even when it skipped a version.
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { SharedRecord } from '../backend/backend.js';
-import { isPrType } from '../../protocol/scsi/opcodes.js';
-import type { ScsiLogger } from './logger.js';
-import type { Outcome } from './outcome.js';
+import type { SharedRecord } from '../../backend/backend.js';
+import { isPrType } from '../../../protocol/scsi/opcodes.js';
+import type { ScsiLogger } from '../logger.js';
+import type { Outcome } from '../outcome.js';
 import { EMPTY_PR_STATE, PR_NOTICE_CODES, type PrChange, type PrNotice, type PrState, type Registrant } from './pr-state.js';
 import type { PrListener, ReservationStore } from './reservation-store.js';
 

@@ -2,11 +2,11 @@
 // backend reads into and writes from the transport's registered buffer
 // itself, so the data is never copied. FUA, or a disabled write cache (WCE 0),
 // makes the backend write durable before GOOD; DPO is a hint and ignored.
-import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { blockLengthField, dataIn, dataOut, defineCommand, type CommandEntry } from './command-spec.js';
-import { checkRange, protectField } from './cdb-fields.js';
-import { good, invalidCdb, isFailure } from './outcome.js';
-import { io as backendIo } from './sense-map.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { blockLengthField, dataIn, dataOut, defineCommand, type CommandEntry } from '../command-spec.js';
+import { checkRange, protectField } from '../cdb-fields.js';
+import { good, invalidCdb, isFailure } from '../outcome.js';
+import { io as backendIo } from '../sense-map.js';
 
 interface RwParams {
   lba: number;

@@ -1,9 +1,9 @@
 // REPORT LUNS (SPC-5 6.33): the LUNs this nexus may see, which the caller
 // supplies; answered for any LUN and never blocked by a unit attention.
-import { encodeLun, LUN_SIZE, MAX_LUN } from '../../protocol/scsi/lun.js';
-import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { dataIn, defineCommand } from './command-spec.js';
-import { invalidCdb, respond } from './outcome.js';
+import { encodeLun, LUN_SIZE, MAX_LUN } from '../../../protocol/scsi/lun.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { dataIn, defineCommand } from '../command-spec.js';
+import { invalidCdb, respond } from '../outcome.js';
 
 interface ReportLunsParams {
   select: number;

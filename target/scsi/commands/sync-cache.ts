@@ -3,11 +3,11 @@
 // The backend can only flush everything, which covers any range. PRE-FETCH
 // checks its range and returns GOOD: SBC-4 allows GOOD when the blocks were
 // not cached, and the page cache does the rest.
-import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { checkRange } from './cdb-fields.js';
-import { defineCommand, noData, type CommandEntry } from './command-spec.js';
-import { good, isFailure } from './outcome.js';
-import { io as backendIo } from './sense-map.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { checkRange } from '../cdb-fields.js';
+import { defineCommand, noData, type CommandEntry } from '../command-spec.js';
+import { good, isFailure } from '../outcome.js';
+import { io as backendIo } from '../sense-map.js';
 
 function ranged(op: number, name: string, sixteen: boolean, flush: boolean): CommandEntry {
   const usage = sixteen

@@ -1,9 +1,9 @@
 // RESERVE(6) and RELEASE(6) (SPC-2 7.21, 7.17): the whole-LU reservation
 // older initiators and libiscsi's Reserve6 suite use. Third-party and extent
 // reservations are not supported.
-import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { defineCommand, noData } from './command-spec.js';
-import { invalidCdb } from './outcome.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { defineCommand, noData } from '../command-spec.js';
+import { invalidCdb } from '../outcome.js';
 
 export const reserve6 = defineCommand<null>({
   opcode: Opcode.RESERVE_6,

@@ -1,11 +1,11 @@
 // INQUIRY (SPC-5 6.7): standard data and VPD pages. Answered for any LUN: a
 // LUN with no logical unit reports peripheral qualifier 011b (SPC-5 6.7.2).
-import { writeAscii } from '../../protocol/scsi/ascii.js';
-import { DEVICE_TYPE_DISK, NO_LOGICAL_UNIT, Opcode } from '../../protocol/scsi/opcodes.js';
-import { LOGICAL_UNIT_NOT_SUPPORTED } from '../../protocol/scsi/sense-codes.js';
-import { dataIn, defineCommand } from './command-spec.js';
-import { DEFAULT_PRODUCT, DEFAULT_REVISION, DEFAULT_VENDOR, type LogicalUnit } from './logical-unit.js';
-import { check, invalidCdb, respond } from './outcome.js';
+import { writeAscii } from '../../../protocol/scsi/ascii.js';
+import { DEVICE_TYPE_DISK, NO_LOGICAL_UNIT, Opcode } from '../../../protocol/scsi/opcodes.js';
+import { LOGICAL_UNIT_NOT_SUPPORTED } from '../../../protocol/scsi/sense-codes.js';
+import { dataIn, defineCommand } from '../command-spec.js';
+import { DEFAULT_PRODUCT, DEFAULT_REVISION, DEFAULT_VENDOR, type LogicalUnit } from '../logical-unit.js';
+import { check, invalidCdb, respond } from '../outcome.js';
 import { buildVpdPage } from './vpd.js';
 
 const STANDARD_LENGTH = 66;

@@ -3,13 +3,13 @@
 // backend.writeZeroes, which deallocates when UNMAP is set and the LU is thin
 // (LBPRZ makes that equivalent); any other pattern is repeated into a
 // page-aligned scratch buffer (scratch.ts) and written in chunks.
-import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { checkRange, protectField } from './cdb-fields.js';
-import { dataOut, defineCommand, noData, type CommandEntry } from './command-spec.js';
-import type { LogicalUnit } from './logical-unit.js';
-import { good, invalidCdb, isFailure } from './outcome.js';
-import { SLOT_BYTES, withScratch } from './scratch.js';
-import { io as backendIo } from './sense-map.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { checkRange, protectField } from '../cdb-fields.js';
+import { dataOut, defineCommand, noData, type CommandEntry } from '../command-spec.js';
+import type { LogicalUnit } from '../logical-unit.js';
+import { good, invalidCdb, isFailure } from '../outcome.js';
+import { SLOT_BYTES, withScratch } from '../scratch.js';
+import { io as backendIo } from '../sense-map.js';
 
 interface WriteSameParams {
   lba: number;

@@ -5,15 +5,15 @@
 // (reservation-store.ts) decides how the new state replaces the old one (at
 // once in memory, or by compare-and-swap in a shared store). Nothing here is
 // asynchronous, so a computation sees one consistent state.
-import { PrType, type PrTypeCode } from '../../protocol/scsi/opcodes.js';
+import { PrType, type PrTypeCode } from '../../../protocol/scsi/opcodes.js';
 import {
   INVALID_RELEASE_OF_PERSISTENT_RESERVATION,
   REGISTRATIONS_PREEMPTED,
   RESERVATIONS_PREEMPTED,
   RESERVATIONS_RELEASED,
   type SenseCode,
-} from '../../protocol/scsi/sense-codes.js';
-import { check, good, invalidParameter, RESERVATION_CONFLICT, type Outcome } from './outcome.js';
+} from '../../../protocol/scsi/sense-codes.js';
+import { check, good, invalidParameter, RESERVATION_CONFLICT, type Outcome } from '../outcome.js';
 
 export interface Registrant {
   /** The I_T nexus (nexus.ts nexusKey): initiator port and target port. */

@@ -2,11 +2,11 @@
 // command (autosense), so this reports a pending unit attention, consuming
 // it, or NO SENSE; for a LUN with no logical unit it reports LOGICAL UNIT NOT
 // SUPPORTED as parameter data with GOOD status.
-import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { LOGICAL_UNIT_NOT_SUPPORTED, NO_ADDITIONAL_SENSE } from '../../protocol/scsi/sense-codes.js';
-import { buildSense } from '../../protocol/scsi/sense.js';
-import { dataIn, defineCommand } from './command-spec.js';
-import { respond } from './outcome.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { LOGICAL_UNIT_NOT_SUPPORTED, NO_ADDITIONAL_SENSE } from '../../../protocol/scsi/sense-codes.js';
+import { buildSense } from '../../../protocol/scsi/sense.js';
+import { dataIn, defineCommand } from '../command-spec.js';
+import { respond } from '../outcome.js';
 
 interface RequestSenseParams {
   descriptor: boolean;

@@ -1,11 +1,11 @@
 // GET LBA STATUS (SBC-4 5.8): mapped and deallocated extents from the LBA on,
 // as the backend reports them, rounded to whole blocks.
-import { Opcode, ProvisioningStatus, ServiceActionIn16 } from '../../protocol/scsi/opcodes.js';
-import { LBA_OUT_OF_RANGE } from '../../protocol/scsi/sense-codes.js';
-import { dataIn, defineCommand } from './command-spec.js';
-import type { LogicalUnit } from './logical-unit.js';
-import { check, respond } from './outcome.js';
-import { io as backendIo } from './sense-map.js';
+import { Opcode, ProvisioningStatus, ServiceActionIn16 } from '../../../protocol/scsi/opcodes.js';
+import { LBA_OUT_OF_RANGE } from '../../../protocol/scsi/sense-codes.js';
+import { dataIn, defineCommand } from '../command-spec.js';
+import type { LogicalUnit } from '../logical-unit.js';
+import { check, respond } from '../outcome.js';
+import { io as backendIo } from '../sense-map.js';
 
 interface LbaStatusParams {
   lba: bigint;

@@ -3,12 +3,12 @@
 // locked exclusively across the read, the OR and the write, so no other
 // command sees a half-applied OR, as for COMPARE AND WRITE. ORPROTECT needs
 // protection information, which rblk does not keep. NLB 0 is a no-op.
-import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { checkRange, protectField } from './cdb-fields.js';
-import { dataOut, defineCommand } from './command-spec.js';
-import { good, invalidCdb, isFailure } from './outcome.js';
-import { withScratch } from './scratch.js';
-import { io as backendIo } from './sense-map.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { checkRange, protectField } from '../cdb-fields.js';
+import { dataOut, defineCommand } from '../command-spec.js';
+import { good, invalidCdb, isFailure } from '../outcome.js';
+import { withScratch } from '../scratch.js';
+import { io as backendIo } from '../sense-map.js';
 
 interface OrWriteParams {
   lba: number;

@@ -3,16 +3,16 @@
 // 00b read the medium only; 01b compare with NLB blocks of data-out; 11b
 // compare every block with one block of data-out. A mismatch is MISCOMPARE
 // with INFORMATION = offset into data-out of the first differing byte.
-import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { MISCOMPARE_DURING_VERIFY } from '../../protocol/scsi/sense-codes.js';
-import { checkRange, protectField } from './cdb-fields.js';
-import { blockLengthField, dataOut, defineCommand, noData, type CommandEntry } from './command-spec.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { MISCOMPARE_DURING_VERIFY } from '../../../protocol/scsi/sense-codes.js';
+import { checkRange, protectField } from '../cdb-fields.js';
+import { blockLengthField, dataOut, defineCommand, noData, type CommandEntry } from '../command-spec.js';
 import { firstDifference } from './compare-and-write.js';
-import type { LogicalUnit } from './logical-unit.js';
-import { check, good, invalidCdb, isFailure, type Outcome } from './outcome.js';
+import type { LogicalUnit } from '../logical-unit.js';
+import { check, good, invalidCdb, isFailure, type Outcome } from '../outcome.js';
 import { lbaAndLength } from './read-write.js';
-import { SLOT_BYTES, withScratch } from './scratch.js';
-import { io as backendIo } from './sense-map.js';
+import { SLOT_BYTES, withScratch } from '../scratch.js';
+import { io as backendIo } from '../sense-map.js';
 
 interface VerifyParams {
   lba: number;

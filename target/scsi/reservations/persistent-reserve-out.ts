@@ -4,11 +4,11 @@
 // This file checks the CDB and the list. SPEC_I_PT, ALL_TG_PT and APTPL are not supported (REPORT CAPABILITIES
 // says so), so setting them is INVALID FIELD IN PARAMETER LIST; REGISTER AND
 // MOVE is not in the table.
-import { PR_OUT_PARAMETER_LENGTH } from '../../protocol/scsi/cdb.js';
-import { isPrType, Opcode, PrOutAction, PrOutFlag } from '../../protocol/scsi/opcodes.js';
-import { PARAMETER_LIST_LENGTH_ERROR } from '../../protocol/scsi/sense-codes.js';
-import { dataOut, defineCommand, type CommandEntry } from './command-spec.js';
-import { check, invalidCdb, invalidParameter, RESERVATION_CONFLICT, type Outcome } from './outcome.js';
+import { PR_OUT_PARAMETER_LENGTH } from '../../../protocol/scsi/cdb.js';
+import { isPrType, Opcode, PrOutAction, PrOutFlag } from '../../../protocol/scsi/opcodes.js';
+import { PARAMETER_LIST_LENGTH_ERROR } from '../../../protocol/scsi/sense-codes.js';
+import { dataOut, defineCommand, type CommandEntry } from '../command-spec.js';
+import { check, invalidCdb, invalidParameter, RESERVATION_CONFLICT, type Outcome } from '../outcome.js';
 
 interface PrOutParams {
   scope: number;

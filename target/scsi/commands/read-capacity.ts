@@ -1,7 +1,7 @@
 // READ CAPACITY(10) (SBC-4 5.20) and (16) (SBC-4 5.21).
-import { Opcode, ServiceActionIn16 } from '../../protocol/scsi/opcodes.js';
-import { dataIn, defineCommand } from './command-spec.js';
-import { respond } from './outcome.js';
+import { Opcode, ServiceActionIn16 } from '../../../protocol/scsi/opcodes.js';
+import { dataIn, defineCommand } from '../command-spec.js';
+import { respond } from '../outcome.js';
 
 export const readCapacity10 = defineCommand<null>({
   opcode: Opcode.READ_CAPACITY_10,

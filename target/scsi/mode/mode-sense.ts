@@ -1,12 +1,12 @@
 // MODE SENSE(6) and (10) (SPC-5 6.13, 6.14) over the pages in mode-pages.ts,
 // with the direct-access header and block descriptors of SBC-4 6.4.
-import { DeviceSpecific } from '../../protocol/scsi/mode.js';
-import { ModePage, Opcode, PageControl } from '../../protocol/scsi/opcodes.js';
-import { SAVING_PARAMETERS_NOT_SUPPORTED } from '../../protocol/scsi/sense-codes.js';
-import { dataIn, defineCommand, type CommandIo } from './command-spec.js';
-import type { LogicalUnit } from './logical-unit.js';
+import { DeviceSpecific } from '../../../protocol/scsi/mode.js';
+import { ModePage, Opcode, PageControl } from '../../../protocol/scsi/opcodes.js';
+import { SAVING_PARAMETERS_NOT_SUPPORTED } from '../../../protocol/scsi/sense-codes.js';
+import { dataIn, defineCommand, type CommandIo } from '../command-spec.js';
+import type { LogicalUnit } from '../logical-unit.js';
 import { buildModePages, type PageKind } from './mode-pages.js';
-import { check, invalidCdb, isFailure, respond, type Failure } from './outcome.js';
+import { check, invalidCdb, isFailure, respond, type Failure } from '../outcome.js';
 
 interface ModeSenseParams {
   dbd: boolean;

@@ -1,9 +1,9 @@
 // The VPD pages rblk serves (SPC-5 7.7, SBC-4 6.6), built from the LU's
 // configuration. Page lengths and offsets follow protocol-facts.md section 3.
-import { writeAscii } from '../../protocol/scsi/ascii.js';
-import { Association, CodeSet, DesignatorType, ProvisioningType, RBLK_VENDOR, VOLUME_PREFIX } from '../../protocol/scsi/inquiry.js';
-import { DEVICE_TYPE_DISK, VpdPage } from '../../protocol/scsi/opcodes.js';
-import type { LogicalUnit } from './logical-unit.js';
+import { writeAscii } from '../../../protocol/scsi/ascii.js';
+import { Association, CodeSet, DesignatorType, ProvisioningType, RBLK_VENDOR, VOLUME_PREFIX } from '../../../protocol/scsi/inquiry.js';
+import { DEVICE_TYPE_DISK, VpdPage } from '../../../protocol/scsi/opcodes.js';
+import type { LogicalUnit } from '../logical-unit.js';
 
 /** Ascending, as SPC-5 7.7.16 requires and libiscsi checks. */
 export const SUPPORTED_VPD_PAGES: readonly number[] = [

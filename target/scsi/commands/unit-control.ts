@@ -1,9 +1,9 @@
 // Commands a virtual disk accepts without doing anything: TEST UNIT READY
 // (SPC-5 6.47), START STOP UNIT (SBC-4 5.25) and PREVENT ALLOW MEDIUM REMOVAL
 // (SPC-5 6.15). The medium is always present and spinning.
-import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { defineCommand, noData } from './command-spec.js';
-import { good } from './outcome.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { defineCommand, noData } from '../command-spec.js';
+import { good } from '../outcome.js';
 
 export const testUnitReady = defineCommand<null>({
   opcode: Opcode.TEST_UNIT_READY,

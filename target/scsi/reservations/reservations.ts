@@ -5,9 +5,9 @@
 // pr-state.ts's PrDraft, computed against the store's latest state and
 // written back by compare-and-swap. RESERVE(6) stays in this process: it
 // belongs to one I_T nexus and ends with it (SPC-2 5.5.1).
-import { PrType, type PrTypeCode } from '../../protocol/scsi/opcodes.js';
-import type { SenseCode } from '../../protocol/scsi/sense-codes.js';
-import { good, RESERVATION_CONFLICT, type Outcome } from './outcome.js';
+import { PrType, type PrTypeCode } from '../../../protocol/scsi/opcodes.js';
+import type { SenseCode } from '../../../protocol/scsi/sense-codes.js';
+import { good, RESERVATION_CONFLICT, type Outcome } from '../outcome.js';
 import { isHolder, PrDraft, type NexusIdentity, type PrState, type Registrant, type Reservation } from './pr-state.js';
 import { MemoryReservationStore, type ReservationStore } from './reservation-store.js';
 

@@ -3,9 +3,9 @@
 // an empty list, in the format asked for, with PLISTV/GLISTV echoing the lists
 // requested (both valid, both empty). That is the truth and what sg3_utils'
 // sg_defect and libiscsi's ReadDefectData tests read.
-import { Opcode } from '../../protocol/scsi/opcodes.js';
-import { dataIn, defineCommand } from './command-spec.js';
-import { respond } from './outcome.js';
+import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { dataIn, defineCommand } from '../command-spec.js';
+import { respond } from '../outcome.js';
 
 interface DefectParams {
   /** REQ_PLIST (bit 4), REQ_GLIST (bit 3) and DEFECT LIST FORMAT (2:0), as asked. */
