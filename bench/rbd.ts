@@ -44,7 +44,7 @@ if (!Number.isFinite(seconds) || seconds <= 0) {
   process.stderr.write(`bench/rbd: --seconds needs a positive number\n${USAGE}`);
   process.exit(2);
 }
-// The settings rblkd gives librbd besides the ceph.conf (native/src/rbd-image.cc,
+// The settings rblkd gives librbd besides the ceph.conf (native/src/rbd/rbd-image.cc,
 // RbdImage::Open, at the default timeout of target/backend/rbd/rbd-kind.ts): the
 // reference gets the same, so both librbd clients are configured alike. With a
 // timeout, the objecter arms a timer per operation, a cost rblkd pays too.

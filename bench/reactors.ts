@@ -96,7 +96,7 @@ async function main(): Promise<void> {
             user += du;
             system += ds;
             if (tid === pid) js += du + ds;
-            // native/src/reactor.cc names its threads rblk-reactor-N.
+            // native/src/core/reactor.cc names its threads rblk-reactor-N.
             if (a.name.startsWith('rblk-reactor')) reactor += du + ds;
           }
           iopsOf.set(r, iops);

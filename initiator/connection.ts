@@ -126,7 +126,7 @@ export interface FastWaiter {
   fail(e: Error): void;
 }
 
-/** Bit 31 of a tag's low word marks the native queue's tags (native/src/initiator-queue.h). */
+/** Bit 31 of a tag's low word marks the native queue's tags (native/src/core/initiator-queue.h). */
 const QUEUE_TAG_BIT = 0x80000000n;
 
 const REJECT_NAMES = new Map<number, string>(Object.entries(LoginRejectReason).map(([k, v]) => [v, k]));
@@ -516,7 +516,7 @@ export class Connection {
     return BigInt(s[11]);
   }
 
-  /** One CQ drain's completions of the native queue (native/src/initiator-queue.cc). */
+  /** One CQ drain's completions of the native queue (native/src/core/initiator-queue.cc). */
   private onFastComplete(n: number): void {
     const q = this.queue;
     if (q === null) return;

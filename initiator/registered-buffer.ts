@@ -19,7 +19,7 @@ const byMemory = new WeakMap<ArrayBufferLike, RegisteredBuffer>();
  * Copies `length` bytes between a Buffer and registered memory (a pool chunk
  * or a RegisteredBuffer), or throws a TransportError when either side has
  * fewer: registered memory is detached when its region is closed, which on
- * libfabric happens with its connection (native/src/memory-region.cc,
+ * libfabric happens with its connection (native/src/core/memory-region.cc,
  * MemoryRegion::Close), and every view of it then reads as empty. One check
  * right before the copy is enough: the detach runs on this thread, so
  * nothing can release the memory between the check and the copy. The caller

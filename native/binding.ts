@@ -103,7 +103,7 @@ export interface NativeMemoryRegionCtor {
   new (domain: NativeDomain, memory: number | NativePages, remoteAccess: boolean, endpoint: NativeEndpoint | null): NativeMemoryRegion;
 }
 
-/** Page-aligned memory of no domain, registered on as many as need it (native/src/memory-region.h). */
+/** Page-aligned memory of no domain, registered on as many as need it (native/src/core/memory-region.h). */
 export interface NativePages {
   /** The pages; detached (length 0) after free(). */
   readonly buffer: Buffer;
@@ -190,7 +190,7 @@ export interface NativeEndpoint {
    * (docs/architecture.md "What the control plane sees of native work").
    */
   received(): number;
-  /** How often the JS thread woke for this endpoint, and how often it spun before sleeping (native/src/endpoint.h). */
+  /** How often the JS thread woke for this endpoint, and how often it spun before sleeping (native/src/core/endpoint.h). */
   wakeups(): EndpointWakeups;
   /** fi_shutdown + close of ep, cq, eq; returns the contexts of operations that never completed. */
   close(): number[];
@@ -200,7 +200,7 @@ export interface NativeEndpointCtor {
   /**
    * From a listener's connreq (listener + requestId) or for an active connect
    * (listener null). On an RDM domain the listener is a listening endpoint,
-   * one made with listen true (native/src/rdm.cc).
+   * one made with listen true (native/src/core/rdm.cc).
    */
   new (
     domain: NativeDomain,
@@ -214,7 +214,7 @@ export interface NativeEndpointCtor {
   ): NativeEndpoint;
 }
 
-/** What the one-file FUSE filesystem shows (native/src/fuse-session.h). */
+/** What the one-file FUSE filesystem shows (native/src/fuse/fuse-session.h). */
 export interface NativeFuseOptions {
   fileName: string;
   size: number;
@@ -254,7 +254,7 @@ export interface NativeFuseSessionCtor {
   ): NativeFuseSession;
 }
 
-/** An io_uring (native/src/io-ring.cc); native/io-ring.ts is its only user. */
+/** An io_uring (native/src/uring/io-ring.cc); native/io-ring.ts is its only user. */
 export interface NativeIoRing {
   /** (token, result) pairs of the batch being delivered; result is bytes or -errno. */
   readonly completions: Int32Array;
@@ -269,7 +269,7 @@ export interface NativeIoRingCtor {
   new (entries: number, onCompletions: (count: number) => void): NativeIoRing;
 }
 
-/** A LUN's eligibility record for the fast path (native/src/fast-path.h). */
+/** A LUN's eligibility record for the fast path (native/src/core/fast-path.h). */
 export interface NativeFastLun {
   fd: number;
   blockSize: number;
@@ -283,10 +283,10 @@ export interface NativeFastLun {
   writable: boolean;
   /** WCE 0: every write durable before GOOD. */
   writeThrough: boolean;
-  /** An RBD volume (fd unused): rblk_rbd's table and the open image (native/src/rbd-c-api.h). */
+  /** An RBD volume (fd unused): rblk_rbd's table and the open image (native/src/common/rbd-c-api.h). */
   rbdApi?: NativeRbdApi;
   rbdImage?: NativeRbdHandle;
-  /** QoS buckets the fast path charges before it takes a command (target/scsi/qos-bucket.ts for the layout; native/src/qos-bucket.h). */
+  /** QoS buckets the fast path charges before it takes a command (target/scsi/qos-bucket.ts for the layout; native/src/core/qos-bucket.h). */
   qos?: readonly BigInt64Array[];
 }
 
@@ -306,11 +306,11 @@ export interface NativeFastPathOptions {
   remoteData?: boolean;
   /** Upper bounds of the latency histogram's buckets, seconds, ascending (takeCounts). */
   latencyBuckets?: readonly number[];
-  /** Moves the connection's data path to the least loaded of these reactor threads (native/src/reactor.h). */
+  /** Moves the connection's data path to the least loaded of these reactor threads (native/src/core/reactor.h). */
   reactors?: NativeReactors;
 }
 
-/** Reactor threads (native/src/reactor.h); native/reactors.ts is its only user. */
+/** Reactor threads (native/src/core/reactor.h); native/reactors.ts is its only user. */
 export interface NativeReactors {
   readonly size: number;
   /** Per reactor: connections attached now, and epoll wake-ups so far. */
@@ -334,7 +334,7 @@ export interface NativeFastPathStats {
   reactor: number;
 }
 
-/** The target's native fast path, one per connection (native/src/fast-path.h); native/fast-path.ts is its only user. */
+/** The target's native fast path, one per connection (native/src/core/fast-path.h); native/fast-path.ts is its only user. */
 export interface NativeFastPath {
   setLun(lun: number, record: NativeFastLun): void;
   revoke(lun: number): void;
@@ -342,7 +342,7 @@ export interface NativeFastPath {
   inFlight(lun?: number, watch?: boolean): number;
   hasTag(tag: bigint): boolean;
   setCounters(jsOutstanding: number, credits: number): void;
-  /** GOOD answers on the LUN since the last call, then zeroed (native/src/fast-path.cc TakeCounts for the layout); returns the ops. */
+  /** GOOD answers on the LUN since the last call, then zeroed (native/src/core/fast-path.cc TakeCounts for the layout); returns the ops. */
   takeCounts(lun: number, out: Float64Array): number;
   readonly stats: NativeFastPathStats;
   /**
@@ -353,12 +353,12 @@ export interface NativeFastPath {
   close(onSettled?: () => void): number;
 }
 
-/** Opaque: rblk_rbd's C function table (native/src/rbd-c-api.h). */
+/** Opaque: rblk_rbd's C function table (native/src/common/rbd-c-api.h). */
 export type NativeRbdApi = { readonly __rbdApi: unique symbol };
 /** Opaque: one open image's librbd handle (RbdImage.fastHandle), valid until the image's close. */
 export type NativeRbdHandle = { readonly __rbdHandle: unique symbol };
 
-/** Opaque: rblk_uring's C function table (native/src/uring-c-api.h). */
+/** Opaque: rblk_uring's C function table (native/src/common/uring-c-api.h). */
 export type NativeUringApi = { readonly __uringApi: unique symbol };
 
 export interface NativeFastPathCtor {
@@ -387,7 +387,7 @@ export interface NativeInitiatorQueueOptions {
 
 /**
  * The initiator's native command queue, one per connection
- * (native/src/initiator-queue.h); native/initiator-queue.ts is its only user.
+ * (native/src/core/initiator-queue.h); native/initiator-queue.ts is its only user.
  */
 export interface NativeInitiatorQueue {
   /** 12 words per entry: lun, lba hi, lba lo, blocks, flags (1 write, 2 FUA), address hi, lo, key hi, lo, length; word 10 gets the slot. */
@@ -437,7 +437,7 @@ export interface NativeAddon {
   libfabricVersion(): string;
   errorName(errno: number): string;
   errorMessage(errno: number): string;
-  /** malloc_trim(0) where the C library has it (native/src/heap-trim.h): whether memory went back. */
+  /** malloc_trim(0) where the C library has it (native/src/core/heap-trim.h): whether memory went back. */
   trimHeap(): boolean;
 
   // File operations the Node fs module lacks; each runs on the libuv pool.
@@ -460,7 +460,7 @@ export interface NativeAddon {
 /** rblk_uring.node: io_uring for file and block-device I/O (native/io-ring.ts is its only user). */
 export interface NativeUringAddon {
   IoRing: NativeIoRingCtor;
-  /** The ring table the core addon's fast path uses (native/src/uring-c-api.h). */
+  /** The ring table the core addon's fast path uses (native/src/common/uring-c-api.h). */
   fastRingApi(): NativeUringApi;
 }
 
@@ -470,7 +470,7 @@ export interface NativeFuseAddon {
 }
 
 /**
- * One RBD image through librbd's asynchronous API (native/src/rbd-image.cc);
+ * One RBD image through librbd's asynchronous API (native/src/rbd/rbd-image.cc);
  * native/rbd.ts is its only user. Every call completes as a
  * (token, result, offset) triple in `completions`: result is bytes or 0, or
  * -errno; offset is COMPARE AND WRITE's first mismatching byte. A triple with
@@ -495,7 +495,7 @@ export interface NativeRbdImage {
   /** The image's librbd handle for the core addon's fast path; valid until close(). */
   fastHandle(): NativeRbdHandle;
   close(token: number): void;
-  // A record: a small RADOS object next to the image (native/src/rbd-record.cc).
+  // A record: a small RADOS object next to the image (native/src/rbd/rbd-record.cc).
   /** Result: bytes read into buffer, or -ENOENT. */
   recordRead(oid: string, buffer: Uint8Array, token: number): void;
   /** Replaces data and version if the version xattr equals expected (null: creates, -EEXIST if it exists); -ECANCELED otherwise. */
@@ -508,13 +508,13 @@ export interface NativeRbdImage {
   /** Completes when every watcher acked, or with -ETIMEDOUT. */
   recordNotify(oid: string, timeoutMs: number, token: number): void;
   recordAck(seq: number): void;
-  // Gateways of one image (native/src/rbd-gateway.cc).
+  // Gateways of one image (native/src/rbd/rbd-gateway.cc).
   /** Sets xattr `name` of object `oid` to this client's address; gatewayResult is the address (or the failed step). */
   gatewayPublish(oid: string, name: string, token: number): void;
   /** Blocklists the address xattr `name` holds; result 0 (fenced), 1 (none published), 2 (this client's own), or -errno. */
   gatewayFence(oid: string, name: string, token: number): void;
   /**
-   * Snapshots and clones (native/src/rbd-snap.cc): op create, remove, list or clone (of
+   * Snapshots and clones (native/src/rbd/rbd-snap.cc): op create, remove, list or clone (of
    * snapshot `name` to image `child`), on the gateway thread; gatewayResult is then the
    * list as JSON, or the failed step.
    */
@@ -543,14 +543,14 @@ export interface NativeRbdImageCtor {
   readonly WATCH_TOKEN: number;
   readonly RECORD_NOTIFY_TOKEN: number;
   readonly RECORD_ERROR_TOKEN: number;
-  /** An operation of this client that JS did not submit (the fast path's, native/src/rbd-c-api.cc) failed with EBLOCKLISTED; once per client. */
+  /** An operation of this client that JS did not submit (the fast path's, native/src/rbd/rbd-c-api.cc) failed with EBLOCKLISTED; once per client. */
   readonly BLOCKLISTED_TOKEN: number;
 }
 
 /** rblk_rbd.node: librbd (target/backend/rbd/ is its only user). */
 export interface NativeRbdAddon {
   RbdImage: NativeRbdImageCtor;
-  /** The librbd table the core addon's fast path uses (native/src/rbd-c-api.h). */
+  /** The librbd table the core addon's fast path uses (native/src/common/rbd-c-api.h). */
   fastRbdApi(): NativeRbdApi;
 }
 

@@ -31,7 +31,7 @@ import { FabricError, FI_EAGAIN, FI_ECANCELED, FI_ESHUTDOWN, FI_ETIMEDOUT } from
 export { FabricError } from './fabric-error.js';
 export type { EndpointType, EndpointWakeups, MrModeRequest, ProviderInfo } from './binding.js';
 
-/** The context word of a batch entry that is a peer's remote CQ data (native/src/endpoint.cc kRemoteData). */
+/** The context word of a batch entry that is a peer's remote CQ data (native/src/core/endpoint.cc kRemoteData). */
 const REMOTE_DATA = 0xffffffff;
 
 // Read when used, not at import: importing rblk must not load the addon (binding.ts).
@@ -428,7 +428,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
     try {
       if (domain.isRdm) {
         // No passive endpoint on RDM: an endpoint at address:port takes the
-        // handshake's requests (native/src/rdm.cc, docs/transport.md "RDM endpoints").
+        // handshake's requests (native/src/core/rdm.cc, docs/transport.md "RDM endpoints").
         const ep = new (addon().Endpoint)(domain.native, null, 0, address, String(port), () => undefined, (ev) => this.onEvent(ev), true);
         this.source = ep;
         this.native = {
@@ -508,7 +508,7 @@ export class Listener extends EventEmitter<ListenerEvents> {
   /**
    * Shuts down TCP connections accepted on this port that have not sent a
    * connection request within idleMs of being first seen here, so the
-   * provider closes them (native/src/stale-accepts.h). Call it periodically;
+   * provider closes them (native/src/core/stale-accepts.h). Call it periodically;
    * returns how many it shut down.
    */
   reapStale(idleMs: number): number {
@@ -674,7 +674,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
 
   /**
    * @internal Runs connect or accept, then waits for FI_CONNECTED; a start
-   * that returns true is connected already (an RDM accept, native/src/rdm.cc).
+   * that returns true is connected already (an RDM accept, native/src/core/rdm.cc).
    */
   establish(start: () => boolean | undefined | void, timeoutMs: number): Promise<void> {
     this.state = 'connecting';
@@ -753,7 +753,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       const status = c[3 * i + 1];
       const length = c[3 * i + 2];
       if (id === REMOTE_DATA) {
-        // (REMOTE_DATA, data, the receive it consumed or REMOTE_DATA): native/src/endpoint.cc.
+        // (REMOTE_DATA, data, the receive it consumed or REMOTE_DATA): native/src/core/endpoint.cc.
         this.remoteData(status, length);
         continue;
       }

@@ -1,4 +1,4 @@
-// The target's native fast path on one connection (native/src/fast-path.h;
+// The target's native fast path on one connection (native/src/core/fast-path.h;
 // docs/target.md "Fast path"): READ and WRITE to file and block-device volumes
 // handled in C++ from the receive to the response. This wrapper owns its
 // memory (data slots and response slots, registered once), turns the native
@@ -30,7 +30,7 @@ export interface FastPathOptions {
   reactors?: Reactors | null;
 }
 
-/** Bytes of RSP slot per command (native/src/fast-path.cc kRspSlot). */
+/** Bytes of RSP slot per command (native/src/core/fast-path.cc kRspSlot). */
 const RSP_SLOT = 64;
 
 export class FastPath {

@@ -1,5 +1,5 @@
 // The initiator's native command queue on one connection
-// (native/src/initiator-queue.h; docs/initiator.md "Fast path"): READ and
+// (native/src/core/initiator-queue.h; docs/initiator.md "Fast path"): READ and
 // WRITE on registered memory are encoded, tagged, sent and matched in C++,
 // and their completions come back as one call per CQ drain. This wrapper owns
 // the queue's send memory; it knows nothing of SCSI beyond the submission
@@ -8,7 +8,7 @@ import { addon, type NativeInitiatorQueue } from './binding.js';
 import { FabricError } from './fabric-error.js';
 import type { Endpoint, MemoryRegion } from './fabric.js';
 
-/** Words per submission entry (native/src/initiator-queue.cc kSubWords). */
+/** Words per submission entry (native/src/core/initiator-queue.cc kSubWords). */
 export const SUBMISSION_WORDS = 12;
 /** Bytes of send memory per slot (kSendSlot). */
 const SEND_SLOT = 128;

@@ -1,4 +1,4 @@
-// Promise API over the addon's io_uring (native/src/io-ring.cc), for the file
+// Promise API over the addon's io_uring (native/src/uring/io-ring.cc), for the file
 // and block-device backends. One promise per I/O; the ring submits an I/O on
 // an idle ring at once and, under load, everything queued in a turn of the
 // event loop with one io_uring_enter, and delivers completions in batches. Each buffer stays referenced here until its

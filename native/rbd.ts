@@ -1,4 +1,4 @@
-// Promise API over the addon's RBD image (native/src/rbd-image.cc), for the rbd
+// Promise API over the addon's RBD image (native/src/rbd/rbd-image.cc), for the rbd
 // backend (target/backend/rbd/). One promise per call, the open and close
 // included; each buffer stays referenced here until its completion, so librbd
 // never reads or writes memory that JS has let go. Errors carry .code, .errno
@@ -112,7 +112,7 @@ export class RbdImage {
    * and every operation of it fails from now on (docs/backends.md "rbd").
    * Every signal counts: an operation of JS's (its completion, or a refused
    * submission), one of the native fast path's (told by rblk_rbd once,
-   * native/src/rbd-c-api.cc, whether or not anyone answers the command), and
+   * native/src/rbd/rbd-c-api.cc, whether or not anyone answers the command), and
    * the image's and the record's watches, which are followed by a probe
    * (#probe) since librbd's own refresh can swallow the error first.
    */
@@ -250,7 +250,7 @@ export class RbdImage {
    * Has the cluster blocklist the client whose address xattr `name` of `oid`
    * holds, and waits until this client has the OSD map that carries the
    * blocklist: no operation of the fenced client lands after this client's
-   * next ones (native/src/rbd-gateway.cc).
+   * next ones (native/src/rbd/rbd-gateway.cc).
    */
   async gatewayFence(oid: string, name: string): Promise<GatewayFence> {
     const { result } = await this.#call('rados_mon_command', [], (t) => this.#image.gatewayFence(oid, name, t)).catch((e: unknown) => {
@@ -261,7 +261,7 @@ export class RbdImage {
     return { kind: 'fenced', address: this.#image.gatewayResult };
   }
 
-  /** One snapshot operation (native/src/rbd-snap.cc); the failed step is the error's message. */
+  /** One snapshot operation (native/src/rbd/rbd-snap.cc); the failed step is the error's message. */
   async #snapOp(op: 'create' | 'remove' | 'list' | 'clone' | 'flatten', name: string, child?: string): Promise<string> {
     await this.#call(`rbd snapshot ${op}`, [], (t) => this.#image.snapOp(op, name, t, child)).catch((e: unknown) => {
       throw e instanceof RbdError ? new RbdError(e.errno, this.#image.gatewayResult) : e;
@@ -302,7 +302,7 @@ export class RbdImage {
 
   /**
    * What the native fast path needs to call librbd on this image itself
-   * (native/src/rbd-c-api.h): valid until close(), which the caller starts
+   * (native/src/common/rbd-c-api.h): valid until close(), which the caller starts
    * only once no fast-path command runs on it (docs/target.md "Fast path").
    */
   fastTarget(): { api: NativeRbdApi; image: NativeRbdHandle } {

@@ -1,4 +1,4 @@
-// Reactor threads for the target's data path (native/src/reactor.h;
+// Reactor threads for the target's data path (native/src/core/reactor.h;
 // docs/target.md "Reactors"): each connection whose fast path starts is given
 // to the least loaded one, which from then on waits on and drains that
 // connection's completion queue, io_uring ring and librbd queue on its own

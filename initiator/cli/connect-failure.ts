@@ -61,7 +61,7 @@ export function explainConnectFailure(e: unknown, host: string, address: string,
   const m = /cannot connect to [^ ]+: .*\((FI_E[A-Z]+)\)$/.exec(e.message);
   if (m === null) return e;
   const code = m[1];
-  // A provider that libfabric does not offer here is this host's doing, not the target's (native/src/domain.cc's message).
+  // A provider that libfabric does not offer here is this host's doing, not the target's (native/src/core/domain.cc's message).
   const provider = /no libfabric provider '([^']+)' offers/.exec(e.message)?.[1];
   if (code === 'FI_ENODATA' && provider !== undefined) return new RblkError('LOGIN_FAILED', `${noProvider(provider)} (${code})`, { cause: e });
   const words = CONNECT_WORDS[code];

@@ -1,4 +1,4 @@
-// The wire layout as C++ (native/src/wire-layout.h), generated from constants.ts so that
+// The wire layout as C++ (native/src/core/wire-layout.h), generated from constants.ts so that
 // the native fast path and initiator queue never carry a hand-written copy of it
 // (docs/architecture.md "The wire format, written once"). scripts/wire-header.ts writes
 // the file; test/protocol/wire-header.test.ts fails when the file and this differ.
@@ -36,7 +36,7 @@ function group(title: string, prefix: string, type: string, values: Record<strin
   return [`// ${title}`, ...Object.entries(values).map(([k, v]) => `constexpr ${type} k${prefix}${camel(k)} = ${asHex ? hex(v, 2) : String(v)};`)];
 }
 
-/** The text of native/src/wire-layout.h. */
+/** The text of native/src/core/wire-layout.h. */
 export function wireLayoutHeader(): string {
   const lines = [
     '// Generated from protocol/wire/constants.ts by `npx tsx scripts/wire-header.ts`: do not edit.',

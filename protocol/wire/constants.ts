@@ -110,7 +110,7 @@ export function senderOf(op: Opcode): Sender {
 
 /**
  * Byte offsets of the fields the native fast path and initiator queue read and
- * write as well (native/src/wire-layout.h is generated from these, docs/protocol.md
+ * write as well (native/src/core/wire-layout.h is generated from these, docs/protocol.md
  * "Common header", "CMD" and "RSP"); all big-endian.
  */
 export const HeaderField = { OPCODE: 0, VERSION: 1, FLAGS: 2, LENGTH: 4, TAG: 8 } as const;

@@ -2,7 +2,7 @@
 // path that admits a command shares: the JavaScript request core (request.ts,
 // target/nvme/io.ts) and the native fast path, which reads and charges the
 // same memory from the JS thread or a reactor thread without calling into
-// JavaScript (native/src/qos-bucket.h; docs/architecture.md "QoS buckets").
+// JavaScript (native/src/core/qos-bucket.h; docs/architecture.md "QoS buckets").
 //
 // Each limit is a generic cell rate algorithm (GCRA, the virtual-scheduling
 // form of a token bucket): one "theoretical arrival time" (TAT) per limit, in

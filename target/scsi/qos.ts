@@ -82,7 +82,7 @@ export class VolumeQos {
     return b;
   }
 
-  /** The shared state the native fast path charges for this initiator's commands (native/src/qos-bucket.h). */
+  /** The shared state the native fast path charges for this initiator's commands (native/src/core/qos-bucket.h). */
   nativeState(initiator: string): BigInt64Array[] {
     return [this.volume.state, this.initiatorBucket(initiator).state];
   }

@@ -119,7 +119,7 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
   startFastPath(opts: FastPathStart): ConnectionFastPath | null {
     if (this.fast !== null || this.closed || this.ep.isClosed || !FastPath.available()) return this.fast;
     // The shm provider's CQ has no wait fd and is polled on a timer
-    // (native/src/rdm.cc); the fast path stalls there, so shm stays on the
+    // (native/src/core/rdm.cc); the fast path stalls there, so shm stays on the
     // JavaScript path for now (docs/transport.md "RDM endpoints").
     if (this.ep.domain.provider === 'shm') throw new Error('the shm provider is not served by the fast path yet (docs/transport.md "RDM endpoints")');
     const slotSize = Math.max(4096, Math.min(FAST_SLOT_SIZE, Math.floor(opts.maxTransfer / 4096) * 4096));
@@ -220,7 +220,7 @@ class FabricPort implements TargetPort {
   /**
    * Every quarter of connectTimeoutMs, shuts down accepted TCP connections
    * that have sent no connection request for connectTimeoutMs: the provider
-   * would hold them forever (native/src/stale-accepts.h).
+   * would hold them forever (native/src/core/stale-accepts.h).
    */
   startReaping(connectTimeoutMs: number, closed: (count: number) => void): void {
     this.reaper = setInterval(

@@ -1,5 +1,5 @@
 // RBD volumes on the target's native fast path (docs/target.md "Fast path";
-// native/src/fast-rbd.h), against the throw-away cluster of bench/ceph-cluster.ts
+// native/src/core/fast-rbd.h), against the throw-away cluster of bench/ceph-cluster.ts
 // and a target in this process, so that the fast path's own counters say which
 // path answered. Without Ceph or rblk_rbd.node every test skips and says why.
 import test, { type ExecutionContext } from 'ava';

@@ -1,5 +1,5 @@
 // Snapshots and clones of an rbd volume (docs/operations.md "Snapshots and
-// clones"): librbd's own, through the rbd addon (native/src/rbd-snap.cc),
+// clones"): librbd's own, through the rbd addon (native/src/rbd/rbd-snap.cc),
 // against the throw-away Ceph cluster (test/helpers/ceph-cluster.ts) and the
 // real rblkd. A snapshot taken under QD32 writes holds every write
 // acknowledged before the request and none issued after its answer, as `rbd

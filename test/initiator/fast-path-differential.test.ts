@@ -181,7 +181,7 @@ test('tcp: a native-queue read that times out is aborted with ABORT TASK by its 
   t.is(s.fastPathCommands, before + 1, 'the read went through the native queue');
   t.is(events.length, 1);
   t.is(events[0].action, 'abort-task');
-  // The queue's tags have bit 31 of the low word set (native/src/initiator-queue.h).
+  // The queue's tags have bit 31 of the low word set (native/src/core/initiator-queue.h).
   t.is((events[0].tag ?? 0n) & 0x80000000n, 0x80000000n);
   t.true(target.log.some((l) => l.message.startsWith(`TSK_MGMT ABORT_TASK on LUN 0 for tag ${events[0].tag} `)), 'the target was asked to abort that tag');
   t.is(s.state, 'connected');

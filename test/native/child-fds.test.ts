@@ -1,4 +1,4 @@
-// A child process inherits none of the addon's descriptors (native/src/child-fds.h):
+// A child process inherits none of the addon's descriptors (native/src/core/child-fds.h):
 // libfabric opens its sockets and epoll sets without O_CLOEXEC, and a child that kept one
 // (fio, a mount helper) would keep the connection alive after this process closed it.
 import test from 'ava';

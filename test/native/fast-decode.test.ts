@@ -1,4 +1,4 @@
-// The fast path's native decoders (native/src/fast-capsule.cc, fast-cdb.cc)
+// The fast path's native decoders (native/src/core/fast-capsule.cc, fast-cdb.cc)
 // against the TypeScript ones, over the capsule fuzzer's corpus
 // (test/protocol/fuzz-corpus.ts): the native side takes a capsule exactly when
 // the strict decoder accepts it as a CMD of the fast shape, and then reads the

@@ -101,7 +101,7 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
     'bin/rblk.js',
     'bin/rblkd.js',
     'prebuilds/linux-x64/rblk_native.node',
-    'native/src/addon.cc',
+    'native/src/core/addon.cc',
     'systemd/rblkd.service',
     'systemd/rblk.sysusers.conf',
     'config/rblkd.example.yaml',

@@ -1,5 +1,5 @@
 // The wire format written once (docs/architecture.md "The wire format, written once"):
-// native/src/wire-layout.h is what protocol/wire/c-header.ts generates from the TypeScript
+// native/src/core/wire-layout.h is what protocol/wire/c-header.ts generates from the TypeScript
 // constants, and no native source carries its own copy of an opcode, a version or a layout size.
 import test from 'ava';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -9,8 +9,8 @@ import { CmdField, Opcode, RspField } from '../../protocol/wire/constants.js';
 
 const SRC = new URL('../../native/src/', import.meta.url).pathname;
 
-test('native/src/wire-layout.h is current (regenerate: npx tsx scripts/wire-header.ts)', (t) => {
-  t.is(readFileSync(join(SRC, 'wire-layout.h'), 'utf8'), wireLayoutHeader());
+test('native/src/core/wire-layout.h is current (regenerate: npx tsx scripts/wire-header.ts)', (t) => {
+  t.is(readFileSync(join(SRC, 'core', 'wire-layout.h'), 'utf8'), wireLayoutHeader());
 });
 
 test('the generated header carries the opcodes and offsets the TypeScript codec uses', (t) => {
@@ -23,8 +23,10 @@ test('the generated header carries the opcodes and offsets the TypeScript codec 
 
 test('no native source defines its own copy of the wire layout', (t) => {
   const copies: string[] = [];
-  for (const f of readdirSync(SRC)) {
-    if (!/\.(cc|h)$/.test(f) || f === 'wire-layout.h') continue;
+  const files = readdirSync(SRC, { recursive: true, encoding: 'utf8' });
+  t.true(files.some((f) => f.endsWith('fast-capsule.cc')), 'the walk reaches the native sources');
+  for (const f of files) {
+    if (!/\.(cc|h)$/.test(f) || f.endsWith('wire-layout.h')) continue;
     readFileSync(join(SRC, f), 'utf8')
       .split('\n')
       .forEach((line, i) => {

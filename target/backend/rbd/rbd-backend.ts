@@ -94,7 +94,7 @@ export class RbdBackend implements Backend {
   /**
    * The native fast path's librbd request failed: EBLOCKLISTED is proof that
    * the cluster blocklisted this client (rblk_rbd tells the image too,
-   * native/src/rbd-c-api.cc; whichever comes first fences, once).
+   * native/src/rbd/rbd-c-api.cc; whichever comes first fences, once).
    */
   fastPathFailed(code: string): void {
     if (code === EBLOCKLISTED && !this.#gate.closed) this.#blocklisted();
@@ -205,7 +205,7 @@ export class RbdBackend implements Backend {
    * same pool and namespace, and its snapshot) when it does not exist yet:
    * YAML's clone_of (docs/operations.md "Snapshots and clones"). The parent
    * is opened for the clone alone and closed again; librbd protects its
-   * snapshot first where the clone format needs it (native/src/rbd-snap.cc).
+   * snapshot first where the clone format needs it (native/src/rbd/rbd-snap.cc).
    */
   static async openClone(options: RbdOpenOptions, parent: { image: string; snapshot: string }, fastPath = true): Promise<RbdBackend> {
     try {
@@ -261,7 +261,7 @@ export class RbdBackend implements Backend {
   /**
    * `rblk_gateways.<image id>`, a RADOS object next to the image: one xattr
    * per target port group, `group.<n>`, holding the librados client address
-   * of the gateway that serves the image in that group (native/src/rbd-gateway.cc).
+   * of the gateway that serves the image in that group (native/src/rbd/rbd-gateway.cc).
    */
   get #gatewaysObject(): string {
     return `rblk_gateways.${this.sharedIdentity.split('/').pop() ?? ''}`;
@@ -291,7 +291,7 @@ export class RbdBackend implements Backend {
 
   /** The addon runs one gateway operation at a time (it has one thread for them): later ones wait their turn. */
   /**
-   * librbd snapshots and clones (native/src/rbd-snap.cc), one at a time with
+   * librbd snapshots and clones (native/src/rbd/rbd-snap.cc), one at a time with
    * the gateway operations, whose thread they share. A clone is a new image
    * in the same pool and namespace.
    */

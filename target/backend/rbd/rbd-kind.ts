@@ -99,7 +99,7 @@ export const rbdKind: BackendKind<RbdBacking> = {
         input.error('clone_of', 'a volume that serves a snapshot (rbd.snapshot) is no clone: give one or the other');
         ok = false;
       } else if (parts.length > 1) {
-        // POOL/IMAGE@SNAP, POOL/NAMESPACE/IMAGE@SNAP: librbd clones into the parent's pool here (native/src/rbd-snap.cc).
+        // POOL/IMAGE@SNAP, POOL/NAMESPACE/IMAGE@SNAP: librbd clones into the parent's pool here (native/src/rbd/rbd-snap.cc).
         const [pool, parentNs, image] = parts.length === 3 ? parts : [parts[0], '', parts[1]];
         if (pool !== r.pool || parentNs !== ns) {
           input.error('clone_of', `${cloneOf}: a clone is made in its parent's pool${parentNs !== '' ? ' and namespace' : ''}, and this volume's image is ${r.pool}/${ns !== '' ? `${ns}/` : ''}${r.image}`);

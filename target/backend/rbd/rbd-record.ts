@@ -1,6 +1,6 @@
 // A SharedRecord (target/backend/backend.ts) of an rbd volume: one RADOS object
 // next to the image, `rblk_<purpose>.<image id>` in the image's pool and
-// namespace, through the addon's record calls (native/src/rbd-record.cc). Its
+// namespace, through the addon's record calls (native/src/rbd/rbd-record.cc). Its
 // data is the version on a first line, then the caller's bytes; the same
 // version sits in the object's `rblk.version` xattr, which a write compares
 // (rados_write_op_cmpxattr) in the same atomic write op that replaces both.

@@ -3,7 +3,7 @@
 namespace rblk {
 
 namespace {
-// The layout is native/src/wire-layout.h, generated from protocol/wire/constants.ts.
+// The layout is native/src/core/wire-layout.h, generated from protocol/wire/constants.ts.
 using namespace wire;
 
 uint16_t Be16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }

@@ -15,7 +15,7 @@
 namespace rblk {
 
 namespace {
-// The layout is native/src/wire-layout.h, generated from protocol/wire/constants.ts.
+// The layout is native/src/core/wire-layout.h, generated from protocol/wire/constants.ts.
 using namespace wire;
 constexpr uint32_t kCmdSize = kCmdFixed + kDescriptorSize;  // one direct descriptor
 constexpr uint32_t kSendSlot = 128;
