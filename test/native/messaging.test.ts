@@ -1,47 +1,12 @@
 import test from 'ava';
-import { FabricError, type Slice } from '../../native/fabric.js';
-import { connectPair, pattern, PROVIDERS, until } from '../helpers/fabric-pair.js';
+import { FabricError } from '../../native/fabric.js';
+import { connectPair, PROVIDERS, sendsInOrder, until } from '../helpers/fabric-pair.js';
 
 const COUNT = 10_000;
 const POSTED = 64;
 
 for (const provider of PROVIDERS) {
-  test.serial(`${provider}: ${COUNT} sends arrive in order with their contents intact`, async (t) => {
-    const received: number[] = [];
-    let bad = 0;
-    const pair = await connectPair(provider, {
-      serverPrepare: (ep) => {
-        const mr = ep.domain.register(POSTED * 256);
-        ep.onReceive = (slice: Slice, length: number) => {
-          const seq = slice.buffer.readUInt32BE(0);
-          // Each message is its sequence number followed by a pattern seeded by it.
-          if (length !== 4 + (seq % 200) || !slice.buffer.subarray(4, length).equals(pattern(seq % 200, seq + 1))) bad++;
-          received.push(seq);
-          ep.postReceive(slice);
-        };
-        for (let i = 0; i < POSTED; i++) ep.postReceive(mr.slice(i * 256, 256));
-      },
-    });
-    t.teardown(() => pair.close());
-    const mr = pair.client.register(POSTED * 256);
-    let sent = 0;
-    while (sent < COUNT) {
-      // Never more in flight than the receiver has buffers posted (the SRP credit rule).
-      await until(() => sent - received.length < POSTED, 'receive credits');
-      const batch: Promise<number>[] = [];
-      while (sent < COUNT && sent - received.length < POSTED && batch.length < POSTED) {
-        const slot = mr.slice((sent % POSTED) * 256, 4 + (sent % 200));
-        slot.buffer.writeUInt32BE(sent, 0);
-        pattern(sent % 200, sent + 1).copy(slot.buffer, 4);
-        batch.push(pair.clientEp.send(slot));
-        sent++;
-      }
-      await Promise.all(batch);
-    }
-    await until(() => received.length === COUNT, 'all messages');
-    t.is(bad, 0, 'every payload matched');
-    t.deepEqual(received, Array.from({ length: COUNT }, (_, i) => i), 'in order');
-  });
+  test.serial(`${provider}: ${COUNT} sends arrive in order with their contents intact`, (t) => sendsInOrder(t, provider, COUNT, POSTED));
 
   test.serial(`${provider}: sendInline (fi_inject) delivers small messages and refuses oversized ones`, async (t) => {
     const got: string[] = [];

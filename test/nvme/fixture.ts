@@ -1,5 +1,7 @@
 // A TargetServer with memory volumes and one NVMe/TCP listener on 127.0.0.1
 // port 0, for the NVMe tests (target/nvme/, docs/nvme.md).
+import type { ExecutionContext } from 'ava';
+import { RawHost } from '../../bench/soak/nvme-raw-host.js';
 import { NvmeTcpPortal } from '../../target/nvme/portal.js';
 import { defaultNqn } from '../../target/nvme/subsystem.js';
 import { TargetServer, type TargetServerOptions } from '../../target/server.js';
@@ -38,4 +40,21 @@ export async function startNvme(
     volumes,
     close: () => server.close(),
   };
+}
+
+/**
+ * A host's two queues on the fixture, written from the spec (bench/soak/nvme-raw-host.ts):
+ * the admin queue enabled (its controller ID), and one I/O queue of 16 connected to that
+ * controller; both closed at the test's teardown.
+ */
+export async function openHostQueues(t: ExecutionContext, f: NvmeFixture, hostnqn?: string): Promise<{ admin: RawHost; io: RawHost; cntlid: number }> {
+  const who = hostnqn === undefined ? {} : { hostnqn };
+  const admin = await RawHost.open(f.port);
+  t.teardown(() => admin.close());
+  const cntlid = await admin.enable(f.nqn, who);
+  const io = await RawHost.open(f.port);
+  t.teardown(() => io.close());
+  await io.initialize();
+  t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid, ...who })).statusField, 0, 'the I/O queue connects');
+  return { admin, io, cntlid };
 }

@@ -7,7 +7,7 @@
 import test from 'ava';
 import { buildSqe } from '../../protocol/nvme/command.js';
 import { PrType } from '../../protocol/scsi/opcodes.js';
-import { startNvme } from './fixture.js';
+import { openHostQueues, startNvme } from './fixture.js';
 import { decodeCqe, HOST_NQN, RawHost, rwSqe, type Result } from '../../bench/soak/nvme-raw-host.js';
 
 const B_NQN = 'nqn.2014-08.org.nvmexpress:uuid:6f1b2c9e-0000-4000-8000-00000000000b';
@@ -24,18 +24,7 @@ interface Page {
 test('log 80h after another host preempts, releases and clears; the mask (82h) and the AER', async (t) => {
   const f = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);
   t.teardown(() => f.close());
-  const hosts: RawHost[] = [];
-  t.teardown(() => hosts.forEach((h) => h.close()));
-  const host = async (hostnqn: string): Promise<{ io: RawHost; admin: RawHost }> => {
-    const admin = await RawHost.open(f.port);
-    hosts.push(admin);
-    const cntlid = await admin.enable(f.nqn, { hostnqn });
-    const io = await RawHost.open(f.port);
-    hosts.push(io);
-    await io.initialize();
-    t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid, hostnqn })).statusField, 0);
-    return { io, admin };
-  };
+  const host = (hostnqn: string) => openHostQueues(t, f, hostnqn);
   const a = await host(HOST_NQN);
   const b = await host(B_NQN);
   const keys = (k1: bigint, k2 = 0n): Buffer => {
@@ -124,18 +113,7 @@ test('log 80h after another host preempts, releases and clears; the mask (82h) a
 test('more notices than a controller keeps: the oldest go, and LPC shows the gap', async (t) => {
   const f = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);
   t.teardown(() => f.close());
-  const hosts: RawHost[] = [];
-  t.teardown(() => hosts.forEach((h) => h.close()));
-  const open = async (hostnqn: string): Promise<{ io: RawHost; admin: RawHost }> => {
-    const admin = await RawHost.open(f.port);
-    hosts.push(admin);
-    const cntlid = await admin.enable(f.nqn, { hostnqn });
-    const io = await RawHost.open(f.port);
-    hosts.push(io);
-    await io.initialize();
-    await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid, hostnqn });
-    return { io, admin };
-  };
+  const open = (hostnqn: string) => openHostQueues(t, f, hostnqn);
   const a = await open(HOST_NQN);
   const b = await open(B_NQN);
   const resv = (h: RawHost, opcode: number, c10: number, k1: bigint, k2 = 0n): Promise<Result> => {
@@ -159,13 +137,7 @@ test('more notices than a controller keeps: the oldest go, and LPC shows the gap
 test("a SCSI initiator's preemption on the shared state: the NVMe host's log 80h says Registration Preempted", async (t) => {
   const f = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);
   t.teardown(() => f.close());
-  const admin = await RawHost.open(f.port);
-  t.teardown(() => admin.close());
-  const cntlid = await admin.enable(f.nqn);
-  const io = await RawHost.open(f.port);
-  t.teardown(() => io.close());
-  await io.initialize();
-  t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid })).statusField, 0);
+  const { admin, io } = await openHostQueues(t, f);
   const d = Buffer.alloc(16);
   d.writeBigUInt64LE(0xan, 8);
   t.is((await io.command(buildSqe({ opcode: 0x0d, cid: io.nextCid(), nsid: 1, sgl: { id: 0x01, length: 16 }, cdw: { 10: 0 } }), { data: d, inCapsule: true })).statusField, 0);

@@ -5,7 +5,7 @@
 import test from 'ava';
 import { buildSqe } from '../../protocol/nvme/command.js';
 import { PrType } from '../../protocol/scsi/opcodes.js';
-import { startNvme } from './fixture.js';
+import { openHostQueues, startNvme } from './fixture.js';
 import { HOST_ID, HOST_NQN, RawHost, rwSqe, type Result } from '../../bench/soak/nvme-raw-host.js';
 
 const B_NQN = 'nqn.2014-08.org.nvmexpress:uuid:6f1b2c9e-0000-4000-8000-00000000000b';
@@ -13,18 +13,7 @@ const B_NQN = 'nqn.2014-08.org.nvmexpress:uuid:6f1b2c9e-0000-4000-8000-000000000
 test('Reservation Register, Acquire, Report, preempt, Release and Clear, shared with the SCSI state', async (t) => {
   const f = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);
   t.teardown(() => f.close());
-  const hosts: RawHost[] = [];
-  t.teardown(() => hosts.forEach((h) => h.close()));
-  const queue = async (hostnqn: string): Promise<{ io: RawHost; cntlid: number; admin: RawHost }> => {
-    const admin = await RawHost.open(f.port);
-    hosts.push(admin);
-    const cntlid = await admin.enable(f.nqn, { hostnqn });
-    const io = await RawHost.open(f.port);
-    hosts.push(io);
-    await io.initialize();
-    t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid, hostnqn })).statusField, 0);
-    return { io, cntlid, admin };
-  };
+  const queue = (hostnqn: string) => openHostQueues(t, f, hostnqn);
   const a = await queue(HOST_NQN);
   const b = await queue(B_NQN);
   const keys = (k1: bigint, k2 = 0n): Buffer => {

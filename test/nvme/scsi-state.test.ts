@@ -5,19 +5,13 @@
 // keeps it out too; once released, I/O runs again.
 import test from 'ava';
 import { PrType } from '../../protocol/scsi/opcodes.js';
-import { startNvme } from './fixture.js';
-import { RawHost, rwSqe } from '../../bench/soak/nvme-raw-host.js';
+import { openHostQueues, startNvme } from './fixture.js';
+import { rwSqe } from '../../bench/soak/nvme-raw-host.js';
 
 test('a SCSI reservation held by another initiator: Reservation Conflict for NVMe I/O it governs', async (t) => {
   const f = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);
   t.teardown(() => f.close());
-  const admin = await RawHost.open(f.port);
-  t.teardown(() => admin.close());
-  const cntlid = await admin.enable(f.nqn);
-  const io = await RawHost.open(f.port);
-  t.teardown(() => io.close());
-  await io.initialize();
-  t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid })).statusField, 0);
+  const { admin, io } = await openHostQueues(t, f);
   const write = () => io.command(rwSqe(0x01, io.nextCid(), 1, 0, 1, 512, { inCapsule: true }), { data: Buffer.alloc(512, 3), inCapsule: true });
   const read = () => io.command(rwSqe(0x02, io.nextCid(), 1, 0, 1, 512));
   const flush = () => io.admin(0x00, { nsid: 1 });
