@@ -149,6 +149,9 @@ export async function churn(o: ChurnOptions): Promise<SoakRow[]> {
         log(`  churn: holding ${held.length} never-login connections and ${sockets.length} bare TCP connections`);
         const peak = daemon.alive ? daemon.fds() : 0;
         const released = daemon.alive && (await eventually(() => daemon.fds() <= base2.fds, RELEASE_MS));
+        // rblkd's fds come back a moment before this side has read each close: wait for
+        // that too (a guard, not a timing check), so the counts below are of what happened.
+        if (released) await eventually(() => rawClosed === sockets.length && held.every((h) => h.closed), RELEASE_MS);
         const droppedByTarget = held.filter((h) => h.closed).length;
         idle.fdsAfter = daemon.alive ? daemon.fds() : undefined;
         idle.rssAfterKiB = daemon.alive ? daemon.rss() : undefined;
