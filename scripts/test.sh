@@ -2,8 +2,8 @@
 # The test passes `npm test` runs (docs/transport.md "Test modes"); arguments
 # (e.g. --tap from .ci/run) go to every ava run.
 #   1. every suite, as configured in package.json;
-#   2. the fabric, target and initiator suites again with RBLK_FI_MR_MODE=basic
-#      (the NVMe/TCP host's aside: they use no libfabric domain):
+#   2. the fabric suites, and the target's and initiator's suites that move
+#      data by RDMA (listed below), again with RBLK_FI_MR_MODE=basic:
 #      domains address memory by virtual address with provider-chosen keys, the
 #      rules of the verbs provider, which tcp and sockets otherwise never apply;
 #   3. the fabric suite, and the fast-path differential tests (the target's
@@ -28,24 +28,35 @@ status=0
 asan_log=$(mktemp)
 nice -n 15 bash scripts/sanitize.sh --build-only >"$asan_log" 2>&1 &
 asan_build=$!
+pass_start=$SECONDS
 npx ava "$@" || status=1
+echo "# timing: pass 1 took $((SECONDS - pass_start)) s" >&2
 # io-ring.test.ts is file I/O, which no memory-registration mode touches.
 fabric_tests=()
 for f in test/native/*.test.ts; do
   [ "$f" = test/native/io-ring.test.ts ] || fabric_tests+=("$f")
 done
-# The NVMe/TCP host's suites (test/initiator/nvme-*) move their data over plain
-# TCP sockets, never a libfabric domain: a memory-registration mode cannot change
-# what they do, so they run once, in pass 1.
-initiator_tests=()
-for f in test/initiator/*.test.ts; do
-  case "$f" in test/initiator/nvme-*) ;; *) initiator_tests+=("$f") ;; esac
+# Of the target's and initiator's suites, pass 2 reruns those that move data
+# by RDMA or register memory (their names below). The others (login, pre-login
+# limits, capsule decoding, fencing, options, deadlines, the heap trimmer, and
+# the NVMe/TCP host's suites, which use no libfabric domain at all) exercise
+# nothing a memory-registration mode changes, so they run once, in pass 1.
+mr_tests=()
+for f in test/target/*.test.ts test/initiator/*.test.ts; do
+  case "$(basename "$f" .test.ts)" in
+    atomic-and-copy | data-path | descriptor-range | end-to-end | fast-path-* | \
+      io | memory-lifetime | multi-connection | rdm-url | reconnect) mr_tests+=("$f") ;;
+  esac
 done
-RBLK_FI_MR_MODE=basic npx ava "$@" "${fabric_tests[@]}" test/target "${initiator_tests[@]}" || status=1
+pass_start=$SECONDS
+RBLK_FI_MR_MODE=basic npx ava "$@" "${fabric_tests[@]}" "${mr_tests[@]}" || status=1
+echo "# timing: pass 2 (basic MR) took $((SECONDS - pass_start)) s" >&2
 if ! wait "$asan_build"; then
   cat "$asan_log" >&2
   status=1
 fi
 rm -f "$asan_log"
+pass_start=$SECONDS
 bash scripts/sanitize.sh npx ava "$@" test/native test/target/fast-path-differential.test.ts test/initiator/fast-path-differential.test.ts test/initiator/fast-path-stale-answer.test.ts || status=1
+echo "# timing: pass 3 (ASan) took $((SECONDS - pass_start)) s" >&2
 exit "$status"
