@@ -11,8 +11,6 @@
 #include "args.h"
 #include "domain.h"
 #include "errors.h"
-#include "fast-path.h"
-#include "initiator-queue.h"
 #include "listener.h"
 #include "memory-region.h"
 
@@ -207,8 +205,7 @@ OpRecord* Endpoint::NewOp(uint32_t context) {
   op->context = context;
   op->in_use = true;
   op->recv_buf = nullptr;
-  op->fast = false;
-  op->initiator = false;
+  op->owner = nullptr;
   op->cm = false;
   ++in_flight_;
   ++posted_;
@@ -242,21 +239,16 @@ std::vector<uint32_t> Endpoint::Teardown() {
   // What the reactor found for JS and JS has not seen: the ops among it are
   // still in use, so they are among the cancelled ones below.
   pending_.clear();
-  if (fast_ != nullptr) fast_->js_queued_ = 0;
+  capsules_for_js_ = 0;
   if (wake_ != nullptr) {
     wake_->data = nullptr;
     uv_close(reinterpret_cast<uv_handle_t*>(wake_), [](uv_handle_t* h) { delete reinterpret_cast<uv_async_t*>(h); });
     wake_ = nullptr;
   }
-  if (fast_ != nullptr) {
-    FastPath* fast = fast_;
-    fast_ = nullptr;
-    fast->EndpointClosed();
-  }
-  if (initiator_ != nullptr) {
-    InitiatorQueue* q = initiator_;
-    initiator_ = nullptr;
-    q->EndpointClosed();
+  if (consumer_ != nullptr) {
+    CqConsumer* c = consumer_;
+    consumer_ = nullptr;
+    c->EndpointClosed();
   }
   cq_poller_.Stop();
   before_block_.Close();
@@ -278,16 +270,29 @@ std::vector<uint32_t> Endpoint::Teardown() {
   std::vector<uint32_t> canceled;
   for (OpRecord* op : ops_) {
     if (!op->in_use) continue;
-    if (!op->fast && !op->initiator && !op->cm) canceled.push_back(op->context);
+    if (op->owner == nullptr && !op->cm) canceled.push_back(op->context);
     FreeOp(op);
   }
   return canceled;
 }
 
+bool Endpoint::AttachConsumer(CqConsumer* c) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
+  if (consumer_ != nullptr) return false;
+  consumer_ = c;
+  return true;
+}
+
+void Endpoint::DetachConsumer(CqConsumer* c) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
+  if (consumer_ == c) consumer_ = nullptr;
+}
+
 void Endpoint::Flush(size_t count) {
-  // The initiator queue's completions first: an RSP the target sent before a
-  // TSK_RSP in this batch is then heard before it (docs/protocol.md §14.2).
-  if (initiator_ != nullptr) initiator_->AfterDrain();
+  // The consumer's work first: the initiator queue's completions, so that an
+  // RSP the target sent before a TSK_RSP in this batch is heard before it
+  // (docs/protocol.md §14.2).
+  if (consumer_ != nullptr) consumer_->AfterDrain();
   Napi::Env env(env_);
   if (on_completions_.IsEmpty()) return;  // closed from inside an earlier batch
   on_completions_.MakeCallback(Value(), {Napi::Number::New(env, static_cast<double>(count))}, *async_);
@@ -296,8 +301,8 @@ void Endpoint::Flush(size_t count) {
 void Endpoint::Emit(uint32_t a, uint32_t b, uint32_t c, OpRecord* op, size_t* count) {
   if (link_ != nullptr) {
     // A capsule for JS: the fast path takes nothing until JS has seen it.
-    if (op != nullptr && op->recv_buf != nullptr && fast_ != nullptr) fast_->js_queued_++;
-    pending_.push_back(Pending{0, op, a, b, c, 0, nullptr});
+    if (op != nullptr && op->recv_buf != nullptr) capsules_for_js_++;
+    pending_.push_back(Pending{QueuedWork{0, a, b, c, 0, nullptr}, op});
     return;
   }
   batch_[3 * *count] = a;
@@ -331,14 +336,9 @@ size_t Endpoint::DrainCq() {
           OnCmReceive(op, 0);
           continue;
         }
-        if (op->fast) {
-          int code = err.err != 0 ? err.err : FI_EIO;
-          if (fast_ != nullptr) fast_->OnOpDone(op, code);
-          else FreeOp(op);
-          continue;
-        }
-        if (op->initiator) {
-          if (initiator_ != nullptr) initiator_->OnOpDone(op, err.err != 0 ? err.err : FI_EIO);
+        if (op->owner != nullptr) {
+          // A consumer's operation: its owner's, or nobody's once it detached.
+          if (op->owner == consumer_) consumer_->OnOpDone(op, err.err != 0 ? err.err : FI_EIO);
           else FreeOp(op);
           continue;
         }
@@ -356,7 +356,7 @@ size_t Endpoint::DrainCq() {
             auto* op = rx_cq_data_ ? static_cast<OpRecord*>(entries[i].op_context) : nullptr;
             if (op != nullptr && !op->in_use) op = nullptr;
             // One of the initiator queue's reads: it reposts the receive, if one was taken.
-            if (initiator_ != nullptr && initiator_->TryRemoteData(static_cast<uint32_t>(entries[i].data), op)) continue;
+            if (consumer_ != nullptr && consumer_->TryRemoteData(static_cast<uint32_t>(entries[i].data), op)) continue;
             Emit(kRemoteData, static_cast<uint32_t>(entries[i].data), op != nullptr ? op->context : kRemoteData, op, &count);
             ++total;
             continue;
@@ -368,20 +368,14 @@ size_t Endpoint::DrainCq() {
             continue;
           }
           if (op->recv_buf != nullptr) received_.fetch_add(1, std::memory_order_relaxed);
-          if (op->fast) {
-            if (fast_ != nullptr) fast_->OnOpDone(op, 0);
+          if (op->owner != nullptr) {
+            if (op->owner == consumer_) consumer_->OnOpDone(op, 0);
             else FreeOp(op);
             continue;
           }
-          if (op->initiator) {
-            if (initiator_ != nullptr) initiator_->OnOpDone(op, 0);
-            else FreeOp(op);
-            continue;
-          }
-          // An answer to one of the initiator queue's commands: reposted there.
-          if (initiator_ != nullptr && op->recv_buf != nullptr && initiator_->TryReceive(op, entries[i].len)) continue;
-          // A command the fast path takes never reaches JS: its receive is reposted there.
-          if (fast_ != nullptr && op->recv_buf != nullptr && fast_->TryReceive(op, entries[i].len)) continue;
+          // A command the fast path takes, or an answer to one of the
+          // initiator queue's commands, never reaches JS: its receive is reposted there.
+          if (consumer_ != nullptr && op->recv_buf != nullptr && consumer_->TryReceive(op, entries[i].len)) continue;
           Emit(op->context, 0, static_cast<uint32_t>(entries[i].len), op, &count);
           ++total;
         }
@@ -394,9 +388,8 @@ size_t Endpoint::DrainCq() {
         break;  // -FI_EAGAIN: empty
       }
     }
-    if (fast_ != nullptr) fast_->AfterDrain();
+    if (consumer_ != nullptr) consumer_->AfterDrain();
     if (count > 0) Flush(count);
-    if (initiator_ != nullptr) initiator_->AfterDrain();
   } catch (...) {
     draining_ = false;
     if (cq_ == nullptr && !delivering_) ReleaseClosed();
@@ -467,10 +460,8 @@ void Endpoint::Progress() {
 
 // On the reactor thread, under lock_ (reactor.cc Run).
 void Endpoint::OnReactorEvents(uint32_t sources) {
-  if (fast_ != nullptr) {
-    if (sources & kReactorRing) fast_->OnRing();
-    if (sources & kReactorRbd) fast_->DrainRbd();
-  }
+  uint32_t mine = sources & ~(kReactorConsumer - 1);
+  if (consumer_ != nullptr && mine != 0) consumer_->OnReactorSources(mine);
   // Whatever ran above may have posted: progress and fi_trywait in every case.
   Progress();
   Wake();
@@ -487,7 +478,7 @@ void Endpoint::AfterPost() {
 
 int Endpoint::AttachReactor(std::shared_ptr<Reactor> reactor) {
   std::lock_guard<std::recursive_mutex> g(*lock_);
-  if (reactor == nullptr || link_ != nullptr || initiator_ != nullptr || fast_ == nullptr || cq_ == nullptr || cq_fd_ < 0)
+  if (reactor == nullptr || link_ != nullptr || consumer_ == nullptr || !consumer_->ServesReactor() || cq_ == nullptr || cq_fd_ < 0)
     return -EINVAL;
   // The RDM handshake's events are read with the CQ, on the JS thread (rdm.cc).
   if (rdm_) return -ENOTSUP;
@@ -506,8 +497,9 @@ int Endpoint::AttachReactor(std::shared_ptr<Reactor> reactor) {
   link->client = this;
   link->lock = lock_;
   int rc = reactor->Add(link, cq_fd_, kReactorCq);
-  if (rc == 0 && fast_->ring_event_fd_ >= 0) rc = reactor->Add(link, fast_->ring_event_fd_, kReactorRing);
-  if (rc == 0 && fast_->rbd_ != nullptr) rc = reactor->Add(link, fast_->rbd_->event_fd(), kReactorRbd);
+  for (const ConsumerSource& src : consumer_->ReactorSources()) {
+    if (rc == 0) rc = reactor->Add(link, src.fd, src.bit);
+  }
   if (rc != 0) {
     reactor->Remove(link);
     return rc;
@@ -516,7 +508,7 @@ int Endpoint::AttachReactor(std::shared_ptr<Reactor> reactor) {
   // (the uv handle of the wake-up keeps the loop alive instead, as the CQ's did).
   cq_poller_.Stop();
   before_block_.Close();
-  fast_->Unwatch();
+  consumer_->Unwatch();
   link_ = std::move(link);
   reactor_ = std::move(reactor);
   reactor_->Kick(link_);  // anything that arrived meanwhile
@@ -542,15 +534,11 @@ void Endpoint::DetachReactor(bool rewatch) {
     before_block_.Init(loop_, [this]() { OnBeforeBlock(); });
     before_block_.Arm();
   }
-  if (fast_ != nullptr) fast_->Rewatch(loop_);
+  if (consumer_ != nullptr) consumer_->Rewatch(loop_);
   Wake();
 }
 
-void Endpoint::QueueFailed(uint64_t tag, uint32_t lun, const char* kind, int err, uint32_t length) {
-  pending_.push_back(Pending{1, nullptr, lun, static_cast<uint32_t>(err), length, tag, kind});
-}
-
-void Endpoint::QueueIdle(uint32_t lun) { pending_.push_back(Pending{2, nullptr, lun, 0, 0, 0, nullptr}); }
+void Endpoint::QueueForJs(const QueuedWork& work) { pending_.push_back(Pending{work, nullptr}); }
 
 // On the JS thread: what the reactor queued, in its order. Not under lock_
 // while JS runs (the reactor goes on meanwhile).
@@ -574,30 +562,33 @@ void Endpoint::DeliverPending() {
         Flush(count);
         count = 0;
         std::lock_guard<std::recursive_mutex> g(*lock_);
-        if (fast_ != nullptr) fast_->js_queued_ = fast_->js_queued_ > capsules ? fast_->js_queued_ - capsules : 0;
+        capsules_for_js_ = capsules_for_js_ > capsules ? capsules_for_js_ - capsules : 0;
         capsules = 0;
       };
       for (const Pending& e : local) {
         if (on_completions_.IsEmpty() || !batch_) break;  // closed by an earlier callback
-        if (e.kind == 0) {
+        if (e.work.kind == 0) {
           {
             std::lock_guard<std::recursive_mutex> g(*lock_);
             if (e.op != nullptr) {
-              if (!e.op->in_use) continue;  // cancelled by a close: Teardown zeroed js_queued_
+              if (!e.op->in_use) continue;  // cancelled by a close: Teardown zeroed capsules_for_js_
               if (e.op->recv_buf != nullptr) capsules++;
               FreeOp(e.op);
             }
           }
-          batch_[3 * count] = e.a;
-          batch_[3 * count + 1] = e.b;
-          batch_[3 * count + 2] = e.c;
+          batch_[3 * count] = e.work.a;
+          batch_[3 * count + 1] = e.work.b;
+          batch_[3 * count + 2] = e.work.c;
           if (++count == batch_capacity_) flush();
           continue;
         }
         if (count > 0) flush();
-        if (fast_ == nullptr) continue;
-        if (e.kind == 1) fast_->EmitFailed(e.tag, e.a, e.what, static_cast<int>(e.b), e.c);
-        else fast_->EmitIdle(e.a);
+        CqConsumer* consumer;
+        {
+          std::lock_guard<std::recursive_mutex> g(*lock_);
+          consumer = consumer_;
+        }
+        if (consumer != nullptr) consumer->DeliverQueued(e.work);
       }
       if (count > 0 && !on_completions_.IsEmpty() && batch_) flush();
     }

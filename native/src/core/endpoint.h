@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cq-consumer.h"
 #include "event-queue.h"
 #include "poller.h"
 #include "reactor.h"
@@ -38,12 +39,12 @@ struct OpRecord {
   uint8_t* recv_buf = nullptr;
   size_t recv_len = 0;
   void* recv_desc = nullptr;
-  // An operation of the fast path's (fast-path.h), which JS never sees.
-  bool fast = false;
-  uint8_t fast_kind = 0;
-  uint32_t fast_slot = 0;
-  // A send of the initiator queue's (initiator-queue.h), which JS never sees.
-  bool initiator = false;
+  // An operation of the endpoint's CQ consumer (cq-consumer.h), which JS
+  // never sees: its completion goes to its owner, with the owner's own
+  // bookkeeping (what kind of step, which command slot).
+  CqConsumer* owner = nullptr;
+  uint8_t kind = 0;
+  uint32_t slot = 0;
   // A receive of the RDM handshake's (rdm.cc), which JS never sees.
   bool cm = false;
 };
@@ -72,11 +73,21 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   void DetachReactor(bool rewatch);
   bool attached() const { return link_ != nullptr; }
   int reactor_index() const { return reactor_ != nullptr ? static_cast<int>(reactor_->index()) : -1; }
-  // The fast path's fd added while attached (its librbd eventfd, started late).
+  // The consumer's fd added while attached (the fast path's librbd eventfd, started late).
   int AddReactorFd(int fd, uint32_t source);
-  // Work for JS found on the reactor, delivered in order on the JS thread.
-  void QueueFailed(uint64_t tag, uint32_t lun, const char* kind, int err, uint32_t length);
-  void QueueIdle(uint32_t lun);
+  // Work for JS a consumer found on the reactor, delivered in order with the
+  // completions on the JS thread (CqConsumer::DeliverQueued); kind is not 0.
+  void QueueForJs(const QueuedWork& work);
+
+  // The CQ consumer (cq-consumer.h): at most one. Attach: false when the
+  // endpoint already has one. Detach: a no-op unless `c` is the one attached.
+  bool AttachConsumer(CqConsumer* c);
+  void DetachConsumer(CqConsumer* c);
+  bool has_consumer() const { return consumer_ != nullptr; }
+  // Capsules a reactor queued for JS that JS has not seen yet: while any is,
+  // a consumer must leave commands to JS too, or it would answer them out of
+  // order (fast-path.h). Under lock_.
+  uint32_t capsules_for_js() const { return capsules_for_js_; }
   const std::shared_ptr<std::recursive_mutex>& lock() const { return lock_; }
   void OnReactorEvents(uint32_t sources) override;
 
@@ -133,8 +144,8 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   void DeliverPending();
   void Wake();  // uv_async_send when something is pending
 
-  FastPath* fast_ = nullptr;  // set by FastPath while it is attached
-  InitiatorQueue* initiator_ = nullptr;  // set by InitiatorQueue while it is attached
+  CqConsumer* consumer_ = nullptr;  // between AttachConsumer and DetachConsumer
+  uint32_t capsules_for_js_ = 0;
   Domain* domain_ = nullptr;
   fi_info* info_ = nullptr;
   fid_ep* ep_ = nullptr;
@@ -221,11 +232,8 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   std::shared_ptr<ReactorLink> link_;
   uv_async_t* wake_ = nullptr;  // on loop_, from attach to teardown
   struct Pending {
-    uint8_t kind;  // 0 completion, 1 fast path failed, 2 fast path idle
-    OpRecord* op;  // a completion's op, freed at delivery (or cancelled by close)
-    uint32_t a, b, c;
-    uint64_t tag;
-    const char* what;
+    QueuedWork work;  // kind 0: a completion (a, b, c); else the consumer's
+    OpRecord* op;     // a completion's op, freed at delivery (or cancelled by close)
   };
   std::vector<Pending> pending_;
   bool delivering_ = false;

@@ -18,7 +18,6 @@
 #include "memory-region.h"
 #include "qos-bucket.h"
 #include "reactor.h"
-#include "ring-orphan.h"
 
 namespace rblk {
 
@@ -27,7 +26,6 @@ constexpr int kDataOut = 0;  // RDMA READ of the initiator's buffer (a WRITE's d
 constexpr int kDataIn = 1;   // RDMA WRITE into it (a READ's data)
 constexpr int kRsp = 2;      // the RSP capsule
 constexpr uint32_t kRspSlot = 64;
-constexpr unsigned kReap = 64;
 
 uint64_t NowNs() {
   timespec ts;
@@ -64,7 +62,7 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
     throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, "FastPath", "rblk_uring's ring table is of another version");
   if (!info[3].IsObject() || !info[4].IsFunction() || !info[5].IsFunction())
     throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath", "options, onFailed and onIdle are required");
-  if (endpoint_->fast_ != nullptr) throw MakeUsageError(env, "ERR_INVALID_STATE", EBUSY, "FastPath", "the endpoint already has a fast path");
+  if (endpoint_->has_consumer()) throw MakeUsageError(env, "ERR_INVALID_STATE", EBUSY, "FastPath", "the endpoint already has a fast path or an initiator queue");
   Napi::Object o = info[3].As<Napi::Object>();
   uint32_t slots = Prop(env, o, "slots");
   slot_size_ = Prop(env, o, "slotSize");
@@ -88,21 +86,16 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
   Napi::Value reactors = o.Get("reactors");
   const bool use_reactor = !reactors.IsUndefined() && !reactors.IsNull();
   Reactors* pool = use_reactor ? UnwrapAs<Reactors>(env, reactors, &AddonData::reactors, "Reactors", "FastPath") : nullptr;
-  int err = 0, event_fd = -1;
-  ring_ = uring_->open(slots, &event_fd, &err, !use_reactor);
-  if (ring_ == nullptr) throw MakeError(env, err, "io_uring_queue_init", false);
   uv_loop_t* loop = nullptr;
   napi_get_uv_event_loop(env, &loop);
   loop_ = loop;
-  ring_event_fd_ = event_fd;
-  if (ring_poller_.Start(loop, event_fd, [this]() { OnRing(); }) != 0) {
-    uring_->close(ring_);
-    ring_ = nullptr;
-    throw MakeError(env, EIO, "uv_poll_start", false);
-  }
-  ring_poller_.SetRef(false);  // the endpoint keeps the loop alive; an idle ring must not
-
+  use_reactor_ = use_reactor;
+  backends_.resize(kFastBackendCount);
   cmds_.resize(slots);
+  for (size_t k = 0; k < kFastBackendCount; ++k) {
+    if (kFastBackends[k]->eager) OpenBackend(env, k);
+  }
+
   free_.reserve(slots);
   for (uint32_t i = slots; i > 0; --i) free_.push_back(i - 1);
   memory_ = region_->memory();
@@ -116,7 +109,7 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
   async_ = new Napi::AsyncContext(env, "rblk:FastPath");
   lock_ = endpoint_->lock();
   std::lock_guard<std::recursive_mutex> g(*lock_);
-  endpoint_->fast_ = this;
+  endpoint_->AttachConsumer(this);
   if (pool != nullptr) {
     reactors_ref_ = Napi::Persistent(reactors.As<Napi::Object>());
     (void)endpoint_->AttachReactor(pool->Pick());
@@ -137,7 +130,11 @@ uint8_t* FastPath::SlotRsp(uint32_t slot) const {
 // Stops taking commands and waits for the ring (the kernel may be writing
 // into the slots); the endpoint's own close releases the op records.
 bool FastPath::HasBackendIo() const {
-  return !closed_ && ((ring_ != nullptr && ring_in_flight_ > 0) || (rbd_ != nullptr && rbd_->in_flight() > 0));
+  if (closed_) return false;
+  for (const auto& b : backends_) {
+    if (b != nullptr && b->in_flight() > 0) return true;
+  }
+  return false;
 }
 
 size_t FastPath::Shutdown(std::function<void()> settled) {
@@ -145,31 +142,33 @@ size_t FastPath::Shutdown(std::function<void()> settled) {
   // Back to the JS loop first: the orphans below watch their fds there.
   if (endpoint_ != nullptr) endpoint_->DetachReactor(true);
   closed_ = true;
-  ring_poller_.Stop();
-  // Neither the ring nor librbd is waited for here: a slow or hung device (or
-  // a cluster that is away) would stop the loop, and every other connection,
-  // until it answered. What either still holds keeps the slots' pages alive
-  // instead, and `settled` runs once both have ended (docs/target.md
-  // "A lost connection's commands").
-  size_t ring_left = ring_ != nullptr ? ring_in_flight_ : 0;
-  size_t rbd_left = rbd_ != nullptr ? rbd_->in_flight() : 0;
-  auto parts = std::make_shared<int>((ring_left > 0 ? 1 : 0) + (rbd_left > 0 ? 1 : 0));
+  // No backend is waited for here: a slow or hung device (or a cluster that
+  // is away) would stop the loop, and every other connection, until it
+  // answered. What each still holds keeps the slots' pages alive instead,
+  // and `settled` runs once they have all ended (docs/target.md "A lost
+  // connection's commands").
+  std::vector<size_t> left(backends_.size(), 0);
+  size_t orphaned = 0;
+  int busy = 0;
+  for (size_t k = 0; k < backends_.size(); ++k) {
+    left[k] = backends_[k] != nullptr ? backends_[k]->in_flight() : 0;
+    orphaned += left[k];
+    busy += left[k] > 0 ? 1 : 0;
+  }
+  auto parts = std::make_shared<int>(busy);
   auto part = [parts, settled = std::move(settled)]() {
     if (--*parts == 0 && settled) settled();
   };
-  if (ring_ != nullptr && ring_left > 0) {
-    memory_->Retain();
-    RingOrphan::Adopt(loop_, uring_, ring_, ring_event_fd_, ring_left, memory_, part);
-  } else if (ring_ != nullptr) {
-    uring_->close(ring_);
+  for (size_t k = 0; k < backends_.size(); ++k) {
+    if (backends_[k] == nullptr) continue;
+    if (left[k] > 0) {
+      memory_->Retain();
+      backends_[k]->Abandon(memory_, part);
+    } else {
+      backends_[k]->Abandon(nullptr, nullptr);
+    }
   }
-  ring_ = nullptr;
-  Memory* held = rbd_left > 0 ? memory_ : nullptr;
-  if (held != nullptr) held->Retain();
-  FastRbd::Orphan(rbd_, held, rbd_left > 0 ? std::function<void()>(part) : nullptr);
-  rbd_ = nullptr;
-  size_t orphaned = ring_left + rbd_left;
-  if (endpoint_ != nullptr && endpoint_->fast_ == this) endpoint_->fast_ = nullptr;
+  if (endpoint_ != nullptr) endpoint_->DetachConsumer(this);
   endpoint_ = nullptr;
   if (memory_ != nullptr) memory_->Release();
   memory_ = nullptr;
@@ -185,7 +184,7 @@ size_t FastPath::Shutdown(std::function<void()> settled) {
 
 void FastPath::EndpointClosed() {
   // Nothing more will complete on the CQ: commands waiting on it are over.
-  // Those in the ring finish when it reports them (OnRing), or at Shutdown.
+  // Those in a backend finish when it reports them (OnBackendReady), or at Shutdown.
   Endpoint* ep = endpoint_;
   endpoint_ = nullptr;
   backlog_.clear();
@@ -210,7 +209,7 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   // A command whose answer is out holds neither its credit nor its tag any
   // more (the initiator may reuse both at once, §11, §12.1), even while its
   // last completion is still to come here.
-  if (js_outstanding_ != 0 || js_queued_ != 0 || in_flight_ - answered_ >= credits_ || free_.empty()) return false;
+  if (js_outstanding_ != 0 || endpoint_->capsules_for_js() != 0 || in_flight_ - answered_ >= credits_ || free_.empty()) return false;
   auto it = luns_.find(c.lun);
   if (it == luns_.end()) return false;
   Lun& lun = it->second;
@@ -273,9 +272,9 @@ bool FastPath::Post(uint32_t slot, int kind) {
   if (endpoint_ == nullptr) return false;
   Cmd& cmd = cmds_[slot];
   OpRecord* op = endpoint_->NewOp(0);
-  op->fast = true;
-  op->fast_slot = slot;
-  op->fast_kind = static_cast<uint8_t>(kind);
+  op->owner = this;
+  op->slot = slot;
+  op->kind = static_cast<uint8_t>(kind);
   op->pages.push_back(memory_);
   memory_->Retain();
   ssize_t rc;
@@ -341,19 +340,11 @@ void FastPath::Retry() {
 void FastPath::StartIo(uint32_t slot) {
   Cmd& cmd = cmds_[slot];
   cmd.stage = Stage::kIo;
-  Lun& lun = luns_[cmd.lun];
-  cmd.flushing = false;
-  if (lun.rbd_image != nullptr) {
-    int r = rbd_->Submit(lun.rbd_api, lun.rbd_image, cmd.write ? kRbdFastWrite : kRbdFastRead, SlotData(slot), cmd.length,
-                         cmd.offset, slot);
-    if (r < 0) HandOff(slot, cmd.write ? "write" : "read", -r);
-    return;
-  }
-  int rc = uring_->queue(ring_, cmd.write ? kUringWrite : kUringRead, lun.fd, SlotData(slot), cmd.length, cmd.offset, cmd.dsync, slot);
-  if (rc == 0) ring_in_flight_++;
-  else if (rc == -EBUSY) io_backlog_.push_back(slot);
-  else HandOff(slot, cmd.write ? "write" : "read", -rc);
-  ring_poller_.SetRef(true);
+  const Lun& lun = luns_[cmd.lun];
+  FastBackend* b = backends_[lun.backend].get();
+  int rc = b != nullptr ? b->Queue(lun.volume, FastIo{slot, cmd.write, cmd.dsync, SlotData(slot), cmd.length, cmd.offset}) : -EBADF;
+  if (rc == -EBUSY) io_backlog_.push_back(slot);  // no room: queued again after the next drain
+  else if (rc != 0) HandOff(slot, cmd.write ? "write" : "read", -rc);
 }
 
 void FastPath::AfterDrain() {
@@ -361,50 +352,83 @@ void FastPath::AfterDrain() {
   Retry();
   while (!io_backlog_.empty()) {
     uint32_t slot = io_backlog_.front();
-    Cmd& cmd = cmds_[slot];
-    Lun& lun = luns_[cmd.lun];
-    if (uring_->queue(ring_, cmd.write ? kUringWrite : kUringRead, lun.fd, SlotData(slot), cmd.length, cmd.offset, cmd.dsync, slot) != 0) break;
-    ring_in_flight_++;
+    const Cmd& cmd = cmds_[slot];
+    const Lun& lun = luns_[cmd.lun];
+    FastBackend* b = backends_[lun.backend].get();
+    if (b == nullptr || b->Queue(lun.volume, FastIo{slot, cmd.write, cmd.dsync, SlotData(slot), cmd.length, cmd.offset}) != 0) break;
     io_backlog_.erase(io_backlog_.begin());
   }
-  int rc = uring_->submit(ring_);
-  (void)rc;  // EAGAIN/EBUSY: submitted at the next drain or ring completion
+  for (const auto& b : backends_) {
+    if (b != nullptr) b->Submit();
+  }
+}
+
+std::vector<ConsumerSource> FastPath::ReactorSources() const {
+  std::vector<ConsumerSource> sources;
+  for (size_t k = 0; k < backends_.size(); ++k) {
+    int fd = backends_[k] != nullptr ? backends_[k]->event_fd() : -1;
+    if (fd >= 0) sources.push_back(ConsumerSource{fd, SourceBit(k)});
+  }
+  return sources;
+}
+
+void FastPath::OnReactorSources(uint32_t bits) {
+  for (size_t k = 0; k < backends_.size(); ++k) {
+    if (bits & SourceBit(k)) OnBackendReady(k);
+  }
+}
+
+void FastPath::DeliverQueued(const QueuedWork& work) {
+  if (work.kind == kQueuedFailed) EmitFailed(work.tag, work.a, work.what, static_cast<int>(work.b), work.c);
+  else if (work.kind == kQueuedIdle) EmitIdle(work.a);
 }
 
 void FastPath::Unwatch() {
-  ring_poller_.Stop();
-  if (rbd_ != nullptr) rbd_->Unwatch();
+  for (const auto& b : backends_) {
+    if (b != nullptr) b->Unwatch();
+  }
 }
 
 void FastPath::Rewatch(uv_loop_t* loop) {
   if (closed_) return;
-  if (ring_ != nullptr && ring_poller_.Start(loop, ring_event_fd_, [this]() { OnRing(); }) == 0)
-    ring_poller_.SetRef(ring_in_flight_ > 0);
-  if (rbd_ != nullptr) rbd_->Watch(loop);
+  for (const auto& b : backends_) {
+    if (b != nullptr) b->Watch(loop);
+  }
 }
 
-void FastPath::DrainRbd() {
+void FastPath::OnBackendReady(size_t kind) {
   std::lock_guard<std::recursive_mutex> g(*lock_);
-  if (!closed_ && rbd_ != nullptr) rbd_->Drain();
-}
-
-void FastPath::OnRing() {
-  std::lock_guard<std::recursive_mutex> g(*lock_);
+  if (closed_ || backends_[kind] == nullptr) return;
+  backends_[kind]->Reap();
   if (closed_) return;
-  UringCompletion done[kReap];
-  for (;;) {
-    unsigned n = uring_->reap(ring_, done, kReap);
-    if (n == 0) break;
-    ring_in_flight_ = n >= ring_in_flight_ ? 0 : ring_in_flight_ - n;
-    for (unsigned i = 0; i < n; ++i) {
-      IoDone(static_cast<uint32_t>(done[i].user_data), done[i].res);
-      if (closed_) return;
+  // Posts and I/O that waited for room, and what the completions queued.
+  AfterDrain();
+  if (endpoint_ != nullptr) endpoint_->before_block_.Arm();
+}
+
+void FastPath::OpenBackend(Napi::Env env, size_t kind) {
+  // While a reactor serves the connection, it watches the new fd (added
+  // below); until then the JS loop does, and the reactor's attach moves it.
+  bool attached = endpoint_ != nullptr && endpoint_->attached();
+  FastBackendEnv benv{loop_,
+                      use_reactor_,
+                      !attached,
+                      static_cast<uint32_t>(cmds_.size()),
+                      uring_,
+                      [this](uint32_t slot, int64_t result) { IoDone(slot, result); },
+                      [this, kind]() { OnBackendReady(kind); }};
+  int err = 0;
+  const char* op = "open";
+  std::unique_ptr<FastBackend> b = kFastBackends[kind]->open(benv, &err, &op);
+  if (b == nullptr) throw MakeError(env, err != 0 ? err : EIO, op, false);
+  if (attached && b->event_fd() >= 0) {
+    int rc = endpoint_->AddReactorFd(b->event_fd(), SourceBit(kind));
+    if (rc != 0) {
+      b->Abandon(nullptr, nullptr);
+      throw MakeError(env, rc < 0 ? -rc : EIO, "epoll_ctl", false);
     }
   }
-  bool busy = false;
-  for (const Cmd& c : cmds_) busy = busy || c.stage == Stage::kIo;
-  if (!busy) ring_poller_.SetRef(false);
-  AfterDrain();
+  backends_[kind] = std::move(b);
 }
 
 // One backend I/O of a command ended (the ring's CQE or librbd's result):
@@ -426,30 +450,6 @@ void FastPath::IoDone(uint32_t slot, int64_t res) {
     if (!Post(slot, kDataIn)) HandOff(slot, "transfer", EIO);
     else if (ordered_) SendRsp(slot);
   }
-}
-
-// librbd's result for a command's write, read or flush. A FUA write (or any
-// write with WCE 0) is the write, then a flush, as RbdBackend.write does it.
-void FastPath::OnRbd(uint64_t user_data, int64_t result) {
-  std::lock_guard<std::recursive_mutex> g(*lock_);
-  if (closed_) return;
-  uint32_t slot = static_cast<uint32_t>(user_data);
-  if (slot >= cmds_.size() || cmds_[slot].stage != Stage::kIo) return;
-  Cmd& cmd = cmds_[slot];
-  if (cmd.write && result >= 0) {
-    if (cmd.dsync && !cmd.flushing && endpoint_ != nullptr) {
-      auto it = luns_.find(cmd.lun);
-      cmd.flushing = true;
-      int r = it == luns_.end() ? -EBADF : rbd_->Submit(it->second.rbd_api, it->second.rbd_image, kRbdFastFlush, nullptr, 0, 0, slot);
-      if (r < 0) HandOff(slot, "write", -r);
-      return;
-    }
-    result = cmd.length;  // librbd's write and flush results are not byte counts to check
-  }
-  IoDone(slot, result);
-  if (closed_) return;
-  Retry();
-  if (endpoint_ != nullptr) endpoint_->before_block_.Arm();
 }
 
 void FastPath::SendRsp(uint32_t slot) {
@@ -482,8 +482,8 @@ void FastPath::AnswerByData(uint32_t slot) {
 }
 
 void FastPath::OnOpDone(OpRecord* op, int err) {
-  uint32_t slot = op->fast_slot;
-  int kind = op->fast_kind;
+  uint32_t slot = op->slot;
+  int kind = op->kind;
   endpoint_->FreeOp(op);
   if (closed_ || slot >= cmds_.size() || cmds_[slot].stage == Stage::kFree) return;
   Cmd& cmd = cmds_[slot];
@@ -530,7 +530,7 @@ void FastPath::Finish(uint32_t slot) {
   lun.in_flight--;
   if (lun.in_flight == 0 && lun.watch && !on_idle_.IsEmpty()) {
     lun.watch = false;
-    if (endpoint_ != nullptr && endpoint_->attached()) endpoint_->QueueIdle(cmd.lun);
+    if (endpoint_ != nullptr && endpoint_->attached()) endpoint_->QueueForJs(QueuedWork{kQueuedIdle, cmd.lun, 0, 0, 0, nullptr});
     else EmitIdle(cmd.lun);
   }
 }
@@ -563,7 +563,7 @@ void FastPath::HandOff(uint32_t slot, const char* kind, int err) {
   }
   if (on_failed_.IsEmpty()) return;
   if (endpoint_ != nullptr && endpoint_->attached()) {
-    endpoint_->QueueFailed(tag, lun, kind, err, length);
+    endpoint_->QueueForJs(QueuedWork{kQueuedFailed, lun, static_cast<uint32_t>(err), length, tag, kind});
     return;
   }
   EmitFailed(tag, lun, kind, err, length);
@@ -584,18 +584,24 @@ void FastPath::EmitFailed(uint64_t tag, uint32_t lun, const char* kind, int err,
 }
 
 // setLun(lun, { fd, blockSize, blocks, maxBlocks, align, readable, writable, writeThrough, rbdApi?, rbdImage? }):
-// with rbdApi (rblk_rbd's table, rbd-c-api.h) and rbdImage, an RBD volume whose I/O goes to librbd; fd is then unused.
-// publishes the LUN's eligibility record and allows it.
+// publishes the LUN's eligibility record and allows it. The backend kind that
+// claims the record serves it (fast-backends.cc): with rbdApi (rblk_rbd's
+// table, rbd-c-api.h) and rbdImage, an RBD volume through librbd (fd unused);
+// else the file or block device `fd` through io_uring.
 Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
   std::lock_guard<std::recursive_mutex> g(*lock_);
   Napi::Env env = info.Env();
   uint32_t n = ToU32(env, info[0], "FastPath.setLun", "lun");
   if (!info[1].IsObject()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath.setLun", "record must be an object");
   Napi::Object o = info[1].As<Napi::Object>();
+  // The record's backend kind, and its handle there (fast-backend.h).
+  size_t kind = 0;
+  while (kind + 1 < kFastBackendCount && !kFastBackends[kind]->claims(o)) ++kind;
+  FastVolume volume = kFastBackends[kind]->volume(env, o);
+  if (backends_[kind] == nullptr && !closed_) OpenBackend(env, kind);
   Lun& lun = luns_[n];
-  Napi::Value api = o.Get("rbdApi");
-  bool rbd = !api.IsUndefined() && !api.IsNull();
-  lun.fd = rbd ? -1 : static_cast<int>(Prop(env, o, "fd"));  // an rbd volume has none
+  lun.backend = kind;
+  lun.volume = volume;
   lun.block_size = Prop(env, o, "blockSize");
   lun.blocks = static_cast<uint64_t>(ToSafeInteger(env, o.Get("blocks"), "FastPath.setLun", "blocks"));
   lun.max_blocks = Prop(env, o, "maxBlocks");
@@ -603,38 +609,6 @@ Napi::Value FastPath::SetLun(const Napi::CallbackInfo& info) {
   lun.readable = Flag(o, "readable");
   lun.writable = Flag(o, "writable");
   lun.write_through = Flag(o, "writeThrough");
-  lun.rbd_api = nullptr;
-  lun.rbd_image = nullptr;
-  if (rbd) {
-    Napi::Value image = o.Get("rbdImage");
-    if (!api.IsExternal() || !image.IsExternal())
-      throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "FastPath.setLun", "rbdApi and rbdImage must come from rblk_rbd");
-    const RbdApi* t = api.As<Napi::External<RbdApi>>().Data();
-    if (t == nullptr || t->magic != kRbdApiMagic || t->version != kRbdApiVersion)
-      throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, "FastPath.setLun", "rblk_rbd's table is of another version");
-    lun.rbd_api = t;
-    lun.rbd_image = image.As<Napi::External<void>>().Data();
-    if (lun.rbd_image == nullptr)
-      throw MakeUsageError(env, "ERR_INVALID_ARG_VALUE", EINVAL, "FastPath.setLun", "the rbd image is not open");
-    if (rbd_ == nullptr && !closed_) {
-      // librbd's completions, watched where the ring's are (the JS loop, or
-      // the connection's reactor): started with the first RBD LUN, so a
-      // connection to file volumes has no eventfd for it.
-      uv_loop_t* loop = nullptr;
-      napi_get_uv_event_loop(env, &loop);
-      bool reactor = endpoint_ != nullptr && endpoint_->attached();
-      rbd_ = new FastRbd;
-      int rc = rbd_->Start(reactor ? nullptr : loop, [this](uint64_t u, int64_t r) { OnRbd(u, r); });
-      if (rc == 0 && reactor) rc = endpoint_->AddReactorFd(rbd_->event_fd(), kReactorRbd);
-      if (rc != 0) {
-        FastRbd::Orphan(rbd_, nullptr);  // nothing in flight: frees it
-        rbd_ = nullptr;
-        lun.rbd_api = nullptr;
-        lun.rbd_image = nullptr;
-        throw MakeError(env, rc < 0 ? -rc : EIO, "eventfd", false);
-      }
-    }
-  }
   if (lun.block_size == 0) throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "FastPath.setLun", "blockSize must be positive");
   SetQos(env, lun, o.Get("qos"));
   lun.allowed = !closed_;

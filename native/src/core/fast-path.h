@@ -23,7 +23,7 @@
 // Threads (the model is reactor.h's):
 // - Owner: the JS thread creates, configures (setLun, revoke, setCounters,
 //   takeCounts, stats) and closes it. The data path (TryReceive, OnOpDone,
-//   AfterDrain, OnRing, DrainRbd) runs on the JS thread, or, once the
+//   AfterDrain, OnBackendReady) runs on the JS thread, or, once the
 //   connection is attached to a reactor, on that reactor's thread and never
 //   on both at once.
 // - Lock: every member is guarded by the endpoint's recursive lock (lock_,
@@ -31,8 +31,10 @@
 //   take it, the data path is entered with it held (Endpoint::DrainCq,
 //   Endpoint::OnReactorEvents).
 // - JS callbacks (onFailed, onIdle) run only on the JS thread: from a reactor
-//   they are queued on the endpoint and delivered by its uv_async handle
-//   (EmitFailed, EmitIdle from Endpoint::DeliverPending).
+//   they are queued on the endpoint (Endpoint::QueueForJs) and handed back by
+//   its uv_async handle (DeliverQueued, from Endpoint::DeliverPending).
+// - The endpoint sees the fast path only as its CQ consumer (cq-consumer.h);
+//   the fast path uses the endpoint's internals, never the other way round.
 // - The QoS buckets are shared with JS and with other connections' reactors;
 //   they are changed only by compare-and-swap (qos-bucket.h), never under a lock.
 #pragma once
@@ -45,11 +47,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cq-consumer.h"
+#include "fast-backend.h"
 #include "fast-capsule.h"
 #include "fast-cdb.h"
-#include "fast-rbd.h"
-#include "poller.h"
-#include "rbd-c-api.h"
+#include "reactor.h"
 #include "uring-c-api.h"
 
 namespace rblk {
@@ -59,36 +61,49 @@ class MemoryRegion;
 struct Memory;
 struct OpRecord;
 
-class FastPath : public Napi::ObjectWrap<FastPath> {
+class FastPath : public Napi::ObjectWrap<FastPath>, public CqConsumer {
  public:
   static Napi::Function Init(Napi::Env env);
   explicit FastPath(const Napi::CallbackInfo& info);
   ~FastPath() override;
 
-  // From Endpoint::DrainCq. TryReceive: true when the fast path took the
-  // capsule (and reposted its receive). OnOpDone: a fast-path op completed.
-  bool TryReceive(OpRecord* op, size_t length);
-  void OnOpDone(OpRecord* op, int err);
-  // End of a CQ drain: submits the I/O queued during it in one io_uring_enter.
-  void AfterDrain();
-  // The endpoint is closing: its op records are about to be released.
-  void EndpointClosed();
-  // Reactors (reactor.h): the ring's and librbd's eventfds move between the
-  // JS loop's watches and the reactor's epoll set; Unwatch/Rewatch run on the
-  // JS thread under the endpoint's lock. OnRing and DrainRbd are what either
-  // side runs when the eventfd is readable.
-  void Unwatch();
-  void Rewatch(uv_loop_t* loop);
-  void OnRing();
-  void DrainRbd();
-  // On the JS thread: what the reactor queued (Endpoint::DeliverPending).
+  // The endpoint's CQ consumer (cq-consumer.h). TryReceive: true when the
+  // fast path took the capsule (and reposted its receive). OnOpDone: a
+  // fast-path op completed. AfterDrain: submits the I/O queued during the
+  // drain in one io_uring_enter. EndpointClosed: its op records are about to
+  // be released.
+  bool TryReceive(OpRecord* op, size_t length) override;
+  void OnOpDone(OpRecord* op, int err) override;
+  void AfterDrain() override;
+  void EndpointClosed() override;
+  // Reactors (reactor.h): the backends' eventfds (the ring's, librbd's) move
+  // between the JS loop's watches and the reactor's epoll set; Unwatch/Rewatch
+  // run on the JS thread under the endpoint's lock. OnBackendReady is what
+  // either side runs when one is readable.
+  bool ServesReactor() const override { return true; }
+  std::vector<ConsumerSource> ReactorSources() const override;
+  void OnReactorSources(uint32_t bits) override;
+  void Unwatch() override;
+  void Rewatch(uv_loop_t* loop) override;
+  // On the JS thread: what the reactor queued (onFailed, onIdle).
+  void DeliverQueued(const QueuedWork& work) override;
+
+ private:
+  // The kinds of work queued for JS from a reactor.
+  enum : uint8_t { kQueuedFailed = 1, kQueuedIdle = 2 };
+  // A backend kind's reactor bit (kFastBackends' index i: kReactorConsumer << i).
+  static uint32_t SourceBit(size_t kind) { return kReactorConsumer << kind; }
+  // Opens the connection's instance of a backend kind; throws on failure.
+  void OpenBackend(Napi::Env env, size_t kind);
+  // A backend's fd is readable: its completions, then what they let go on.
+  void OnBackendReady(size_t kind);
   void EmitFailed(uint64_t tag, uint32_t lun, const char* kind, int err, uint32_t length);
   void EmitIdle(uint32_t lun);
 
- private:
   enum class Stage : uint8_t { kFree, kDataOut, kIo, kDataIn, kRsp };
   struct Lun {
-    int fd = -1;
+    size_t backend = 0;  // index in kFastBackends
+    FastVolume volume;
     uint32_t block_size = 512;
     uint64_t blocks = 0;
     uint32_t max_blocks = 0;
@@ -96,9 +111,6 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
     bool readable = false;
     bool writable = false;
     bool write_through = false;  // WCE 0: every write durable
-    // An RBD volume: I/O goes to librbd through rblk_rbd's table (fast-rbd.h), not to fd.
-    const RbdApi* rbd_api = nullptr;
-    void* rbd_image = nullptr;
     // QoS buckets JS shares with us (qos-bucket.h): the volume's and the
     // initiator's, kept alive by qos_refs while the record holds them.
     std::vector<int64_t*> qos;
@@ -121,7 +133,6 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
     bool rsp_sent = false;  // answered (RSP posted, or the remote-data write): holds no credit or tag
     bool by_data = false;   // a READ answered by its data write's remote CQ data (docs/protocol.md §12.1)
     bool failed = false;  // a transfer failed: freed when its last op completes
-    bool flushing = false;  // RBD FUA: the write is done, its flush is in librbd
     uint64_t started_ns = 0;  // CLOCK_MONOTONIC at the receive, for the latency histogram
   };
   // What the fast path answered GOOD on one LUN since JS last took the counts
@@ -153,7 +164,6 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   uint8_t* SlotRsp(uint32_t slot) const;
   bool Post(uint32_t slot, int kind);
   void StartIo(uint32_t slot);
-  void OnRbd(uint64_t user_data, int64_t result);
   void IoDone(uint32_t slot, int64_t result);
   void SendRsp(uint32_t slot);
   void AnswerByData(uint32_t slot);
@@ -161,7 +171,6 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   void HandOff(uint32_t slot, const char* kind, int err);
   void Retry();
 
-  friend class Endpoint;
   Endpoint* endpoint_ = nullptr;
   // The endpoint's lock (endpoint.h lock_), kept past the endpoint's close.
   std::shared_ptr<std::recursive_mutex> lock_ = std::make_shared<std::recursive_mutex>();
@@ -173,15 +182,12 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   uint8_t* base_ = nullptr;
   void* desc_ = nullptr;
   const UringApi* uring_ = nullptr;
-  void* ring_ = nullptr;
-  int ring_event_fd_ = -1;
-  size_t ring_in_flight_ = 0;  // queued in the ring and not yet reaped
   uv_loop_t* loop_ = nullptr;
-  FdPoller ring_poller_;
-  // RBD completions: one more source, watched where the ring's is, started
-  // by the first RBD LUN (owned; orphaned at Shutdown while librbd still
-  // holds I/O of ours).
-  FastRbd* rbd_ = nullptr;
+  bool use_reactor_ = false;
+  // The connection's instance of each backend kind (fast-backend.h), by
+  // kFastBackends' index: opened eagerly or with the kind's first LUN, and
+  // abandoned at Shutdown (what is still in flight then lives on without us).
+  std::vector<std::unique_ptr<FastBackend>> backends_;
   FastLimits limits_;
   uint32_t slot_size_ = 0;
   bool ordered_ = false;  // FI_ORDER_SAW: the RSP may follow the RDMA WRITE at once
@@ -191,9 +197,6 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   bool closed_ = false;
   uint32_t credits_ = 0;
   uint32_t js_outstanding_ = 0;
-  // Capsules a reactor queued for JS that JS has not seen yet (reactor.h):
-  // while any is, every command goes to JS, as while JS holds one (TryReceive).
-  uint32_t js_queued_ = 0;
   uint32_t in_flight_ = 0;
   uint32_t answered_ = 0;  // commands in flight whose answer is posted (their credit is back)
   uint64_t taken_ = 0, handed_off_ = 0, by_data_ = 0;

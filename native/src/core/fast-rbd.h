@@ -52,7 +52,9 @@ class FastRbd {
 
   // Creates the eventfd and watches it on `loop` (without a loop: not
   // watched yet, a reactor's epoll set takes it, reactor.h); 0 or -errno.
-  int Start(uv_loop_t* loop, std::function<void(uint64_t, int64_t)> on_done);
+  // When it is readable, the watch calls on_ready, whose caller takes its
+  // locks and calls Drain; once orphaned, it drains by itself.
+  int Start(uv_loop_t* loop, std::function<void(uint64_t, int64_t)> on_done, std::function<void()> on_ready);
   // Moves the watch off the JS loop (a reactor takes the fd) and back.
   void Unwatch() { poller_.Stop(); }
   int Watch(uv_loop_t* loop);
@@ -73,6 +75,7 @@ class FastRbd {
   std::shared_ptr<FastRbdQueue> queue_;
   FdPoller poller_;
   std::function<void(uint64_t, int64_t)> on_done_;
+  std::function<void()> on_ready_;
   std::vector<std::pair<uint64_t, int64_t>> draining_;
   size_t in_flight_ = 0;
   bool orphaned_ = false;

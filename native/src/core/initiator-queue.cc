@@ -99,8 +99,8 @@ InitiatorQueue::InitiatorQueue(const Napi::CallbackInfo& info) : Napi::ObjectWra
   MemoryRegion* region = MemoryRegion::FromValue(env, info[1], "InitiatorQueue");
   if (!info[2].IsObject() || !info[3].IsFunction())
     throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "InitiatorQueue", "options and onComplete are required");
-  if (endpoint_->initiator_ != nullptr)
-    throw MakeUsageError(env, "ERR_INVALID_STATE", EBUSY, "InitiatorQueue", "the endpoint already has an initiator queue");
+  if (endpoint_->has_consumer())
+    throw MakeUsageError(env, "ERR_INVALID_STATE", EBUSY, "InitiatorQueue", "the endpoint already has an initiator queue or a fast path");
   Napi::Object o = info[2].As<Napi::Object>();
   uint32_t slots = Prop(env, o, "slots");
   answer_size_ = Prop(env, o, "answerSize");
@@ -140,7 +140,7 @@ InitiatorQueue::InitiatorQueue(const Napi::CallbackInfo& info) : Napi::ObjectWra
   region_ref_ = Napi::Persistent(info[1].As<Napi::Object>());
   on_complete_ = Napi::Persistent(info[3].As<Napi::Function>());
   async_ = new Napi::AsyncContext(env, "rblk:InitiatorQueue");
-  endpoint_->initiator_ = this;
+  endpoint_->AttachConsumer(this);
 }
 
 InitiatorQueue::~InitiatorQueue() {
@@ -153,7 +153,7 @@ uint8_t* InitiatorQueue::SendBuf(uint32_t slot) const { return base_ + static_ca
 void InitiatorQueue::Shutdown() {
   if (closed_) return;
   closed_ = true;
-  if (endpoint_ != nullptr && endpoint_->initiator_ == this) endpoint_->initiator_ = nullptr;
+  if (endpoint_ != nullptr) endpoint_->DetachConsumer(this);
   endpoint_ = nullptr;
   if (memory_ != nullptr) memory_->Release();
   memory_ = nullptr;
@@ -226,8 +226,8 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
       endpoint_->before_block_.Arm();
     } else {
       OpRecord* op = endpoint_->NewOp(0);
-      op->initiator = true;
-      op->fast_slot = slot;
+      op->owner = this;
+      op->slot = slot;
       op->pages.push_back(memory_);
       memory_->Retain();
       rc = endpoint_->PeerGone() ? -FI_ENOTCONN : fi_send(endpoint_->ep_, b, kCmdSize, desc_, endpoint_->peer_, op);
@@ -320,7 +320,7 @@ bool InitiatorQueue::TryRemoteData(uint32_t data, OpRecord* consumed) {
 }
 
 void InitiatorQueue::OnOpDone(OpRecord* op, int err) {
-  uint32_t slot = op->fast_slot;
+  uint32_t slot = op->slot;
   if (endpoint_ != nullptr) endpoint_->FreeOp(op);
   if (closed_ || slot >= slots_.size() || !slots_[slot].busy) return;
   Slot& s = slots_[slot];

@@ -36,6 +36,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "cq-consumer.h"
+
 namespace rblk {
 
 class Endpoint;
@@ -43,19 +45,21 @@ class MemoryRegion;
 struct Memory;
 struct OpRecord;
 
-class InitiatorQueue : public Napi::ObjectWrap<InitiatorQueue> {
+class InitiatorQueue : public Napi::ObjectWrap<InitiatorQueue>, public CqConsumer {
  public:
   static Napi::Function Init(Napi::Env env);
   explicit InitiatorQueue(const Napi::CallbackInfo& info);
   ~InitiatorQueue() override;
 
-  // From Endpoint::DrainCq: true when the queue took the completion.
-  bool TryReceive(OpRecord* op, size_t length);
-  bool TryRemoteData(uint32_t data, OpRecord* consumed);
-  void OnOpDone(OpRecord* op, int err);
-  // End of a CQ drain: one call into JS with what completed during it.
-  void AfterDrain();
-  void EndpointClosed();
+  // The endpoint's CQ consumer (cq-consumer.h): true when the queue took the
+  // completion. AfterDrain: one call into JS with what completed during the
+  // drain. It serves no reactor (the initiator has none), so an endpoint with
+  // a queue stays on the JS thread.
+  bool TryReceive(OpRecord* op, size_t length) override;
+  bool TryRemoteData(uint32_t data, OpRecord* consumed) override;
+  void OnOpDone(OpRecord* op, int err) override;
+  void AfterDrain() override;
+  void EndpointClosed() override;
 
  private:
   struct Slot {

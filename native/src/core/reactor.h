@@ -31,13 +31,17 @@
 
 namespace rblk {
 
-// What a reactor found ready on a connection, as bits.
+// What a reactor found ready on a connection, as bits. The endpoint's own are
+// fixed; the endpoint's CQ consumer (cq-consumer.h) names its own fds with
+// bits from kReactorConsumer up, and gets them back as they are.
+// A source is one of the low kReactorSourceBits bits (epoll's u64 keeps the
+// link's id above them, reactor.cc).
 enum ReactorSource : uint32_t {
-  kReactorCq = 1,    // the endpoint's CQ wait fd
-  kReactorRing = 2,  // the fast path's io_uring eventfd
-  kReactorRbd = 4,   // the fast path's librbd eventfd
-  kReactorKick = 8,  // the JS thread posted on the endpoint: run progress (fi_trywait)
+  kReactorCq = 1,        // the endpoint's CQ wait fd
+  kReactorKick = 2,      // the JS thread posted on the endpoint: run progress (fi_trywait)
+  kReactorConsumer = 4,  // the first of the consumer's bits (4 to 128)
 };
+constexpr unsigned kReactorSourceBits = 8;
 
 class ReactorClient {
  public:
