@@ -14,6 +14,7 @@ import { RawConnection } from './raw-connection.js';
 import { sleep, within } from './processes.js';
 import { newRow, type SoakRow } from './report.js';
 import { eventually } from '../kit/wait.js';
+import { countStep, FUZZ_BUDGET_MS, newTally, note, tallyNotes, type FuzzRunOptions, type FuzzTally } from './fuzz-tally.js';
 
 export const FUZZ_STEPS = [
   'before-login',
@@ -28,18 +29,10 @@ export const FUZZ_STEPS = [
 ] as const;
 export type FuzzStep = (typeof FUZZ_STEPS)[number];
 
-export interface FuzzOptions {
+export interface FuzzOptions extends FuzzRunOptions {
   providers: SoakProvider[];
-  /** Capsules to send per provider. */
+  /** Capsules to send per provider (perConnection: per streaming connection, before it logs out). */
   capsules: number;
-  /** Fuzzing connections at once. */
-  parallel?: number;
-  /** Capsules per streaming connection before it logs out. */
-  perConnection?: number;
-  seed?: number;
-  /** Stop a provider's fuzzing after this long even if fewer capsules went out (reported). */
-  budgetMs?: number;
-  log?: (line: string) => void;
 }
 
 const FUZZ_INITIATOR = 'iqn.2026-11.io.rblk:soak-fuzz';
@@ -48,19 +41,10 @@ const HEALTHY_INITIATOR = 'iqn.2026-11.io.rblk:soak';
 /** How long a command may go unanswered before the fuzzer calls it lost; a guard, not a measurement. */
 const ANSWER_MS = 15_000;
 
-interface Tally {
+interface Tally extends FuzzTally<FuzzStep> {
   capsules: number;
-  connections: number;
-  steps: Map<FuzzStep, number>;
-  /** Commands the target accepted and never answered, on a connection it kept open. */
-  unanswered: number;
   undecodable: number;
   connectFailures: number;
-  errors: string[];
-}
-
-function note(t: Tally, msg: string): void {
-  if (t.errors.length < 5 && !t.errors.includes(msg)) t.errors.push(msg);
 }
 
 class Fuzzer {
@@ -149,8 +133,7 @@ class Fuzzer {
       note(this.tally, `connect: ${String(e)}`);
       return;
     }
-    this.tally.connections++;
-    this.tally.steps.set(step, (this.tally.steps.get(step) ?? 0) + 1);
+    countStep(this.tally, step);
     try {
       await this.#step(step, raw);
     } finally {
@@ -324,7 +307,7 @@ export async function capsuleFuzz(o: FuzzOptions): Promise<SoakRow[]> {
     healthy = healthySession(daemon.url('h', 'tcp'));
     for (const provider of o.providers) {
       const row = newRow(`capsule fuzz over ${provider}, disconnects at every step`);
-      const tally: Tally = { capsules: 0, connections: 0, steps: new Map(), unanswered: 0, undecodable: 0, connectFailures: 0, errors: [] };
+      const tally: Tally = { ...newTally<FuzzStep>(), capsules: 0, undecodable: 0, connectFailures: 0 };
       const exitsBefore = daemon.unexpectedExits;
       await sleep(300);
       row.fdsBefore = daemon.fds();
@@ -332,7 +315,7 @@ export async function capsuleFuzz(o: FuzzOptions): Promise<SoakRow[]> {
       const parallel = o.parallel ?? 4;
       let stepIndex = 0;
       let lastLog = 0;
-      const deadline = Date.now() + (o.budgetMs ?? 600_000);
+      const deadline = Date.now() + (o.budgetMs ?? FUZZ_BUDGET_MS);
       await Promise.all(
         Array.from({ length: parallel }, async (_, w) => {
           const f = new Fuzzer((o.seed ?? 0x50a1) + w * 7919 + (provider === 'sockets' ? 1 : 0), provider, daemon.port(provider), tally, o.perConnection ?? 2000);
@@ -367,11 +350,8 @@ export async function capsuleFuzz(o: FuzzOptions): Promise<SoakRow[]> {
         row.notes.push(`fds not back to ${row.fdsBefore} within 20 s after the fuzzing`);
       }
       if (tally.unanswered > 0 || tally.undecodable > 0) row.ok = false;
-      if (tally.capsules < o.capsules) {
-        row.ok = false;
-        row.notes.push(`time budget of ${((o.budgetMs ?? 600_000) / 1000).toFixed(0)} s reached at ${tally.capsules} of ${o.capsules} capsules`);
-      }
-      row.notes.push(`${tally.connections} connections (${[...tally.steps].map(([s, n]) => `${s} ${n}`).join(', ')})`);
+      if (tally.capsules < o.capsules) row.ok = false;
+      row.notes.push(...tallyNotes(tally, o, tally.capsules, o.capsules, 'capsules'));
       if (tally.unanswered > 0) row.notes.push(`${tally.unanswered} commands never answered`);
       if (tally.undecodable > 0) row.notes.push(`${tally.undecodable} undecodable capsules from the target`);
       if (tally.connectFailures > 0) row.notes.push(`${tally.connectFailures} connects failed`);

@@ -13,19 +13,14 @@ import { RawHost, rwSqe } from './nvme-raw-host.js';
 import { sleep, within } from './processes.js';
 import { newRow, type SoakRow } from './report.js';
 import { eventually } from '../kit/wait.js';
+import { countStep, FUZZ_BUDGET_MS, newTally, note, tallyNotes, type FuzzRunOptions, type FuzzTally } from './fuzz-tally.js';
 
 export const NVME_FUZZ_STEPS = ['before-icreq', 'after-icreq', 'admin', 'io-hostile', 'data-outstanding', 'stream'] as const;
 export type NvmeFuzzStep = (typeof NVME_FUZZ_STEPS)[number];
 
-export interface NvmeFuzzOptions {
-  /** PDUs the fuzzing hosts send, all steps together. */
+export interface NvmeFuzzOptions extends FuzzRunOptions {
+  /** PDUs the fuzzing hosts send, all steps together (perConnection: commands per streaming connection). */
   pdus: number;
-  parallel?: number;
-  /** Commands per streaming connection before it closes. */
-  perConnection?: number;
-  seed?: number;
-  budgetMs?: number;
-  log?: (line: string) => void;
 }
 
 const NQN = 'nqn.2026-12.io.rblk:soak';
@@ -35,21 +30,12 @@ const BLOCKS = (16 << 20) / 512;
 /** How long a command may go unanswered on an open queue before it counts as lost; a guard, not a measurement. */
 const ANSWER_MS = 10_000;
 
-interface Tally {
+interface Tally extends FuzzTally<NvmeFuzzStep> {
   pdus: number;
   hostile: number;
   commands: number;
-  connections: number;
-  steps: Map<NvmeFuzzStep, number>;
-  /** Commands on a queue the target kept open and never answered. */
-  unanswered: number;
   /** Queues the target ended (TermReq or close) during a stream of well-framed commands. */
   streamEnds: number;
-  errors: string[];
-}
-
-function note(t: Tally, msg: string): void {
-  if (t.errors.length < 5 && !t.errors.includes(msg)) t.errors.push(msg);
 }
 
 /** A mutated PDU: a valid one of some kind with a few bytes changed, or random bytes. */
@@ -130,8 +116,7 @@ class NvmeFuzzer {
       note(this.tally, `connect: ${String(e)}`);
       return;
     }
-    this.tally.connections++;
-    this.tally.steps.set(step, (this.tally.steps.get(step) ?? 0) + 1);
+    countStep(this.tally, step);
     try {
       await this.#step(step, h, cntlid);
     } catch {
@@ -280,7 +265,7 @@ export async function nvmeFuzz(o: NvmeFuzzOptions): Promise<SoakRow[]> {
     extra: { nqn: NQN },
   });
   const row = newRow('NVMe/TCP PDU fuzz, every queue step');
-  const tally: Tally = { pdus: 0, hostile: 0, commands: 0, connections: 0, steps: new Map(), unanswered: 0, streamEnds: 0, errors: [] };
+  const tally: Tally = { ...newTally<NvmeFuzzStep>(), pdus: 0, hostile: 0, commands: 0, streamEnds: 0 };
   let healthy: Awaited<ReturnType<typeof healthyHost>> | null = null;
   const admins: RawHost[] = [];
   try {
@@ -290,7 +275,7 @@ export async function nvmeFuzz(o: NvmeFuzzOptions): Promise<SoakRow[]> {
     row.fdsBefore = daemon.fds();
     row.rssBeforeKiB = daemon.rss();
     healthy = await healthyHost(port, 2);
-    const deadline = Date.now() + (o.budgetMs ?? 600_000);
+    const deadline = Date.now() + (o.budgetMs ?? FUZZ_BUDGET_MS);
     let next = 0;
     let lastLog = 0;
     await Promise.all(
@@ -325,11 +310,9 @@ export async function nvmeFuzz(o: NvmeFuzzOptions): Promise<SoakRow[]> {
     row.healthyErrors = h.errors;
     if (row.daemonExits > 0) row.notes.push(...new Set(daemon.exitReports));
     if (!settled) row.notes.push(`fds not back to ${row.fdsBefore} within 20 s after the fuzzing`);
-    if (tally.pdus < o.pdus) row.notes.push(`time budget of ${((o.budgetMs ?? 600_000) / 1000).toFixed(0)} s reached at ${tally.pdus} of ${o.pdus} PDUs`);
     row.ok = settled && tally.unanswered === 0 && tally.pdus >= o.pdus && h.errors === 0 && row.daemonExits === 0 && h.ops > 0;
-    row.notes.push(
-      `${tally.pdus} PDUs (${tally.hostile} mutated, ${tally.commands} fuzzed commands) on ${tally.connections} connections (${[...tally.steps].map(([s, n]) => `${s} ${n}`).join(', ')}); ${tally.streamEnds} command streams ended by the target`,
-    );
+    row.notes.push(...tallyNotes(tally, o, tally.pdus, o.pdus, 'PDUs'));
+    row.notes.push(`${tally.pdus} PDUs (${tally.hostile} mutated, ${tally.commands} fuzzed commands); ${tally.streamEnds} command streams ended by the target`);
     if (tally.unanswered > 0) row.notes.push(`${tally.unanswered} commands never answered`);
     row.notes.push(...tally.errors.slice(0, 3));
     row.notes.push(`healthy host: ${h.ops} commands, ${h.errors} errors${h.examples.length > 0 ? `: ${h.examples.join(' / ')}` : ''}`);

@@ -5,7 +5,7 @@
 // types are SPC-5 PERSISTENT RESERVE types (ReservationType), mapped to and
 // from NVMe's RTYPE 1-6 (Base 2.0 §8.19.6, Figure "Reservation Type
 // Encoding"), so code written for one runs on the other.
-import { buildSqe, IoOpcode } from '../../protocol/nvme/command.js';
+import { buildSqe, IoOpcode, reservationKeys as keys } from '../../protocol/nvme/command.js';
 import { isPrType, PrType, type PrTypeCode } from '../../protocol/scsi/opcodes.js';
 import type { ReadKeys, ReadReservation } from '../../protocol/scsi/persistent-reservation.js';
 import { RblkError } from '../errors.js';
@@ -35,14 +35,6 @@ function checkKey(name: string, key: bigint): bigint {
 function rtype(type: number): number {
   if (!isPrType(type)) throw new RangeError(`reservation type ${type} is not one of 1, 3, 5, 6, 7, 8 (SPC-5 table 200)`);
   return TO_NVME[type];
-}
-
-/** Two keys as the 16-byte data of Register (CRKEY, NRKEY) and Acquire (CRKEY, PRKEY): little-endian (NVM 1.0 §3.2.5, §3.2.6). */
-function keys(a: bigint, b: bigint): Buffer {
-  const d = Buffer.alloc(16);
-  d.writeBigUInt64LE(a, 0);
-  d.writeBigUInt64LE(b, 8);
-  return d;
 }
 
 /** One registrant of a Reservation Report (extended data structure). */

@@ -245,6 +245,18 @@ export function connectData(o: { hostid: Buffer; cntlid: number; subnqn: string;
   return d;
 }
 
+/**
+ * The data of Reservation Register (CRKEY, NRKEY) and Acquire (CRKEY, PRKEY): two
+ * little-endian 64-bit keys (NVM Command Set 1.0 §3.2.5, §3.2.6). Release and
+ * Clear take the first 8 bytes (CRKEY, §3.2.8).
+ */
+export function reservationKeys(a: bigint, b = 0n): Buffer {
+  const d = Buffer.alloc(16);
+  d.writeBigUInt64LE(a, 0);
+  d.writeBigUInt64LE(b, 8);
+  return d;
+}
+
 /** Property Get (NVMe-oF 1.1 §3.4): ATTRIB byte 40 bits 2:0 (0: 4 bytes, 1: 8 bytes), OFST bytes 44-47. */
 export function propertyGetSqe(cid: number, offset: number, size8: boolean): Buffer {
   const b = fabricsSqe(cid, FabricsType.PropertyGet);

@@ -1,7 +1,8 @@
 // A TargetServer with memory volumes and one NVMe/TCP listener on 127.0.0.1
 // port 0, for the NVMe tests (target/nvme/, docs/nvme.md).
 import type { ExecutionContext } from 'ava';
-import { RawHost } from '../../bench/soak/nvme-raw-host.js';
+import { RawHost, type Result } from '../../bench/soak/nvme-raw-host.js';
+import { buildSqe } from '../../protocol/nvme/command.js';
 import { NvmeTcpPortal } from '../../target/nvme/portal.js';
 import { defaultNqn } from '../../target/nvme/subsystem.js';
 import { TargetServer, type TargetServerOptions } from '../../target/server.js';
@@ -57,4 +58,15 @@ export async function openHostQueues(t: ExecutionContext, f: NvmeFixture, hostnq
   await io.initialize();
   t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid, ...who })).statusField, 0, 'the I/O queue connects');
   return { admin, io, cntlid };
+}
+
+/** A second host's NQN, for the tests where two hosts contend (reservations). */
+export const B_NQN = 'nqn.2014-08.org.nvmexpress:uuid:6f1b2c9e-0000-4000-8000-00000000000b';
+
+/**
+ * A reservation command (Register 0Dh, Acquire 11h, Release 15h) on namespace 1 from a raw host,
+ * CDW10 as given and its key data in the capsule (NVM Command Set 1.0 §3.2.5-§3.2.8).
+ */
+export function reservationCommand(h: RawHost, opcode: number, c10: number, data: Buffer): Promise<Result> {
+  return h.command(buildSqe({ opcode, cid: h.nextCid(), nsid: 1, sgl: { id: 0x01, length: data.length }, cdw: { 10: c10 } }), { data, inCapsule: true });
 }

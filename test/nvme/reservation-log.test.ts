@@ -5,12 +5,10 @@
 // written from the spec's layouts while another host preempts, releases and
 // clears (docs/nvme.md "Reservations").
 import test from 'ava';
-import { buildSqe } from '../../protocol/nvme/command.js';
+import { buildSqe, reservationKeys } from '../../protocol/nvme/command.js';
 import { PrType } from '../../protocol/scsi/opcodes.js';
-import { openHostQueues, startNvme } from './fixture.js';
+import { B_NQN, openHostQueues, reservationCommand, startNvme } from './fixture.js';
 import { decodeCqe, HOST_NQN, RawHost, rwSqe, type Result } from '../../bench/soak/nvme-raw-host.js';
-
-const B_NQN = 'nqn.2014-08.org.nvmexpress:uuid:6f1b2c9e-0000-4000-8000-00000000000b';
 
 interface Page {
   lpc: bigint;
@@ -27,14 +25,8 @@ test('log 80h after another host preempts, releases and clears; the mask (82h) a
   const host = (hostnqn: string) => openHostQueues(t, f, hostnqn);
   const a = await host(HOST_NQN);
   const b = await host(B_NQN);
-  const keys = (k1: bigint, k2 = 0n): Buffer => {
-    const d = Buffer.alloc(16);
-    d.writeBigUInt64LE(k1, 0);
-    d.writeBigUInt64LE(k2, 8);
-    return d;
-  };
-  const resv = (h: RawHost, opcode: number, c10: number, data: Buffer): Promise<Result> =>
-    h.command(buildSqe({ opcode, cid: h.nextCid(), nsid: 1, sgl: { id: 0x01, length: data.length }, cdw: { 10: c10 } }), { data, inCapsule: true });
+  const keys = reservationKeys;
+  const resv = reservationCommand;
   // Register (0Dh) RREGA 0 with NRKEY; Acquire (11h) RACQA 0/1 with RTYPE; Release (15h) RRELA 0/1 (NVM 1.0 §3.2.5-§3.2.8).
   const register = (h: RawHost, key: bigint) => resv(h, 0x0d, 0, keys(0n, key));
   const acquire = (h: RawHost, rtype: number, key: bigint) => resv(h, 0x11, rtype << 8, keys(key));

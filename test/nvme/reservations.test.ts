@@ -3,12 +3,10 @@
 // acquire, conflict, report, preempt, release and clear, and the SCSI side
 // sees the same registrations and reservation.
 import test from 'ava';
-import { buildSqe } from '../../protocol/nvme/command.js';
+import { buildSqe, reservationKeys } from '../../protocol/nvme/command.js';
 import { PrType } from '../../protocol/scsi/opcodes.js';
-import { openHostQueues, startNvme } from './fixture.js';
+import { B_NQN, openHostQueues, reservationCommand, startNvme } from './fixture.js';
 import { HOST_ID, HOST_NQN, RawHost, rwSqe, type Result } from '../../bench/soak/nvme-raw-host.js';
-
-const B_NQN = 'nqn.2014-08.org.nvmexpress:uuid:6f1b2c9e-0000-4000-8000-00000000000b';
 
 test('Reservation Register, Acquire, Report, preempt, Release and Clear, shared with the SCSI state', async (t) => {
   const f = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);
@@ -16,14 +14,8 @@ test('Reservation Register, Acquire, Report, preempt, Release and Clear, shared 
   const queue = (hostnqn: string) => openHostQueues(t, f, hostnqn);
   const a = await queue(HOST_NQN);
   const b = await queue(B_NQN);
-  const keys = (k1: bigint, k2 = 0n): Buffer => {
-    const d = Buffer.alloc(16);
-    d.writeBigUInt64LE(k1, 0);
-    d.writeBigUInt64LE(k2, 8);
-    return d;
-  };
-  const resv = (h: RawHost, opcode: number, c10: number, data: Buffer): Promise<Result> =>
-    h.command(buildSqe({ opcode, cid: h.nextCid(), nsid: 1, sgl: { id: 0x01, length: data.length }, cdw: { 10: c10 } }), { data, inCapsule: true });
+  const keys = reservationKeys;
+  const resv = reservationCommand;
   const write = (h: RawHost) => h.command(rwSqe(0x01, h.nextCid(), 1, 0, 1, 512, { inCapsule: true }), { data: Buffer.alloc(512, 9), inCapsule: true });
   const read = (h: RawHost) => h.command(rwSqe(0x02, h.nextCid(), 1, 0, 1, 512));
 
