@@ -470,6 +470,7 @@ void Endpoint::OnReactorEvents(uint32_t sources) {
   if (fast_ != nullptr) {
     if (sources & kReactorRing) fast_->OnRing();
     if (sources & kReactorRbd) fast_->DrainRbd();
+    if (sources & kReactorQos) fast_->OnQosTimer();
   }
   // Whatever ran above may have posted: progress and fi_trywait in every case.
   Progress();
@@ -508,6 +509,7 @@ int Endpoint::AttachReactor(std::shared_ptr<Reactor> reactor) {
   int rc = reactor->Add(link, cq_fd_, kReactorCq);
   if (rc == 0 && fast_->ring_event_fd_ >= 0) rc = reactor->Add(link, fast_->ring_event_fd_, kReactorRing);
   if (rc == 0 && fast_->rbd_ != nullptr) rc = reactor->Add(link, fast_->rbd_->event_fd(), kReactorRbd);
+  if (rc == 0 && fast_->qos_timer_fd_ >= 0) rc = reactor->Add(link, fast_->qos_timer_fd_, kReactorQos);
   if (rc != 0) {
     reactor->Remove(link);
     return rc;

@@ -16,7 +16,7 @@ namespace rblk {
 namespace {
 constexpr int kEvents = 64;
 // epoll's u64: the link's id above the source bits; 0 is the wake eventfd.
-constexpr unsigned kSourceBits = 4;
+constexpr unsigned kSourceBits = 5;  // the ReactorSource bits (reactor.h)
 std::atomic<uint64_t> next_link_id{1};
 }  // namespace
 

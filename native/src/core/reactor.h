@@ -37,6 +37,7 @@ enum ReactorSource : uint32_t {
   kReactorRing = 2,  // the fast path's io_uring eventfd
   kReactorRbd = 4,   // the fast path's librbd eventfd
   kReactorKick = 8,  // the JS thread posted on the endpoint: run progress (fi_trywait)
+  kReactorQos = 16,  // the fast path's QoS timerfd (fast-path-qos.cc)
 };
 
 class ReactorClient {
