@@ -67,20 +67,21 @@ interface Mode {
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'rblk-qos-neighbour-'));
-  for (const v of ['slow', 'fast']) writeFileSync(join(dir, `${v}.img`), Buffer.alloc(64 << 20, 0x11));
   const modes: Mode[] = [];
   try {
     const { controlRequest } = await import('../target/daemon/control-client.js');
     for (const name of ['js', 'native'] as const) {
       const config = join(dir, `rblkd-${name}.yaml`);
       const socket = join(dir, `rblkd-${name}.ctl`);
+      // Files of its own: rblkd locks what it serves.
+      for (const v of ['slow', 'fast']) writeFileSync(join(dir, `${v}-${name}.img`), Buffer.alloc(64 << 20, 0x11));
       writeFileSync(
         config,
         dump({
           listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }],
           volumes: [
-            { name: 'slow', path: join(dir, 'slow.img'), lun: 0, qos: { iops: limit } },
-            { name: 'fast', path: join(dir, 'fast.img'), lun: 1 },
+            { name: 'slow', path: join(dir, `slow-${name}.img`), lun: 0, qos: { iops: limit } },
+            { name: 'fast', path: join(dir, `fast-${name}.img`), lun: 1 },
           ],
           limits: { queue_depth: 64 },
           state_dir: join(dir, `state-${name}`),

@@ -34,6 +34,12 @@ namespace rblk {
 namespace {
 // While anything is parked the timer fires at least this often (a reload's limits apply within it).
 constexpr int64_t kQosLookNs = 50'000'000;
+// And at most this often: at a rate above one command per kQosBatchNs, one
+// wake-up starts every command whose turn has come since the last, and their
+// I/O, RDMA and answers go out together (one io_uring_enter, one CQ drain)
+// instead of one loop turn each. A command's start moves by at most this;
+// the rate does not, since each is charged from its arrival (qos-bucket.h).
+constexpr int64_t kQosBatchNs = 2'000'000;
 
 int64_t MonotonicNs() {
   timespec ts;
@@ -121,6 +127,7 @@ void FastPath::ArmQosTimer() {
   } else {
     int64_t look = MonotonicNs() + kQosLookNs;
     if (at > look) at = look;
+    if (at < qos_woke_at_ + kQosBatchNs) at = qos_woke_at_ + kQosBatchNs;
     if (at <= 0) at = 1;  // already due: fires at once (0 would disarm)
     if (at == qos_timer_at_) return;
   }
@@ -138,6 +145,7 @@ void FastPath::OnQosTimer() {
   ssize_t n = read(qos_timer_fd_, &expirations, sizeof expirations);
   (void)n;  // EAGAIN: another look already ran it
   qos_timer_at_ = 0;  // a one-shot timer that fired is disarmed
+  qos_woke_at_ = MonotonicNs();
   ReleaseParked();
 }
 

@@ -229,6 +229,7 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   uint64_t qos_parked_ = 0, qos_released_ = 0;
   int qos_timer_fd_ = -1;
   int64_t qos_timer_at_ = 0;  // the absolute CLOCK_MONOTONIC time it is armed for (0: disarmed)
+  int64_t qos_woke_at_ = 0;   // when it last fired
   FdPoller qos_poller_;
   std::vector<Cmd> cmds_;
   std::vector<uint32_t> free_;
