@@ -343,7 +343,10 @@ export interface NativeFastPathStats {
 /** The target's native fast path, one per connection (native/src/core/fast-path.h); native/fast-path.ts is its only user. */
 export interface NativeFastPath {
   setLun(lun: number, record: NativeFastLun): void;
+  /** From this call on no command of the LUN starts natively; the LUN's commands parked for their QoS turn start now. */
   revoke(lun: number): void;
+  /** Commands parked for their QoS turn end unrun, their slots back (the connection is closing); returns how many. */
+  dropParked(): number;
   /** Without a LUN: the commands holding a credit (not yet answered); with one: all still running there. */
   inFlight(lun?: number, watch?: boolean): number;
   hasTag(tag: bigint): boolean;

@@ -73,6 +73,11 @@ export class FastPath {
     if (!this.#closed) this.#native.revoke(lun);
   }
 
+  /** The connection is closing: the commands parked for their QoS turn end unrun (the initiator reissues them elsewhere); returns how many. */
+  dropParked(): number {
+    return this.#closed ? 0 : this.#native.dropParked();
+  }
+
   inFlight(lun?: number): number {
     return this.#closed ? 0 : this.#native.inFlight(lun);
   }

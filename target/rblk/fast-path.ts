@@ -159,6 +159,16 @@ export class RblkFastPath {
     }
   }
 
+  /**
+   * The connection is closing: commands parked natively for their QoS turn end
+   * unrun (the initiator reissues them on its next connection), before unbind's
+   * revoke would start them on a connection that is going away.
+   */
+  dropParked(): void {
+    const n = this.fast?.dropParked() ?? 0;
+    if (n > 0) this.owner.log.info(`connection closing: ${n} command${n === 1 ? '' : 's'} waiting natively for QoS dropped unrun`, this.owner.meta());
+  }
+
   /** Every LUN leaves its gate. */
   unbind(): void {
     for (const unbind of this.bindings.values()) unbind();

@@ -59,7 +59,7 @@ async function target(t: ExecutionContext) {
     return s;
   };
   const carrier = (): RblkConnection | undefined => [...server.sessions].find((c) => (c as RblkConnection).fastPathStats !== null) as RblkConnection | undefined;
-  return { server, slow: lus[0]!, session, carrier };
+  return { server, log, slow: lus[0]!, session, carrier };
 }
 
 fastTest('throttled READs and WRITEs wait parked on the fast path and move the right bytes; their waits are counted as the volume throttled commands', async (t) => {
@@ -99,7 +99,7 @@ fastTest('throttled READs and WRITEs wait parked on the fast path and move the r
 });
 
 fastTest('a connection that ends with commands parked drops them once: the session reissues them on its next connection, another volume carries on, and nothing is left behind', async (t) => {
-  const { server, slow, session, carrier } = await target(t);
+  const { server, log, slow, session, carrier } = await target(t);
   const s = await session('closed');
   const vol = await s.open('slow');
   const other = await s.open('other');
@@ -113,7 +113,8 @@ fastTest('a connection that ends with commands parked drops them once: the sessi
   const waiting = first.fastPathStats!.qosWaiting;
   first.fence('test: the connection ends with commands parked');
   await first.closed;
-  t.is(first.fastPathStats?.qosWaiting ?? 0, 0, 'none is parked once the fast path is closed');
+  // Dropped unrun (not started as the closing connection's LUNs are revoked): nothing of them reached the backend.
+  t.true(log.lines.some((l) => /connection closing: \d+ commands waiting natively for QoS dropped unrun/.test(l.message)), 'the parked commands were dropped');
   // The loop goes on: the other volume answers (through the session's next connection).
   const o = pattern(4096, 31);
   await other.write(0, o);
@@ -124,4 +125,29 @@ fastTest('a connection that ends with commands parked drops them once: the sessi
   t.true(Buffer.concat(back).equals(data), 'every read, reissued on the next connection, returns its block');
   t.log(`${waiting} reads were parked when the connection ended; ${server.sessions.size} connection(s) now`);
   t.is(slow.fastPath.held, false);
+});
+
+fastTest('a hold (task management, a fence, a drain) revokes the LUN: its parked commands start at once, charged, rather than after their turn at a low limit', async (t) => {
+  const { slow, session, carrier } = await target(t);
+  const s = await session('held');
+  const vol = await s.open('slow');
+  const data = pattern(QD * 4096, 32);
+  await vol.write(0, data);
+  // 1 IOPS: the parked reads' turns would take half a minute.
+  slow.qos.configure({ iops: 1, burstMs: 0, initiators: [] });
+  const reads = Array.from({ length: QD }, (_, i) => vol.read(i * 4096, 4096));
+  await until(() => (carrier()?.fastPathStats?.qosWaiting ?? 0) >= QD - 2, 'the reads parked');
+  const stats = carrier()!.fastPathStats!;
+  const parked = stats.qosWaiting;
+  let ran = false;
+  await slow.fastPath.hold(() => {
+    ran = true;
+    // Under the hold nothing of the LUN runs natively, parked or not.
+    t.is(carrier()!.fastPathStats!.qosWaiting, 0);
+    t.is(carrier()!.fastPathStats!.inFlight, 0);
+  });
+  t.true(ran);
+  t.is(carrier()!.fastPathStats!.qosReleased, stats.qosReleased + parked, 'the parked reads started when the LUN was revoked');
+  slow.qos.configure(null);
+  t.true(Buffer.concat(await Promise.all(reads)).equals(data), 'every read returns its block');
 });

@@ -191,17 +191,61 @@ void FastPath::ReleaseParked() {
   ArmQosTimer();
 }
 
+// revoke(lun): no command may start on the LUN once revoke returns (a hold
+// for task management, a fence, a drain, a removal, a reservation), and JS then
+// waits for the ones running (idle). A parked command is already the fast
+// path's: it starts now, charged from its arrival (the buckets carry the debt
+// to the commands after it), rather than after the revoke, and the wait for
+// idle is the few milliseconds of its I/O rather than its turn at a low
+// limit; as a closing volume lets JavaScript's waits go on at once
+// (target/scsi/qos.ts close). At most the parked commands (32) pass early.
+void FastPath::FlushParked(uint32_t n) {
+  auto it = luns_.find(n);
+  if (it == luns_.end() || it->second.parked.empty() || closed_ || endpoint_ == nullptr) return;
+  Lun& lun = it->second;
+  std::vector<uint32_t> ready(lun.parked.begin(), lun.parked.end());
+  lun.parked.clear();
+  parked_ -= static_cast<uint32_t>(ready.size());
+  int64_t now = MonotonicNs();
+  for (uint32_t slot : ready) {
+    if (closed_ || endpoint_ == nullptr) break;
+    Cmd& cmd = cmds_[slot];
+    if (cmd.stage != Stage::kParked) continue;
+    if (!lun.qos.empty()) QosCharge(lun.qos.data(), lun.qos.size(), cmd.write, cmd.length, static_cast<int64_t>(cmd.started_ns));
+    qos_released_++;
+    Counts& k = counts_[cmd.lun];
+    k.qos_waited++;
+    k.qos_wait_seconds += static_cast<double>(now - static_cast<int64_t>(cmd.started_ns)) / 1e9;
+    Begin(slot);
+  }
+  if (closed_) return;
+  AfterDrain();
+  if (endpoint_ != nullptr) endpoint_->AfterPost();  // on the JS thread: the reactor (or the loop) runs progress
+  ArmQosTimer();
+}
+
 // Every parked command ends here unrun: its slot, credit and LUN count come
 // back once (Finish); nothing of it is in the CQ, the ring or librbd, and its
 // receive was reposted when it was taken.
-void FastPath::DropParked() {
+size_t FastPath::DropParked() {
   for (auto& entry : luns_) entry.second.parked.clear();
   parked_ = 0;
+  size_t n = 0;
   for (uint32_t i = 0; i < cmds_.size(); ++i) {
     if (cmds_[i].stage != Stage::kParked) continue;
     cmds_[i].pending = 0;
     Finish(i);
+    n++;
   }
+  ArmQosTimer();  // disarms
+  return n;
+}
+
+// dropParked(): the connection is closing (target/rblk/connection.ts): its
+// parked commands end unrun rather than start as its LUNs are revoked.
+Napi::Value FastPath::DropParkedJs(const Napi::CallbackInfo& info) {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
+  return Napi::Number::New(info.Env(), static_cast<double>(closed_ ? 0 : DropParked()));
 }
 
 }  // namespace rblk

@@ -42,6 +42,7 @@ bool Flag(Napi::Object o, const char* name) { return o.Get(name).ToBoolean().Val
 Napi::Function FastPath::Init(Napi::Env env) {
   return DefineClass(env, "FastPath",
                      {InstanceMethod<&FastPath::SetLun>("setLun"), InstanceMethod<&FastPath::Revoke>("revoke"),
+                      InstanceMethod<&FastPath::DropParkedJs>("dropParked"),
                       InstanceMethod<&FastPath::InFlight>("inFlight"), InstanceMethod<&FastPath::HasTag>("hasTag"),
                       InstanceMethod<&FastPath::SetCounters>("setCounters"), InstanceAccessor<&FastPath::Stats>("stats"),
                       InstanceMethod<&FastPath::TakeCounts>("takeCounts"),
@@ -662,6 +663,7 @@ Napi::Value FastPath::Revoke(const Napi::CallbackInfo& info) {
   uint32_t n = ToU32(info.Env(), info[0], "FastPath.revoke", "lun");
   auto it = luns_.find(n);
   if (it != luns_.end()) it->second.allowed = false;
+  FlushParked(n);
   return info.Env().Undefined();
 }
 

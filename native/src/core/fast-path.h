@@ -153,12 +153,15 @@ class FastPath : public Napi::ObjectWrap<FastPath> {
   QosVerdict QosAdmit(Lun& lun, bool write, uint64_t bytes, uint64_t now_ns);
   void Park(uint32_t slot);
   void ReleaseParked();
+  // Revoked: the LUN's parked commands start now (charged), before revoke returns.
+  void FlushParked(uint32_t lun);
   void ArmQosTimer();
   int OpenQosTimer(uv_loop_t* loop);
   void CloseQosTimer();
   // Parked commands end unrun: their slots and counts come back, once (close).
-  void DropParked();
+  size_t DropParked();
   Napi::Value Revoke(const Napi::CallbackInfo& info);
+  Napi::Value DropParkedJs(const Napi::CallbackInfo& info);
   Napi::Value InFlight(const Napi::CallbackInfo& info);
   Napi::Value HasTag(const Napi::CallbackInfo& info);
   Napi::Value SetCounters(const Napi::CallbackInfo& info);

@@ -30,14 +30,8 @@ inline bool QosApplies(int slot, bool write) {
   return k == 2 || k == (write ? 1 : 0);
 }
 
-// Whether every limit of these buckets lets a command start at now_ns; if so,
-// charges it to each. Between the check and the charge another thread may
-// charge too: at most the commands racing here pass together, as a burst does.
-// from_ns is when the command arrived: a parked command that has waited since
-// before a limit's TAT takes the next free time (TAT + cost), as JavaScript's
-// reserve does, instead of now + cost, which would lose the wake-up's latency
-// from the rate at every release.
-inline bool QosTryCharge(int64_t* const* states, size_t n, bool write, uint64_t bytes, int64_t now_ns, int64_t from_ns) {
+// Whether every limit of these buckets lets a command start at now_ns.
+inline bool QosHasRoom(int64_t* const* states, size_t n, bool write, int64_t now_ns) {
   for (size_t b = 0; b < n; b++) {
     int64_t* s = states[b];
     for (int k = 0; k < kQosSlots; k++) {
@@ -48,6 +42,15 @@ inline bool QosTryCharge(int64_t* const* states, size_t n, bool write, uint64_t 
       if (__atomic_load_n(&s[k * kQosWords + 2], __ATOMIC_ACQUIRE) - burst > now_ns) return false;
     }
   }
+  return true;
+}
+
+// Charges a command to every limit of these buckets that applies to it.
+// from_ns is when the command arrived: a parked command that has waited since
+// before a limit's TAT takes the next free time (TAT + cost), as JavaScript's
+// reserve does, instead of now + cost, which would lose the wake-up's latency
+// from the rate at every release.
+inline void QosCharge(int64_t* const* states, size_t n, bool write, uint64_t bytes, int64_t from_ns) {
   for (size_t b = 0; b < n; b++) {
     int64_t* s = states[b];
     for (int k = 0; k < kQosSlots; k++) {
@@ -64,6 +67,14 @@ inline bool QosTryCharge(int64_t* const* states, size_t n, bool write, uint64_t 
       }
     }
   }
+}
+
+// Whether every limit lets the command start at now_ns; if so, charges it.
+// Between the check and the charge another thread may charge too: at most
+// the commands racing here pass together, as a burst does.
+inline bool QosTryCharge(int64_t* const* states, size_t n, bool write, uint64_t bytes, int64_t now_ns, int64_t from_ns) {
+  if (!QosHasRoom(states, n, write, now_ns)) return false;
+  QosCharge(states, n, write, bytes, from_ns);
   return true;
 }
 
