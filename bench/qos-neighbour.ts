@@ -1,20 +1,25 @@
 // What a QoS-limited volume costs an unlimited neighbour on the same rblkd
 // (docs/performance.md "QoS: the unthrottled neighbour"; issue 28's goal: it
-// loses < 5% of its IOPS). One rblkd serves two file volumes: `slow`, with
-// `qos: { iops: LIMIT }`, and `fast`, unlimited. Each round runs `rblk bench`
-// (4 KiB random read, QD32, over tcp; a process of its own) on `fast` alone,
-// then again while a second `rblk bench` keeps `slow` at its limit, in the
-// order AB in odd rounds and BA in even ones, so the machine's drift weighs
-// on both. Around each run it reads /proc/stat (how busy the machine's cores
-// were) and rblkd's own CPU (/proc/<pid>/stat), so that a drop can be told
-// apart: CPU the cores did not have, or time the neighbour spent waiting.
+// loses < 5% of its IOPS), with the fast path's throttled commands waiting in
+// JavaScript (RBLK_QOS_PARK=0, as before) and natively (parked,
+// native/src/core/fast-path-qos.cc), in the same run. Each mode is one rblkd
+// serving two file volumes: `slow`, with `qos: { iops: LIMIT }`, and `fast`,
+// unlimited; both daemons run throughout, the idle one costing nothing. Each
+// round runs `rblk bench` (4 KiB random read, QD32, over tcp; a process of
+// its own) on `fast` alone, then again while a second `rblk bench` keeps
+// `slow` at its limit, per mode, in the order AB in odd rounds and BA in even
+// ones (modes and runs alike), so that the machine's drift weighs on both.
+// Around each run it reads /proc/stat (how busy the machine's cores were)
+// and rblkd's own CPU (/proc/<pid>/stat), so that a drop can be told apart:
+// CPU the cores did not have, or time the neighbour spent waiting. Last, per
+// mode, the throttled load alone: rblkd's CPU per throttled command.
 //   node dist/bench/qos-neighbour.js [--seconds N] [--rounds N] [--limit IOPS] [--reactors N]
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dump } from 'js-yaml';
 import { rblkBenchRun } from './rblk-bench-cli.js';
-import { startRblkd } from './rblkd-child.js';
+import { startRblkd, type RblkdChild } from './rblkd-child.js';
 
 function option(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -52,40 +57,55 @@ interface Run {
   rblkdUs: number;
 }
 
+interface Mode {
+  name: 'js' | 'native';
+  d: RblkdChild;
+  port: number;
+  alone: number;
+  beside: number;
+}
+
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'rblk-qos-neighbour-'));
-  const config = join(dir, 'rblkd.yaml');
-  const socket = join(dir, 'rblkd.ctl');
-  for (const v of ['slow', 'fast']) writeFileSync(join(dir, `${v}.img`), Buffer.alloc(64 << 20, 0x11));
-  writeFileSync(
-    config,
-    dump({
-      listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }],
-      volumes: [
-        { name: 'slow', path: join(dir, 'slow.img'), lun: 0, qos: { iops: limit } },
-        { name: 'fast', path: join(dir, 'fast.img'), lun: 1 },
-      ],
-      limits: { queue_depth: 64 },
-      state_dir: join(dir, 'state'),
-      control: { socket },
-      reactors,
-    }),
-  );
-  const d = startRblkd(config, /rblkd ready/);
+  const modes: Mode[] = [];
   try {
-    await d.seen;
     const { controlRequest } = await import('../target/daemon/control-client.js');
-    const port = ((await controlRequest(socket, 'status')) as { listeners: { port: number }[] }).listeners[0]!.port;
-    const pid = d.child.pid!;
-    const bench = (volume: string, s: number): Promise<{ iops: number; ops: number }> => rblkBenchRun(port, volume, { rw: 'read', bs: 4096, pattern: 'rand', seconds: s });
+    for (const name of ['js', 'native'] as const) {
+      const config = join(dir, `rblkd-${name}.yaml`);
+      const socket = join(dir, `rblkd-${name}.ctl`);
+      // Files of its own: rblkd locks what it serves.
+      for (const v of ['slow', 'fast']) writeFileSync(join(dir, `${v}-${name}.img`), Buffer.alloc(64 << 20, 0x11));
+      writeFileSync(
+        config,
+        dump({
+          listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }],
+          volumes: [
+            { name: 'slow', path: join(dir, `slow-${name}.img`), lun: 0, qos: { iops: limit } },
+            { name: 'fast', path: join(dir, `fast-${name}.img`), lun: 1 },
+          ],
+          limits: { queue_depth: 64 },
+          state_dir: join(dir, `state-${name}`),
+          control: { socket },
+          reactors,
+        }),
+      );
+      // js: the fast path leaves a command without QoS room to JavaScript, which waits on a timer (before parking).
+      const d = startRblkd(config, /rblkd ready/, name === 'js' ? { RBLK_QOS_PARK: '0' } : {});
+      modes.push({ name, d, port: 0, alone: 0, beside: 0 });
+      await d.seen;
+      modes[modes.length - 1]!.port = ((await controlRequest(socket, 'status')) as { listeners: { port: number }[] }).listeners[0]!.port;
+    }
+    const bench = (m: Mode, volume: string, s: number): Promise<{ iops: number; ops: number }> =>
+      rblkBenchRun(m.port, volume, { rw: 'read', bs: 4096, pattern: 'rand', seconds: s });
 
-    const run = async (beside: boolean): Promise<Run> => {
+    const run = async (m: Mode, beside: boolean): Promise<Run> => {
+      const pid = m.d.child.pid!;
       // The throttled load starts first and ends last, so that it runs throughout the measured one.
-      const slow = beside ? bench('slow', seconds + 3) : null;
+      const slow = beside ? bench(m, 'slow', seconds + 3) : null;
       if (beside) await new Promise((r) => setTimeout(r, 1500));
       const m0 = machineCpu();
       const c0 = processCpu(pid);
-      const fast = await bench('fast', seconds);
+      const fast = await bench(m, 'fast', seconds);
       const m1 = machineCpu();
       const c1 = processCpu(pid);
       const slowIops = slow ? (await slow).iops : null;
@@ -95,42 +115,48 @@ async function main(): Promise<void> {
 
     const rows: string[] = [
       `cores ${availableParallelism()}, reactors ${reactors}, load average before: ${loadavg().map((l) => l.toFixed(2)).join(', ')}; ${seconds} s per run, slow limited to ${limit} IOPS`,
+      'mode js: a throttled command waits in JavaScript (RBLK_QOS_PARK=0); native: it waits parked on the fast path',
       '',
-      '| round | fast alone IOPS | cores busy | fast beside slow IOPS | slow IOPS | cores busy | fast beside ÷ alone | rblkd µs/I/O alone / beside |',
-      '|---:|---:|---:|---:|---:|---:|---:|---:|',
+      '| round | mode | fast alone IOPS | cores busy | fast beside slow IOPS | slow IOPS | cores busy | fast beside ÷ alone | rblkd µs/I/O alone / beside |',
+      '|---:|---|---:|---:|---:|---:|---:|---:|---:|',
     ];
-    let alone = 0;
-    let beside = 0;
     for (let r = 1; r <= rounds; r++) {
-      let a: Run;
-      let b: Run;
-      if (r % 2 === 1) {
-        a = await run(false);
-        b = await run(true);
-      } else {
-        b = await run(true);
-        a = await run(false);
+      for (const m of r % 2 === 1 ? modes : [...modes].reverse()) {
+        let a: Run;
+        let b: Run;
+        if (r % 2 === 1) {
+          a = await run(m, false);
+          b = await run(m, true);
+        } else {
+          b = await run(m, true);
+          a = await run(m, false);
+        }
+        m.alone += a.fast;
+        m.beside += b.fast;
+        rows.push(`| ${r} | ${m.name} | ${a.fast.toFixed(0)} | ${a.busy.toFixed(0)}% | ${b.fast.toFixed(0)} | ${b.slow?.toFixed(0) ?? '—'} | ${b.busy.toFixed(0)}% | ${(b.fast / a.fast).toFixed(3)} | ${a.rblkdUs.toFixed(1)} / ${b.rblkdUs.toFixed(1)} |`);
       }
-      alone += a.fast;
-      beside += b.fast;
-      rows.push(`| ${r} | ${a.fast.toFixed(0)} | ${a.busy.toFixed(0)}% | ${b.fast.toFixed(0)} | ${b.slow?.toFixed(0) ?? '—'} | ${b.busy.toFixed(0)}% | ${(b.fast / a.fast).toFixed(3)} | ${a.rblkdUs.toFixed(1)} / ${b.rblkdUs.toFixed(1)} |`);
     }
-    // The throttled load alone: what rblkd spends on it, against what the same count of unthrottled reads cost it above.
-    const s0 = processCpu(pid);
-    const w0 = performance.now();
-    const slowAlone = await bench('slow', seconds);
-    const slowCpu = processCpu(pid) - s0;
-    const wall = (performance.now() - w0) * 1000;
-    rows.push(
-      '',
-      `slow alone: ${slowAlone.iops.toFixed(0)} IOPS, rblkd ${(slowCpu / (slowAlone.iops * seconds)).toFixed(1)} µs of CPU per I/O (${((100 * slowCpu) / wall).toFixed(0)}% of a core)`,
-      `mean: fast alone ${(alone / rounds).toFixed(0)} IOPS, beside the throttled volume ${(beside / rounds).toFixed(0)} IOPS: it lost ${(100 * (1 - beside / alone)).toFixed(1)}%`,
-      `load average after: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`,
-    );
+    rows.push('');
+    for (const m of modes) {
+      // The throttled load alone: what rblkd spends per throttled command.
+      const pid = m.d.child.pid!;
+      const s0 = processCpu(pid);
+      const w0 = performance.now();
+      const slowAlone = await bench(m, 'slow', seconds);
+      const slowCpu = processCpu(pid) - s0;
+      const wall = (performance.now() - w0) * 1000;
+      rows.push(
+        `${m.name}: slow alone ${slowAlone.iops.toFixed(0)} IOPS, rblkd ${(slowCpu / (slowAlone.iops * seconds)).toFixed(1)} µs of CPU per throttled I/O (${((100 * slowCpu) / wall).toFixed(0)}% of a core); ` +
+          `fast alone ${(m.alone / rounds).toFixed(0)} IOPS, beside the throttled volume ${(m.beside / rounds).toFixed(0)} IOPS: it lost ${(100 * (1 - m.beside / m.alone)).toFixed(1)}%`,
+      );
+    }
+    rows.push(`load average after: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`);
     console.log(rows.join('\n'));
   } finally {
-    d.child.kill('SIGTERM');
-    await d.exited;
+    for (const m of modes) {
+      m.d.child.kill('SIGTERM');
+      await m.d.exited;
+    }
     rmSync(dir, { recursive: true, force: true });
   }
 }

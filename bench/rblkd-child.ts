@@ -12,9 +12,9 @@ export interface RblkdChild {
   exited: Promise<void>;
 }
 
-/** Starts rblkd on `config`; `seen` rejects, with the end of its log, if it exits before logging `pattern`. */
-export function startRblkd(config: string, pattern: RegExp): RblkdChild {
-  const c = spawnEntry('rblkd', ['--config', config]);
+/** Starts rblkd on `config` (with `env` added to its environment); `seen` rejects, with the end of its log, if it exits before logging `pattern`. */
+export function startRblkd(config: string, pattern: RegExp, env?: Record<string, string>): RblkdChild {
+  const c = spawnEntry('rblkd', ['--config', config], env !== undefined ? { env } : {});
   const seen = c.waitForLine(pattern, { ms: Infinity }).then(() => performance.now());
   seen.catch(() => undefined);
   return { child: c.proc, seen, exited: c.exited.then(() => undefined) };

@@ -308,6 +308,8 @@ export interface NativeFastPathOptions {
   latencyBuckets?: readonly number[];
   /** Moves the connection's data path to the least loaded of these reactor threads (native/src/core/reactor.h). */
   reactors?: NativeReactors;
+  /** How many commands may wait natively for their QoS turn at once (default: slots; 0: none, JS waits; native/src/core/fast-path-qos.cc). */
+  qosPark?: number;
 }
 
 /** Reactor threads (native/src/core/reactor.h); native/reactors.ts is its only user. */
@@ -328,8 +330,12 @@ export interface NativeFastPathStats {
   handedOff: number;
   inFlight: number;
   answeredByData: number;
-  /** Commands left to JavaScript because a QoS bucket had no room for them yet (JS waits for their turn). */
+  /** Commands left to JavaScript because a QoS bucket had no room for them yet and the parked ones were at their bound (JS waits for their turn). */
   qosDeferred: number;
+  /** Commands that waited natively for their QoS turn (parked), those of them started since, and those waiting now (native/src/core/fast-path-qos.cc). */
+  qosParked: number;
+  qosReleased: number;
+  qosWaiting: number;
   /** The reactor thread serving the connection, or -1: the JS thread. */
   reactor: number;
 }
@@ -337,7 +343,10 @@ export interface NativeFastPathStats {
 /** The target's native fast path, one per connection (native/src/core/fast-path.h); native/fast-path.ts is its only user. */
 export interface NativeFastPath {
   setLun(lun: number, record: NativeFastLun): void;
+  /** From this call on no command of the LUN starts natively; the LUN's commands parked for their QoS turn start now. */
   revoke(lun: number): void;
+  /** Commands parked for their QoS turn end unrun, their slots back (the connection is closing); returns how many. */
+  dropParked(): number;
   /** Without a LUN: the commands holding a credit (not yet answered); with one: all still running there. */
   inFlight(lun?: number, watch?: boolean): number;
   hasTag(tag: bigint): boolean;

@@ -152,11 +152,14 @@ export interface NativeInfo {
   readonly writeBytes: number;
   /** Commands the fast path left to JavaScript because a QoS bucket had no room for them yet (docs/operations.md "QoS limits"). */
   readonly qosDeferred: number;
+  /** Commands that waited on the fast path itself for their QoS turn, and those of them started since (native/src/core/fast-path-qos.cc). */
+  readonly qosParked: number;
+  readonly qosReleased: number;
 }
 
 /** What a front end without a fast path reports. */
 export function noNative(reason: string): NativeInfo {
-  return { active: false, reason, reactor: null, commands: 0, readBytes: 0, writeBytes: 0, qosDeferred: 0 };
+  return { active: false, reason, reactor: null, commands: 0, readBytes: 0, writeBytes: 0, qosDeferred: 0, qosParked: 0, qosReleased: 0 };
 }
 
 /** One logged-in connection as the server and the daemon see it (a "session" to them), whichever front end runs it. */

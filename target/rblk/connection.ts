@@ -558,6 +558,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> extends FrontEndC
 
   protected async endOnce(why: string): Promise<void> {
     this.state = 'closing';
+    this.fast.dropParked();
     this.fast.unbind();
     this.abortAll();
     // Commands settle (their RMA fails once the connection is down); wait so
@@ -578,6 +579,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> extends FrontEndC
     if (this.state !== 'closing') {
       // The peer went away first: abort and wait as end() does.
       this.state = 'closing';
+      this.fast.dropParked();
       this.abortAll();
       await Promise.allSettled([...this.outstanding.values()].map((s) => s.done));
     }

@@ -49,8 +49,8 @@ export class RblkFastPath {
   private readonly nativeIo = { readBytes: 0, writeBytes: 0 };
   /** Per LUN the fast path has served: its last collect, and the collector's removal. */
   private readonly collectors = new Map<number, () => void>();
-  /** takeCounts' scratch: six totals and two histograms. */
-  private readonly counts = new Float64Array(6 + 2 * (LATENCY_BUCKETS_S.length + 1));
+  /** takeCounts' scratch: six totals, two histograms, and the commands that waited natively for QoS and their waits. */
+  private readonly counts = new Float64Array(8 + 2 * (LATENCY_BUCKETS_S.length + 1));
 
   constructor(private readonly owner: FastPathOwner) {}
 
@@ -159,6 +159,16 @@ export class RblkFastPath {
     }
   }
 
+  /**
+   * The connection is closing: commands parked natively for their QoS turn end
+   * unrun (the initiator reissues them on its next connection), before unbind's
+   * revoke would start them on a connection that is going away.
+   */
+  dropParked(): void {
+    const n = this.fast?.dropParked() ?? 0;
+    if (n > 0) this.owner.log.info(`connection closing: ${n} command${n === 1 ? '' : 's'} waiting natively for QoS dropped unrun`, this.owner.meta());
+  }
+
   /** Every LUN leaves its gate. */
   unbind(): void {
     for (const unbind of this.bindings.values()) unbind();
@@ -182,8 +192,11 @@ export class RblkFastPath {
   /** Moves what the fast path counted on one LUN into the LU's and the connection's counters. */
   private collect(fast: ConnectionFastPath, lun: number, lu: LogicalUnit): void {
     const out = this.counts;
-    if (fast.takeCounts(lun, out) === 0) return;
+    const taken = fast.takeCounts(lun, out);
     const nb = LATENCY_BUCKETS_S.length + 1;
+    // Parked for their QoS turn on the fast path: counted as the request core counts its waits (target/scsi/qos.ts).
+    if (out[2 * nb + 6]! > 0) lu.qos.recordWaits(out[2 * nb + 6]!, out[2 * nb + 7]!);
+    if (taken === 0) return;
     for (const d of [0, 1]) {
       const ops = out[3 * d]!;
       if (ops === 0) continue;
@@ -229,6 +242,8 @@ export class RblkFastPath {
       commands: stats.taken,
       readBytes: this.nativeIo.readBytes,
       qosDeferred: stats.qosDeferred,
+      qosParked: stats.qosParked,
+      qosReleased: stats.qosReleased,
       writeBytes: this.nativeIo.writeBytes,
     };
   }

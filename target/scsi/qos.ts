@@ -108,6 +108,12 @@ export class VolumeQos {
     });
   }
 
+  /** Commands that waited for their turn elsewhere (parked on the native fast path) and their waits, seconds. */
+  recordWaits(commands: number, seconds: number): void {
+    this.throttledCommands += commands;
+    this.throttledSeconds += seconds;
+  }
+
   #end(wait: { timer: NodeJS.Timeout; resolve: () => void }): void {
     clearTimeout(wait.timer);
     this.#waits.delete(wait);

@@ -26,6 +26,17 @@ const SEND_SLOT = 1024;
 const SEND_SLOTS = 64;
 /** The fast path's commands at once on one connection, and the largest it takes (docs/target.md "Fast path"). */
 const FAST_SLOTS = 32;
+
+/**
+ * Commands without QoS room wait on the fast path itself, up to all its slots
+ * (native/src/core/fast-path-qos.cc); RBLK_QOS_PARK=0 in rblkd's environment
+ * leaves them to JavaScript instead, as before, for a benchmark's before and
+ * after in one run (docs/performance.md "QoS: the unthrottled neighbour").
+ */
+function qosPark(): { qosPark?: number } {
+  const v = process.env.RBLK_QOS_PARK;
+  return v !== undefined && /^\d+$/.test(v) ? { qosPark: Number(v) } : {};
+}
 const FAST_SLOT_SIZE = 128 * 1024;
 
 class FabricConnection implements TargetConnection<PooledBuffer> {
@@ -123,7 +134,7 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
     // JavaScript path for now (docs/transport.md "RDM endpoints").
     if (this.ep.domain.provider === 'shm') throw new Error('the shm provider is not served by the fast path yet (docs/transport.md "RDM endpoints")');
     const slotSize = Math.max(4096, Math.min(FAST_SLOT_SIZE, Math.floor(opts.maxTransfer / 4096) * 4096));
-    this.fast = new FastPath(this.ep, { ...opts, slots: Math.min(FAST_SLOTS, Math.max(1, opts.credits)), slotSize, reactors: this.reactors });
+    this.fast = new FastPath(this.ep, { ...opts, slots: Math.min(FAST_SLOTS, Math.max(1, opts.credits)), slotSize, reactors: this.reactors, ...qosPark() });
     return this.fast;
   }
 

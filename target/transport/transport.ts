@@ -25,6 +25,8 @@ export type { FastPathLun, FastPathStats } from '../../native/fast-path.js';
 export interface ConnectionFastPath {
   setLun(lun: number, record: FastPathLun): void;
   revoke(lun: number): void;
+  /** The connection is closing: commands parked for their QoS turn end unrun; returns how many. */
+  dropParked(): number;
   inFlight(lun?: number): number;
   idle(lun: number): Promise<void>;
   hasTag(tag: bigint): boolean;

@@ -133,8 +133,8 @@ native(`${SECONDS} s at QD32 on every front end at once (rblk with the fast path
   const rblk = after.find((x) => x.initiator?.endsWith(':sustained-rblk'))!;
   t.true(rblk.native.active, 'the rblk session is still on the native fast path');
   // The fast path runs what the bucket has room for and leaves the rest to JavaScript to wait (docs/target.md "Fast path").
-  t.log(`rblk session: ${rblk.native.commands - nativeBefore} commands on the fast path, ${rblk.native.qosDeferred} left to JavaScript for their QoS turn`);
-  t.true(rblk.native.commands > nativeBefore && rblk.native.qosDeferred > 0, 'the fast path ran commands and deferred those without room');
+  t.log(`rblk session: ${rblk.native.commands - nativeBefore} commands on the fast path, ${rblk.native.qosParked} of them parked natively for their QoS turn, ${rblk.native.qosDeferred} left to JavaScript`);
+  t.true(rblk.native.commands > nativeBefore && rblk.native.qosParked > 0 && rblk.native.qosReleased > 0, 'the fast path ran commands and held those without room natively until their turn');
   const vols = (await controlRequest(socket, 'volumes')) as { name: string; qos: { throttledCommands: number } }[];
   for (const n of names) t.true(vols.find((v) => v.name === n)!.qos.throttledCommands > 0, `${n} was throttled`);
   t.deepEqual(

@@ -114,9 +114,9 @@ native('rblk library, native fast path on: 1,000 IOPS holds under QD32; the unli
     const nativeBefore = ((await controlRequest(s.socket, 'sessions')) as SessionInfo[]).find((x) => x.initiator?.endsWith(':a'))!.native.commands;
     within(t, await measure(() => volumeLoad(slow, 4096)), LIMIT, 'slow, fast path on');
     const info = ((await controlRequest(s.socket, 'sessions')) as SessionInfo[]).find((x) => x.initiator?.endsWith(':a'))!;
-    t.log(`session a: native commands ${info.native.commands - nativeBefore} of the run, ${info.native.qosDeferred} left to JS for QoS, native ${info.native.active ? 'active' : `off: ${info.native.reason}`}`);
+    t.log(`session a: native commands ${info.native.commands - nativeBefore} of the run, ${info.native.qosParked} parked natively for QoS (${info.native.qosReleased} started since), ${info.native.qosDeferred} left to JS, native ${info.native.active ? 'active' : `off: ${info.native.reason}`}`);
     t.true(info.native.active, 'the slow volume is still served by the fast path: QoS does not revoke it');
-    t.true(info.native.qosDeferred > 0, 'the fast path left commands without room to JavaScript, which waited');
+    t.true(info.native.qosParked > 0 && info.native.qosReleased > 0, 'the fast path held commands without room natively and started them on their turn');
 
     // The neighbour: its IOPS alone and beside the throttled load, twice,
     // interleaved, so that the machine's other work weighs on both alike. Both

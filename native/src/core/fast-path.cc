@@ -40,6 +40,7 @@ bool Flag(Napi::Object o, const char* name) { return o.Get(name).ToBoolean().Val
 Napi::Function FastPath::Init(Napi::Env env) {
   return DefineClass(env, "FastPath",
                      {InstanceMethod<&FastPath::SetLun>("setLun"), InstanceMethod<&FastPath::Revoke>("revoke"),
+                      InstanceMethod<&FastPath::DropParkedJs>("dropParked"),
                       InstanceMethod<&FastPath::InFlight>("inFlight"), InstanceMethod<&FastPath::HasTag>("hasTag"),
                       InstanceMethod<&FastPath::SetCounters>("setCounters"), InstanceAccessor<&FastPath::Stats>("stats"),
                       InstanceMethod<&FastPath::TakeCounts>("takeCounts"),
@@ -47,7 +48,8 @@ Napi::Function FastPath::Init(Napi::Env env) {
 }
 
 // new FastPath(endpoint, region, uringApi, options, onFailed(tag, lun, kind, errno, length), onIdle(lun))
-// options: { slots, slotSize, maxCapsule, maxTransfer, maxImmediate, ordered, credits, remoteData, reactors? }
+// options: { slots, slotSize, maxCapsule, maxTransfer, maxImmediate, ordered, credits, remoteData, reactors?, qosPark? }
+// qosPark: how many commands may wait here for their QoS turn at once (default: slots; 0: none, fast-path-qos.cc).
 // With reactors (a Reactors), the connection's data path moves to the least
 // loaded reactor thread (reactor.h); if that fails it stays on the JS thread
 // (stats.reactor says which).
@@ -95,6 +97,9 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
   for (size_t k = 0; k < kFastBackendCount; ++k) {
     if (kFastBackends[k]->eager) OpenBackend(env, k);
   }
+  Napi::Value park = o.Get("qosPark");
+  max_parked_ = park.IsUndefined() ? slots : std::min(slots, ToU32(env, park, "FastPath", "qosPark"));
+  if (max_parked_ > 0 && OpenQosTimer(loop) != 0) max_parked_ = 0;  // no timer: JS waits, as before
 
   free_.reserve(slots);
   for (uint32_t i = slots; i > 0; --i) free_.push_back(i - 1);
@@ -142,6 +147,7 @@ size_t FastPath::Shutdown(std::function<void()> settled) {
   // Back to the JS loop first: the orphans below watch their fds there.
   if (endpoint_ != nullptr) endpoint_->DetachReactor(true);
   closed_ = true;
+  CloseQosTimer();
   // No backend is waited for here: a slow or hung device (or a cluster that
   // is away) would stop the loop, and every other connection, until it
   // answered. What each still holds keeps the slots' pages alive instead,
@@ -176,6 +182,7 @@ size_t FastPath::Shutdown(std::function<void()> settled) {
   io_backlog_.clear();
   on_failed_.Reset();
   on_idle_.Reset();
+  DropParked();  // after the callbacks are gone: nothing of them reaches JS
   endpoint_ref_.Reset();
   region_ref_.Reset();
   reactors_ref_.Reset();
@@ -188,6 +195,7 @@ void FastPath::EndpointClosed() {
   Endpoint* ep = endpoint_;
   endpoint_ = nullptr;
   backlog_.clear();
+  DropParked();
   for (uint32_t i = 0; i < cmds_.size(); ++i) {
     Cmd& c = cmds_[i];
     if (c.stage == Stage::kFree || c.stage == Stage::kIo) continue;
@@ -223,12 +231,11 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   for (const Cmd& x : cmds_)
     if (x.stage != Stage::kFree && !x.rsp_sent && x.tag == c.tag) return false;
   // Last, so that only a command the fast path would run is charged: one
-  // that must wait for its turn goes to JS, which waits (qos-bucket.h).
+  // that must wait for its turn waits here (parked) or, beyond the bound, in
+  // JS (fast-path-qos.cc, qos-bucket.h).
   uint64_t now = NowNs();
-  if (!lun.qos.empty() && !QosTryCharge(lun.qos.data(), lun.qos.size(), d.write, bytes, static_cast<int64_t>(now))) {
-    qos_deferred_++;
-    return false;
-  }
+  QosVerdict qos = lun.qos.empty() ? QosVerdict::kRun : QosAdmit(lun, d.write, bytes, now);
+  if (qos == QosVerdict::kDefer) return false;
 
   uint32_t slot = free_.back();
   free_.pop_back();
@@ -237,6 +244,7 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   cmd.tag = c.tag;
   cmd.lun = c.lun;
   cmd.write = d.write;
+  cmd.immediate = c.immediate;
   cmd.dsync = d.write && (d.fua || lun.write_through);
   cmd.offset = offset;
   cmd.length = static_cast<uint32_t>(bytes);
@@ -258,13 +266,19 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   // A failure means the connection is failing (a full receive queue cannot
   // happen: this buffer was just taken off it); its close cancels the record.
   (void)rc;
-  if (d.write && !c.immediate) {
+  if (qos == QosVerdict::kPark) Park(slot);
+  else Begin(slot);
+  return true;
+}
+
+void FastPath::Begin(uint32_t slot) {
+  Cmd& cmd = cmds_[slot];
+  if (cmd.write && !cmd.immediate) {
     cmd.stage = Stage::kDataOut;
     if (!Post(slot, kDataOut)) HandOff(slot, "transfer", EIO);
   } else {
     StartIo(slot);
   }
-  return true;
 }
 
 // False when the post failed outright (the connection is broken).
@@ -369,6 +383,7 @@ std::vector<ConsumerSource> FastPath::ReactorSources() const {
     int fd = backends_[k] != nullptr ? backends_[k]->event_fd() : -1;
     if (fd >= 0) sources.push_back(ConsumerSource{fd, SourceBit(k)});
   }
+  if (qos_timer_fd_ >= 0) sources.push_back(ConsumerSource{qos_timer_fd_, kQosSource});
   return sources;
 }
 
@@ -376,6 +391,7 @@ void FastPath::OnReactorSources(uint32_t bits) {
   for (size_t k = 0; k < backends_.size(); ++k) {
     if (bits & SourceBit(k)) OnBackendReady(k);
   }
+  if (bits & kQosSource) OnQosTimer();
 }
 
 void FastPath::DeliverQueued(const QueuedWork& work) {
@@ -387,6 +403,7 @@ void FastPath::Unwatch() {
   for (const auto& b : backends_) {
     if (b != nullptr) b->Unwatch();
   }
+  qos_poller_.Stop();
 }
 
 void FastPath::Rewatch(uv_loop_t* loop) {
@@ -394,6 +411,7 @@ void FastPath::Rewatch(uv_loop_t* loop) {
   for (const auto& b : backends_) {
     if (b != nullptr) b->Watch(loop);
   }
+  if (qos_timer_fd_ >= 0 && qos_poller_.Start(loop, qos_timer_fd_, [this]() { OnQosTimer(); }) == 0) qos_poller_.SetRef(false);
 }
 
 void FastPath::OnBackendReady(size_t kind) {
@@ -621,6 +639,7 @@ Napi::Value FastPath::Revoke(const Napi::CallbackInfo& info) {
   uint32_t n = ToU32(info.Env(), info[0], "FastPath.revoke", "lun");
   auto it = luns_.find(n);
   if (it != luns_.end()) it->second.allowed = false;
+  FlushParked(n);
   return info.Env().Undefined();
 }
 
@@ -664,6 +683,9 @@ Napi::Value FastPath::Stats(const Napi::CallbackInfo& info) {
   o.Set("inFlight", Napi::Number::New(env, in_flight_));
   o.Set("answeredByData", Napi::Number::New(env, static_cast<double>(by_data_)));
   o.Set("qosDeferred", Napi::Number::New(env, static_cast<double>(qos_deferred_)));
+  o.Set("qosParked", Napi::Number::New(env, static_cast<double>(qos_parked_)));
+  o.Set("qosReleased", Napi::Number::New(env, static_cast<double>(qos_released_)));
+  o.Set("qosWaiting", Napi::Number::New(env, parked_));
   o.Set("reactor", Napi::Number::New(env, endpoint_ != nullptr ? endpoint_->reactor_index() : -1));
   return o;
 }
@@ -671,7 +693,9 @@ Napi::Value FastPath::Stats(const Napi::CallbackInfo& info) {
 // takeCounts(lun, out: Float64Array): what was answered GOOD on the LUN since
 // the last call, then zeroed. out holds [readOps, readBytes, readSeconds,
 // writeOps, writeBytes, writeSeconds, read buckets..., write buckets...], each
-// bucket list latencyBuckets.length + 1 long. Returns the ops taken.
+// bucket list latencyBuckets.length + 1 long, then, where out has room for
+// them, [qosWaited, qosWaitSeconds]: commands that waited parked for their QoS
+// turn and started, and their waits (fast-path-qos.cc). Returns the ops taken.
 Napi::Value FastPath::TakeCounts(const Napi::CallbackInfo& info) {
   std::lock_guard<std::recursive_mutex> g(*lock_);
   Napi::Env env = info.Env();
@@ -682,7 +706,8 @@ Napi::Value FastPath::TakeCounts(const Napi::CallbackInfo& info) {
   size_t nb = latency_bounds_.size() + 1;
   if (out.ElementLength() < 6 + 2 * nb)
     throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "FastPath.takeCounts", "out is too short for the buckets");
-  for (size_t i = 0; i < 6 + 2 * nb; i++) out[i] = 0;
+  const bool qos = out.ElementLength() >= 8 + 2 * nb;
+  for (size_t i = 0; i < (qos ? 8 : 6) + 2 * nb; i++) out[i] = 0;
   auto it = counts_.find(n);
   if (it == counts_.end()) return Napi::Number::New(env, 0);
   Counts& k = it->second;
@@ -691,6 +716,10 @@ Napi::Value FastPath::TakeCounts(const Napi::CallbackInfo& info) {
     out[3 * d + 1] = static_cast<double>(k.bytes[d]);
     out[3 * d + 2] = k.seconds[d];
     for (size_t b = 0; b < k.buckets[d].size() && b < nb; b++) out[6 + d * nb + b] = static_cast<double>(k.buckets[d][b]);
+  }
+  if (qos) {
+    out[6 + 2 * nb] = static_cast<double>(k.qos_waited);
+    out[7 + 2 * nb] = k.qos_wait_seconds;
   }
   double ops = static_cast<double>(k.ops[0] + k.ops[1]);
   counts_.erase(it);

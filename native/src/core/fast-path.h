@@ -37,10 +37,14 @@
 //   the fast path uses the endpoint's internals, never the other way round.
 // - The QoS buckets are shared with JS and with other connections' reactors;
 //   they are changed only by compare-and-swap (qos-bucket.h), never under a lock.
+//   A command without room waits here, parked, until a timerfd of the fast
+//   path's own says its limits have room (fast-path-qos.cc); the timerfd is
+//   watched where the ring's eventfd is.
 #pragma once
 #include <napi.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -51,6 +55,7 @@
 #include "fast-backend.h"
 #include "fast-capsule.h"
 #include "fast-cdb.h"
+#include "poller.h"
 #include "reactor.h"
 #include "uring-c-api.h"
 
@@ -97,10 +102,15 @@ class FastPath : public Napi::ObjectWrap<FastPath>, public CqConsumer {
   void OpenBackend(Napi::Env env, size_t kind);
   // A backend's fd is readable: its completions, then what they let go on.
   void OnBackendReady(size_t kind);
+  // The QoS timer's reactor bit (the consumer's last one; backends take the first ones).
+  static constexpr uint32_t kQosSource = kReactorConsumer << 5;
+  static_assert(kQosSource < (1u << kReactorSourceBits), "a reactor source has kReactorSourceBits bits");
+  // The QoS timer fired: starts the parked commands whose limits have room (fast-path-qos.cc).
+  void OnQosTimer();
   void EmitFailed(uint64_t tag, uint32_t lun, const char* kind, int err, uint32_t length);
   void EmitIdle(uint32_t lun);
 
-  enum class Stage : uint8_t { kFree, kDataOut, kIo, kDataIn, kRsp };
+  enum class Stage : uint8_t { kFree, kParked, kDataOut, kIo, kDataIn, kRsp };
   struct Lun {
     size_t backend = 0;  // index in kFastBackends
     FastVolume volume;
@@ -115,6 +125,8 @@ class FastPath : public Napi::ObjectWrap<FastPath>, public CqConsumer {
     // initiator's, kept alive by qos_refs while the record holds them.
     std::vector<int64_t*> qos;
     std::vector<Napi::ObjectReference> qos_refs;
+    // Commands taken but waiting for their QoS turn, in arrival order (slots; fast-path-qos.cc).
+    std::deque<uint32_t> parked;
     bool allowed = false;
     bool watch = false;  // onIdle wanted when in_flight reaches 0
     uint32_t in_flight = 0;
@@ -124,6 +136,7 @@ class FastPath : public Napi::ObjectWrap<FastPath>, public CqConsumer {
     uint64_t tag = 0;
     uint32_t lun = 0;
     bool write = false;
+    bool immediate = false;  // a WRITE's data came in the capsule (no RDMA READ)
     bool dsync = false;
     uint64_t offset = 0;  // backend byte offset
     uint32_t length = 0;
@@ -143,11 +156,27 @@ class FastPath : public Napi::ObjectWrap<FastPath>, public CqConsumer {
     uint64_t bytes[2] = {0, 0};
     double seconds[2] = {0, 0};
     std::vector<uint64_t> buckets[2];  // per bound of latency_bounds_, and +Inf last
+    uint64_t qos_waited = 0;  // commands started after waiting parked for their QoS turn (fast-path-qos.cc)
+    double qos_wait_seconds = 0;
   };
 
   Napi::Value SetLun(const Napi::CallbackInfo& info);
   void SetQos(Napi::Env env, Lun& lun, Napi::Value qos);
+  // QoS admission of a command the fast path would take (fast-path-qos.cc):
+  // run it now (charged), park it here, or leave it to JavaScript (kDefer).
+  enum class QosVerdict : uint8_t { kRun, kPark, kDefer };
+  QosVerdict QosAdmit(Lun& lun, bool write, uint64_t bytes, uint64_t now_ns);
+  void Park(uint32_t slot);
+  void ReleaseParked();
+  // Revoked: the LUN's parked commands start now (charged), before revoke returns.
+  void FlushParked(uint32_t lun);
+  void ArmQosTimer();
+  int OpenQosTimer(uv_loop_t* loop);
+  void CloseQosTimer();
+  // Parked commands end unrun: their slots and counts come back, once (close).
+  size_t DropParked();
   Napi::Value Revoke(const Napi::CallbackInfo& info);
+  Napi::Value DropParkedJs(const Napi::CallbackInfo& info);
   Napi::Value InFlight(const Napi::CallbackInfo& info);
   Napi::Value HasTag(const Napi::CallbackInfo& info);
   Napi::Value SetCounters(const Napi::CallbackInfo& info);
@@ -163,6 +192,8 @@ class FastPath : public Napi::ObjectWrap<FastPath>, public CqConsumer {
   uint8_t* SlotData(uint32_t slot) const;
   uint8_t* SlotRsp(uint32_t slot) const;
   bool Post(uint32_t slot, int kind);
+  // A taken command's first step: the RDMA READ of a WRITE's data, or the I/O.
+  void Begin(uint32_t slot);
   void StartIo(uint32_t slot);
   void IoDone(uint32_t slot, int64_t result);
   void SendRsp(uint32_t slot);
@@ -201,6 +232,15 @@ class FastPath : public Napi::ObjectWrap<FastPath>, public CqConsumer {
   uint32_t answered_ = 0;  // commands in flight whose answer is posted (their credit is back)
   uint64_t taken_ = 0, handed_off_ = 0, by_data_ = 0;
   uint64_t qos_deferred_ = 0;  // commands left to JS because a QoS bucket had no room yet
+  // QoS parking (fast-path-qos.cc): at most max_parked_ commands wait here at once
+  // (0: none; every command without room goes to JS as before).
+  uint32_t max_parked_ = 0;
+  uint32_t parked_ = 0;
+  uint64_t qos_parked_ = 0, qos_released_ = 0;
+  int qos_timer_fd_ = -1;
+  int64_t qos_timer_at_ = 0;  // the absolute CLOCK_MONOTONIC time it is armed for (0: disarmed)
+  int64_t qos_woke_at_ = 0;   // when it last fired
+  FdPoller qos_poller_;
   std::vector<Cmd> cmds_;
   std::vector<uint32_t> free_;
   std::vector<std::pair<uint32_t, int>> backlog_;  // posts refused with FI_EAGAIN: (slot, kind)

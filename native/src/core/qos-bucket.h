@@ -7,11 +7,14 @@
 // connection, without calling into JavaScript. It knows nothing of volumes or
 // initiators: a command is a direction and a byte count.
 //
-// A command that may not start yet is not the fast path's (TryReceive says
-// "not mine"): it goes up to JavaScript, which charges the same buckets and
-// waits for its turn. Nothing is failed for want of tokens.
+// A command that may not start yet waits on the fast path, parked in a FIFO
+// per LUN until its limits let it start (fast-path-qos.cc); beyond the parked
+// bound it is not the fast path's (TryReceive says "not mine") and goes up to
+// JavaScript, which charges the same buckets and waits for its turn. Nothing
+// is failed for want of tokens.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
 namespace rblk {
@@ -27,10 +30,8 @@ inline bool QosApplies(int slot, bool write) {
   return k == 2 || k == (write ? 1 : 0);
 }
 
-// Whether every limit of these buckets lets a command start at now_ns; if so,
-// charges it to each. Between the check and the charge another thread may
-// charge too: at most the commands racing here pass together, as a burst does.
-inline bool QosTryCharge(int64_t* const* states, size_t n, bool write, uint64_t bytes, int64_t now_ns) {
+// Whether every limit of these buckets lets a command start at now_ns.
+inline bool QosHasRoom(int64_t* const* states, size_t n, bool write, int64_t now_ns) {
   for (size_t b = 0; b < n; b++) {
     int64_t* s = states[b];
     for (int k = 0; k < kQosSlots; k++) {
@@ -41,6 +42,15 @@ inline bool QosTryCharge(int64_t* const* states, size_t n, bool write, uint64_t 
       if (__atomic_load_n(&s[k * kQosWords + 2], __ATOMIC_ACQUIRE) - burst > now_ns) return false;
     }
   }
+  return true;
+}
+
+// Charges a command to every limit of these buckets that applies to it.
+// from_ns is when the command arrived: a parked command that has waited since
+// before a limit's TAT takes the next free time (TAT + cost), as JavaScript's
+// reserve does, instead of now + cost, which would lose the wake-up's latency
+// from the rate at every release.
+inline void QosCharge(int64_t* const* states, size_t n, bool write, uint64_t bytes, int64_t from_ns) {
   for (size_t b = 0; b < n; b++) {
     int64_t* s = states[b];
     for (int k = 0; k < kQosSlots; k++) {
@@ -52,12 +62,41 @@ inline bool QosTryCharge(int64_t* const* states, size_t n, bool write, uint64_t 
       int64_t* tat = &s[k * kQosWords + 2];
       int64_t seen = __atomic_load_n(tat, __ATOMIC_ACQUIRE);
       for (;;) {
-        int64_t next = (seen > now_ns ? seen : now_ns) + cost;
+        int64_t next = (seen > from_ns ? seen : from_ns) + cost;
         if (__atomic_compare_exchange_n(tat, &seen, next, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) break;
       }
     }
   }
+}
+
+// Whether every limit lets the command start at now_ns; if so, charges it.
+// Between the check and the charge another thread may charge too: at most
+// the commands racing here pass together, as a burst does.
+inline bool QosTryCharge(int64_t* const* states, size_t n, bool write, uint64_t bytes, int64_t now_ns, int64_t from_ns) {
+  if (!QosHasRoom(states, n, write, now_ns)) return false;
+  QosCharge(states, n, write, bytes, from_ns);
   return true;
+}
+
+inline bool QosTryCharge(int64_t* const* states, size_t n, bool write, uint64_t bytes, int64_t now_ns) {
+  return QosTryCharge(states, n, write, bytes, now_ns, now_ns);
+}
+
+// The earliest time every limit of these buckets lets a command of this
+// direction start (the latest TAT - burst among them), as things stand; a
+// limit set, raised or removed by a reload is seen at the next look.
+inline int64_t QosReadyAt(int64_t* const* states, size_t n, bool write) {
+  int64_t at = INT64_MIN;
+  for (size_t b = 0; b < n; b++) {
+    int64_t* s = states[b];
+    for (int k = 0; k < kQosSlots; k++) {
+      if (!QosApplies(k, write)) continue;
+      if (__atomic_load_n(&s[k * kQosWords], __ATOMIC_RELAXED) <= 0) continue;
+      int64_t ready = __atomic_load_n(&s[k * kQosWords + 2], __ATOMIC_ACQUIRE) - __atomic_load_n(&s[k * kQosWords + 1], __ATOMIC_RELAXED);
+      if (ready > at) at = ready;
+    }
+  }
+  return at;
 }
 
 }  // namespace rblk
