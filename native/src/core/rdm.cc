@@ -9,6 +9,7 @@
 // handshake over tagged messages (docs/protocol.md "RDM endpoints") that
 // never meets the untagged capsules.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
@@ -180,6 +181,50 @@ int ReservePort(const std::string& address, int want, int* port) {
   *port = ntohs(ss.ss_family == AF_INET ? in->sin_port : in6->sin6_port);
   return fd;
 }
+// Accepted shm endpoints are named after their listener, `<listener name>.<n>`,
+// so that what a killed rblkd leaves in /dev/shm is known to be rblk's and
+// whose (CleanStaleRegions).
+uint64_t g_accepted_seq = 0;
+
+// Removes the shm regions (/dev/shm/rblk_<address>_<port>[.<n>]) of listeners
+// that are gone: a killed rblkd's listener and the endpoints it had accepted.
+// A live shm listener holds its address:port in the TCP port space
+// (ReservePort), so a region whose address:port binds has no owner; it is
+// unlinked while the port is held, so no new listener can take the name
+// meanwhile. The caller holds held_address:held_port itself: those regions are
+// stale too. libfabric unlinks its regions on close and on most signals, not
+// on SIGKILL (docs/transport.md "RDM endpoints").
+void CleanStaleRegions(const std::string& held_address, int held_port) {
+  DIR* d = opendir("/dev/shm");
+  if (d == nullptr) return;
+  const std::string held = ShmName(held_address, held_port).substr(std::strlen("fi_shm://"));
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n.compare(0, 5, "rblk_") != 0) continue;
+    const size_t sep = n.rfind('_');
+    const size_t dot = n.find('.', sep);
+    const std::string base = n.substr(0, dot);
+    const std::string digits = n.substr(sep + 1, dot == std::string::npos ? std::string::npos : dot - sep - 1);
+    if (sep <= 5 || digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 5) continue;
+    int fd = -1;
+    if (base != held) {
+      // The address as ShmName wrote it: IPv4 as is, IPv6 with its colons made '_'.
+      std::string address = n.substr(5, sep - 5);
+      in6_addr probe;
+      if (inet_pton(AF_INET, address.c_str(), &probe) != 1) {
+        for (char& c : address)
+          if (c == '_') c = ':';
+        if (inet_pton(AF_INET6, address.c_str(), &probe) != 1) continue;
+      }
+      int port = 0;
+      fd = ReservePort(address, std::atoi(digits.c_str()), &port);
+      if (fd < 0) continue;  // held: a live listener's (or not ours to judge)
+    }
+    unlink(("/dev/shm/" + n).c_str());
+    if (fd >= 0) close(fd);
+  }
+  closedir(d);
+}
 }  // namespace
 
 int Endpoint::OpenRdmQueues(fi_info* open_info, const char** op) {
@@ -253,11 +298,13 @@ void Endpoint::ConstructRdm(const Napi::CallbackInfo& info) {
       port_ = port;
       address_ = node.empty() ? "127.0.0.1" : node;
       shm_name = ShmName(address_, port_);
+      CleanStaleRegions(address_, port_);
     } else {
       rc = domain_->GetInfo(node.empty() ? nullptr : node.c_str(), service.c_str(), FI_SOURCE, &info_);
       what = "fi_getinfo(" + node + ":" + service + ")";
     }
   } else if (listener != nullptr) {
+    if (shm) shm_name = ShmName(listener->address_, listener->port_) + "." + std::to_string(++g_accepted_seq);
     if (!shm) {
       rc = domain_->GetInfo(listener->address_.c_str(), "0", FI_SOURCE, &info_);
       what = "fi_getinfo(" + listener->address_ + ":0)";
