@@ -144,12 +144,10 @@ async function checkRun(
   return info;
 }
 
-async function libraryPath(t: ExecutionContext, opts: { reactors: number; registered: boolean }): Promise<void> {
-  t.timeout((SECONDS + 60) * 1000);
-  const s = await serve(t, { reactors: opts.reactors });
-  const initiator = `iqn.2026-12.io.rblk:sustained-${opts.registered ? 'registered' : 'pooled'}-r${opts.reactors}`;
+/** One session to the daemon's volume, closed at teardown unless close() ran; `before` is its ctl record at the start. */
+async function logIn(t: ExecutionContext, s: Served, port: number, provider: string, initiator: string) {
   const errors: unknown[] = [];
-  const session = await connect({ address: '127.0.0.1', port: s.port, provider: 'tcp', initiatorName: initiator, targetName: TARGET });
+  const session = await connect({ address: '127.0.0.1', port, provider, initiatorName: initiator, targetName: TARGET });
   session.on('error', (e) => errors.push(e));
   let closed = false;
   t.teardown(async () => {
@@ -157,11 +155,21 @@ async function libraryPath(t: ExecutionContext, opts: { reactors: number; regist
   });
   const vol = await session.open('vol');
   const [before] = await sessionsOf(s.socket, initiator);
-  const totals = await libraryLoad(session, vol, opts.registered, SECONDS);
-  const info = await checkRun(t, s, { initiator, session, errors, before, totals, label: 'tcp' });
+  const close = async (): Promise<void> => {
+    closed = true;
+    await session.close();
+  };
+  return { initiator, errors, session, vol, before, close };
+}
+
+async function libraryPath(t: ExecutionContext, opts: { reactors: number; registered: boolean }): Promise<void> {
+  t.timeout((SECONDS + 60) * 1000);
+  const s = await serve(t, { reactors: opts.reactors });
+  const l = await logIn(t, s, s.port, 'tcp', `iqn.2026-12.io.rblk:sustained-${opts.registered ? 'registered' : 'pooled'}-r${opts.reactors}`);
+  const totals = await libraryLoad(l.session, l.vol, opts.registered, SECONDS);
+  const info = await checkRun(t, s, { ...l, totals, label: 'tcp' });
   if (opts.registered || opts.reactors > 0) t.true(info!.native.commands > 0, 'the fast path served the run');
-  closed = true;
-  await session.close();
+  await l.close();
   t.deepEqual(trouble(s.d), [], 'the daemon logged no warning or error');
   await resourcesBack(t, s);
 }
@@ -181,21 +189,7 @@ const rdmHere = RDM_PROVIDERS.filter((p) => availableRdmProviders().includes(p))
   const runs = await Promise.all(
     rdmHere.map(async (provider, index) => {
       const m = await s.d.waitForLine(new RegExp(`listening ${provider} 127\\.0\\.0\\.1:(\\d+)`));
-      const initiator = `iqn.2026-12.io.rblk:sustained-${provider.replace(/;/g, '-')}`;
-      const errors: unknown[] = [];
-      const session = await connect({ address: '127.0.0.1', port: Number(m[1]), provider, initiatorName: initiator, targetName: TARGET });
-      session.on('error', (e) => errors.push(e));
-      let closed = false;
-      t.teardown(async () => {
-        if (!closed) await session.close();
-      });
-      const vol = await session.open('vol');
-      const [before] = await sessionsOf(s.socket, initiator);
-      const close = async (): Promise<void> => {
-        closed = true;
-        await session.close();
-      };
-      return { provider, index, initiator, errors, session, vol, before, close };
+      return { provider, index, ...(await logIn(t, s, Number(m[1]), provider, `iqn.2026-12.io.rblk:sustained-${provider.replace(/;/g, '-')}`)) };
     }),
   );
   const totals = await Promise.all(runs.map((r) => libraryLoad(r.session, r.vol, true, SECONDS, { index: r.index, of: runs.length })));
