@@ -671,11 +671,14 @@ void Endpoint::RingPeer() {
   rung_posted_ = posted_;
   ring_back_ = false;
   // EAGAIN: the peer's socket is full of rings it has not read, so it will
-  // wake anyway. ECONNREFUSED: the peer has no bell (closed, or no bind); it
-  // is still polled by its timer.
+  // wake anyway. ECONNREFUSED: the peer has no bell (its bind failed, or it
+  // closed; a peer binds before it sends its request or accept): forget it,
+  // and this side polls back to back after posts again (OnPollTimer).
   if (sendto(bell_fd_, &kind, 1, MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(peer_bell_.data()),
              static_cast<socklen_t>(peer_bell_.size())) == 1)
     rings_++;
+  else if (errno == ECONNREFUSED || errno == ENOENT)
+    peer_bell_.clear();
 }
 
 void Endpoint::FindLocalPeer(const uint8_t* name, size_t len) {
