@@ -149,6 +149,8 @@ export type NativeRmaIov = [bigint, number, bigint];
 export interface EndpointWakeups {
   wakeups: number;
   spins: number;
+  /** shm: how often this endpoint rang its peer's doorbell (docs/transport.md "Progress without a wait fd"). */
+  rings: number;
 }
 
 export interface NativeEndpoint {

@@ -129,10 +129,6 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
 
   startFastPath(opts: FastPathStart): ConnectionFastPath | null {
     if (this.fast !== null || this.closed || this.ep.isClosed || !FastPath.available()) return this.fast;
-    // The shm provider's CQ has no wait fd and is polled on a timer
-    // (native/src/core/rdm.cc); the fast path stalls there, so shm stays on the
-    // JavaScript path for now (docs/transport.md "RDM endpoints").
-    if (this.ep.domain.provider === 'shm') throw new Error('the shm provider is not served by the fast path yet (docs/transport.md "RDM endpoints")');
     const slotSize = Math.max(4096, Math.min(FAST_SLOT_SIZE, Math.floor(opts.maxTransfer / 4096) * 4096));
     this.fast = new FastPath(this.ep, { ...opts, slots: Math.min(FAST_SLOTS, Math.max(1, opts.credits)), slotSize, reactors: this.reactors, ...qosPark() });
     return this.fast;

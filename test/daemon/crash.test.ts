@@ -1,7 +1,10 @@
 import test from 'ava';
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import type { Connection } from '../../initiator/connection.js';
+import { connect } from '../../initiator/index.js';
+import { availableRdmProviders } from '../../native/fabric.js';
 import * as cdb from '../../protocol/scsi/cdb.js';
 import { parseUnitSerialNumber } from '../../protocol/scsi/inquiry.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
@@ -79,4 +82,100 @@ test('kill -9 during FUA writes, then a restart: every write answered GOOD reads
   await s2.logout();
   second.kill('SIGTERM');
   t.deepEqual(await second.exited, { code: 0, signal: null });
+});
+
+async function listening(port = 0): Promise<Server> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return server;
+}
+
+// The same over shm (docs/transport.md "RDM endpoints"), through the library's
+// session, which finds the dead daemon by keep-alive and logs in again once
+// rblkd is back on the same address:port. The killed daemon's shm regions in
+// /dev/shm (its listener's and its accepted endpoint's) are unlinked when the
+// next shm listener starts, and the restart is not refused by them.
+(availableRdmProviders().includes('shm') ? test : test.skip)('shm: kill -9 during FUA writes, a restart on the same port: the session logs in again, every acknowledged write reads back, /dev/shm is cleaned', async (t) => {
+  t.timeout(120_000);
+  const w = workdir(t);
+  const config = (port: number): Record<string, unknown> =>
+    baseConfig(w, [{ name: 'a', path: 'a.img', size: '4MiB', lun: 0 }], { listeners: [{ provider: 'shm', address: '127.0.0.1', port }] });
+  w.writeConfig(config(0));
+  const first = spawnDaemon(t, ['--config', w.configPath]);
+  const port = Number((await first.waitForLine(/listening shm 127\.0\.0\.1:(\d+)/))[1]);
+  const regions = (): string[] => readdirSync('/dev/shm').filter((n) => n === `rblk_127.0.0.1_${port}` || n.startsWith(`rblk_127.0.0.1_${port}.`));
+  const s = await connect({ address: '127.0.0.1', port, provider: 'shm', initiatorName: 'iqn.2026-12.io.rblk:crash-shm' });
+  t.teardown(() => s.close());
+  const errors: unknown[] = [];
+  s.on('error', (e) => errors.push(e));
+  const vol = await s.open('a');
+
+  const BS = 4096;
+  const COUNT = (4 << 20) / BS;
+  const acked = new Map<number, Buffer>();
+  const failed: string[] = [];
+  let next = 0;
+  let killed = false;
+  let left = new Map<string, number>(); // name -> inode
+  let planted: string[] = [];
+  const writer = async (): Promise<void> => {
+    for (;;) {
+      const i = next++;
+      if (i >= COUNT) return;
+      const data = pattern(BS, 2000 + i);
+      try {
+        await vol.write(i * BS, data, { fua: true });
+        acked.set(i, data);
+      } catch (e) {
+        if (!killed) throw e;
+        failed.push(String(e)); // failed clearly: never acknowledged, so not checked below
+        continue;
+      }
+      if (acked.size === 150 && !killed) {
+        killed = true;
+        first.kill('SIGKILL');
+        await first.exited;
+        left = new Map(regions().map((n) => [n, statSync(`/dev/shm/${n}`).ino]));
+        // Regions of other ports: one nobody holds (a killed daemon's), one whose port is held (a live owner's).
+        const held = await listening();
+        const free = await listening();
+        const freePort = (free.address() as { port: number }).port;
+        await new Promise((r) => free.close(r));
+        planted = [`/dev/shm/rblk_127.0.0.1_${freePort}.7`, `/dev/shm/rblk_127.0.0.1_${(held.address() as { port: number }).port}.7`];
+        for (const f of planted) writeFileSync(f, '');
+        t.teardown(() => {
+          held.close();
+          for (const f of planted) rmSync(f, { force: true });
+        });
+        w.writeConfig(config(port));
+        spawnDaemon(t, ['--config', w.configPath]);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: 4 }, writer));
+  t.deepEqual(await first.exited, { code: null, signal: 'SIGKILL' });
+  t.log(`${acked.size} writes acknowledged, ${failed.length} failed, ${s.reconnects} reconnects; left in /dev/shm by the kill: ${[...left.keys()].join(' ')}`);
+  t.true(left.has(`rblk_127.0.0.1_${port}`) && left.has(`rblk_127.0.0.1_${port}.1`), 'the kill left the listener\'s and the session\'s regions (the check below checks something)');
+  t.true(s.reconnects >= 1, 'the session logged in again to the restarted daemon');
+  t.deepEqual(errors, [], 'the session reported no error');
+  t.true(acked.size > 150);
+  // What the restart found is gone: its listener took the name again, and its
+  // one session's endpoint is the first it accepted (.1, as the killed one's was).
+  // The names are the killed daemon's, the files (inodes) new.
+  t.deepEqual(regions().sort(), [`rblk_127.0.0.1_${port}`, `rblk_127.0.0.1_${port}.1`]);
+  for (const n of regions()) t.not(statSync(`/dev/shm/${n}`).ino, left.get(n), `${n} is the restarted daemon's own`);
+  t.deepEqual(planted.map((f) => existsSync(f)), [false, true], 'the region of a port nobody holds was unlinked, the held one kept');
+
+  const fd = openSync(join(w.state, 'a.img'), 'r');
+  t.teardown(() => closeSync(fd));
+  const viaSession: number[] = [];
+  const viaFile: number[] = [];
+  for (const [i, data] of acked) {
+    if (!(await vol.read(i * BS, BS)).equals(data)) viaSession.push(i);
+    const raw = Buffer.alloc(BS);
+    readSync(fd, raw, 0, BS, i * BS);
+    if (!raw.equals(data)) viaFile.push(i);
+  }
+  t.deepEqual(viaSession, [], 'acknowledged writes that did not read back through the session');
+  t.deepEqual(viaFile, [], 'acknowledged writes missing from the file');
 });

@@ -6,7 +6,9 @@
 //     with reactors off and on;
 //   - the NBD export (`rblk attach`), driven by fio's nbd engine with crc32c verify;
 //   - the iSCSI listener, driven by QEMU's iSCSI initiator (qemu-nbd over an
-//     iscsi:// image) and the same fio job.
+//     iscsi:// image) and the same fio job;
+//   - the library over the RDM providers, shm and tcp;ofi_rxm, both at once
+//     (docs/transport.md "RDM endpoints").
 // Each path must log in exactly once, see no error and no reconnect, and the
 // daemon's fds and memory must come back when it is done. A session ended by
 // its own keep-alive while busy (the fast path's commands not counted as heard)
@@ -17,6 +19,8 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type RegisteredBuffer, type Session, type Volume } from '../../initiator/index.js';
+import { availableRdmProviders } from '../../native/fabric.js';
+import { RDM_PROVIDERS } from '../helpers/fabric-pair.js';
 import { controlRequest } from '../../target/daemon/control-client.js';
 import type { SessionInfo } from '../../target/connection/environment.js';
 import { diesWithParent } from '../../bench/parent-death.js';
@@ -37,11 +41,12 @@ interface Served {
   baseline: Resources;
 }
 
-async function serve(t: ExecutionContext, opts: { reactors: number; iscsi?: boolean }): Promise<Served> {
+async function serve(t: ExecutionContext, opts: { reactors: number; iscsi?: boolean; rdm?: readonly string[] }): Promise<Served> {
   const w = workdir(t);
   const socket = join(w.dir, 'rblkd.ctl');
   const listeners: Record<string, unknown>[] = [{ provider: 'tcp', address: '127.0.0.1', port: 0 }];
   if (opts.iscsi === true) listeners.push({ protocol: 'iscsi', address: '127.0.0.1', port: 0 });
+  for (const provider of opts.rdm ?? []) listeners.push({ provider, address: '127.0.0.1', port: 0 });
   // The default limits, keep-alive included: only the state directory and the socket are the test's.
   w.writeConfig({
     target_name: TARGET,
@@ -86,9 +91,11 @@ interface Totals {
 /**
  * QD workers, each on its own blocks: write a fresh pattern, read it back,
  * compare; for `seconds`. Registered buffers carry the data zero-copy; else
- * ordinary Buffers take the pool (or, for small writes, the capsule).
+ * ordinary Buffers take the pool (or, for small writes, the capsule). `part`
+ * keeps the workers to part.index of part.of equal slices of the volume, for
+ * sessions that share it.
  */
-async function libraryLoad(session: Session, vol: Volume, registered: boolean, seconds: number): Promise<Totals> {
+async function libraryLoad(session: Session, vol: Volume, registered: boolean, seconds: number, part = { index: 0, of: 1 }): Promise<Totals> {
   const totals: Totals = { writes: 0, reads: 0, mismatches: 0 };
   const end = Date.now() + seconds * 1000;
   const memory: RegisteredBuffer | null = registered ? session.allocate(QD * 2 * BS) : null;
@@ -97,9 +104,10 @@ async function libraryLoad(session: Session, vol: Volume, registered: boolean, s
       Array.from({ length: QD }, async (_, worker) => {
         const out = memory !== null ? memory.buffer.subarray(worker * 2 * BS, worker * 2 * BS + BS) : Buffer.alloc(BS);
         const back = memory !== null ? memory.buffer.subarray(worker * 2 * BS + BS, (worker + 1) * 2 * BS) : Buffer.alloc(BS);
-        const mine = VOLUME_BLOCKS / QD;
+        const mine = VOLUME_BLOCKS / part.of / QD;
+        const first = (part.index * QD + worker) * mine;
         while (Date.now() < end) {
-          const block = worker * mine + Math.floor(Math.random() * mine);
+          const block = first + Math.floor(Math.random() * mine);
           const expected = randomBytes(BS);
           expected.copy(out);
           await vol.write(block * BS, out);
@@ -117,12 +125,29 @@ async function libraryLoad(session: Session, vol: Volume, registered: boolean, s
   return totals;
 }
 
-async function libraryPath(t: ExecutionContext, opts: { reactors: number; registered: boolean }): Promise<void> {
-  t.timeout((SECONDS + 60) * 1000);
-  const s = await serve(t, { reactors: opts.reactors });
-  const initiator = `iqn.2026-12.io.rblk:sustained-${opts.registered ? 'registered' : 'pooled'}-r${opts.reactors}`;
+/** What every library run must show: bytes as written, one login, no error or reconnect, every command counted. */
+async function checkRun(
+  t: ExecutionContext,
+  s: Served,
+  r: { initiator: string; session: Session; errors: unknown[]; before: SessionInfo | undefined; totals: Totals; label: string },
+): Promise<SessionInfo | undefined> {
+  const [info] = await sessionsOf(s.socket, r.initiator);
+  t.log(`${r.label}: ${r.totals.writes} writes and ${r.totals.reads} reads in ${SECONDS} s; native commands ${info?.native.commands ?? 0}`);
+  t.is(r.totals.mismatches, 0, `${r.label}: every block read back as written`);
+  t.true(r.totals.writes > 0 && r.totals.reads === r.totals.writes);
+  t.is(r.session.reconnects, 0, `${r.label}: the session never reconnected`);
+  t.deepEqual(r.errors, [], `${r.label}: the session reported no error`);
+  t.is(loginsOf(s.d, r.initiator), 1, `${r.label}: one login for the whole run`);
+  t.not(info, undefined, `${r.label}: the session is still the daemon's`);
+  t.is(info!.errors, 0);
+  t.is(info!.ops - (r.before?.ops ?? 0), r.totals.writes + r.totals.reads, `${r.label}: ctl sessions counted every command, native or not`);
+  return info;
+}
+
+/** One session to the daemon's volume, closed at teardown unless close() ran; `before` is its ctl record at the start. */
+async function logIn(t: ExecutionContext, s: Served, port: number, provider: string, initiator: string) {
   const errors: unknown[] = [];
-  const session = await connect({ address: '127.0.0.1', port: s.port, provider: 'tcp', initiatorName: initiator, targetName: TARGET });
+  const session = await connect({ address: '127.0.0.1', port, provider, initiatorName: initiator, targetName: TARGET });
   session.on('error', (e) => errors.push(e));
   let closed = false;
   t.teardown(async () => {
@@ -130,20 +155,21 @@ async function libraryPath(t: ExecutionContext, opts: { reactors: number; regist
   });
   const vol = await session.open('vol');
   const [before] = await sessionsOf(s.socket, initiator);
-  const totals = await libraryLoad(session, vol, opts.registered, SECONDS);
-  const [info] = await sessionsOf(s.socket, initiator);
-  t.log(`${totals.writes} writes and ${totals.reads} reads in ${SECONDS} s; native commands ${info?.native.commands ?? 0}`);
-  t.is(totals.mismatches, 0, 'every block read back as written');
-  t.true(totals.writes > 0 && totals.reads === totals.writes);
-  t.is(session.reconnects, 0, 'the session never reconnected');
-  t.deepEqual(errors, [], 'the session reported no error');
-  t.is(loginsOf(s.d, initiator), 1, 'one login for the whole run');
-  t.not(info, undefined, 'the session is still the daemon\'s');
-  t.is(info!.errors, 0);
-  t.is(info!.ops - (before?.ops ?? 0), totals.writes + totals.reads, 'ctl sessions counted every command, native or not');
+  const close = async (): Promise<void> => {
+    closed = true;
+    await session.close();
+  };
+  return { initiator, errors, session, vol, before, close };
+}
+
+async function libraryPath(t: ExecutionContext, opts: { reactors: number; registered: boolean }): Promise<void> {
+  t.timeout((SECONDS + 60) * 1000);
+  const s = await serve(t, { reactors: opts.reactors });
+  const l = await logIn(t, s, s.port, 'tcp', `iqn.2026-12.io.rblk:sustained-${opts.registered ? 'registered' : 'pooled'}-r${opts.reactors}`);
+  const totals = await libraryLoad(l.session, l.vol, opts.registered, SECONDS);
+  const info = await checkRun(t, s, { ...l, totals, label: 'tcp' });
   if (opts.registered || opts.reactors > 0) t.true(info!.native.commands > 0, 'the fast path served the run');
-  closed = true;
-  await session.close();
+  await l.close();
   t.deepEqual(trouble(s.d), [], 'the daemon logged no warning or error');
   await resourcesBack(t, s);
 }
@@ -152,6 +178,29 @@ test('library, registered buffers, reactors 0: 20 s of verified I/O on one login
 test('library, pooled buffers, reactors 0: 20 s of verified I/O on one login, no error, no reconnect', (t) => libraryPath(t, { reactors: 0, registered: false }));
 test('library, registered buffers, reactors 2: 20 s of verified I/O on one login, no error, no reconnect', (t) => libraryPath(t, { reactors: 2, registered: true }));
 test('library, pooled buffers, reactors 2: 20 s of verified I/O on one login, no error, no reconnect', (t) => libraryPath(t, { reactors: 2, registered: false }));
+
+// shm and tcp;ofi_rxm at once, one login each on its own half of the volume:
+// shm is polled and woken by its peer's doorbell, rxm sleeps on its CQ's fd
+// (docs/transport.md "Progress without a wait fd"); both must keep moving.
+const rdmHere = RDM_PROVIDERS.filter((p) => availableRdmProviders().includes(p));
+(rdmHere.includes('shm') ? test : test.skip)(`library over ${rdmHere.join(' and ')} at once, registered buffers: 20 s of verified I/O on one login each, no error, no reconnect`, async (t) => {
+  t.timeout((SECONDS + 60) * 1000);
+  const s = await serve(t, { reactors: 0, rdm: rdmHere });
+  const runs = await Promise.all(
+    rdmHere.map(async (provider, index) => {
+      const m = await s.d.waitForLine(new RegExp(`listening ${provider} 127\\.0\\.0\\.1:(\\d+)`));
+      return { provider, index, ...(await logIn(t, s, Number(m[1]), provider, `iqn.2026-12.io.rblk:sustained-${provider.replace(/;/g, '-')}`)) };
+    }),
+  );
+  const totals = await Promise.all(runs.map((r) => libraryLoad(r.session, r.vol, true, SECONDS, { index: r.index, of: runs.length })));
+  for (const [i, r] of runs.entries()) {
+    const info = await checkRun(t, s, { ...r, totals: totals[i]!, label: r.provider });
+    t.true(info!.native.commands > 0, `${r.provider}: the fast path served the run`);
+  }
+  for (const r of runs) await r.close();
+  t.deepEqual(trouble(s.d), [], 'the daemon logged no warning or error');
+  await resourcesBack(t, s);
+});
 
 interface FioJob {
   error: number;

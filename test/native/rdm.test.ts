@@ -26,7 +26,7 @@ for (const provider of RDM_PROVIDERS) {
   test.serial(`${provider}: the target RDMA-reads and -writes an idle initiator's buffer (manual progress on both sides)`, async (t) => {
     const pair = await connectPair(provider);
     t.teardown(() => pair.close());
-    // The initiator posts nothing: only its loop's poller (a timer on shm,
+    // The initiator posts nothing: only its loop's poller (the doorbell and a timer on shm,
     // the CQ fd on rxm) drives the provider while the target moves the data.
     const SIZE = 4 << 20;
     const CHUNK = 64 << 10;
@@ -44,6 +44,27 @@ for (const provider of RDM_PROVIDERS) {
     await Promise.all(writes);
     t.true(initiatorMr.buffer.equals(targetMr.buffer), 'the bytes written are in the initiator\'s buffer');
   });
+
+  if (provider === 'shm') {
+    test.serial('shm: the peers ring each other\'s doorbell while data moves, and neither rings nor wakes once idle', async (t) => {
+      const pair = await connectPair(provider);
+      t.teardown(() => pair.close());
+      const SIZE = 1 << 20;
+      const initiatorMr = pair.client.register(SIZE, { remote: true });
+      const targetMr = pair.server.register(SIZE);
+      pattern(SIZE, 44).copy(initiatorMr.buffer);
+      const before = pair.serverEp.wakeups.rings;
+      await pair.serverEp.read(targetMr.slice(0, SIZE), initiatorMr.remote(0, SIZE));
+      t.true(targetMr.buffer.equals(initiatorMr.buffer));
+      t.true(pair.serverEp.wakeups.rings > before, 'the target rang the initiator after posting');
+      // Answers to the last rings settle within a pass; then nothing may ring or wake
+      // (docs/transport.md "Progress without a wait fd"). A count, not CPU time.
+      await new Promise((r) => setTimeout(r, 200));
+      const idle = [pair.clientEp.wakeups, pair.serverEp.wakeups];
+      await new Promise((r) => setTimeout(r, 500));
+      t.deepEqual([pair.clientEp.wakeups, pair.serverEp.wakeups], idle, 'no ring and no doorbell wake-up while idle');
+    });
+  }
 
   test.serial(`${provider}: a rejected request reaches the connecting side with its private data`, async (t) => {
     const { client, listener } = loopbackDomains(t, provider);

@@ -347,9 +347,7 @@ for (const provider of RDM_PROVIDERS) {
       ? 'no fast path in this build'
       : !rdmOffered.includes(provider)
         ? `libfabric offers no ${provider} here`
-        : provider === 'shm'
-          ? 'the fast path does not serve shm yet; the JS path is tested on shm by the end-to-end and session suites'
-          : null;
+        : null;
     if (why !== null) {
       test.serial.skip(`${title} (skipped: ${why})`, () => undefined);
       continue;

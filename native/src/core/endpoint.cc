@@ -897,6 +897,7 @@ Napi::Value Endpoint::Wakeups(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("wakeups", Napi::Number::New(info.Env(), static_cast<double>(wakeups_)));
   o.Set("spins", Napi::Number::New(info.Env(), static_cast<double>(spins_)));
+  o.Set("rings", Napi::Number::New(info.Env(), static_cast<double>(rings_)));
   return o;
 }
 

@@ -122,6 +122,11 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   void StartPollTimer(uint64_t ms);
   void OnPollTimer();
   void TeardownRdm();
+  // shm's doorbell (docs/transport.md "Progress without a wait fd").
+  void OpenBell();
+  void SetPeerBell(const uint8_t* name, size_t len);
+  void OnBell();
+  void RingPeer();
 
   friend class FastPath;
   friend class InitiatorQueue;
@@ -185,11 +190,21 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   int port_ = 0;
   std::string address_;
   bool shutdown_seen_ = false;
-  // A CQ without a wait fd (shm): polled on a timer of the JS loop,
-  // back to back while anything is in flight.
+  // A CQ without a wait fd (shm): polled on a timer of the JS loop, and
+  // back to back while busy by an idle handle, which polls once per loop
+  // iteration and so never starves the loop's fds (rdm.cc StartPollTimer).
   uv_timer_t* poll_timer_ = nullptr;
+  uv_idle_t* poll_idle_ = nullptr;
   uint64_t last_busy_ns_ = 0;
-  bool poll_fast_ = false;  // the timer runs back to back (0 ms)
+  bool poll_fast_ = false;  // polled back to back (by poll_idle_)
+  // The doorbell: a datagram socket named after this endpoint that a peer
+  // rings after it posts, so that a sleeping loop wakes at once (rdm.cc).
+  int bell_fd_ = -1;
+  FdPoller bell_poller_;
+  std::vector<uint8_t> peer_bell_;  // the peer's bell address (sockaddr_un), empty: none
+  uint64_t rung_posted_ = 0;        // posted_ when the peer was last rung
+  bool ring_back_ = false;          // the peer rang with "answer": ring it after the next pass
+  uint64_t rings_ = 0;
   FdPoller cq_poller_;
   BeforeBlock before_block_;
   bool draining_ = false;

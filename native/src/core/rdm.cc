@@ -9,13 +9,16 @@
 // handshake over tagged messages (docs/protocol.md "RDM endpoints") that
 // never meets the untagged capsules.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -49,6 +52,11 @@ constexpr size_t kCmReceives = 2;
 // the last completion or post, then every kIdlePollMs, then every kSleepPollMs
 // once idle for kSleepAfterNs (docs/transport.md "Progress without a wait fd").
 constexpr uint64_t kBusyWindowNs = 2'000'000;
+// With a doorbell to the peer there is no back-to-back window: one pass after
+// each post (to ring the peer), then the peer's rings wake the loop. Spinning
+// bought nothing on the shared 2-core machine: both processes spun and took
+// each other's time slices (docs/performance.md "RDM endpoints").
+constexpr uint64_t kBellWindowNs = 0;
 constexpr uint64_t kIdlePollMs = 1;
 constexpr uint64_t kSleepAfterNs = 1'000'000'000;
 constexpr uint64_t kSleepPollMs = 10;
@@ -78,6 +86,26 @@ std::string NameKey(const uint8_t* name, size_t len) {
   size_t n = 0;
   while (n < len && name[n] != 0) ++n;
   return std::string(reinterpret_cast<const char*>(name), n);
+}
+
+// The doorbell of an shm endpoint: an abstract-namespace unix datagram socket
+// named after the endpoint's shm name (docs/transport.md "Progress without a
+// wait fd"). Abstract names vanish with their process: a crash leaves nothing.
+// A ring is one byte: kBellAnswer asks the peer to ring back after it has run
+// its progress once (the ringer posted something whose completion needs that
+// progress, e.g. an RMA write's delivery-complete); kBellPlain does not.
+constexpr char kBellPrefix[] = "rblk-shm-bell:";
+constexpr uint8_t kBellPlain = 0, kBellAnswer = 1;
+
+std::vector<uint8_t> BellAddress(const std::string& name) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::string path = std::string(kBellPrefix) + name;
+  size_t n = std::min(path.size(), sizeof(a.sun_path) - 1);
+  std::memcpy(a.sun_path + 1, path.data(), n);  // sun_path[0] == 0: abstract
+  const size_t len = offsetof(sockaddr_un, sun_path) + 1 + n;
+  const auto* b = reinterpret_cast<const uint8_t*>(&a);
+  return std::vector<uint8_t>(b, b + len);
 }
 
 uint64_t MonoNs() {
@@ -153,6 +181,50 @@ int ReservePort(const std::string& address, int want, int* port) {
   *port = ntohs(ss.ss_family == AF_INET ? in->sin_port : in6->sin6_port);
   return fd;
 }
+// Accepted shm endpoints are named after their listener, `<listener name>.<n>`,
+// so that what a killed rblkd leaves in /dev/shm is known to be rblk's and
+// whose (CleanStaleRegions).
+uint64_t g_accepted_seq = 0;
+
+// Removes the shm regions (/dev/shm/rblk_<address>_<port>[.<n>]) of listeners
+// that are gone: a killed rblkd's listener and the endpoints it had accepted.
+// A live shm listener holds its address:port in the TCP port space
+// (ReservePort), so a region whose address:port binds has no owner; it is
+// unlinked while the port is held, so no new listener can take the name
+// meanwhile. The caller holds held_address:held_port itself: those regions are
+// stale too. libfabric unlinks its regions on close and on most signals, not
+// on SIGKILL (docs/transport.md "RDM endpoints").
+void CleanStaleRegions(const std::string& held_address, int held_port) {
+  DIR* d = opendir("/dev/shm");
+  if (d == nullptr) return;
+  const std::string held = ShmName(held_address, held_port).substr(std::strlen("fi_shm://"));
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n.compare(0, 5, "rblk_") != 0) continue;
+    const size_t sep = n.rfind('_');
+    const size_t dot = n.find('.', sep);
+    const std::string base = n.substr(0, dot);
+    const std::string digits = n.substr(sep + 1, dot == std::string::npos ? std::string::npos : dot - sep - 1);
+    if (sep <= 5 || digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 5) continue;
+    int fd = -1;
+    if (base != held) {
+      // The address as ShmName wrote it: IPv4 as is, IPv6 with its colons made '_'.
+      std::string address = n.substr(5, sep - 5);
+      in6_addr probe;
+      if (inet_pton(AF_INET, address.c_str(), &probe) != 1) {
+        for (char& c : address)
+          if (c == '_') c = ':';
+        if (inet_pton(AF_INET6, address.c_str(), &probe) != 1) continue;
+      }
+      int port = 0;
+      fd = ReservePort(address, std::atoi(digits.c_str()), &port);
+      if (fd < 0) continue;  // held: a live listener's (or not ours to judge)
+    }
+    unlink(("/dev/shm/" + n).c_str());
+    if (fd >= 0) close(fd);
+  }
+  closedir(d);
+}
 }  // namespace
 
 int Endpoint::OpenRdmQueues(fi_info* open_info, const char** op) {
@@ -226,11 +298,13 @@ void Endpoint::ConstructRdm(const Napi::CallbackInfo& info) {
       port_ = port;
       address_ = node.empty() ? "127.0.0.1" : node;
       shm_name = ShmName(address_, port_);
+      CleanStaleRegions(address_, port_);
     } else {
       rc = domain_->GetInfo(node.empty() ? nullptr : node.c_str(), service.c_str(), FI_SOURCE, &info_);
       what = "fi_getinfo(" + node + ":" + service + ")";
     }
   } else if (listener != nullptr) {
+    if (shm) shm_name = ShmName(listener->address_, listener->port_) + "." + std::to_string(++g_accepted_seq);
     if (!shm) {
       rc = domain_->GetInfo(listener->address_.c_str(), "0", FI_SOURCE, &info_);
       what = "fi_getinfo(" + listener->address_ + ":0)";
@@ -296,6 +370,7 @@ void Endpoint::ConstructRdm(const Napi::CallbackInfo& info) {
     if (rc == 0 && len > kCmMaxName) rc = -FI_ETOOSMALL;
     if (rc == 0) local_name_.assign(name, name + len);
   }
+  if (rc == 0 && shm && !listening_) OpenBell();
   if (rc == 0 && shm) {
     alive_ = std::make_shared<std::atomic<bool>>(true);
     std::lock_guard<std::mutex> g(g_local_mu);
@@ -317,6 +392,7 @@ void Endpoint::ConstructRdm(const Napi::CallbackInfo& info) {
     if (listener != nullptr) {
       rc = fi_av_insert(av_, initiator_name.data(), 1, &peer_, 0, nullptr) == 1 ? 0 : -FI_EADDRNOTAVAIL;
       FindLocalPeer(initiator_name.data(), initiator_name.size());
+      SetPeerBell(initiator_name.data(), initiator_name.size());
     } else if (!listening_) {
       rc = listener_name.empty() ? -FI_EADDRNOTAVAIL
                                  : (fi_av_insert(av_, listener_name.data(), 1, &listener_addr_, 0, nullptr) == 1 ? 0 : -FI_EADDRNOTAVAIL);
@@ -402,6 +478,7 @@ void Endpoint::OnCmReceive(OpRecord* op, size_t len) {
         peer_ = a;
         peer_name_.assign(name, name + name_len);
         FindLocalPeer(name, name_len);
+        SetPeerBell(name, name_len);
         cm_events_.push_back(CmEvent{"connected", 0, std::move(pd), 0});
       } else {
         cm_events_.push_back(CmEvent{"error", 0, std::move(pd), FI_EADDRNOTAVAIL});
@@ -481,6 +558,13 @@ void Endpoint::DeliverCmEvents() {
   }
 }
 
+// Back to back (ms 0) is a uv_idle handle, not a 0 ms timer. A timer that
+// restarts itself at 0 ms from its own callback is run again by libuv 1.46's
+// uv__run_timers before the loop ever reaches epoll: the loop spun in
+// uv_timer_start/uv_timer_stop (perf) and saw no fd, so an io_uring
+// completion or a socket waited out the whole busy window, 2 ms and more per
+// I/O (docs/transport.md "Progress without a wait fd"). An active idle handle
+// runs once per loop iteration and makes the loop poll its fds with a 0 timeout.
 void Endpoint::StartPollTimer(uint64_t ms) {
   if (poll_timer_ == nullptr) {
     poll_timer_ = new uv_timer_t;
@@ -488,7 +572,21 @@ void Endpoint::StartPollTimer(uint64_t ms) {
     poll_timer_->data = this;
     last_busy_ns_ = MonoNs();
   }
-  poll_fast_ = ms == 0;
+  if (ms == 0 && cq_fd_ < 0) {
+    if (poll_idle_ == nullptr) {
+      poll_idle_ = new uv_idle_t;
+      uv_idle_init(loop_, poll_idle_);
+      poll_idle_->data = this;
+    }
+    poll_fast_ = true;
+    uv_timer_stop(poll_timer_);
+    uv_idle_start(poll_idle_, [](uv_idle_t* h) {
+      if (h->data != nullptr) static_cast<Endpoint*>(h->data)->OnPollTimer();
+    });
+    return;
+  }
+  poll_fast_ = false;
+  if (poll_idle_ != nullptr) uv_idle_stop(poll_idle_);
   uv_timer_start(poll_timer_, [](uv_timer_t* t) {
     if (t->data != nullptr) static_cast<Endpoint*>(t->data)->OnPollTimer();
   }, ms, 0);
@@ -511,6 +609,7 @@ void Endpoint::OnPollTimer() {
     napi_fatal_exception(env, e.Value());
   }
   if (cq_ == nullptr || poll_timer_ == nullptr) return;
+  RingPeer();
   const uint64_t now = MonoNs();
   if (n > 0 || posted_ != posted_before || !cm_out_.empty()) last_busy_ns_ = now;
   if (cq_fd_ >= 0) {
@@ -519,7 +618,67 @@ void Endpoint::OnPollTimer() {
     return;
   }
   const uint64_t idle = now - last_busy_ns_;
-  StartPollTimer(idle < kBusyWindowNs ? 0 : idle < kSleepAfterNs ? kIdlePollMs : kSleepPollMs);
+  const uint64_t window = bell_fd_ >= 0 && !peer_bell_.empty() ? kBellWindowNs : kBusyWindowNs;
+  StartPollTimer(idle < window ? 0 : idle < kSleepAfterNs ? kIdlePollMs : kSleepPollMs);
+}
+
+// Binds this endpoint's doorbell and watches it on the loop. Best effort: an
+// endpoint without one (the bind failed) is still polled, only later.
+void Endpoint::OpenBell() {
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  std::vector<uint8_t> a = BellAddress(NameKey(local_name_.data(), local_name_.size()));
+  if (bind(fd, reinterpret_cast<const sockaddr*>(a.data()), static_cast<socklen_t>(a.size())) != 0 ||
+      bell_poller_.Start(loop_, fd, [this]() { OnBell(); }) != 0) {
+    close(fd);
+    return;
+  }
+  bell_fd_ = fd;
+}
+
+void Endpoint::SetPeerBell(const uint8_t* name, size_t len) {
+  if (!domain_->shm()) return;
+  peer_bell_ = BellAddress(NameKey(name, len));
+}
+
+// A peer rang: empty the socket first, then run a poll pass. A ring that comes
+// after the socket was emptied makes it readable again, so none is lost
+// between the two.
+void Endpoint::OnBell() {
+  std::lock_guard<std::recursive_mutex> g(*lock_);
+  wakeups_++;
+  uint8_t buf[64];
+  for (;;) {
+    ssize_t n = recv(bell_fd_, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    if (buf[0] == kBellAnswer) ring_back_ = true;
+  }
+  last_busy_ns_ = MonoNs();
+  OnPollTimer();
+}
+
+// At the end of each poll pass: ring the peer if anything was posted since the
+// last ring (shm moves it only when the peer's progress runs), asking for an
+// answer so that our own completions, which the peer's progress produces, are
+// read soon too; or answer a ring that asked for one. An answer never asks for
+// another, so two idle endpoints never ring each other back and forth.
+void Endpoint::RingPeer() {
+  if (bell_fd_ < 0 || peer_bell_.empty() || PeerGone()) return;
+  uint8_t kind;
+  if (posted_ != rung_posted_) kind = kBellAnswer;
+  else if (ring_back_) kind = kBellPlain;
+  else return;
+  rung_posted_ = posted_;
+  ring_back_ = false;
+  // EAGAIN: the peer's socket is full of rings it has not read, so it will
+  // wake anyway. ECONNREFUSED: the peer has no bell (its bind failed, or it
+  // closed; a peer binds before it sends its request or accept): forget it,
+  // and this side polls back to back after posts again (OnPollTimer).
+  if (sendto(bell_fd_, &kind, 1, MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(peer_bell_.data()),
+             static_cast<socklen_t>(peer_bell_.size())) == 1)
+    rings_++;
+  else if (errno == ECONNREFUSED || errno == ENOENT)
+    peer_bell_.clear();
 }
 
 void Endpoint::FindLocalPeer(const uint8_t* name, size_t len) {
@@ -530,6 +689,11 @@ void Endpoint::FindLocalPeer(const uint8_t* name, size_t len) {
 }
 
 void Endpoint::TeardownRdm() {
+  bell_poller_.Stop();
+  if (bell_fd_ >= 0) {
+    close(bell_fd_);
+    bell_fd_ = -1;
+  }
   if (alive_ != nullptr) {
     alive_->store(false, std::memory_order_release);
     std::lock_guard<std::mutex> g(g_local_mu);
@@ -543,6 +707,12 @@ void Endpoint::TeardownRdm() {
     poll_timer_->data = nullptr;
     uv_close(reinterpret_cast<uv_handle_t*>(poll_timer_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
     poll_timer_ = nullptr;
+  }
+  if (poll_idle_ != nullptr) {
+    uv_idle_stop(poll_idle_);
+    poll_idle_->data = nullptr;
+    uv_close(reinterpret_cast<uv_handle_t*>(poll_idle_), [](uv_handle_t* h) { delete reinterpret_cast<uv_idle_t*>(h); });
+    poll_idle_ = nullptr;
   }
   if (av_ != nullptr) {
     fi_close(&av_->fid);
