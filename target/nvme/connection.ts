@@ -10,8 +10,8 @@
 // R2T/H2CData and read data by C2HData, and completes each command once.
 // Nothing thrown here escapes to the daemon.
 import type { Socket } from 'node:net';
-import { buildCqe, cdw, FabricsType, SglId, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
-import { c2hData, capsuleResp, Fes, PduType, r2t, type CommonHeader } from '../../protocol/nvme/pdu.js';
+import { cdw, FabricsType, SglId, Status, writeCqe, type NvmeStatus } from '../../protocol/nvme/command.js';
+import { c2hData, Fes, HLEN, PduType, r2t, type CommonHeader } from '../../protocol/nvme/pdu.js';
 import { errorText } from '../error-text.js';
 import { nexusKey, type LogicalUnit } from '../scsi/index.js';
 import { noNative, type ConnectionEnvironment, type LogoutKind } from '../connection/environment.js';
@@ -41,6 +41,8 @@ const FUSED_PARTNER_MS = 1000;
 const CLOSE_GRACE_MS = 1000;
 /** The LUN of a Flush of every namespace (NSID FFFFFFFFh): it runs on each of them (runsOn). */
 const EVERY_LUN = -2;
+/** A CapsuleResp's length, written straight into a header of its own (CH and CQE, no copy of a CQE). */
+const CAPSULE_RESP_LENGTH = HLEN[PduType.CapsuleResp];
 
 export interface NvmeConnectionContext {
   readonly env: ConnectionEnvironment;
@@ -50,21 +52,37 @@ export interface NvmeConnectionContext {
   readonly discoveryOnly?: boolean;
 }
 
-interface Cmd extends OutstandingCommand {
-  readonly cid: number;
-  readonly sqe: Buffer;
-  readonly prepared: PreparedIo;
-  /** The LUN of the namespace it runs on, EVERY_LUN (a Flush of every namespace), or -1 (admin and Fabrics commands). */
-  readonly lun: number;
+class Cmd implements OutstandingCommand {
   /** NVMe commands are not aborted one by one: a queue's commands end with it. */
-  readonly request: null;
-  buf: Buffer | null;
-  received: number;
-  ttag: number;
-  digestError: boolean;
-  finish(): void;
+  readonly request = null;
+  buf: Buffer | null = null;
+  received = 0;
+  ttag = -1;
+  digestError = false;
   /** The fused pair it is half of (FUSE 01b or 10b), if any. */
   pair?: Pair;
+  #done: Promise<void> | null = null;
+  #resolve: (() => void) | null = null;
+  #finished = false;
+
+  constructor(
+    readonly cid: number,
+    readonly sqe: Buffer,
+    readonly prepared: PreparedIo,
+    /** The LUN of the namespace it runs on, EVERY_LUN (a Flush of every namespace), or -1 (admin and Fabrics commands). */
+    readonly lun: number,
+  ) {}
+
+  /** Settles when the command has completed; made only when someone waits (settled, a drain), which most commands never see. */
+  get done(): Promise<void> {
+    this.#done ??= this.#finished ? Promise.resolve() : new Promise<void>((r) => (this.#resolve = r));
+    return this.#done;
+  }
+
+  finish(): void {
+    this.#finished = true;
+    this.#resolve?.();
+  }
 }
 
 /** A fused Compare and Write (Base 2.0 §3.4.2): both halves' data, then one atomic run. */
@@ -265,7 +283,9 @@ export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implement
   }
 
   #capsule(pdu: Buffer, data: Buffer | null, digestOk: boolean): Fatal | null {
-    const sqe = Buffer.from(pdu.subarray(8, 72));
+    // A copy: the PDU is a view of the socket's chunk, and the command outlives it. From the pool, not a new ArrayBuffer.
+    const sqe = Buffer.allocUnsafe(64);
+    pdu.copy(sqe, 0, 8, 72);
     const cid = sqe.readUInt16LE(2);
     const connect = sqe[0] === 0x7f && sqe[4] === FabricsType.Connect;
     if (this.#state === 'ready') this.#sqhd = (this.#sqhd + 1) % (this.#sqsize + 1);
@@ -277,9 +297,7 @@ export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implement
     if (this.#state === 'connect' && !connect) return this.#respond(cid, { status: Status.CommandSequenceError });
     const p = this.#prepare(sqe);
     if ('status' in p) return this.#respond(cid, p);
-    let finish!: () => void;
-    const done = new Promise<void>((r) => (finish = r));
-    const cmd: Cmd = { cid, sqe, prepared: p, lun: this.#lunOf(sqe), request: null, buf: null, received: 0, ttag: -1, digestError: false, done, finish };
+    const cmd = new Cmd(cid, sqe, p, this.#lunOf(sqe));
     this.outstanding.set(cid, cmd);
     this.#fuse(cmd);
     if (this.outstanding.get(cid) !== cmd) return null;
@@ -474,16 +492,19 @@ export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implement
   }
 
   #run(cmd: Cmd, data: Buffer | null): void {
-    void (async () => {
-      let c: Completion;
-      try {
-        c = await cmd.prepared.run(data);
-      } catch (e) {
+    let running: Promise<Completion>;
+    try {
+      running = cmd.prepared.run(data);
+    } catch (e) {
+      running = Promise.reject(e as Error);
+    }
+    void running.then(
+      (c) => this.#complete(cmd, c),
+      (e: unknown) => {
         this.log.error(`NVMe command 0x${cmd.sqe[0].toString(16)} failed: ${e instanceof Error ? e.message : String(e)}`);
-        c = { status: Status.InternalError };
-      }
-      this.#complete(cmd, c);
-    })();
+        this.#complete(cmd, { status: Status.InternalError });
+      },
+    );
   }
 
   #startR2T(cmd: Cmd): void {
@@ -564,8 +585,10 @@ export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implement
   /** CapsuleResp (§3.6.2.7) with the CQE: SQHD, SQID, CID, status (phase 0 on fabrics, NVMe-oF 1.1 §2.2). */
   #respond(cid: number, c: Completion | { status: NvmeStatus }): null {
     const cq = c as Completion;
-    const cqe = buildCqe({ cid, sqid: Math.max(0, this.qid), sqhd: this.#sqhd, status: c.status, dw0: cq.dw0, dw1: cq.dw1 });
-    this.#channel.send(capsuleResp(cqe));
+    const h = Buffer.allocUnsafe(CAPSULE_RESP_LENGTH);
+    h.writeUInt32LE(PduType.CapsuleResp, 0);
+    writeCqe(h, 8, { cid, sqid: Math.max(0, this.qid), sqhd: this.#sqhd, status: c.status, dw0: cq.dw0, dw1: cq.dw1 });
+    this.#channel.send(h);
     return null;
   }
 }

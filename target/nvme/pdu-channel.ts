@@ -35,6 +35,8 @@ export class PduChannel {
   #hpda = 0;
   #initialized = false;
   #stopped = false;
+  /** Corked until the end of this loop turn (send). */
+  #corked = false;
   /** The received bytes, cut into PDUs (protocol/nvme/pdu.ts, shared with the host's queue). */
   readonly #in = new PduStream();
 
@@ -114,23 +116,47 @@ export class PduChannel {
 
   /**
    * Frames one PDU (its header, data, digests as negotiated; data aligned to
-   * the host's HPDA) and writes it; `written` runs once the socket is done
-   * with it (written, or failed with the connection).
+   * the host's HPDA) and queues it; `written` runs once the socket is done
+   * with it (written, or failed with the connection). Writes made in one turn
+   * of the event loop go out as one writev: the socket is corked until
+   * setImmediate, after this turn's I/O callbacks and the promise chains they
+   * started, so a C2HData, its CapsuleResp and the answers of every command
+   * that finished in the turn share one system call, as the iSCSI listener's
+   * do (target/iscsi/connection.ts send). Corked one PDU at a time, a 4 KiB
+   * read cost two writes, and rblkd twice the iSCSI listener's CPU per read
+   * (docs/performance.md "NVMe/TCP writes batched per loop turn").
    */
   send(header: Buffer, data: Buffer | null = null, written?: () => void): void {
-    const pieces = framePdu(header, data, this.digests, data === null ? 0 : this.#hpda);
-    if (this.socket.destroyed) {
+    const s = this.socket;
+    if (s.destroyed) {
       written?.();
       return;
     }
-    this.socket.cork();
-    for (let i = 0; i < pieces.length; i++) {
-      if (written !== undefined && i === pieces.length - 1) this.socket.write(pieces[i], () => written());
-      else this.socket.write(pieces[i]);
+    if (!this.#corked) {
+      this.#corked = true;
+      s.cork();
+      setImmediate(this.#uncork);
     }
-    this.socket.uncork();
-    if (this.socket.writableLength > OUTPUT_HIGH_WATER) this.socket.pause();
+    if (data === null && !this.digests.header) {
+      // The common case with no data and no header digest: the header alone, already framed but for its CH.
+      header[2] = header.length;
+      header.writeUInt32LE(header.length, 4);
+      if (written === undefined) s.write(header);
+      else s.write(header, () => written());
+    } else {
+      const pieces = framePdu(header, data, this.digests, data === null ? 0 : this.#hpda);
+      const last = pieces.length - 1;
+      for (let i = 0; i < last; i++) s.write(pieces[i]);
+      if (written === undefined) s.write(pieces[last]);
+      else s.write(pieces[last], () => written());
+    }
+    if (s.writableLength > OUTPUT_HIGH_WATER) s.pause();
   }
+
+  readonly #uncork = (): void => {
+    this.#corked = false;
+    this.socket.uncork();
+  };
 
   /** Ends the connection for a fatal transport error: C2HTermReq with FES and FEI, the offending header as data (§3.6.2.5). */
   terminate(f: Fatal, offending: Buffer): void {
