@@ -52,6 +52,8 @@ export class NvmeController {
   maxTransfer = Infinity;
   /** ANA state per NSID, from log 0Ch; empty without ANA reporting. */
   readonly ana = new Map<number, number>();
+  /** The queue this tick's commands go to (pick). */
+  #batch: NvmeQueue | null = null;
   #next = 0;
   #keepAlive: NodeJS.Timeout | null = null;
   #closed = false;
@@ -182,8 +184,23 @@ export class NvmeController {
     for (const g of log.groups) for (const n of g.nsids) this.ana.set(n, g.state);
   }
 
-  /** The next I/O queue, round robin; prefers one with free entries. */
+  /**
+   * The next I/O queue, round robin; prefers one with free entries. Within
+   * one tick the queue already chosen is kept while it has room: the
+   * commands a tick submits then leave in one write on one connection
+   * (queue.ts #send) and reach rblkd in one read, which answers them in one
+   * write, where spreading them over four queues made four of each
+   * (docs/performance.md "NVMe/TCP writes batched per loop turn").
+   */
   pick(): NvmeQueue {
+    const open = this.#batch;
+    if (open !== null && open.batching && open.outstanding < open.depth) return open;
+    const q = this.#roundRobin();
+    this.#batch = q;
+    return q;
+  }
+
+  #roundRobin(): NvmeQueue {
     const n = this.io.length;
     for (let i = 0; i < n; i++) {
       const q = this.io[(this.#next + i) % n];

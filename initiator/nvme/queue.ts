@@ -118,6 +118,8 @@ export class NvmeQueue {
   /** One sweep for the command timeout rather than a timer per command (a timer per I/O costs more than the I/O's framing). */
   #sweep: NodeJS.Timeout | null = null;
   /** Resolves when the queue is lost or closed, whoever asked for it. */
+  /** Corked until the end of this tick (#send). */
+  #corked = false;
   readonly #whenLost: Promise<QueueLostError>;
   #resolveLost!: (e: QueueLostError) => void;
 
@@ -182,6 +184,11 @@ export class NvmeQueue {
 
   get lost(): boolean {
     return this.#lost !== null;
+  }
+
+  /** Whether PDUs queued this tick are waiting to be written together (#send). */
+  get batching(): boolean {
+    return this.#corked;
   }
 
   get outstanding(): number {
@@ -265,6 +272,8 @@ export class NvmeQueue {
   #lose(why: string): void {
     if (this.#lost) return;
     this.#lost = new QueueLostError(`NVMe/TCP queue ${this.qid} at ${this.o.address}:${this.o.port}: ${why}`);
+    // What is queued (an H2CTermReq) is handed to the socket before it goes, as when every PDU was written at once.
+    this.#uncork();
     this.socket.destroy();
     if (this.#sweep) clearInterval(this.#sweep);
     this.#in.clear();
@@ -284,12 +293,29 @@ export class NvmeQueue {
     return this.#lost!;
   }
 
+  /**
+   * Queues a PDU's pieces. What is sent in one tick goes out in one write:
+   * the socket stays corked until process.nextTick, which runs once the
+   * promise chains of this tick have settled, so the next commands a batch
+   * of completions lets callers submit share one system call instead of one
+   * each (docs/performance.md "NVMe/TCP writes batched per loop turn").
+   */
   #send(pieces: Buffer[]): void {
-    if (this.socket.destroyed) return;
-    this.socket.cork();
-    for (const p of pieces) this.socket.write(p);
-    this.socket.uncork();
+    const s = this.socket;
+    if (s.destroyed) return;
+    if (!this.#corked) {
+      this.#corked = true;
+      s.cork();
+      process.nextTick(this.#uncork);
+    }
+    for (const p of pieces) s.write(p);
   }
+
+  readonly #uncork = (): void => {
+    if (!this.#corked) return;
+    this.#corked = false;
+    this.socket.uncork();
+  };
 
   // ---- receiving (§3.6.1 framing) ----
 

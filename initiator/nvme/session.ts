@@ -100,6 +100,16 @@ export function defaultHostIdentity(): { hostnqn: string; hostid: Buffer } {
   return { hostnqn: `nqn.2014-08.org.nvmexpress:uuid:${uuid}`, hostid: Buffer.from(h) };
 }
 
+/**
+ * What a command is, for its errors: a string, or a function that makes one,
+ * so that an I/O that succeeds (nearly every one) never formats it.
+ */
+export type Describe = string | (() => string);
+
+function textOf(d: Describe): string {
+  return typeof d === 'string' ? d : d();
+}
+
 export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
   readonly subnqn: string;
   readonly hostnqn: string;
@@ -297,7 +307,7 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
    * it is answered with a status a retry can cure (no DNR, Base 2.0
    * §4.6.1.2), within the loss window; anything else becomes a typed error.
    */
-  async run(nsid: number, cmd: Command, what: string): Promise<Completion> {
+  async run(nsid: number, cmd: Command, describe: Describe): Promise<Completion> {
     const since = Date.now();
     let lastStatus: NvmeStatus | null = null;
     /** The last loss, when it was the store not answering a command of the queue: a timeout, not a lost path. */
@@ -305,15 +315,15 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) this.reissued++;
       // A registered buffer released while its command waited to be reissued: nothing to carry (as the SCSI session does).
-      if (cmd.registered?.valid === false) throw new RblkError('BUFFER_RELEASED', `${what}: the registered buffer was released; allocate a new one`);
+      if (cmd.registered?.valid === false) throw new RblkError('BUFFER_RELEASED', `${textOf(describe)}: the registered buffer was released; allocate a new one`);
       let c: NvmeController;
       try {
         // The usual case, a controller ready now, without the wait's extra promise.
-        c = (!this.#closed && this.#choose(nsid)) || (await this.#controllerFor(nsid, what, since));
+        c = (!this.#closed && this.#choose(nsid)) || (await this.#controllerFor(nsid, textOf(describe), since));
       } catch (e) {
         // The window ran out while the controller this command hung was being reset: still the command's TIMEOUT.
         if (timedOut !== null && !this.#closed && e instanceof RblkError && e.code === 'CONNECTION_LOST') {
-          throw new RblkError('TIMEOUT', `${what}: not completed within ${this.#o.lossMs} ms (timeouts.lossMs) over ${attempt} attempts; last: ${timedOut.why}`, { cause: e });
+          throw new RblkError('TIMEOUT', `${textOf(describe)}: not completed within ${this.#o.lossMs} ms (timeouts.lossMs) over ${attempt} attempts; last: ${timedOut.why}`, { cause: e });
         }
         throw e;
       }
@@ -323,21 +333,21 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
       } catch (e) {
         if (!(e instanceof QueueLostError)) throw e;
         if (cmd.idempotent === false) {
-          throw new RblkError('CONNECTION_LOST', `${what}: the queue was lost with the command outstanding; it is not reissued because it is not idempotent (${e.why})`, { cause: e });
+          throw new RblkError('CONNECTION_LOST', `${textOf(describe)}: the queue was lost with the command outstanding; it is not reissued because it is not idempotent (${e.why})`, { cause: e });
         }
         timedOut = e.why.includes(' unanswered for ') ? e : null;
         // A controller that keeps coming back but never answers this command (a hung store) must not hold it forever.
         if (Date.now() - since > this.#o.lossMs) {
-          throw new RblkError('TIMEOUT', `${what}: not completed within ${this.#o.lossMs} ms (timeouts.lossMs) over ${attempt + 1} attempts; last: ${e.why}`, { cause: e });
+          throw new RblkError('TIMEOUT', `${textOf(describe)}: not completed within ${this.#o.lossMs} ms (timeouts.lossMs) over ${attempt + 1} attempts; last: ${e.why}`, { cause: e });
         }
         continue;
       }
       if (isSuccess(done.status)) return done;
       lastStatus = done.status;
-      if (!retryable(done.status)) throw errorForNvmeStatus(what, done.status);
+      if (!retryable(done.status)) throw errorForNvmeStatus(textOf(describe), done.status);
       // An ANA path status: that controller's view changed; read its log again before choosing (Base 2.0 §8.20.3.5).
       if (done.status.sct === 3 && c.info.anaReporting) await c.refreshAna().catch(() => undefined);
-      if (Date.now() - since > this.#o.lossMs) throw errorForNvmeStatus(`${what} (retried for ${this.#o.lossMs} ms)`, lastStatus);
+      if (Date.now() - since > this.#o.lossMs) throw errorForNvmeStatus(`${textOf(describe)} (retried for ${this.#o.lossMs} ms)`, lastStatus);
       await new Promise((r) => setTimeout(r, reconnectDelay(attempt, this.#o.reconnectInitialMs, this.#o.reconnectMaxMs)));
     }
   }

@@ -14,7 +14,7 @@ import { RblkError } from '../errors.js';
 import { RegisteredBuffer } from '../registered-buffer.js';
 import type { Command } from './queue.js';
 import { NvmeReservations } from './reservations.js';
-import type { NvmeSession } from './session.js';
+import type { Describe, NvmeSession } from './session.js';
 
 /** NLB is 16 bits, 0's based (NVM 1.0 §3.2.4 CDW12): 65,536 blocks per command at most. */
 const MAX_NLB = 65536;
@@ -114,7 +114,7 @@ export class NvmeVolume implements BlockDevice {
   }
 
   /** @internal One command on this namespace through the session's recovery (session.ts run). */
-  async command(cmd: Command, what: string): Promise<Buffer | null> {
+  async command(cmd: Command, what: Describe): Promise<Buffer | null> {
     return (await this.session.run(this.nsid, cmd, what)).data;
   }
 
@@ -144,7 +144,10 @@ export class NvmeVolume implements BlockDevice {
     const length = into === null ? (target as number) : into.length;
     this.#check('read', offset, length);
     const signal = opts.signal;
-    if (signal === undefined || reg !== undefined) return abortable(signal, this.#what('read', offset, length), () => this.#read(offset, length, into ?? Buffer.allocUnsafe(length), reg));
+    if (signal === undefined || reg !== undefined) {
+      const read = (): Promise<Buffer> => this.#read(offset, length, into ?? Buffer.allocUnsafe(length), reg);
+      return signal === undefined ? read() : abortable(signal, this.#what('read', offset, length), read);
+    }
     return abortable(signal, this.#what('read', offset, length), async () => {
       const fresh = await this.#read(offset, length, Buffer.allocUnsafe(length), undefined);
       if (into === null) return fresh;
@@ -156,7 +159,7 @@ export class NvmeVolume implements BlockDevice {
   async #read(offset: number, length: number, out: Buffer, registered: RegisteredBuffer | undefined): Promise<Buffer> {
     // C2HData lands in `out` directly (queue.ts c2hDataFrom): no copy after.
     const one = (at: number, n: number): Promise<Buffer | null> =>
-      this.command({ sqe: this.#rw(IoOpcode.Read, at, n), readLength: n, readInto: out.subarray(at - offset, at - offset + n), registered }, this.#what('read', at, n));
+      this.command({ sqe: this.#rw(IoOpcode.Read, at, n), readLength: n, readInto: out.subarray(at - offset, at - offset + n), registered }, () => this.#what('read', at, n));
     if (length <= this.maxTransfer) await one(offset, length);
     else await Promise.all(this.#pieces(offset, length, this.maxTransfer).map((p) => one(p.at, p.length)));
     return out;
@@ -186,7 +189,7 @@ export class NvmeVolume implements BlockDevice {
     await abortable(opts.signal, this.#what('write', offset, buf.length), async () => {
       await Promise.all(
         this.#pieces(offset, buf.length, this.maxTransfer).map((p) =>
-          this.command({ sqe: this.#rw(IoOpcode.Write, p.at, p.length, fua), write: buf.subarray(p.at - offset, p.at - offset + p.length), registered }, this.#what('write', p.at, p.length)),
+          this.command({ sqe: this.#rw(IoOpcode.Write, p.at, p.length, fua), write: buf.subarray(p.at - offset, p.at - offset + p.length), registered }, () => this.#what('write', p.at, p.length)),
         ),
       );
     });

@@ -179,15 +179,29 @@ export function statusField(s: NvmeStatus): number {
 }
 
 /** A CQE (Base 2.0 §4.6): DW0 bytes 0-3, DW1 4-7, SQHD 8-9, SQID 10-11, CID 12-13, status 14-15. */
-export function buildCqe(o: { cid: number; sqid: number; sqhd: number; status: NvmeStatus; dw0?: number; dw1?: number }): Buffer {
+export function buildCqe(o: CqeFields): Buffer {
   const b = Buffer.alloc(CQE_LENGTH);
-  b.writeUInt32LE((o.dw0 ?? 0) >>> 0, 0);
-  b.writeUInt32LE((o.dw1 ?? 0) >>> 0, 4);
-  b.writeUInt16LE(o.sqhd & 0xffff, 8);
-  b.writeUInt16LE(o.sqid, 10);
-  b.writeUInt16LE(o.cid, 12);
-  b.writeUInt16LE(statusField(o.status), 14);
+  writeCqe(b, 0, o);
   return b;
+}
+
+export interface CqeFields {
+  cid: number;
+  sqid: number;
+  sqhd: number;
+  status: NvmeStatus;
+  dw0?: number;
+  dw1?: number;
+}
+
+/** Writes all 16 bytes of a CQE at `at` (a CapsuleResp's bytes 8-23 on a target, without a CQE of its own first). */
+export function writeCqe(b: Buffer, at: number, o: CqeFields): void {
+  b.writeUInt32LE((o.dw0 ?? 0) >>> 0, at);
+  b.writeUInt32LE((o.dw1 ?? 0) >>> 0, at + 4);
+  b.writeUInt16LE(o.sqhd & 0xffff, at + 8);
+  b.writeUInt16LE(o.sqid, at + 10);
+  b.writeUInt16LE(o.cid, at + 12);
+  b.writeUInt16LE(statusField(o.status), at + 14);
 }
 
 /** A fixed-width ASCII field, space padded (Base 2.0 §1.5: ASCII strings in data structures). */

@@ -120,6 +120,16 @@ function u32(v: number): Buffer {
   return b;
 }
 
+/**
+ * A zeroed header from Node's shared pool (allocUnsafe slices a pooled slab
+ * for small sizes): Buffer.alloc makes a new ArrayBuffer for each, and a
+ * queue makes one or two headers per command (docs/performance.md "NVMe/TCP
+ * writes batched per loop turn").
+ */
+function zeroed(n: number): Buffer {
+  return Buffer.allocUnsafe(n).fill(0);
+}
+
 /** ICReq (§3.6.2.2): PFV bytes 8-9 (0), HPDA byte 10, DGST byte 11 (bit 0 HDGST_ENABLE, bit 1 DDGST_ENABLE), MAXR2T bytes 12-15 (0's based). */
 export function icReq(o: { hpda?: number; digests: Digests; maxR2T?: number }): Buffer {
   const h = Buffer.alloc(128);
@@ -144,7 +154,7 @@ export function icResp(o: { cpda: number; digests: Digests; maxH2CData: number }
 
 /** CapsuleCmd (§3.6.2.6): CH then the 64-byte SQE at bytes 8-71. */
 export function capsuleCmd(sqe: Buffer): Buffer {
-  const h = Buffer.alloc(72);
+  const h = zeroed(72);
   h[0] = PduType.CapsuleCmd;
   sqe.copy(h, 8, 0, 64);
   return h;
@@ -152,7 +162,7 @@ export function capsuleCmd(sqe: Buffer): Buffer {
 
 /** CapsuleResp (§3.6.2.7): CH then the 16-byte CQE at bytes 8-23. */
 export function capsuleResp(cqe: Buffer): Buffer {
-  const h = Buffer.alloc(24);
+  const h = zeroed(24);
   h[0] = PduType.CapsuleResp;
   cqe.copy(h, 8, 0, 16);
   return h;
@@ -160,7 +170,7 @@ export function capsuleResp(cqe: Buffer): Buffer {
 
 /** C2HData (§3.6.2.9): CCCID bytes 8-9, DATAO bytes 12-15, DATAL bytes 16-19; flags LAST_PDU, SUCCESS. */
 export function c2hData(cccid: number, datao: number, datal: number, last: boolean, success: boolean): Buffer {
-  const h = Buffer.alloc(24);
+  const h = zeroed(24);
   h[0] = PduType.C2HData;
   h[1] = (last ? PduFlag.LAST_PDU : 0) | (success ? PduFlag.SUCCESS : 0);
   h.writeUInt16LE(cccid, 8);
@@ -171,7 +181,7 @@ export function c2hData(cccid: number, datao: number, datal: number, last: boole
 
 /** H2CData (§3.6.2.8): CCCID bytes 8-9, TTAG bytes 10-11, DATAO bytes 12-15, DATAL bytes 16-19; flag LAST_PDU. */
 export function h2cData(cccid: number, ttag: number, datao: number, datal: number, last: boolean): Buffer {
-  const h = Buffer.alloc(24);
+  const h = zeroed(24);
   h[0] = PduType.H2CData;
   h[1] = last ? PduFlag.LAST_PDU : 0;
   h.writeUInt16LE(cccid, 8);
@@ -183,7 +193,7 @@ export function h2cData(cccid: number, ttag: number, datao: number, datal: numbe
 
 /** R2T (§3.6.2.10): CCCID bytes 8-9, TTAG bytes 10-11, R2TO bytes 12-15, R2TL bytes 16-19. */
 export function r2t(cccid: number, ttag: number, r2to: number, r2tl: number): Buffer {
-  const h = Buffer.alloc(24);
+  const h = zeroed(24);
   h[0] = PduType.R2T;
   h.writeUInt16LE(cccid, 8);
   h.writeUInt16LE(ttag, 10);
@@ -194,7 +204,7 @@ export function r2t(cccid: number, ttag: number, r2to: number, r2tl: number): Bu
 
 /** H2CTermReq/C2HTermReq (§3.6.2.4, §3.6.2.5): FES bytes 8-9, FEI bytes 10-13; data: the offending PDU header. */
 export function termReq(type: typeof PduType.H2CTermReq | typeof PduType.C2HTermReq, fes: number, fei: number): Buffer {
-  const h = Buffer.alloc(24);
+  const h = zeroed(24);
   h[0] = type;
   h.writeUInt16LE(fes, 8);
   h.writeUInt32LE(fei >>> 0, 10);

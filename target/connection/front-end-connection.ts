@@ -7,8 +7,9 @@
 // RblkConnection, iSCSI's IscsiConnection) extends FrontEndConnection and adds
 // only what its protocol says: how commands arrive and are answered, login,
 // task management, how an initiator is told to log out, and what keep-alive
-// sends.
-import { SessionIo, type Nexus, type RequestScope } from '../scsi/index.js';
+// sends. NVMe/TCP's NvmeTcpConnection (one queue per connection) extends it
+// too; its namespaces and keep-alive are its controller's, not the connection's.
+import { SessionIo, type LogicalUnit, type Nexus, type RequestScope } from '../scsi/index.js';
 import { requestScopes, withMeta, type ConnectionEnvironment, type LogoutKind, type MappedLun, type NativeInfo, type ServedConnection, type SessionInfo, type TargetLogger } from './environment.js';
 
 /** A command between its arrival and its answer, as the base tracks it. */
@@ -117,6 +118,18 @@ export abstract class FrontEndConnection<Tag = unknown, C extends OutstandingCom
   protected nativeIdle(): Promise<void> | null {
     return null;
   }
+  /** Whether a drain waits for this command (NVMe: not for a held Asynchronous Event Request, which waits for an event, not for storage). */
+  protected holdsDrain(_c: C): boolean {
+    return true;
+  }
+  /** Whether the command runs on this LUN, for settled(lun) (NVMe: a Flush of every namespace runs on all of them). */
+  protected runsOn(c: C, lun: number): boolean {
+    return c.lun === lun;
+  }
+  /** The logical units this connection's commands reach, which fenceLostCommands fences: those of its LUN map. */
+  protected *reachedUnits(): Iterable<LogicalUnit> {
+    for (const { lu } of this.luns.values()) yield lu;
+  }
   /**
    * A count of everything the transport received, native work included, or
    * undefined: the keep-alive timer counts a change as activity
@@ -156,7 +169,7 @@ export abstract class FrontEndConnection<Tag = unknown, C extends OutstandingCom
    * answered (or the connection ended): what a removed volume waits for.
    */
   settled(lun: number): Promise<void> {
-    const running = [...this.outstanding.values()].filter((c) => c.lun === lun).map((c) => c.done);
+    const running = [...this.outstanding.values()].filter((c) => this.runsOn(c, lun)).map((c) => c.done);
     const native = this.nativeSettled(lun);
     if (native !== null) running.push(native);
     return Promise.race([Promise.allSettled(running).then(() => undefined), this.closedPromise]);
@@ -230,20 +243,27 @@ export abstract class FrontEndConnection<Tag = unknown, C extends OutstandingCom
   protected fenceLostCommands(): number {
     if (this.nexus === null) return 0;
     let fenced = 0;
-    for (const { lu } of this.luns.values()) fenced += lu.fenceLost(this.nexus);
+    for (const lu of this.reachedUnits()) fenced += lu.fenceLost(this.nexus);
     return fenced;
   }
 
-  /** Wakes a drain waiting for the outstanding commands once there are none. */
+  /** Wakes a drain waiting for the outstanding commands once there are none (holdsDrain). */
   protected wakeIfIdle(): void {
-    if (this.outstanding.size === 0) for (const w of this.idle.splice(0)) w();
+    if (this.idle.length > 0 && !this.commandsHoldDrain()) for (const w of this.idle.splice(0)) w();
   }
 
-  /** Resolves when no command is outstanding (wakeIfIdle), or after timeoutMs. */
+  /** Resolves when no command a drain waits for is outstanding (wakeIfIdle), the connection has ended, or after timeoutMs. */
   protected async untilIdle(timeoutMs: number): Promise<void> {
-    if (this.outstanding.size > 0) {
-      await Promise.race([new Promise<void>((r) => this.idle.push(r)), new Promise((r) => setTimeout(r, timeoutMs).unref())]);
+    if (this.commandsHoldDrain()) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([new Promise<void>((r) => this.idle.push(r)), this.closedPromise, new Promise((r) => (timer = setTimeout(r, timeoutMs).unref()))]);
+      clearTimeout(timer);
     }
+  }
+
+  private commandsHoldDrain(): boolean {
+    for (const c of this.outstanding.values()) if (this.holdsDrain(c)) return true;
+    return false;
   }
 
   /** limits.login_timeout_ms from accept: `expired` runs if the login has not replaced this timer by then. */

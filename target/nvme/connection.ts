@@ -1,27 +1,27 @@
 // One NVMe/TCP connection: one queue (NVMe TCP Transport 1.0 §3.3; NVMe-oF 1.1
 // §3.3: each queue is its own connection), a ServedConnection of the
 // TargetServer once its Fabrics Connect succeeds (docs/nvme.md "Queues and
-// sessions"). It frames the byte stream into PDUs (§3.6), answers ICReq, runs
-// capsules (Fabrics commands here, admin commands in controller.ts, NVM I/O in
-// io.ts), moves write data in-capsule or by R2T/H2CData and read data by
-// C2HData, and ends itself with a C2HTermReq on a malformed PDU (§3.6.2.5,
-// docs/nvme.md "Bad input"). Nothing thrown here escapes to the daemon.
-//
-// Over 600 lines on purpose: a queue is one state machine over one set of
-// fields (SQHD, the in-flight commands, the R2T buffers, the fused pair, the
-// authentication gate), which framing, every command kind and completion all
-// read and advance; split across files, each part would reach into the others.
+// sessions"). Its life (the end, fence, drain, what `rblkd ctl sessions`
+// shows, its log) is the one every front end's connection shares
+// (FrontEndConnection, target/connection/front-end-connection.ts); its PDUs
+// are framed, checked and written by its PduChannel (pdu-channel.ts). Here:
+// the queue, which runs capsules (Fabrics commands here, admin commands in
+// controller.ts, NVM I/O in io.ts), moves write data in-capsule or by
+// R2T/H2CData and read data by C2HData, and completes each command once.
+// Nothing thrown here escapes to the daemon.
 import type { Socket } from 'node:net';
-import { crc32c } from '../../protocol/crc32c.js';
-import { buildCqe, cdw, FabricsType, SglId, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
-import { c2hData, capsuleResp, DIGEST_LENGTH, Fes, framePdu, icResp, PduStream, PduType, r2t, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
-import { nexusKey, SessionIo, type Nexus } from '../scsi/index.js';
-import { noNative, withMeta, type ConnectionEnvironment, type LogoutKind, type ServedConnection, type SessionInfo, type TargetLogger } from '../connection/environment.js';
+import { cdw, FabricsType, SglId, Status, writeCqe, type NvmeStatus } from '../../protocol/nvme/command.js';
+import { c2hData, Fes, HLEN, PduType, r2t, type CommonHeader } from '../../protocol/nvme/pdu.js';
+import { errorText } from '../error-text.js';
+import { nexusKey, type LogicalUnit } from '../scsi/index.js';
+import { noNative, type ConnectionEnvironment, type LogoutKind } from '../connection/environment.js';
+import { FrontEndConnection, type ConnectionFacts, type OutstandingCommand } from '../connection/front-end-connection.js';
 import { DhchapController } from './auth.js';
 import { Controller, inCapsuleBytes, type QueueConnection } from './controller.js';
 import { connectQueue } from './fabrics.js';
-import { checkHeader, MAX_H2C_DATA, type Fatal } from './framing.js';
+import type { Fatal } from './framing.js';
 import { flushAll, fusedCompareWrite, prepareIo, type Completion, type IoContext, type PreparedIo } from './io.js';
+import { PduChannel } from './pdu-channel.js';
 import type { Subsystem } from './subsystem.js';
 
 /** The largest C2HData PDU sent. */
@@ -37,8 +37,12 @@ const MAX_R2T_COMMANDS = 4;
  * with Missing Fused Command rather than held, unanswered, for the queue's life.
  */
 const FUSED_PARTNER_MS = 1000;
-/** Bytes queued on the socket beyond which reading stops until it drains. */
-const OUTPUT_HIGH_WATER = 4 * 1024 * 1024;
+/** After a graceful close (socket.end), how long the host has to close its side before the socket is destroyed. */
+const CLOSE_GRACE_MS = 1000;
+/** The LUN of a Flush of every namespace (NSID FFFFFFFFh): it runs on each of them (runsOn). */
+const EVERY_LUN = -2;
+/** A CapsuleResp's length, written straight into a header of its own (CH and CQE, no copy of a CQE). */
+const CAPSULE_RESP_LENGTH = HLEN[PduType.CapsuleResp];
 
 export interface NvmeConnectionContext {
   readonly env: ConnectionEnvironment;
@@ -48,20 +52,37 @@ export interface NvmeConnectionContext {
   readonly discoveryOnly?: boolean;
 }
 
-interface Cmd {
-  readonly cid: number;
-  readonly sqe: Buffer;
-  readonly prepared: PreparedIo;
-  /** The LUN of the namespace it runs on, or -1 (admin and Fabrics commands, Flush of every namespace). */
-  readonly lun: number;
-  buf: Buffer | null;
-  received: number;
-  ttag: number;
-  digestError: boolean;
-  readonly done: Promise<void>;
-  finish(): void;
+class Cmd implements OutstandingCommand {
+  /** NVMe commands are not aborted one by one: a queue's commands end with it. */
+  readonly request = null;
+  buf: Buffer | null = null;
+  received = 0;
+  ttag = -1;
+  digestError = false;
   /** The fused pair it is half of (FUSE 01b or 10b), if any. */
   pair?: Pair;
+  #done: Promise<void> | null = null;
+  #resolve: (() => void) | null = null;
+  #finished = false;
+
+  constructor(
+    readonly cid: number,
+    readonly sqe: Buffer,
+    readonly prepared: PreparedIo,
+    /** The LUN of the namespace it runs on, EVERY_LUN (a Flush of every namespace), or -1 (admin and Fabrics commands). */
+    readonly lun: number,
+  ) {}
+
+  /** Settles when the command has completed; made only when someone waits (settled, a drain), which most commands never see. */
+  get done(): Promise<void> {
+    this.#done ??= this.#finished ? Promise.resolve() : new Promise<void>((r) => (this.#resolve = r));
+    return this.#done;
+  }
+
+  finish(): void {
+    this.#finished = true;
+    this.#resolve?.();
+  }
 }
 
 /** A fused Compare and Write (Base 2.0 §3.4.2): both halves' data, then one atomic run. */
@@ -72,57 +93,42 @@ interface Pair {
   broken: boolean;
 }
 
-
 let connections = 0;
 
-
-export class NvmeTcpConnection implements ServedConnection, QueueConnection {
+export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implements QueueConnection {
   readonly connection = ++connections;
-  onEnd: ((c: ServedConnection) => void) | null = null;
-  readonly closed: Promise<void>;
-  readonly io = new SessionIo();
   qid = -1;
-  #resolveClosed!: () => void;
   #state: 'ic' | 'connect' | 'ready' | 'ending' = 'ic';
-  #ended = false;
-  #digests: Digests = { header: false, data: false };
-  #hpda = 0;
-  /** The received bytes, cut into PDUs (protocol/nvme/pdu.ts, shared with the host's queue). */
-  readonly #in = new PduStream();
+  readonly #channel: PduChannel;
   #sqsize = 0;
   #sqhd = 0;
   #sqfcDisabled = false;
   #controller: Controller | null = null;
   #hostnqn: string | null = null;
-  #nexus: Nexus | null = null;
   /** DH-HMAC-CHAP for this queue (target/nvme/auth.ts), when its Connect set AUTHREQ.ATR. */
   #auth: DhchapController | null = null;
-  readonly #inflight = new Map<number, Cmd>();
   readonly #r2ts = new Map<number, Cmd>();
   readonly #r2tQueue: Cmd[] = [];
   /** The first half of a fused pair, until the next command arrives. */
   #fusedFirst: Cmd | null = null;
   #fusedTimer: NodeJS.Timeout | null = null;
   #ttag = 0;
-  #draining = false;
-  readonly #since = new Date();
-  #loggedInAt: Date | null = null;
+  /** Why the connection is closing gracefully (close), for the end that follows the socket's close. */
+  #closing: string | null = null;
   readonly #peer: string;
-  #log: TargetLogger;
-  #loginTimer: NodeJS.Timeout | null;
   readonly #ioCtx: IoContext;
 
   constructor(
     private readonly socket: Socket,
     private readonly ctx: NvmeConnectionContext,
   ) {
-    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
+    super(ctx.env);
     this.#peer = `${socket.remoteAddress ?? 'unknown'}:${socket.remotePort ?? 0}`;
-    this.#log = withMeta(ctx.env.log, { connection: this.connection, peer: this.#peer, port: ctx.portName });
+    this.fixLogFields();
     const self = this;
     this.#ioCtx = {
       get nexus() {
-        return self.#nexus!;
+        return self.nexus!;
       },
       get maxIo() {
         return ctx.env.limits.maxIo;
@@ -135,16 +141,24 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
       },
       record: (cls, bytes, error) => this.io.record(cls, bytes, error),
     };
-    socket.on('data', (d: Buffer) => this.#onData(d));
-    socket.on('drain', () => socket.resume());
-    socket.on('error', (e) => this.#log.debug(`NVMe/TCP connection error: ${e.message}`));
-    socket.on('close', () => this.#cleanup('connection closed'));
+    const inCapsuleMax = Math.max(inCapsuleBytes(ctx.env), ADMIN_IN_CAPSULE);
+    this.#channel = new PduChannel(socket, {
+      inCapsuleMax,
+      get log() {
+        return self.log;
+      },
+      initialized: () => (this.#state = 'connect'),
+      pdu: (h, pdu, data, digestOk) => this.#onPdu(h, pdu, data, digestOk),
+      abort: (why) => this.detach(this.end(why), why),
+      terminated: (why) => this.close(why),
+    });
+    socket.on('error', (e) => this.log.debug(`NVMe/TCP connection error: ${e.message}`));
+    socket.on('close', () => this.detach(this.end(this.#closing ?? 'connection closed'), 'close'));
     // One clock from accept to a granted Connect (limits.login_timeout_ms), as for the other front ends.
-    this.#loginTimer = setTimeout(() => {
-      this.#log.warn(`NVMe/TCP connection sent no Fabrics Connect within ${ctx.env.limits.loginTimeoutMs} ms; closing it`);
-      this.#destroy('login timeout');
-    }, ctx.env.limits.loginTimeoutMs);
-    this.#loginTimer.unref();
+    this.armLoginTimer(() => {
+      this.log.warn(`NVMe/TCP connection sent no Fabrics Connect within ${ctx.env.limits.loginTimeoutMs} ms; closing it`);
+      this.detach(this.end('login timeout'), 'login timeout');
+    });
   }
 
   get id(): string {
@@ -152,190 +166,141 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   }
 
   get loggedIn(): boolean {
-    return this.#loggedInAt !== null;
+    return this.loggedInAt !== null;
   }
 
   get isActive(): boolean {
-    return this.loggedIn && !this.#ended && this.#state !== 'ending';
+    return this.loggedIn && !this.hasEnded && this.#state !== 'ending';
   }
 
-  info(): SessionInfo {
-    return {
-      id: this.id,
-      initiator: this.#hostnqn,
-      peer: this.#peer,
-      provider: 'nvme-tcp',
-      port: this.ctx.portName,
-      connection: this.connection,
-      state: this.#state !== 'ready' ? this.#state : this.#auth?.authenticated === false ? 'authenticating' : this.qid === 0 ? 'admin queue' : `I/O queue ${this.qid}`,
-      credits: this.loggedIn ? this.#sqsize + 1 : 0,
-      inFlight: this.#inflight.size,
-      ops: this.io.ops,
-      readBytes: this.io.readBytes,
-      writeBytes: this.io.writeBytes,
-      errors: this.io.errors,
-      native: noNative('NVMe/TCP connections are served in JavaScript'),
-      since: this.#since.toISOString(),
-      loggedInAt: this.#loggedInAt?.toISOString() ?? null,
-    };
-  }
-
-  settled(lun: number): Promise<void> {
-    const waits = [...this.#inflight.values()].filter((c) => c.lun === lun || c.lun === -2).map((c) => c.done);
-    return Promise.race([Promise.all(waits).then(() => undefined), this.closed]);
-  }
-
-  refreshLuns(): void {
-    this.#controller?.refreshNamespaces();
-  }
-
-  async drain(timeoutMs: number): Promise<void> {
-    this.#draining = true;
-    await this.#quiesce(timeoutMs);
-    this.end('draining');
-    await this.closed;
-  }
-
-  async logout(kind?: LogoutKind | number, why?: string): Promise<void> {
-    // NVMe/TCP has no target-initiated logout: the queue's connection ends and the host reconnects or gives up.
-    this.#draining = true;
-    await this.#quiesce(kind === 'shutdown' ? 2000 : 5000);
-    this.end(why ?? (typeof kind === 'string' ? kind : `logout ${kind ?? ''}`));
-    await this.closed;
-  }
-
-  fence(why: string): void {
-    this.#log.info(`NVMe/TCP connection fenced: ${why}`);
-    this.#destroy(why);
+  get initiator(): string | null {
+    return this.#hostnqn;
   }
 
   /** QueueConnection.nexusKey: its host's I_T nexus (host NQN and listener) once connected, as its reservations name it. */
   get nexusKey(): string | null {
-    return this.#nexus === null ? null : nexusKey(this.#nexus);
+    return this.nexus === null ? null : nexusKey(this.nexus);
   }
 
-  /** QueueConnection.end: the queue ends, its socket closed after what is queued is sent. */
-  end(why: string): void {
-    if (this.#ended) return;
+  /** QueueConnection.close: the queue ends, its socket closed after what is queued is sent. */
+  close(why: string): void {
+    if (this.hasEnded || this.#closing !== null) return;
+    this.#closing = why;
     this.#state = 'ending';
+    this.#channel.stop();
     this.socket.end();
-    setTimeout(() => this.#destroy(why), 1000).unref();
+    setTimeout(() => this.detach(this.end(why), 'close'), CLOSE_GRACE_MS).unref();
   }
 
-  async #quiesce(timeoutMs: number): Promise<void> {
-    // A held Asynchronous Event Request is not work in progress: it would wait for an event, not for storage.
-    const running = [...this.#inflight.values()].filter((c) => !(this.qid === 0 && c.sqe[0] === 0x0c));
-    const all = Promise.all(running.map((c) => c.done));
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([all, this.closed, new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]);
-    clearTimeout(timer);
+  /** Namespaces are the controller's (docs/nvme.md "Queues and sessions"): a reload refreshes them there, for all its queues. */
+  override refreshLuns(): void {
+    this.#controller?.refreshNamespaces();
   }
 
-  #destroy(why: string): void {
+  // ---- FrontEndConnection ----
+
+  protected get serving(): boolean {
+    return this.#state === 'ready' && !this.hasEnded;
+  }
+
+  protected facts(): ConnectionFacts {
+    return {
+      id: this.id,
+      peer: this.#peer,
+      provider: 'nvme-tcp',
+      connection: this.connection,
+      state: this.#state !== 'ready' ? this.#state : this.#auth?.authenticated === false ? 'authenticating' : this.qid === 0 ? 'admin queue' : `I/O queue ${this.qid}`,
+      credits: this.loggedIn ? this.#sqsize + 1 : 0,
+      native: noNative('NVMe/TCP connections are served in JavaScript'),
+    };
+  }
+
+  protected meta(): Record<string, unknown> {
+    const c = this.#controller;
+    return { connection: this.connection, peer: this.#peer, port: this.ctx.portName, ...(c ? { host: this.#hostnqn, controller: c.cntlid, qid: this.qid } : {}) };
+  }
+
+  /**
+   * NVMe/TCP has no target-initiated logout: once the commands have run the
+   * queue's connection ends, and the host reconnects or gives up. A drain
+   * has waited for them already.
+   */
+  protected async askLogout(kind: LogoutKind | number, why: string): Promise<void> {
+    if (!this.draining) {
+      this.draining = true;
+      await this.untilIdle(kind === 'shutdown' ? 2000 : 5000);
+    }
+    this.close(why);
+    await this.closed;
+  }
+
+  protected detach(p: Promise<unknown>, what: string): void {
+    p.catch((e: unknown) => {
+      this.log.error(`NVMe/TCP ${what} failed: ${errorText(e)}`);
+      this.socket.destroy();
+    });
+  }
+
+  /** A held Asynchronous Event Request is not work in progress: it would wait for an event, not for storage. */
+  protected override holdsDrain(c: Cmd): boolean {
+    return !(this.qid === 0 && c.sqe[0] === 0x0c);
+  }
+
+  protected override runsOn(c: Cmd, lun: number): boolean {
+    return c.lun === lun || c.lun === EVERY_LUN;
+  }
+
+  protected override *reachedUnits(): Iterable<LogicalUnit> {
+    if (this.#controller) for (const ns of this.#controller.namespaces.values()) yield ns.lu;
+  }
+
+  /** At once: the socket destroyed, the commands still in a backend fencing later ones, the queue out of its controller. */
+  protected endOnce(why: string): Promise<void> {
     this.#state = 'ending';
+    this.#channel.stop();
     this.socket.destroy();
-    this.#cleanup(why);
-  }
-
-  #cleanup(why: string): void {
-    if (this.#ended) return;
-    this.#ended = true;
-    this.#state = 'ending';
-    if (this.#loginTimer) clearTimeout(this.#loginTimer);
     if (this.#fusedTimer) clearTimeout(this.#fusedTimer);
-    this.#in.clear();
     const c = this.#controller;
     if (c) {
       if (c.queues.get(this.qid) === this) c.queues.delete(this.qid);
       // A command still inside a backend fences later ones on its blocks (docs/target.md "A lost connection's commands").
-      if (this.#nexus) for (const ns of c.namespaces.values()) ns.lu.fenceLost(this.#nexus);
+      this.fenceLostCommands();
       // The admin queue's end is the controller's (NVMe-oF 1.1 §3.5).
       if (this.qid === 0) c.end(`admin queue ended: ${why}`);
     }
-    this.#log.debug(`NVMe/TCP connection ended: ${why}`);
-    this.#resolveClosed();
-    this.onEnd?.(this);
-  }
-
-  // ---- framing (§3.6.1, §3.6.2.1) ----
-
-  #onData(d: Buffer): void {
-    if (this.#state === 'ending') return;
-    this.#in.push(d);
-    try {
-      this.#parse();
-    } catch (e) {
-      this.#log.error(`NVMe/TCP connection failed: ${e instanceof Error ? e.message : String(e)}`);
-      this.#destroy('internal error');
-    }
-  }
-
-  #parse(): void {
-    const input = this.#in;
-    while (this.#state !== 'ending' && input.length >= 8) {
-      const ch = readCommonHeader(input.peek(8));
-      const bad = checkHeader(ch, { beforeIc: this.#state === 'ic', digests: this.#digests, inCapsuleMax: Math.max(inCapsuleBytes(this.ctx.env), ADMIN_IN_CAPSULE) });
-      if (bad) return this.#terminate(bad, input.peek(Math.min(input.length, ch.hlen || 8, 128)));
-      if (input.length < ch.plen) return;
-      // One PDU as one buffer: a view when it came in one read, else its chunks joined (not the bytes after it).
-      const pdu = input.take(ch.plen);
-      const fatal = this.#onPdu(ch, pdu);
-      if (fatal) return this.#terminate(fatal, pdu.subarray(0, Math.min(ch.hlen, 128)));
-    }
-  }
-
-
-  #onPdu(h: CommonHeader, pdu: Buffer): Fatal | null {
-    if (h.type === PduType.ICReq) return this.#icReq(pdu);
-    if (h.type === PduType.H2CTermReq) {
-      this.#log.warn(`NVMe/TCP host ended the connection: H2CTermReq FES ${pdu.readUInt16LE(8)} FEI ${pdu.readUInt32LE(10)}`);
-      this.#destroy('H2CTermReq');
-      return null;
-    }
-    const hd = this.#digests.header;
-    if (hd && crc32c(pdu, 0, 0, h.hlen) !== pdu.readUInt32LE(h.hlen)) return { fes: Fes.HeaderDigestError, fei: 0, why: 'header digest mismatch' };
-    let data: Buffer | null = null;
-    let digestOk = true;
-    if (h.plen > h.hlen + (hd ? DIGEST_LENGTH : 0)) {
-      const dd = this.#digests.data;
-      data = pdu.subarray(h.pdo, h.plen - (dd ? DIGEST_LENGTH : 0));
-      if (dd) digestOk = crc32c(data) === pdu.readUInt32LE(h.plen - DIGEST_LENGTH);
-    }
-    return h.type === PduType.CapsuleCmd ? this.#capsule(pdu, data, digestOk) : this.#h2cData(pdu, data, digestOk);
-  }
-
-  /** ICReq (§3.6.2.2) → ICResp (§3.6.2.3): PFV 0, HPDA ≤ 31, digests as asked, CPDA 0, MAXH2CDATA. */
-  #icReq(pdu: Buffer): Fatal | null {
-    if (pdu.readUInt16LE(8) !== 0) return { fes: Fes.UnsupportedParameter, fei: 8, why: `ICReq PFV ${pdu.readUInt16LE(8)}` };
-    if (pdu[10] > 31) return { fes: Fes.InvalidHeaderField, fei: 10, why: `ICReq HPDA ${pdu[10]}` };
-    this.#hpda = pdu[10];
-    this.#digests = { header: (pdu[11] & 1) !== 0, data: (pdu[11] & 2) !== 0 };
-    this.#send(framePdu(icResp({ cpda: 0, digests: this.#digests, maxH2CData: MAX_H2C_DATA }), null, this.#digests));
-    this.#state = 'connect';
-    return null;
+    // Commands still running complete into nothing (complete); nobody waits for them any more.
+    for (const cmd of this.outstanding.values()) cmd.finish();
+    this.outstanding.clear();
+    this.log.debug(`NVMe/TCP connection ended: ${why}`);
+    this.finish();
+    return Promise.resolve();
   }
 
   // ---- commands ----
 
+  #onPdu(h: CommonHeader, pdu: Buffer, data: Buffer | null, digestOk: boolean): Fatal | null {
+    return h.type === PduType.CapsuleCmd ? this.#capsule(pdu, data, digestOk) : this.#h2cData(pdu, data, digestOk);
+  }
+
   #capsule(pdu: Buffer, data: Buffer | null, digestOk: boolean): Fatal | null {
-    const sqe = Buffer.from(pdu.subarray(8, 72));
+    // A copy: the PDU is a view of the socket's chunk, and the command outlives it. From the pool, not a new ArrayBuffer.
+    const sqe = Buffer.allocUnsafe(64);
+    pdu.copy(sqe, 0, 8, 72);
     const cid = sqe.readUInt16LE(2);
     const connect = sqe[0] === 0x7f && sqe[4] === FabricsType.Connect;
     if (this.#state === 'ready') this.#sqhd = (this.#sqhd + 1) % (this.#sqsize + 1);
-    if (this.#inflight.has(cid)) return this.#respond(cid, { status: Status.CommandIdConflict });
-    if (this.#inflight.size >= (this.#state === 'ready' ? this.#sqsize + 1 : 1)) {
+    if (this.outstanding.has(cid)) return this.#respond(cid, { status: Status.CommandIdConflict });
+    if (this.outstanding.size >= (this.#state === 'ready' ? this.#sqsize + 1 : 1)) {
       return { fes: Fes.PduSequenceError, fei: 0, why: `more commands than the queue's ${this.#sqsize + 1} entries` };
     }
     if (!digestOk) return this.#respond(cid, { status: Status.TransientTransportError });
     if (this.#state === 'connect' && !connect) return this.#respond(cid, { status: Status.CommandSequenceError });
     const p = this.#prepare(sqe);
     if ('status' in p) return this.#respond(cid, p);
-    let finish!: () => void;
-    const done = new Promise<void>((r) => (finish = r));
-    const cmd: Cmd = { cid, sqe, prepared: p, lun: this.#lunOf(sqe), buf: null, received: 0, ttag: -1, digestError: false, done, finish };
-    this.#inflight.set(cid, cmd);
+    const cmd = new Cmd(cid, sqe, p, this.#lunOf(sqe));
+    this.outstanding.set(cid, cmd);
     this.#fuse(cmd);
-    if (this.#inflight.get(cid) !== cmd) return null;
+    if (this.outstanding.get(cid) !== cmd) return null;
     // SGL1 (SQE bytes 24-39): address 24-31, length 32-35, identifier byte 39 (Base 2.0 §4.3.2; TCP 1.0 §3.3.1).
     const sglAddress = sqe.readBigUInt64LE(24);
     const sglLength = sqe.readUInt32LE(32);
@@ -357,11 +322,11 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     return null;
   }
 
-  /** The LUN an I/O command runs on; -2 for a Flush of every namespace; -1 for the rest. */
+  /** The LUN an I/O command runs on; EVERY_LUN for a Flush of every namespace; -1 for the rest. */
   #lunOf(sqe: Buffer): number {
     if (this.qid <= 0 || sqe[0] === 0x7f) return -1;
     const nsid = sqe.readUInt32LE(4);
-    if (sqe[0] === 0x00 && nsid === 0xffffffff) return -2;
+    if (sqe[0] === 0x00 && nsid === 0xffffffff) return EVERY_LUN;
     return this.#controller?.namespaces.get(nsid)?.lun ?? -1;
   }
 
@@ -373,7 +338,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     if (!c.ready || c.ended) return { status: Status.CommandSequenceError };
     if (this.qid === 0) return c.prepareAdmin(sqe);
     const nsid = sqe.readUInt32LE(4);
-    if (this.#draining) return { status: Status.NamespaceNotReady };
+    if (this.draining) return { status: Status.NamespaceNotReady };
     if (sqe[0] === 0x00 && nsid === 0xffffffff) {
       const all = [...c.namespaces.values()];
       return { length: 0, dir: 'none', run: () => flushAll(all, this.#ioCtx) };
@@ -402,7 +367,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
       case FabricsType.Disconnect:
         // Disconnect (NVMe-oF 1.1 §3.2, I/O queues): complete it, then close the queue.
         if (this.qid === 0) return { status: Status.InvalidField };
-        return { length: 0, dir: 'none', run: () => (setImmediate(() => this.end('Fabrics Disconnect')), Promise.resolve({ status: Status.Success })) };
+        return { length: 0, dir: 'none', run: () => (setImmediate(() => this.close('Fabrics Disconnect')), Promise.resolve({ status: Status.Success })) };
       case FabricsType.AuthSend:
       case FabricsType.AuthReceive: {
         // Authentication Send/Receive (TP 8006): TL/AL at bytes 44-47; a queue without ATR has nothing to authenticate.
@@ -420,7 +385,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
 
   /** Connect (NVMe-oF 1.1 §3.3), decided in fabrics.ts; granted, this connection becomes the queue. */
   #connect(sqe: Buffer, d: Buffer): Completion {
-    const r = connectQueue(sqe, d, { env: this.ctx.env, subsystem: this.ctx.subsystem, log: this.#log, queue: this, discoveryOnly: this.ctx.discoveryOnly === true });
+    const r = connectQueue(sqe, d, { env: this.ctx.env, subsystem: this.ctx.subsystem, log: this.log, queue: this, discoveryOnly: this.ctx.discoveryOnly === true });
     if (!('grant' in r)) return r;
     const { controller: c, qid, sqsize, sqfcDisabled, hostnqn, auth } = r.grant;
     this.qid = qid;
@@ -429,26 +394,24 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     this.#sqfcDisabled = sqfcDisabled;
     this.#controller = c;
     this.#hostnqn = hostnqn;
-    this.#nexus = { sessionId: this.id, initiator: hostnqn, targetPort: this.ctx.portName };
-    this.#log = withMeta(this.#log, { host: hostnqn, controller: c.cntlid, qid });
-    if (auth) this.#auth = new DhchapController({ key: auth, hostnqn, subnqn: this.ctx.subsystem.nqn, log: this.#log });
+    this.nexus = { sessionId: this.id, initiator: hostnqn, targetPort: this.ctx.portName };
+    this.fixLogFields();
+    if (auth) this.#auth = new DhchapController({ key: auth, hostnqn, subnqn: this.ctx.subsystem.nqn, log: this.log });
     this.#state = 'ready';
-    this.#loggedInAt = new Date();
-    if (this.#loginTimer) clearTimeout(this.#loginTimer);
-    this.#loginTimer = null;
+    this.loggedInAt = new Date();
+    this.stopTimer();
     if (this.#auth) this.#authDeadline();
-    this.#log.info(`NVMe/TCP ${qid === 0 ? 'admin' : 'I/O'} queue connected to ${c.discovery ? 'the discovery controller' : this.ctx.subsystem.nqn}`, { sqsize: sqsize + 1 });
+    this.log.info(`NVMe/TCP ${qid === 0 ? 'admin' : 'I/O'} queue connected to ${c.discovery ? 'the discovery controller' : this.ctx.subsystem.nqn}`, { sqsize: sqsize + 1 });
     return r.completion;
   }
 
   /** An authenticating queue has login_timeout_ms from its Connect to succeed (docs/nvme.md "Authentication"). */
   #authDeadline(): void {
-    this.#loginTimer = setTimeout(() => {
+    this.armLoginTimer(() => {
       if (this.#auth?.authenticated === true) return;
-      this.#log.warn(`NVMe queue did not authenticate within ${this.ctx.env.limits.loginTimeoutMs} ms of its Connect; closing it`);
-      this.#destroy('authentication timeout');
-    }, this.ctx.env.limits.loginTimeoutMs);
-    this.#loginTimer.unref();
+      this.log.warn(`NVMe queue did not authenticate within ${this.ctx.env.limits.loginTimeoutMs} ms of its Connect; closing it`);
+      this.detach(this.end('authentication timeout'), 'authentication timeout');
+    });
   }
 
   /**
@@ -521,7 +484,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
         this.#complete(second, b);
       },
       (e: unknown) => {
-        this.#log.error(`NVMe fused Compare and Write failed: ${e instanceof Error ? e.message : String(e)}`);
+        this.log.error(`NVMe fused Compare and Write failed: ${e instanceof Error ? e.message : String(e)}`);
         this.#complete(pair.first, { status: Status.InternalError });
         this.#complete(second, { status: Status.AbortFailedFused });
       },
@@ -529,16 +492,19 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   }
 
   #run(cmd: Cmd, data: Buffer | null): void {
-    void (async () => {
-      let c: Completion;
-      try {
-        c = await cmd.prepared.run(data);
-      } catch (e) {
-        this.#log.error(`NVMe command 0x${cmd.sqe[0].toString(16)} failed: ${e instanceof Error ? e.message : String(e)}`);
-        c = { status: Status.InternalError };
-      }
-      this.#complete(cmd, c);
-    })();
+    let running: Promise<Completion>;
+    try {
+      running = cmd.prepared.run(data);
+    } catch (e) {
+      running = Promise.reject(e as Error);
+    }
+    void running.then(
+      (c) => this.#complete(cmd, c),
+      (e: unknown) => {
+        this.log.error(`NVMe command 0x${cmd.sqe[0].toString(16)} failed: ${e instanceof Error ? e.message : String(e)}`);
+        this.#complete(cmd, { status: Status.InternalError });
+      },
+    );
   }
 
   #startR2T(cmd: Cmd): void {
@@ -552,7 +518,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
     cmd.buf = Buffer.allocUnsafe(cmd.prepared.length);
     this.#r2ts.set(cmd.ttag, cmd);
     // One R2T for the whole transfer; the host splits it into H2CData PDUs of at most MAXH2CDATA (§3.6.2.10, §3.3.3).
-    this.#send(framePdu(r2t(cmd.cid, cmd.ttag, 0, cmd.prepared.length), null, this.#digests));
+    this.#channel.send(r2t(cmd.cid, cmd.ttag, 0, cmd.prepared.length));
   }
 
   /** H2CData (§3.6.2.8): CCCID 8-9, TTAG 10-11, DATAO 12-15, DATAL 16-19, for an R2T we sent, in order, within it. */
@@ -583,12 +549,13 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
 
   #complete(cmd: Cmd, c: Completion): void {
     // Each command completes once; a fused half that ends early ends its partner (Base 2.0 §3.4.2).
-    if (this.#inflight.get(cmd.cid) !== cmd) {
+    if (this.outstanding.get(cmd.cid) !== cmd) {
       c.release?.();
       return;
     }
-    this.#inflight.delete(cmd.cid);
+    this.outstanding.delete(cmd.cid);
     cmd.finish();
+    this.wakeIfIdle();
     const pair = cmd.pair;
     if (pair && !pair.broken) {
       pair.broken = true;
@@ -596,7 +563,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
       const partner = pair.first === cmd ? pair.second : pair.first;
       if (partner) this.#complete(partner, { status: Status.AbortFailedFused });
     }
-    if (this.#ended || this.#state === 'ending') {
+    if (this.hasEnded || this.#state === 'ending') {
       c.release?.();
       return;
     }
@@ -608,7 +575,7 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
         const last = off + n === total;
         const success = last && this.#sqfcDisabled;
         // The data's memory goes back (c.release) once the socket has written its last piece.
-        this.#send(framePdu(c2hData(cmd.cid, off, n, last, success), c.data.subarray(off, off + n), this.#digests, this.#hpda), last ? c.release : undefined);
+        this.#channel.send(c2hData(cmd.cid, off, n, last, success), c.data.subarray(off, off + n), last ? c.release : undefined);
       }
       if (this.#sqfcDisabled) return;
     } else c.release?.();
@@ -618,30 +585,10 @@ export class NvmeTcpConnection implements ServedConnection, QueueConnection {
   /** CapsuleResp (§3.6.2.7) with the CQE: SQHD, SQID, CID, status (phase 0 on fabrics, NVMe-oF 1.1 §2.2). */
   #respond(cid: number, c: Completion | { status: NvmeStatus }): null {
     const cq = c as Completion;
-    const cqe = buildCqe({ cid, sqid: Math.max(0, this.qid), sqhd: this.#sqhd, status: c.status, dw0: cq.dw0, dw1: cq.dw1 });
-    this.#send(framePdu(capsuleResp(cqe), null, this.#digests));
+    const h = Buffer.allocUnsafe(CAPSULE_RESP_LENGTH);
+    h.writeUInt32LE(PduType.CapsuleResp, 0);
+    writeCqe(h, 8, { cid, sqid: Math.max(0, this.qid), sqhd: this.#sqhd, status: c.status, dw0: cq.dw0, dw1: cq.dw1 });
+    this.#channel.send(h);
     return null;
-  }
-
-  /** Writes a PDU's pieces; `written` runs once the socket is done with them (written, or failed with the connection). */
-  #send(pieces: Buffer[], written?: () => void): void {
-    if (this.socket.destroyed) {
-      written?.();
-      return;
-    }
-    this.socket.cork();
-    for (let i = 0; i < pieces.length; i++) {
-      if (written !== undefined && i === pieces.length - 1) this.socket.write(pieces[i], () => written());
-      else this.socket.write(pieces[i]);
-    }
-    this.socket.uncork();
-    if (this.socket.writableLength > OUTPUT_HIGH_WATER) this.socket.pause();
-  }
-
-  /** Ends the connection for a fatal transport error: C2HTermReq with FES and FEI, the offending header as data (§3.6.2.5). */
-  #terminate(f: Fatal, offending: Buffer): void {
-    this.#log.warn(`NVMe/TCP protocol error, ending the connection: ${f.why} (C2HTermReq FES ${f.fes}, FEI ${f.fei})`);
-    this.#send(framePdu(termReq(PduType.C2HTermReq, f.fes, f.fei), Buffer.from(offending), this.#digests));
-    this.end(f.why);
   }
 }

@@ -32,7 +32,7 @@ export interface QueueConnection {
   /** Its host's I_T nexus key (host NQN and listener) once connected: whose reservation notices it hears. */
   readonly nexusKey: string | null;
   /** Ends the connection (the controller went away). */
-  end(why: string): void;
+  close(why: string): void;
 }
 
 /** The highest NSID (Identify Controller NN): LUNs 0..16382 become NSIDs 1..16383. */
@@ -270,7 +270,7 @@ export class Controller {
     if (this.o.subsystem.controllers.get(this.cntlid) === this) this.o.subsystem.controllers.delete(this.cntlid);
     this.#aers.length = 0;
     for (const f of this.#unlisten.splice(0)) f();
-    for (const q of [...this.queues.values()]) q.end(why);
+    for (const q of [...this.queues.values()]) q.close(why);
   }
 
   /** CAP (Base 2.0 §3.1.4.1): MQES 15:0, CQR bit 16, TO 31:24 (500 ms units), CSS bit 37 NVM, MPSMIN/MPSMAX 0 (4 KiB). */
@@ -298,7 +298,7 @@ export class Controller {
     if ((cc & 1) === 0 && wasEnabled) {
       // A controller reset: the I/O queues go (Base 2.0 §3.7.2).
       this.#csts &= ~1;
-      for (const [qid, q] of [...this.queues]) if (qid !== 0) q.end('CC.EN cleared (controller reset)');
+      for (const [qid, q] of [...this.queues]) if (qid !== 0) q.close('CC.EN cleared (controller reset)');
     }
     if (((cc >> 14) & 3) !== 0) this.#csts = (this.#csts & ~0x0c) | 0x08;
     else this.#csts &= ~0x0c;

@@ -148,24 +148,31 @@ async function writeBlocks(lu: LogicalUnit, data: Buffer, offset: number, fua: b
  * "Command Behavior in the Presence of a Reservation": Read, Compare, Verify
  * read; Write, Write Zeroes, Dataset Management write; Flush is allowed).
  */
-async function refusal(lu: LogicalUnit, ctx: IoContext, cls: PrClass): Promise<Completion | null> {
+function refusal(lu: LogicalUnit, ctx: IoContext, cls: PrClass): Completion | null | Promise<Completion | null> {
   if ((lu.portGroups !== undefined && !lu.portGroups.mediaAccess) || lu.backend.fenced === true) return { status: Status.AsymmetricAccessInaccessible };
   if (cls === 'exempt') return null;
   const r = lu.reservations;
-  if (!r.current && !(await r.whenCurrent())) return { status: Status.NamespaceNotReady };
-  return r.conflicts(nexusKey(ctx.nexus), cls, false) ? { status: Status.ReservationConflict } : null;
+  const conflict = (): Completion | null => (r.conflicts(nexusKey(ctx.nexus), cls, false) ? { status: Status.ReservationConflict } : null);
+  // Decided at once when the reservation state is current, as it is but for a shared store catching up: no promise per command.
+  if (r.current) return conflict();
+  return r.whenCurrent().then((current) => (current ? conflict() : { status: Status.NamespaceNotReady }));
 }
 
 /** The prepared command, run only when refusal() lets it. */
 function guarded(p: PreparedIo, lu: LogicalUnit, ctx: IoContext, cls: PrClass, qos: QosDirection | null): PreparedIo {
+  const admitted = (data: Buffer | null): Promise<Completion> => {
+    const refused = refusal(lu, ctx, cls);
+    if (refused === null) return p.run(data);
+    if (refused instanceof Promise) return refused.then((c) => c ?? p.run(data));
+    return Promise.resolve(refused);
+  };
   return {
     length: p.length,
     dir: p.dir,
-    run: async (data) => {
+    run: (data) => {
       // QoS (target/scsi/qos.ts): the same buckets as the SCSI front ends'; a Read or Write waits for its turn, never fails for it.
       const turn = qos !== null && lu.qos.active ? lu.qos.admit(ctx.nexus.initiator, qos, p.length) : null;
-      if (turn !== null) await turn;
-      return (await refusal(lu, ctx, cls)) ?? p.run(data);
+      return turn !== null ? turn.then(() => admitted(data)) : admitted(data);
     },
   };
 }
