@@ -2,6 +2,9 @@
 // initiator's half of login and authentication, credits, tags, command
 // submission with its data descriptors, task management, keep-alive and
 // logout. Volumes and sessions are built on it.
+// Over 600 lines: login, credits and tags, the JavaScript command path and the
+// native queue's (initiator-queue.h) share the one credit count and tag space
+// of the connection (docs/protocol.md §11), so they live in one class.
 import {
   capsuleBuffer,
   checkLoginGrant,

@@ -2,6 +2,10 @@
 // commands spread over them, reissued after a lost connection while the
 // session reconnects, and failed only when it stays unreachable for the loss
 // timeout. docs/initiator.md describes the behaviour; this file implements it.
+// Over 600 lines for that reason: reissue after a loss touches every command in
+// flight on every channel, so the dispatch, the reconnect loop and the reissue
+// share one set of maps and are kept in one class rather than split across
+// files that would each need them.
 import { EventEmitter } from 'node:events';
 import { decodeSense, type Sense } from '../protocol/scsi/sense.js';
 import { ASYMMETRIC_ACCESS_STATE_CHANGED, ALUA_STANDBY, ALUA_TRANSITIONING, ALUA_UNAVAILABLE, SenseKey } from '../protocol/scsi/sense-codes.js';

@@ -4,6 +4,11 @@
 //
 // Ownership follows libfabric's: a Domain owns its Listeners, Endpoints and
 // MemoryRegions, and close() unwinds them in reverse order of opening.
+//
+// Over 600 lines: that unwinding reaches into each class's private state
+// (a Domain closes its Endpoints and Listeners, a Listener hands accepted
+// Endpoints their domain), so the four classes are kept in one module
+// rather than four that would form an import cycle.
 import { EventEmitter } from 'node:events';
 import {
   addon,

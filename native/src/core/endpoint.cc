@@ -1,3 +1,6 @@
+// Over 600 lines: an endpoint's posts, its CQ drain and its reactor hand-off
+// share the op records, the pending list and the lock (endpoint.h), and each
+// step reads best beside the others; the RDM side is in rdm.cc.
 #include "endpoint.h"
 
 #include <rdma/fi_atomic.h>
