@@ -7,8 +7,9 @@
 // package to install. Everything here is a typed view of what native/src/*.cc
 // exports; the promise-based API that the rest of rblk uses lives in fabric.ts,
 // io-ring.ts and fuse.ts.
-// Over 600 lines by design: DESIGN.md makes this the one file that loads a
-// .node, so every native class's typed declaration is here, one after another.
+// Over 600 lines by design: this is the one file that loads a .node
+// (docs/architecture.md "Loading the addon"), so every native class's typed
+// declaration is here, one after another.
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import { constants } from 'node:os';

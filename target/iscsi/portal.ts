@@ -3,9 +3,8 @@
 // fabric ports, serving the same volumes, LUNs, ACLs and secrets
 // (docs/iscsi.md). One portal group (tag 1) holds every portal of a server,
 // so session reinstatement works across them.
-import { createServer, type Server, type Socket } from 'node:net';
+import { TcpPortal } from '../connection/tcp-portal.js';
 import type { PortHost } from '../server.js';
-import type { TargetPort } from '../transport/transport.js';
 import { IscsiConnection, type SessionRegistry } from './connection.js';
 import type { TargetOffer } from './negotiation.js';
 
@@ -41,74 +40,35 @@ class Registry implements SessionRegistry {
 
 const registries = new WeakMap<PortHost, Registry>();
 
-export class IscsiPortal implements TargetPort {
-  readonly provider = 'iscsi';
-  private readonly connections = new Set<Socket>();
-  private readonly sessions = new Set<IscsiConnection>();
-  private accepting = true;
+/** An iSCSI portal: the shared TCP portal (target/connection/tcp-portal.ts) over iSCSI connections. */
+export type IscsiPortal = TcpPortal<IscsiConnection>;
 
-  private constructor(
-    private readonly server: Server,
-    readonly address: string,
-    readonly port: number,
-  ) {}
-
-  static async listen(host: PortHost, o: PortalOptions): Promise<IscsiPortal> {
-    const server = createServer({ noDelay: true });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen({ host: o.address, port: o.port }, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    const bound = server.address();
-    const port = typeof bound === 'object' && bound !== null ? bound.port : o.port;
-    const portal = new IscsiPortal(server, o.address, port);
+export const IscsiPortal = {
+  listen(host: PortHost, o: PortalOptions): Promise<IscsiPortal> {
     let registry = registries.get(host);
     if (!registry) {
       registry = new Registry();
       registries.set(host, registry);
     }
-    const portName = `iscsi:${o.address}:${port}`;
-    const env = host.environment(portName);
-    server.on('error', (e) => env.log.error(`iSCSI portal ${portName}: ${e.message}`));
-    server.on('connection', (socket) => {
-      if (!portal.accepting || !host.admitConnection(portName, socket.remoteAddress ?? 'unknown')) {
-        socket.destroy();
-        return;
-      }
-      const l = env.limits;
-      const memory = (l as { connectionMemory?: number }).connectionMemory;
-      const offer: TargetOffer = {
-        maxRecvDataSegment: Math.min(TARGET_MAX_RECV_DATA_SEGMENT, l.maxIo),
-        maxBurstLength: Math.min(l.maxIo, 16777215),
-        firstBurstLength: Math.min(FIRST_BURST, l.maxIo),
-        maxOutstandingR2T: MAX_OUTSTANDING_R2T,
-      };
-      const c = new IscsiConnection(socket, { env, registry, offer, memoryBudget: Math.max(memory ?? 0, 4 * l.maxIo) });
-      portal.connections.add(socket);
-      portal.sessions.add(c);
-      socket.once('close', () => portal.connections.delete(socket));
-      void c.closed.then(() => portal.sessions.delete(c));
-      host.adopt(c);
+    const sessions = registry;
+    return TcpPortal.listen<IscsiConnection>({
+      host,
+      address: o.address,
+      port: o.port,
+      provider: 'iscsi',
+      what: 'iSCSI portal',
+      closing: 'portal closing',
+      accept: (socket, _portName, env) => {
+        const l = env.limits;
+        const memory = (l as { connectionMemory?: number }).connectionMemory;
+        const offer: TargetOffer = {
+          maxRecvDataSegment: Math.min(TARGET_MAX_RECV_DATA_SEGMENT, l.maxIo),
+          maxBurstLength: Math.min(l.maxIo, 16777215),
+          firstBurstLength: Math.min(FIRST_BURST, l.maxIo),
+          maxOutstandingR2T: MAX_OUTSTANDING_R2T,
+        };
+        return new IscsiConnection(socket, { env, registry: sessions, offer, memoryBudget: Math.max(memory ?? 0, 4 * l.maxIo) });
+      },
     });
-    return portal;
-  }
-
-  /** Closes the listening socket; established connections stay (net.Server.close waits for them, so this does not). */
-  stopAccepting(): Promise<void> {
-    this.accepting = false;
-    if (this.server.listening) this.closedServer = new Promise((resolve) => this.server.close(() => resolve()));
-    return Promise.resolve();
-  }
-
-  async close(): Promise<void> {
-    await this.stopAccepting();
-    await Promise.all([...this.sessions].map((s) => s.logout('shutdown', 'portal closing')));
-    for (const s of this.connections) s.destroy();
-    await this.closedServer;
-  }
-
-  private closedServer: Promise<void> = Promise.resolve();
-}
+  },
+};
