@@ -6,6 +6,7 @@
 // compareAndWrite (RBD: librbd's, atomic on the OSD) does the compare and the
 // write itself, so that it is atomic for other gateways of the same image too;
 // the range lock still orders it against this process's other commands.
+import { atomicRange } from '../atomic-range.js';
 import { Opcode } from '../../../protocol/scsi/opcodes.js';
 import { MISCOMPARE_DURING_VERIFY } from '../../../protocol/scsi/sense-codes.js';
 import { checkRange, protectField } from '../cdb-fields.js';
@@ -46,16 +47,11 @@ export const compareAndWrite = defineCommand<CawParams>({
     // Data-out is the verify instance then the write instance.
     return dataOut(2 * blocks * lu.blockSize, { lba: start, blocks, fua: (cdb[1] & 0x08) !== 0 });
   },
-  async execute(p, io) {
-    if (p.blocks === 0) return good();
+  execute(p, io) {
     const lu = io.lu;
-    const start = checkRange(lu, p.lba, p.blocks);
-    if (isFailure(start)) return start;
-    const len = p.blocks * lu.blockSize;
-    const off = p.lba * lu.blockSize;
-    const verify = io.data.subarray(0, len);
-    const write = io.data.subarray(len, 2 * len);
-    return lu.rangeLock.hold(io.nexus, p.lba, p.lba + p.blocks, true, async () => {
+    return atomicRange(io, p, async (len, off) => {
+      const verify = io.data.subarray(0, len);
+      const write = io.data.subarray(len, 2 * len);
       const atomic = lu.backend.compareAndWrite?.bind(lu.backend);
       if (atomic !== undefined) {
         const miscompare = await backendIo(

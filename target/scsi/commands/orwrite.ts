@@ -4,6 +4,7 @@
 // command sees a half-applied OR, as for COMPARE AND WRITE. ORPROTECT needs
 // protection information, which rblk does not keep. NLB 0 is a no-op.
 import { Opcode } from '../../../protocol/scsi/opcodes.js';
+import { atomicRange } from '../atomic-range.js';
 import { checkRange, protectField } from '../cdb-fields.js';
 import { dataOut, defineCommand } from '../command-spec.js';
 import { good, invalidCdb, isFailure } from '../outcome.js';
@@ -47,14 +48,9 @@ export const orWrite16 = defineCommand<OrWriteParams>({
     if (isFailure(start)) return start;
     return dataOut(blocks * lu.blockSize, { lba: start, blocks, fua: (cdb[1] & 0x08) !== 0 });
   },
-  async execute(p, io) {
-    if (p.blocks === 0) return good();
+  execute(p, io) {
     const lu = io.lu;
-    const start = checkRange(lu, p.lba, p.blocks);
-    if (isFailure(start)) return start;
-    const len = p.blocks * lu.blockSize;
-    const off = p.lba * lu.blockSize;
-    return lu.rangeLock.hold(io.nexus, p.lba, p.lba + p.blocks, true, () =>
+    return atomicRange(io, p, (len, off) =>
       withScratch(len, async (current) => {
         await backendIo('read', lu.backend.read(current, off));
         orInto(current, io.data.subarray(0, len));

@@ -8,6 +8,7 @@
 // (backend.ts atomicWrites). The limits are those of VPD B0h (vpd.ts): LBA and
 // length whole physical blocks, length at most MAXIMUM ATOMIC TRANSFER LENGTH,
 // no atomic boundaries. NLB 0 is a no-op.
+import { atomicRange } from '../atomic-range.js';
 import { Opcode } from '../../../protocol/scsi/opcodes.js';
 import { INVALID_COMMAND_OPERATION_CODE } from '../../../protocol/scsi/sense-codes.js';
 import { checkRange, protectField } from '../cdb-fields.js';
@@ -44,14 +45,10 @@ export const writeAtomic16 = defineCommand<WriteAtomicParams>({
     if (start % atomic.alignment !== 0) return invalidCdb(2);
     return dataOut(blocks * lu.blockSize, { lba: start, blocks, fua: (cdb[1] & 0x08) !== 0 });
   },
-  async execute(p, io) {
-    if (p.blocks === 0) return good();
+  execute(p, io) {
     const lu = io.lu;
-    const start = checkRange(lu, p.lba, p.blocks);
-    if (isFailure(start)) return start;
-    const len = p.blocks * lu.blockSize;
-    return lu.rangeLock.hold(io.nexus, p.lba, p.lba + p.blocks, true, async () => {
-      await backendIo('write', lu.backend.write(io.data.subarray(0, len), p.lba * lu.blockSize, { fua: p.fua || !lu.modes.wce }));
+    return atomicRange(io, p, async (len, off) => {
+      await backendIo('write', lu.backend.write(io.data.subarray(0, len), off, { fua: p.fua || !lu.modes.wce }));
       return good();
     });
   },
