@@ -92,6 +92,21 @@ export interface AnyLunCommandSpec<P> extends SpecBase {
   execute(p: P, io: CommandIo<LogicalUnit | undefined>): Promise<Outcome> | Outcome;
 }
 
+/**
+ * The commands an initiator needs whatever state the LUN is in, to find out
+ * that state (SAM-5 5.14, SPC-5 5.15.2.4, SPC-2 5.5.1): INQUIRY, REPORT LUNS
+ * and REQUEST SENSE are answered for any LUN, past a unit attention, a
+ * reservation and any ALUA state, and touch no data.
+ */
+export const ANSWERED_IN_ANY_STATE = {
+  pr: 'exempt',
+  access: 'read',
+  alua: 'unavailable',
+  uaExempt: true,
+  legacyExempt: true,
+  anyLun: true,
+} as const;
+
 /** A parsed command with its handler's parameters closed over. */
 export interface Prepared {
   readonly direction: Direction;

@@ -3,7 +3,7 @@
 import { writeAscii } from '../../../protocol/scsi/ascii.js';
 import { DEVICE_TYPE_DISK, NO_LOGICAL_UNIT, Opcode } from '../../../protocol/scsi/opcodes.js';
 import { LOGICAL_UNIT_NOT_SUPPORTED } from '../../../protocol/scsi/sense-codes.js';
-import { dataIn, defineCommand } from '../command-spec.js';
+import { dataIn, ANSWERED_IN_ANY_STATE, defineCommand } from '../command-spec.js';
 import { DEFAULT_PRODUCT, DEFAULT_REVISION, DEFAULT_VENDOR, type LogicalUnit } from '../logical-unit.js';
 import { check, invalidCdb, respond } from '../outcome.js';
 import { buildVpdPage } from './vpd.js';
@@ -39,12 +39,7 @@ export const inquiry = defineCommand<InquiryParams>({
   name: 'INQUIRY',
   cdbLength: 6,
   usage: [Opcode.INQUIRY, 0x01, 0xff, 0xff, 0xff, 0x00],
-  pr: 'exempt',
-  access: 'read',
-  alua: 'unavailable',
-  uaExempt: true,
-  legacyExempt: true,
-  anyLun: true,
+  ...ANSWERED_IN_ANY_STATE,
   parse(cdb) {
     // CMDDT is obsolete since SPC-3 and must be zero.
     if (cdb[1] & 0x02) return invalidCdb(1, 1);

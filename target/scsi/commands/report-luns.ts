@@ -2,7 +2,7 @@
 // supplies; answered for any LUN and never blocked by a unit attention.
 import { encodeLun, LUN_SIZE, MAX_LUN } from '../../../protocol/scsi/lun.js';
 import { Opcode } from '../../../protocol/scsi/opcodes.js';
-import { dataIn, defineCommand } from '../command-spec.js';
+import { dataIn, ANSWERED_IN_ANY_STATE, defineCommand } from '../command-spec.js';
 import { invalidCdb, respond } from '../outcome.js';
 
 interface ReportLunsParams {
@@ -15,12 +15,7 @@ export const reportLuns = defineCommand<ReportLunsParams>({
   name: 'REPORT LUNS',
   cdbLength: 12,
   usage: [Opcode.REPORT_LUNS, 0, 0xff, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x00],
-  pr: 'exempt',
-  access: 'read',
-  alua: 'unavailable',
-  uaExempt: true,
-  legacyExempt: true,
-  anyLun: true,
+  ...ANSWERED_IN_ANY_STATE,
   parse(cdb) {
     const select = cdb[2];
     // 00h all, 01h well known only, 02h all; 10h/11h ask for administrative

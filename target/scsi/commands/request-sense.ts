@@ -5,7 +5,7 @@
 import { Opcode } from '../../../protocol/scsi/opcodes.js';
 import { LOGICAL_UNIT_NOT_SUPPORTED, NO_ADDITIONAL_SENSE } from '../../../protocol/scsi/sense-codes.js';
 import { buildSense } from '../../../protocol/scsi/sense.js';
-import { dataIn, defineCommand } from '../command-spec.js';
+import { dataIn, ANSWERED_IN_ANY_STATE, defineCommand } from '../command-spec.js';
 import { respond } from '../outcome.js';
 
 interface RequestSenseParams {
@@ -18,12 +18,7 @@ export const requestSense = defineCommand<RequestSenseParams>({
   name: 'REQUEST SENSE',
   cdbLength: 6,
   usage: [Opcode.REQUEST_SENSE, 0x01, 0, 0, 0xff, 0x00],
-  pr: 'exempt',
-  access: 'read',
-  alua: 'unavailable',
-  uaExempt: true,
-  legacyExempt: true,
-  anyLun: true,
+  ...ANSWERED_IN_ANY_STATE,
   parse(cdb) {
     return dataIn(cdb[4], { descriptor: (cdb[1] & 0x01) !== 0, allocationLength: cdb[4] });
   },
