@@ -321,7 +321,8 @@ void Endpoint::Emit(uint32_t a, uint32_t b, uint32_t c, OpRecord* op, size_t* co
 
 size_t Endpoint::DrainCq() {
   std::lock_guard<std::recursive_mutex> g(*lock_);
-  if (draining_ || cq_ == nullptr) return 0;
+  // An shm peer of this process that has closed: its progress is unsafe (rdm.cc OnPollTimer).
+  if (draining_ || cq_ == nullptr || PeerGone()) return 0;
   size_t total = 0;
   draining_ = true;
   size_t count = 0;

@@ -599,6 +599,25 @@ void Endpoint::OnPollTimer() {
   if (cq_ == nullptr) return;
   Napi::Env env(env_);
   Napi::HandleScope scope(env);
+  if (PeerGone()) {
+    // The peer, an shm endpoint of this process, has closed. libfabric 1.17's
+    // progress on this side can then walk into the peer's freed region (a
+    // SIGSEGV in fi_cq_read under ASan, operations to the peer still queued),
+    // so this side reads its CQ no more: the peer's close is its shutdown,
+    // heard here at once, and close() cancels whatever is still posted.
+    if (poll_idle_ != nullptr) uv_idle_stop(poll_idle_);
+    if (poll_timer_ != nullptr) uv_timer_stop(poll_timer_);
+    if (!shutdown_seen_ && !listening_) {
+      shutdown_seen_ = true;
+      cm_events_.push_back(CmEvent{"shutdown", 0, {}, 0});
+      try {
+        DeliverCmEvents();
+      } catch (const Napi::Error& e) {
+        napi_fatal_exception(env, e.Value());
+      }
+    }
+    return;
+  }
   const uint64_t posted_before = posted_;
   size_t n = 0;
   try {
