@@ -30,19 +30,36 @@ inline bool QosApplies(int slot, bool write) {
   return k == 2 || k == (write ? 1 : 0);
 }
 
-// Whether every limit of these buckets lets a command start at now_ns.
-inline bool QosHasRoom(int64_t* const* states, size_t n, bool write, int64_t now_ns) {
+// Calls f(limit, k, rate) for each limit of these buckets that applies to a
+// command of this direction and has a rate (0: no limit); limit points at the
+// limit's words (rate, burst, TAT).
+template <typename F>
+inline void QosEachLimit(int64_t* const* states, size_t n, bool write, F&& f) {
   for (size_t b = 0; b < n; b++) {
-    int64_t* s = states[b];
     for (int k = 0; k < kQosSlots; k++) {
       if (!QosApplies(k, write)) continue;
-      int64_t rate = __atomic_load_n(&s[k * kQosWords], __ATOMIC_RELAXED);
-      if (rate <= 0) continue;
-      int64_t burst = __atomic_load_n(&s[k * kQosWords + 1], __ATOMIC_RELAXED);
-      if (__atomic_load_n(&s[k * kQosWords + 2], __ATOMIC_ACQUIRE) - burst > now_ns) return false;
+      int64_t* limit = &states[b][k * kQosWords];
+      int64_t rate = __atomic_load_n(&limit[0], __ATOMIC_RELAXED);
+      if (rate > 0) f(limit, k, rate);
     }
   }
-  return true;
+}
+
+// The earliest time every limit of these buckets lets a command of this
+// direction start (the latest TAT - burst among them), as things stand; a
+// limit set, raised or removed by a reload is seen at the next look.
+inline int64_t QosReadyAt(int64_t* const* states, size_t n, bool write) {
+  int64_t at = INT64_MIN;
+  QosEachLimit(states, n, write, [&](int64_t* limit, int, int64_t) {
+    int64_t ready = __atomic_load_n(&limit[2], __ATOMIC_ACQUIRE) - __atomic_load_n(&limit[1], __ATOMIC_RELAXED);
+    if (ready > at) at = ready;
+  });
+  return at;
+}
+
+// Whether every limit of these buckets lets a command start at now_ns.
+inline bool QosHasRoom(int64_t* const* states, size_t n, bool write, int64_t now_ns) {
+  return QosReadyAt(states, n, write) <= now_ns;
 }
 
 // Charges a command to every limit of these buckets that applies to it.
@@ -51,22 +68,16 @@ inline bool QosHasRoom(int64_t* const* states, size_t n, bool write, int64_t now
 // reserve does, instead of now + cost, which would lose the wake-up's latency
 // from the rate at every release.
 inline void QosCharge(int64_t* const* states, size_t n, bool write, uint64_t bytes, int64_t from_ns) {
-  for (size_t b = 0; b < n; b++) {
-    int64_t* s = states[b];
-    for (int k = 0; k < kQosSlots; k++) {
-      if (!QosApplies(k, write)) continue;
-      int64_t rate = __atomic_load_n(&s[k * kQosWords], __ATOMIC_RELAXED);
-      if (rate <= 0) continue;
-      uint64_t units = k < kQosIopsSlots ? 1 : bytes;
-      int64_t cost = static_cast<int64_t>(units * 1000000000ull / static_cast<uint64_t>(rate));
-      int64_t* tat = &s[k * kQosWords + 2];
-      int64_t seen = __atomic_load_n(tat, __ATOMIC_ACQUIRE);
-      for (;;) {
-        int64_t next = (seen > from_ns ? seen : from_ns) + cost;
-        if (__atomic_compare_exchange_n(tat, &seen, next, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) break;
-      }
+  QosEachLimit(states, n, write, [&](int64_t* limit, int k, int64_t rate) {
+    uint64_t units = k < kQosIopsSlots ? 1 : bytes;
+    int64_t cost = static_cast<int64_t>(units * 1000000000ull / static_cast<uint64_t>(rate));
+    int64_t* tat = &limit[2];
+    int64_t seen = __atomic_load_n(tat, __ATOMIC_ACQUIRE);
+    for (;;) {
+      int64_t next = (seen > from_ns ? seen : from_ns) + cost;
+      if (__atomic_compare_exchange_n(tat, &seen, next, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) break;
     }
-  }
+  });
 }
 
 // Whether every limit lets the command start at now_ns; if so, charges it.
@@ -80,23 +91,6 @@ inline bool QosTryCharge(int64_t* const* states, size_t n, bool write, uint64_t 
 
 inline bool QosTryCharge(int64_t* const* states, size_t n, bool write, uint64_t bytes, int64_t now_ns) {
   return QosTryCharge(states, n, write, bytes, now_ns, now_ns);
-}
-
-// The earliest time every limit of these buckets lets a command of this
-// direction start (the latest TAT - burst among them), as things stand; a
-// limit set, raised or removed by a reload is seen at the next look.
-inline int64_t QosReadyAt(int64_t* const* states, size_t n, bool write) {
-  int64_t at = INT64_MIN;
-  for (size_t b = 0; b < n; b++) {
-    int64_t* s = states[b];
-    for (int k = 0; k < kQosSlots; k++) {
-      if (!QosApplies(k, write)) continue;
-      if (__atomic_load_n(&s[k * kQosWords], __ATOMIC_RELAXED) <= 0) continue;
-      int64_t ready = __atomic_load_n(&s[k * kQosWords + 2], __ATOMIC_ACQUIRE) - __atomic_load_n(&s[k * kQosWords + 1], __ATOMIC_RELAXED);
-      if (ready > at) at = ready;
-    }
-  }
-  return at;
 }
 
 }  // namespace rblk
