@@ -5,9 +5,9 @@
 // written from the spec's layouts while another host preempts, releases and
 // clears (docs/nvme.md "Reservations").
 import test from 'ava';
-import { buildSqe, reservationKeys } from '../../protocol/nvme/command.js';
+import { buildSqe, reservationKeys as keys } from '../../protocol/nvme/command.js';
 import { PrType } from '../../protocol/scsi/opcodes.js';
-import { B_NQN, openHostQueues, reservationCommand, startNvme } from './fixture.js';
+import { B_NQN, openHostQueues, reservationCommand as resv, startNvme } from './fixture.js';
 import { decodeCqe, HOST_NQN, RawHost, rwSqe, type Result } from '../../bench/soak/nvme-raw-host.js';
 
 interface Page {
@@ -25,8 +25,6 @@ test('log 80h after another host preempts, releases and clears; the mask (82h) a
   const host = (hostnqn: string) => openHostQueues(t, f, hostnqn);
   const a = await host(HOST_NQN);
   const b = await host(B_NQN);
-  const keys = reservationKeys;
-  const resv = reservationCommand;
   // Register (0Dh) RREGA 0 with NRKEY; Acquire (11h) RACQA 0/1 with RTYPE; Release (15h) RRELA 0/1 (NVM 1.0 §3.2.5-§3.2.8).
   const register = (h: RawHost, key: bigint) => resv(h, 0x0d, 0, keys(0n, key));
   const acquire = (h: RawHost, rtype: number, key: bigint) => resv(h, 0x11, rtype << 8, keys(key));

@@ -3,9 +3,9 @@
 // acquire, conflict, report, preempt, release and clear, and the SCSI side
 // sees the same registrations and reservation.
 import test from 'ava';
-import { buildSqe, reservationKeys } from '../../protocol/nvme/command.js';
+import { buildSqe, reservationKeys as keys } from '../../protocol/nvme/command.js';
 import { PrType } from '../../protocol/scsi/opcodes.js';
-import { B_NQN, openHostQueues, reservationCommand, startNvme } from './fixture.js';
+import { B_NQN, openHostQueues, reservationCommand as resv, startNvme } from './fixture.js';
 import { HOST_ID, HOST_NQN, RawHost, rwSqe, type Result } from '../../bench/soak/nvme-raw-host.js';
 
 test('Reservation Register, Acquire, Report, preempt, Release and Clear, shared with the SCSI state', async (t) => {
@@ -14,8 +14,6 @@ test('Reservation Register, Acquire, Report, preempt, Release and Clear, shared 
   const queue = (hostnqn: string) => openHostQueues(t, f, hostnqn);
   const a = await queue(HOST_NQN);
   const b = await queue(B_NQN);
-  const keys = reservationKeys;
-  const resv = reservationCommand;
   const write = (h: RawHost) => h.command(rwSqe(0x01, h.nextCid(), 1, 0, 1, 512, { inCapsule: true }), { data: Buffer.alloc(512, 9), inCapsule: true });
   const read = (h: RawHost) => h.command(rwSqe(0x02, h.nextCid(), 1, 0, 1, 512));
 
