@@ -112,13 +112,7 @@ void FastRbd::Drain() {
 void FastRbd::Done() {
   ending_ = true;
   poller_.Stop();
-  if (pages_ != nullptr) pages_->Release();
-  pages_ = nullptr;
-  if (settled_) {
-    std::function<void()> settled = std::move(settled_);
-    settled_ = nullptr;
-    settled();
-  }
+  ReleaseAndSettle(pages_, settled_);
   if (loop_ == nullptr) {
     delete this;  // never started: no callback of it can be running
     return;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace rblk {
 
@@ -21,6 +22,19 @@ struct Memory {
   void Retain() { refs.fetch_add(1, std::memory_order_relaxed); }
   void Release();
 };
+
+// The end of an orphan (ring-orphan.cc, fast-rbd.cc): once the kernel or
+// librbd has finished with them, the pages it held are released, then its
+// `settled` runs, once.
+inline void ReleaseAndSettle(Memory*& pages, std::function<void()>& settled) {
+  if (pages != nullptr) pages->Release();
+  pages = nullptr;
+  if (settled) {
+    std::function<void()> run = std::move(settled);
+    settled = nullptr;
+    run();
+  }
+}
 
 // Pages that belong to no domain: a session's zero-copy buffer, registered
 // again on each connection that carries its I/O (docs/architecture.md

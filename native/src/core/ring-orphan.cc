@@ -44,13 +44,7 @@ void RingOrphan::Done() {
   poller_.Stop();
   api_->close(ring_);  // the blocking fallback too, when the watch could not start
   ring_ = nullptr;
-  if (pages_ != nullptr) pages_->Release();
-  pages_ = nullptr;
-  if (settled_) {
-    std::function<void()> settled = std::move(settled_);
-    settled_ = nullptr;
-    settled();
-  }
+  ReleaseAndSettle(pages_, settled_);
   DeleteLater(loop_, this);
 }
 
