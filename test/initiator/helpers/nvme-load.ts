@@ -2,8 +2,12 @@
 // disjoint set of blocks (block mod workers), writing random blocks and
 // reading back what it last wrote (zeroes before that), so that every
 // acknowledged write is checked and no two commands in flight overlap.
+// `registered` moves each worker's data through one registered buffer of its
+// own (allocate(); docs/nvme.md "Registered buffers"), reused for every read
+// and write, so the same memory serves across reconnects; `fua` sets FUA on
+// every write. `offsetBlocks` shifts the load so two loads share a volume.
 import { randomBytes, randomInt } from 'node:crypto';
-import type { NvmeVolume } from '../../../initiator/index.js';
+import type { NvmeVolume, RegisteredBuffer } from '../../../initiator/index.js';
 import { until } from '../../../bench/kit/wait.js';
 
 export interface LoadResult {
@@ -25,19 +29,40 @@ export interface Load {
   readonly written: Map<number, Buffer>;
 }
 
-export function startLoad(vol: NvmeVolume, o: { workers: number; blocks: number; blockBytes?: number; readShare?: number }): Load {
+export interface LoadOptions {
+  workers: number;
+  blocks: number;
+  blockBytes?: number;
+  readShare?: number;
+  registered?: boolean;
+  fua?: boolean;
+  offsetBlocks?: number;
+}
+
+export function startLoad(vol: NvmeVolume, o: LoadOptions): Load {
   const bs = o.blockBytes ?? 4096;
+  const base = o.offsetBlocks ?? 0;
   const written = new Map<number, Buffer>();
   const history = new Map<number, Buffer[]>();
   const r: LoadResult = { ops: 0, reads: 0, writes: 0, errors: [], mismatches: 0, found: [] };
   let running = true;
   const worker = async (w: number): Promise<void> => {
     const mine = Math.floor((o.blocks - w - 1) / o.workers) + 1;
+    const reg = o.registered ? vol.allocate(bs) : undefined;
+    try {
+      await loop(w, mine, reg);
+    } finally {
+      reg?.release();
+    }
+  };
+  const loop = async (w: number, mine: number, reg: RegisteredBuffer | undefined): Promise<void> => {
     while (running) {
       const block = w + o.workers * randomInt(mine);
+      const offset = (base + block) * bs;
       try {
         if (Math.random() < (o.readShare ?? 0.5)) {
-          const got = await vol.read(block * bs, bs);
+          const got = reg ? await vol.read(offset, reg) : await vol.read(offset, bs);
+          if (reg && got.buffer !== reg.buffer.buffer) throw new Error('a read into registered memory returned other memory');
           const want = written.get(block) ?? Buffer.alloc(bs);
           if (!got.equals(want)) {
             r.mismatches++;
@@ -47,7 +72,8 @@ export function startLoad(vol: NvmeVolume, o: { workers: number; blocks: number;
           r.reads++;
         } else {
           const data = randomBytes(bs);
-          await vol.write(block * bs, data);
+          if (reg) data.copy(reg.buffer);
+          await vol.write(offset, reg ?? data, { fua: o.fua ?? false });
           written.set(block, data);
           history.set(block, [...(history.get(block) ?? []), data]);
           r.writes++;
@@ -74,9 +100,9 @@ export function startLoad(vol: NvmeVolume, o: { workers: number; blocks: number;
 }
 
 /** Reads every block the load wrote and counts those that differ from what was acknowledged. */
-export async function verifyAll(vol: NvmeVolume, written: Map<number, Buffer>, bs = 4096): Promise<number> {
+export async function verifyAll(vol: NvmeVolume, written: Map<number, Buffer>, bs = 4096, offsetBlocks = 0): Promise<number> {
   let bad = 0;
-  for (const [block, data] of written) if (!(await vol.read(block * bs, bs)).equals(data)) bad++;
+  for (const [block, data] of written) if (!(await vol.read((offsetBlocks + block) * bs, bs)).equals(data)) bad++;
   return bad;
 }
 
