@@ -11,7 +11,7 @@ import { partitions } from './partition.js';
 import { newRow, type SoakRow } from './report.js';
 import { sustained } from './sustained.js';
 
-export const SCENARIOS = ['sustained', 'kill-library', 'kill-nbd', 'kill-ext4', 'fuzz', 'nvme-fuzz', 'partition', 'churn', 'backing'] as const;
+export const SCENARIOS = ['sustained', 'kill-library', 'kill-nvme', 'kill-nbd', 'kill-ext4', 'fuzz', 'nvme-fuzz', 'partition', 'churn', 'backing'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface SoakArgs {
@@ -83,6 +83,7 @@ export async function runSoak(a: SoakArgs, log: (line: string) => void, onRow: (
   if (has('sustained') && a.sustainS > 0) for (const r of await sustained({ seconds: a.sustainS, reactors: [0, 2], log })) add(r);
   for (const signal of ['SIGKILL', 'SIGTERM'] as const) {
     if (has('kill-library')) add(await killRestart({ path: 'library', signal, kills: a.kills, log }));
+    if (has('kill-nvme')) add(await killRestart({ path: 'nvme', signal, kills: a.kills, log }));
     if (has('kill-nbd')) add(await killRestart({ path: 'nbd', signal, kills: a.kills, log }));
     if (has('kill-ext4')) add(await ext4KillRestart({ signal, kills: a.kills, log }));
   }

@@ -1,9 +1,10 @@
 // The initiator paths a soak writes through: the rblk library (a Session and its Volume,
-// FUA writes), and the NBD export of `rblk attach --nbd-socket` through a small NBD client
+// FUA writes), the library's NVMe/TCP host against rblkd's nvme-tcp listener (docs/nvme.md),
+// and the NBD export of `rblk attach --nbd-socket` through a small NBD client
 // of our own (docs/nbd.md; fixed newstyle handshake, NBD_OPT_GO, simple replies), so that
 // every write's acknowledgement is seen exactly as the export sends it.
 import { connect as netConnect, type Socket } from 'node:net';
-import { connect, type Session, type Volume } from '../../initiator/index.js';
+import { connect, connectNvme, type NvmeSession, type Session, type Volume } from '../../initiator/index.js';
 import type { BlockClient } from './ledger.js';
 
 /** A library session that waits out a target restart instead of failing (docs/initiator.md "Timeouts and recovery"). */
@@ -24,6 +25,28 @@ export async function librarySession(url: string, opts: { lossMs?: number; comma
     volume,
     client: { write: (offset, data, fua) => volume.write(offset, data, { fua }), read: (offset, length) => volume.read(offset, length) },
     reconnectErrors: () => errors,
+  };
+}
+
+/**
+ * The NVMe/TCP host on nsid 1, waiting out a target restart like librarySession
+ * (docs/nvme.md "The rblk library as an NVMe/TCP host"); a failed reconnect
+ * attempt is a `pathDown` event, counted.
+ */
+export async function nvmeSession(url: string, opts: { lossMs?: number } = {}): Promise<{ session: NvmeSession; client: BlockClient; reconnectErrors: () => number }> {
+  const session = await connectNvme(url, {
+    queueDepth: 8,
+    maxIo: 128 * 1024,
+    timeouts: { lossMs: opts.lossMs ?? 60_000, commandMs: 30_000, connectMs: 5000 },
+    reconnect: { initialDelayMs: 50, maxDelayMs: 500 },
+  });
+  let downs = 0;
+  session.on('pathDown', () => downs++);
+  const volume = await session.open(1);
+  return {
+    session,
+    client: { write: (offset, data, fua) => volume.write(offset, data, { fua }), read: (offset, length) => volume.read(offset, length) },
+    reconnectErrors: () => downs,
   };
 }
 

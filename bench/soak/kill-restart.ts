@@ -1,18 +1,24 @@
 // kill -9 and SIGTERM of rblkd under an initiator path that keeps writing: FUA writes
-// through the library, or through the NBD export of `rblk attach` (FUA flag on every
+// through the library, through the library's NVMe/TCP host (rblkd's nvme-tcp listener), or
+// through the NBD export of `rblk attach` (FUA flag on every
 // NBD_CMD_WRITE). A ledger (ledger.ts) remembers every acknowledged write; after the runs
 // each block is read back through the path and straight from the backing file. Also
 // measured: how long after rblkd is listening again the first write is acknowledged.
 import { closeSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
-import { librarySession, NbdClient } from './clients.js';
+import { librarySession, NbdClient, nvmeSession } from './clients.js';
 import { SoakDaemon } from './daemon.js';
 import { Ledger, type BlockClient } from './ledger.js';
 import { spawnEntry, within, type Child } from './processes.js';
 import { median, newRow, type SoakRow } from './report.js';
 import { eventually } from '../kit/wait.js';
 
-export type KillPath = 'library' | 'nbd';
+export type KillPath = 'library' | 'nvme' | 'nbd';
+
+/** The subsystem NQN of the soak's nvme-tcp listener. */
+const SOAK_NQN = 'nqn.2026-12.io.rblk:soak';
+
+const PATH_WRITES: Record<KillPath, string> = { library: 'library FUA writes', nvme: 'NVMe/TCP host FUA writes', nbd: 'NBD export FUA writes' };
 
 export interface KillOptions {
   path: KillPath;
@@ -37,6 +43,11 @@ export async function openPath(path: KillPath, daemon: SoakDaemon, library: Para
   if (path === 'library') {
     const s = await librarySession(daemon.url('v'), library);
     return { client: s.client, close: () => s.session.close(), detail: () => `${s.reconnectErrors()} failed reconnect attempts` };
+  }
+  if (path === 'nvme') {
+    if (daemon.nvmePort === undefined) throw new Error('rblkd has no nvme-tcp listener (setup.nvme)');
+    const s = await nvmeSession(`nvme+tcp://127.0.0.1:${daemon.nvmePort}/${SOAK_NQN}`);
+    return { client: s.client, close: () => s.session.close(), detail: () => `${s.reconnectErrors()} paths lost or failed to reconnect` };
   }
   const sock = join(daemon.dir, 'nbd.sock');
   const attach: Child = spawnEntry('rblk', ['attach', daemon.url('v'), '--nbd-socket', sock]);
@@ -74,9 +85,10 @@ export function fileClient(path: string): BlockClient & { close(): void } {
 }
 
 export async function killRestart(o: KillOptions): Promise<SoakRow> {
-  const row = newRow(`${o.signal === 'SIGKILL' ? 'kill -9' : 'SIGTERM'} rblkd, ${o.path === 'library' ? 'library FUA writes' : 'NBD export FUA writes'}`);
+  const row = newRow(`${o.signal === 'SIGKILL' ? 'kill -9' : 'SIGTERM'} rblkd, ${PATH_WRITES[o.path]}`);
   const log = o.log ?? (() => undefined);
-  const daemon = new SoakDaemon({ volumes: [{ name: 'v', path: 'v.img', size: '32MiB' }] });
+  const nvme = o.path === 'nvme';
+  const daemon = new SoakDaemon({ volumes: [{ name: 'v', path: 'v.img', size: '32MiB' }], ...(nvme ? { nvme, extra: { nqn: SOAK_NQN } } : {}) });
   const ledger = new Ledger(4, 512);
   const resumes: number[] = [];
   let handle: PathHandle | null = null;

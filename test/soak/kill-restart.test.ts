@@ -25,3 +25,8 @@ test.serial('NBD export: kill -9 and SIGTERM under FUA writes, nothing acknowled
   check(t, await killRestart({ path: 'nbd', signal: 'SIGKILL', kills: 2, writesBetween: 20 }), 2);
   check(t, await killRestart({ path: 'nbd', signal: 'SIGTERM', kills: 2, writesBetween: 20 }), 2);
 });
+
+test.serial('NVMe/TCP host: kill -9 twice under FUA writes, nothing acknowledged is lost', async (t) => {
+  t.timeout(240_000);
+  check(t, await killRestart({ path: 'nvme', signal: 'SIGKILL', kills: 2, writesBetween: 20 }), 2);
+});
