@@ -22,15 +22,32 @@ for a in "$@"; do
 done
 
 status=0
+# How busy the machine's cores were over a pass (from /proc/stat), printed
+# with its time: it tells whether more ava concurrency could shorten the pass
+# (cores idle while tests wait on timers) or not (cores already busy).
+cpu_now() {
+  local _ u n s i w q sq st
+  read -r _ u n s i w q sq st _ </proc/stat
+  echo "$((u + n + s + q + sq + st)) $((u + n + s + i + w + q + sq + st))"
+}
+pass_timing() {
+  local busy total
+  read -r busy total <<<"$(cpu_now)"
+  echo "# timing: $1 took $((SECONDS - pass_start)) s, cores $(((busy - cpu_start_busy) * 100 / (total - cpu_start_total + 1)))% busy" >&2
+}
+pass_begin() {
+  pass_start=$SECONDS
+  read -r cpu_start_busy cpu_start_total <<<"$(cpu_now)"
+}
 # The ASan+UBSan addon for pass 3 builds meanwhile, at low priority: pass 1
 # spends much of its time waiting on daemons and timers, so the build mostly
 # takes cycles the tests leave (it was 2.5 min of CI's time, built after them).
 asan_log=$(mktemp)
 nice -n 15 bash scripts/sanitize.sh --build-only >"$asan_log" 2>&1 &
 asan_build=$!
-pass_start=$SECONDS
+pass_begin
 npx ava "$@" || status=1
-echo "# timing: pass 1 took $((SECONDS - pass_start)) s" >&2
+pass_timing "pass 1"
 # io-ring.test.ts is file I/O and fast-decode.test.ts the capsule decoders on
 # plain buffers (fuzzed; 30k capsules): no memory-registration mode touches them.
 fabric_tests=()
@@ -49,15 +66,15 @@ for f in test/target/*.test.ts test/initiator/*.test.ts; do
       io | memory-lifetime | multi-connection | rdm-url | reconnect) mr_tests+=("$f") ;;
   esac
 done
-pass_start=$SECONDS
+pass_begin
 RBLK_FI_MR_MODE=basic npx ava "$@" "${fabric_tests[@]}" "${mr_tests[@]}" || status=1
-echo "# timing: pass 2 (basic MR) took $((SECONDS - pass_start)) s" >&2
+pass_timing "pass 2 (basic MR)"
 if ! wait "$asan_build"; then
   cat "$asan_log" >&2
   status=1
 fi
 rm -f "$asan_log"
-pass_start=$SECONDS
+pass_begin
 bash scripts/sanitize.sh npx ava "$@" test/native test/target/fast-path-differential.test.ts test/initiator/fast-path-differential.test.ts test/initiator/fast-path-stale-answer.test.ts || status=1
-echo "# timing: pass 3 (ASan) took $((SECONDS - pass_start)) s" >&2
+pass_timing "pass 3 (ASan)"
 exit "$status"
