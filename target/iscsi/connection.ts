@@ -219,7 +219,8 @@ export class IscsiConnection extends FrontEndConnection<number, Running> impleme
       provider: 'iscsi',
       connection: this.cid,
       state: this.phase,
-      credits: this.maxCmdSN - this.expCmdSN + 1,
+      // Serial-number distance (RFC 7143 §3.2.2.1): right across the 2^32 wrap too.
+      credits: ((this.maxCmdSN - this.expCmdSN) >>> 0) + 1,
       native: noNative('iSCSI connections are served in JavaScript'),
     };
   }
