@@ -1,12 +1,14 @@
 // Sustained I/O, nothing killed (docs/reliability.md "Sustained sessions"): one rblkd
 // (reactors off, then on), and for the whole phase every initiator path at once writes
 // ledger blocks and reads each back (the library with registered buffers, with ordinary
-// ones, and the NBD export of `rblk attach`). Nothing is killed, so the figure that
+// ones, the NBD export of `rblk attach`, and the library's NVMe/TCP host on rblkd's
+// nvme-tcp listener with ordinary buffers, and with registered buffers, header and data
+// digests and FUA writes). Nothing is killed, so the figure that
 // matters is the reconnect count: each path must log in once and see no error. A
 // session ended by its own keep-alive while busy shows here as a second login.
 import { readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { connect, type RegisteredBuffer } from '../../initiator/index.js';
+import { connect, connectNvme, type RegisteredBuffer } from '../../initiator/index.js';
 import { NbdClient } from './clients.js';
 import { SoakDaemon } from './daemon.js';
 import { blockContent, LEDGER_BLOCK } from './ledger.js';
@@ -87,6 +89,44 @@ async function libraryPath(daemon: SoakDaemon, registered: boolean, end: number,
   return run;
 }
 
+/** The subsystem NQN of the sustained phase's nvme-tcp listener. */
+const SUSTAINED_NQN = 'nqn.2026-12.io.rblk:soak-sustained';
+
+/** NSIDs given in the config (docs/nvme.md), so the NVMe paths never depend on LUN order. */
+const NVME_NSID = { plain: 9, registered: 10 } as const;
+
+async function nvmePath(daemon: SoakDaemon, kind: 'plain' | 'registered', end: number, reactors: number): Promise<PathRun> {
+  const hostnqn = `nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-0000000000${kind === 'plain' ? 'b1' : 'b2'}`;
+  const run: PathRun = { name: `NVMe/TCP host, ${kind === 'plain' ? 'ordinary buffers' : 'registered buffers, digests, FUA'}`, initiator: hostnqn, ops: 0, mismatches: 0, errors: [], reconnects: 0 };
+  const session = await connectNvme(`nvme+tcp://127.0.0.1:${daemon.nvmePort}/${SUSTAINED_NQN}`, {
+    hostnqn,
+    queueDepth: 8,
+    timeouts: { lossMs: 60_000 },
+    ...(kind === 'registered' ? { digests: { header: true, data: true } } : {}),
+  });
+  session.on('pathDown', (_p, why) => run.errors.push(`path down: ${why}`));
+  let memory: RegisteredBuffer | null = null;
+  try {
+    const vol = await session.open(NVME_NSID[kind]);
+    memory = kind === 'registered' ? session.allocate(WORKERS * 2 * LEDGER_BLOCK) : null;
+    const m = memory;
+    const slot = (w: number, k: 0 | 1): Buffer => m!.buffer.subarray((2 * w + k) * LEDGER_BLOCK, (2 * w + k + 1) * LEDGER_BLOCK);
+    await verifiedLoop(run, end, {
+      write: async (offset, data, w) => {
+        if (m === null) return vol.write(offset, data);
+        data.copy(slot(w, 0));
+        await vol.write(offset, slot(w, 0), { fua: true });
+      },
+      read: async (offset, w) => (m === null ? vol.read(offset, LEDGER_BLOCK) : Buffer.from(await vol.read(offset, slot(w, 1)))),
+    });
+    run.reconnects = session.reconnects;
+  } finally {
+    memory?.release();
+    await session.close();
+  }
+  return run;
+}
+
 async function nbdPath(daemon: SoakDaemon, end: number, reactors: number): Promise<PathRun> {
   const initiator = `iqn.2026-12.io.rblk:sustained-nbd-r${reactors}`;
   const run: PathRun = { name: 'NBD export (rblk attach)', initiator, ops: 0, mismatches: 0, errors: [], reconnects: null };
@@ -125,8 +165,12 @@ export async function sustained(o: SustainedOptions): Promise<SoakRow[]> {
   for (const reactors of o.reactors) {
     // Each path its own volume, so one path's bytes never meet another's.
     const daemon = new SoakDaemon({
-      volumes: ['registered', 'pooled', 'nbd'].map((name) => ({ name, path: `${name}.img`, size: '16MiB' })),
-      extra: { reactors },
+      volumes: [
+        ...['registered', 'pooled', 'nbd'].map((name) => ({ name, path: `${name}.img`, size: '16MiB' })),
+        ...(['plain', 'registered'] as const).map((k) => ({ name: `nvme-${k}`, path: `nvme-${k}.img`, size: '16MiB', nsid: NVME_NSID[k] })),
+      ],
+      nvme: true,
+      extra: { reactors, nqn: SUSTAINED_NQN },
     });
     try {
       await daemon.start();
@@ -138,8 +182,14 @@ export async function sustained(o: SustainedOptions): Promise<SoakRow[]> {
       const fdsBefore = daemon.fds();
       const rssBefore = daemon.rss();
       const end = Date.now() + o.seconds * 1000;
-      log(`  sustained: ${o.seconds} s of I/O through 3 paths, reactors ${reactors}`);
-      const settled = await Promise.allSettled([libraryPath(daemon, true, end, reactors), libraryPath(daemon, false, end, reactors), nbdPath(daemon, end, reactors)]);
+      log(`  sustained: ${o.seconds} s of I/O through 5 paths, reactors ${reactors}`);
+      const settled = await Promise.allSettled([
+        libraryPath(daemon, true, end, reactors),
+        libraryPath(daemon, false, end, reactors),
+        nbdPath(daemon, end, reactors),
+        nvmePath(daemon, 'plain', end, reactors),
+        nvmePath(daemon, 'registered', end, reactors),
+      ]);
       // Let the connections' ends reach the daemon before its fds are counted (bounded: a leak stays).
       for (let i = 0; i < 100 && daemon.fds() > fdsBefore; i++) await new Promise((r) => setTimeout(r, 100));
       const fdsAfter = daemon.fds();
@@ -155,7 +205,9 @@ export async function sustained(o: SustainedOptions): Promise<SoakRow[]> {
         }
         const p = s.value;
         const row = newRow(`sustained ${o.seconds} s, ${p.name}, reactors ${reactors}`);
-        const logins = daemon.child?.lines.filter((l) => /logged in/.test(l) && l.includes(`initiator=${p.initiator}`)).length ?? 0;
+        // rblk and iSCSI log `logged in … initiator=`, NVMe/TCP one `admin queue connected … host=` per controller.
+        const login = (l: string): boolean => (/logged in/.test(l) && l.includes(`initiator=${p.initiator}`)) || (/NVMe\/TCP admin queue connected/.test(l) && l.includes(`host=${p.initiator}`));
+        const logins = daemon.child?.lines.filter(login).length ?? 0;
         const reconnects = p.reconnects ?? Math.max(0, logins - 1);
         row.runs = 1;
         row.operations = p.ops;

@@ -5,10 +5,10 @@
 import test from 'ava';
 import { sustained } from '../../bench/soak/sustained.js';
 
-test('sustained phase: library (registered and pooled) and NBD export, 5 s with reactors, one login each and no reconnect', async (t) => {
+test('sustained phase: library (registered and pooled), NBD export and NVMe/TCP host (plain; registered with digests and FUA), 5 s with reactors, one login each and no reconnect', async (t) => {
   t.timeout(120_000);
   const rows = await sustained({ seconds: Number(process.env.RBLK_SOAK_SUSTAIN_S ?? 5), reactors: [2] });
-  t.is(rows.length, 3, 'a row per path');
+  t.is(rows.length, 5, 'a row per path');
   for (const row of rows) {
     t.log(`${row.scenario}: ${row.operations} operations; ${row.notes.join('; ')}`);
     t.true(row.operations > 0, `${row.scenario}: I/O ran`);
