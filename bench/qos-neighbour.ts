@@ -13,7 +13,12 @@
 // and rblkd's own CPU (/proc/<pid>/stat), so that a drop can be told apart:
 // CPU the cores did not have, or time the neighbour spent waiting. Last, per
 // mode, the throttled load alone: rblkd's CPU per throttled command.
-//   node dist/bench/qos-neighbour.js [--seconds N] [--rounds N] [--limit IOPS] [--reactors N]
+// `--fast-qd` sets the neighbour's queue depth (default 32). At QD32 the neighbour alone
+// keeps a 2-core machine's cores busy, so its loss beside the throttled load is mostly
+// the core time that load's client and rblkd take; at a depth that leaves the cores
+// idle (QD1, QD4), what is left is the interference itself: latency the throttled
+// volume adds to its neighbour's commands.
+//   node dist/bench/qos-neighbour.js [--seconds N] [--rounds N] [--limit IOPS] [--reactors N] [--fast-qd N]
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,6 +36,7 @@ const seconds = option('seconds', 5) || 5;
 const rounds = option('rounds', 4) || 4;
 const limit = option('limit', 1000) || 1000;
 const reactors = option('reactors', 0);
+const fastQd = option('fast-qd', 32) || 32;
 const TICK_US = 1e6 / 100; // CLK_TCK is 100 on Linux
 
 /** All cores' busy and total jiffies (the `cpu` line of /proc/stat). */
@@ -96,7 +102,7 @@ async function main(): Promise<void> {
       modes[modes.length - 1]!.port = ((await controlRequest(socket, 'status')) as { listeners: { port: number }[] }).listeners[0]!.port;
     }
     const bench = (m: Mode, volume: string, s: number): Promise<{ iops: number; ops: number }> =>
-      rblkBenchRun(m.port, volume, { rw: 'read', bs: 4096, pattern: 'rand', seconds: s });
+      rblkBenchRun(m.port, volume, { rw: 'read', bs: 4096, pattern: 'rand', seconds: s, qd: volume === 'fast' ? fastQd : 32 });
 
     const run = async (m: Mode, beside: boolean): Promise<Run> => {
       const pid = m.d.child.pid!;
@@ -114,7 +120,7 @@ async function main(): Promise<void> {
     };
 
     const rows: string[] = [
-      `cores ${availableParallelism()}, reactors ${reactors}, load average before: ${loadavg().map((l) => l.toFixed(2)).join(', ')}; ${seconds} s per run, slow limited to ${limit} IOPS`,
+      `cores ${availableParallelism()}, reactors ${reactors}, load average before: ${loadavg().map((l) => l.toFixed(2)).join(', ')}; ${seconds} s per run, slow limited to ${limit} IOPS (QD32), fast at QD${fastQd}`,
       'mode js: a throttled command waits in JavaScript (RBLK_QOS_PARK=0); native: it waits parked on the fast path',
       '',
       '| round | mode | fast alone IOPS | cores busy | fast beside slow IOPS | slow IOPS | cores busy | fast beside ÷ alone | rblkd µs/I/O alone / beside |',
