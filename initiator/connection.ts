@@ -499,24 +499,46 @@ export class Connection {
    * of its end exactly once, as command() would resolve or reject.
    */
   fastCommand(f: FastCommand, w: FastWaiter): bigint | null {
+    const tag = this.fastSubmit(f.lun, f.write, f.fua, f.lba, f.blocks, f.length, f.addressHi, f.addressLo, f.keyHi, f.keyLo, w);
+    return tag < 0 ? null : BigInt(tag);
+  }
+
+  /**
+   * fastCommand with the fields as arguments, for the library's common read
+   * and write (initiator/fast-io.ts): no object per call, and the tag as its
+   * low word (a queue tag's high word is 0), or -1 when the queue cannot take it.
+   */
+  fastSubmit(
+    lun: number,
+    write: boolean,
+    fua: boolean,
+    lba: number,
+    blocks: number,
+    length: number,
+    addressHi: number,
+    addressLo: number,
+    keyHi: number,
+    keyLo: number,
+    w: FastWaiter,
+  ): number {
     const q = this.queue;
-    if (q === null || this.closed || this.credits <= 1 || f.length > this.rsp.maxTransfer) return null;
+    if (q === null || this.closed || this.credits <= 1 || length > this.rsp.maxTransfer) return -1;
     const s = q.submissions;
-    s[0] = f.lun;
-    s[1] = Math.floor(f.lba / 0x100000000);
-    s[2] = f.lba >>> 0;
-    s[3] = f.blocks;
-    s[4] = (f.write ? SUBMIT_WRITE : 0) | (f.fua ? SUBMIT_FUA : 0);
-    s[5] = f.addressHi;
-    s[6] = f.addressLo;
-    s[7] = f.keyHi;
-    s[8] = f.keyLo;
-    s[9] = f.length;
-    if (q.submit(1) !== 1) return null;
+    s[0] = lun;
+    s[1] = Math.floor(lba / 0x100000000);
+    s[2] = lba >>> 0;
+    s[3] = blocks;
+    s[4] = (write ? SUBMIT_WRITE : 0) | (fua ? SUBMIT_FUA : 0);
+    s[5] = addressHi;
+    s[6] = addressLo;
+    s[7] = keyHi;
+    s[8] = keyLo;
+    s[9] = length;
+    if (q.submit(1) !== 1) return -1;
     // Word 11: the tag's low word, with the slot's generation (initiator-queue.h).
     this.fast[s[10]] = w;
     this.lastSent = Date.now();
-    return BigInt(s[11]);
+    return s[11];
   }
 
   /** One CQ drain's completions of the native queue (native/src/core/initiator-queue.cc). */
