@@ -382,17 +382,25 @@ export class Channel implements FastIoChannel {
     if (r === null) return false;
     const lo = r.addressLo + io.regOffset;
     const hi = (r.addressHi + Math.floor(lo / 0x100000000)) >>> 0;
-    const tag = conn.fastSubmit(io.lun, io.write, io.fua, io.lba, io.blocks, io.length, hi, lo >>> 0, r.keyHi, r.keyLo, io);
-    if (tag < 0) return false;
-    this.fastCommands++;
+    if (!conn.fastQueue(io.lun, io.write, io.fua, io.lba, io.blocks, io.length, hi, lo >>> 0, r.keyHi, r.keyLo, io)) return false;
     this.inflight++;
     io.channel = this;
     io.pathIndex = this.pathIndex;
     io.conn = conn;
-    io.tagWord = tag;
+    return true;
+  }
+
+  /** A command of submitFast went out with its batch: its deadline starts. */
+  fastPosted(io: FastIo, tagWord: number): void {
+    this.fastCommands++;
+    io.tagWord = tagWord;
     io.sent = true;
     this.deadlines.add(io);
-    return true;
+  }
+
+  /** A command of submitFast did not go out with its batch: the session sends it the general way. */
+  fastUnposted(io: FastIo): void {
+    this.inflight--;
   }
 
   /** A command of submitFast ended (answered or failed): before the session hears of it. */

@@ -129,6 +129,14 @@ export interface FastWaiter {
   fail(e: Error): void;
 }
 
+/** A command queued for the next batch (Connection.fastQueue): told whether it went out, then its end as a FastWaiter. */
+export interface BatchedWaiter extends FastWaiter {
+  /** Posted, with this tag's low word (a queue tag's high word is 0). */
+  posted(tagWord: number): void;
+  /** Not posted (the connection closed, no slot or credit after all): the caller sends it another way. */
+  unposted(): void;
+}
+
 /** Bit 31 of a tag's low word marks the native queue's tags (native/src/core/initiator-queue.h). */
 const QUEUE_TAG_BIT = 0x80000000n;
 
@@ -149,6 +157,9 @@ export class Connection {
   private queue: InitiatorQueue | null = null;
   /** The native queue's commands by slot. */
   private readonly fast: (FastWaiter | undefined)[] = [];
+  /** Commands written into the submission words and not yet posted: posted together once this turn's code has run (fastQueue). */
+  private readonly batch: BatchedWaiter[] = [];
+  private readonly flushBatch = (): void => this.postBatch();
   private readonly pending = new Map<bigint, Pending>();
   /**
    * Version 2: outstanding READ commands by the low 32 bits of their tag, the
@@ -523,6 +534,9 @@ export class Connection {
   ): number {
     const q = this.queue;
     if (q === null || this.closed || this.credits <= 1 || length > this.rsp.maxTransfer) return -1;
+    // The batch's entries are in the same submission words: they go first.
+    if (this.batch.length > 0) this.postBatch();
+    if (this.credits <= 1) return -1;
     const s = q.submissions;
     s[0] = lun;
     s[1] = Math.floor(lba / 0x100000000);
@@ -539,6 +553,79 @@ export class Connection {
     this.fast[s[10]] = w;
     this.lastSent = Date.now();
     return s[11];
+  }
+
+  /**
+   * Queues a READ or WRITE for the native queue, to be posted with the others
+   * queued in this turn by one submit (docs/initiator.md "The common read and
+   * write"): the completions of one CQ drain wake their callers, whose next
+   * commands are then sent together. False when the queue cannot take it
+   * (no queue, no credit beyond the reserve counting the batch, a full batch):
+   * then the caller sends it another way.
+   */
+  fastQueue(
+    lun: number,
+    write: boolean,
+    fua: boolean,
+    lba: number,
+    blocks: number,
+    length: number,
+    addressHi: number,
+    addressLo: number,
+    keyHi: number,
+    keyLo: number,
+    w: BatchedWaiter,
+  ): boolean {
+    const q = this.queue;
+    const n = this.batch.length;
+    if (q === null || this.closed || this.credits - n <= 1 || length > this.rsp.maxTransfer) return false;
+    const s = q.submissions;
+    const e = n * SUBMISSION_WORDS;
+    if (e + SUBMISSION_WORDS > s.length) return false;
+    s[e] = lun;
+    s[e + 1] = Math.floor(lba / 0x100000000);
+    s[e + 2] = lba >>> 0;
+    s[e + 3] = blocks;
+    s[e + 4] = (write ? SUBMIT_WRITE : 0) | (fua ? SUBMIT_FUA : 0);
+    s[e + 5] = addressHi;
+    s[e + 6] = addressLo;
+    s[e + 7] = keyHi;
+    s[e + 8] = keyLo;
+    s[e + 9] = length;
+    this.batch.push(w);
+    if (n === 0) queueMicrotask(this.flushBatch);
+    return true;
+  }
+
+  /** Posts the batch (fastQueue); what the queue did not take is its callers' to send another way. */
+  private postBatch(): void {
+    const n = this.batch.length;
+    if (n === 0) return;
+    const q = this.queue;
+    let posted = 0;
+    if (q !== null && !this.closed) {
+      try {
+        posted = q.submit(n);
+      } catch {
+        // A failing submit posted nothing that JS will hear of: every entry goes another way.
+        posted = 0;
+      }
+    }
+    const s = q?.submissions;
+    const waiters = this.batch;
+    for (let i = 0; i < n; i++) {
+      const w = waiters[i];
+      if (i < posted) {
+        // Words 10 and 11: the slot, and the tag's low word with the slot's generation (initiator-queue.h).
+        this.fast[s![i * SUBMISSION_WORDS + 10]] = w;
+        w.posted(s![i * SUBMISSION_WORDS + 11]);
+      }
+    }
+    // Cleared before the unposted hear of it: they may queue again.
+    const rest = posted < n ? waiters.slice(posted) : null;
+    waiters.length = 0;
+    if (posted > 0) this.lastSent = Date.now();
+    if (rest !== null) for (const w of rest) w.unposted();
   }
 
   /** One CQ drain's completions of the native queue (native/src/core/initiator-queue.cc). */

@@ -9,7 +9,7 @@
 // general path (Session.command) from where it stands, which then keeps every
 // rule of docs/initiator.md (reissue, fencing, retries, errors with codes).
 import type { Attempt } from './channel.js';
-import type { Connection, FastWaiter } from './connection.js';
+import type { BatchedWaiter, Connection } from './connection.js';
 import type { RegisteredBuffer } from './registered-buffer.js';
 import type { ScsiRequest } from './scsi-request.js';
 
@@ -26,16 +26,19 @@ export interface FastIoOwner {
 
 /** Where a record's end is reported: the channel that sent it, then the session. */
 export interface FastIoChannel {
+  fastPosted(io: FastIo, tagWord: number): void;
+  fastUnposted(io: FastIo): void;
   fastEnded(io: FastIo): void;
 }
 
 export interface FastIoSession {
+  fastUnposted(io: FastIo): void;
   fastAnswered(io: FastIo, status: number, sense: Buffer, underflow: number): void;
   fastFailed(io: FastIo, e: Error): void;
 }
 
 /** One command of the common read and write; reused from the session's pool once it ends plainly. */
-export class FastIo implements FastWaiter, Attempt {
+export class FastIo implements BatchedWaiter, Attempt {
   // Attempt (channel.ts): the deadline and the recovery ladder read these.
   sent = false;
   timedOut = false;
@@ -68,6 +71,17 @@ export class FastIo implements FastWaiter, Attempt {
 
   get tag(): bigint {
     return BigInt(this.tagWord);
+  }
+
+  /** Went out with its batch (Connection.postBatch). */
+  posted(tagWord: number): void {
+    this.channel!.fastPosted(this, tagWord);
+  }
+
+  /** Did not go out with its batch: the general path sends it. */
+  unposted(): void {
+    this.channel!.fastUnposted(this);
+    this.session.fastUnposted(this);
   }
 
   /** The native queue's answer (Connection.onFastComplete). */

@@ -516,6 +516,12 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
     this.fastResume(io, Promise.resolve({ status, sense, dataIn: io.write ? 0 : io.length - underflow }));
   }
 
+  /** @internal A command of fastIo was not posted with its batch: the general path sends it, never sent before. */
+  fastUnposted(io: FastIo): void {
+    const req = io.owner!.requestFor(io);
+    this.fastResume(io, this.execute(req, {}), req);
+  }
+
   /** @internal A command of fastIo failed: as attempt() does for the general path. */
   fastFailed(io: FastIo, e: Error): void {
     const what = (): string => io.owner!.what(io.write ? 'write' : 'read', io.offset, io.length);
