@@ -243,14 +243,19 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
   }
 
   private readNow(offset: number, target: number | Buffer | RegisteredBuffer): Promise<Buffer> {
-    if (target instanceof RegisteredBuffer) {
-      // The common read (fast-io.ts): a whole registered buffer, no lookup of where it lies.
-      if (!target.valid) this.live('read', offset, target.buffer, { registered: target });
-      const length = target.length;
-      this.check('read', offset, length);
-      if (length <= this.maxTransfer && length > 0) {
-        const p = this.#session.fastIo(this, false, false, offset, length, target, 0, target.buffer) as Promise<Buffer> | null;
-        if (p !== null) return p;
+    // The common read (fast-io.ts): registered memory, a whole buffer or a view of one, that fits one command.
+    if (typeof target !== 'number') {
+      const whole = target instanceof RegisteredBuffer;
+      const into = whole ? target.buffer : target;
+      const found = whole ? undefined : RegisteredBuffer.find(target);
+      const reg = whole ? target : found?.registered;
+      if (reg?.valid === true) {
+        const length = into.length;
+        this.check('read', offset, length);
+        if (length <= this.maxTransfer && length > 0) {
+          const p = this.#session.fastIo(this, false, false, offset, length, reg, found?.offset ?? 0, into) as Promise<Buffer> | null;
+          if (p !== null) return p;
+        }
       }
     }
     return this.readGeneral(offset, target);
@@ -266,11 +271,6 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
     // transfer is an IO_ERROR below) and the buffer is never returned.
     const out = into ?? Buffer.allocUnsafe(length);
     const max = this.maxTransfer;
-    if (reg && length <= max && length > 0) {
-      // A view of registered memory: the common read too (fast-io.ts), after the lookup.
-      const p = this.#session.fastIo(this, false, false, offset, length, reg.registered, reg.offset, out);
-      if (p !== null) return (await p) as Buffer;
-    }
     if (length <= max && length > 0) {
       // One command (the common case): no piece list, no Promise.all.
       const dataIn: DataIn = reg ? { kind: 'registered', buffer: reg.registered, offset: reg.offset, length } : { kind: 'bytes', into: out };
@@ -323,13 +323,15 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
   }
 
   private writeNow(offset: number, data: Buffer | RegisteredBuffer, opts: WriteOptions): Promise<void> {
-    if (data instanceof RegisteredBuffer) {
-      // The common write (fast-io.ts): a whole registered buffer, no lookup of where it lies.
-      if (!data.valid) this.live('write', offset, data.buffer, { registered: data });
-      const length = data.length;
+    // The common write (fast-io.ts): registered memory, a whole buffer or a view of one, that fits one command.
+    const whole = data instanceof RegisteredBuffer;
+    const found = whole ? undefined : RegisteredBuffer.find(data);
+    const reg = whole ? data : found?.registered;
+    if (reg?.valid === true) {
+      const length = whole ? data.buffer.length : data.length;
       this.check('write', offset, length);
       if (length <= this.maxTransfer && length > 0) {
-        const p = this.#session.fastIo(this, true, opts.fua === true, offset, length, data, 0, undefined) as Promise<undefined> | null;
+        const p = this.#session.fastIo(this, true, opts.fua === true, offset, length, reg, found?.offset ?? 0, undefined) as Promise<undefined> | null;
         if (p !== null) return p;
       }
     }
@@ -342,14 +344,6 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
     this.live('write', offset, buf, reg);
     this.check('write', offset, buf.length);
     const length = buf.length;
-    if (reg && length <= this.maxTransfer && length > 0) {
-      // A view of registered memory: the common write too (fast-io.ts), after the lookup.
-      const p = this.#session.fastIo(this, true, opts.fua === true, offset, length, reg.registered, reg.offset, undefined);
-      if (p !== null) {
-        await p;
-        return;
-      }
-    }
     if (length <= this.maxTransfer && length > 0) {
       const dataOut: DataOut = reg ? { kind: 'registered', buffer: reg.registered, offset: reg.offset, length } : { kind: 'bytes', data: buf };
       await this.#run(new ReadWriteRequest(this, true, offset, length, opts.fua === true, undefined, dataOut));
