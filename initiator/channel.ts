@@ -382,7 +382,7 @@ export class Channel implements FastIoChannel {
     if (r === null) return false;
     const lo = r.addressLo + io.regOffset;
     const hi = (r.addressHi + Math.floor(lo / 0x100000000)) >>> 0;
-    if (!conn.fastQueue(io.lun, io.write, io.fua, io.lba, io.blocks, io.length, hi, lo >>> 0, r.keyHi, r.keyLo, io)) return false;
+    if (!conn.fastQueue(io, hi, lo >>> 0, r.keyHi, r.keyLo)) return false;
     this.inflight++;
     io.channel = this;
     io.pathIndex = this.pathIndex;

@@ -112,15 +112,7 @@ export interface QueueAddressWords {
 }
 
 /** A READ or WRITE for the native queue: registered memory, whole blocks; the data is at the address words. */
-export interface FastCommand extends QueueAddressWords {
-  lun: number;
-  write: boolean;
-  fua: boolean;
-  lba: number;
-  blocks: number;
-  /** Bytes the command moves (blocks × block size). */
-  length: number;
-}
+export interface FastCommand extends QueueAddressWords, QueuedFields {}
 
 /** Who hears of a fast command's end: exactly one of the two is called, once. */
 export interface FastWaiter {
@@ -128,6 +120,20 @@ export interface FastWaiter {
   done(status: number, sense: Buffer, underflow: number): void;
   fail(e: Error): void;
 }
+
+/** The fields of a READ or WRITE for the native queue, besides where its data is. */
+export interface QueuedFields {
+  readonly lun: number;
+  readonly write: boolean;
+  readonly fua: boolean;
+  readonly lba: number;
+  readonly blocks: number;
+  /** Bytes the command moves (blocks × block size). */
+  readonly length: number;
+}
+
+/** A command for Connection.fastQueue: its fields, and who hears whether it went out and how it ended. */
+export interface QueuedCommand extends QueuedFields, BatchedWaiter {}
 
 /** A command queued for the next batch (Connection.fastQueue): told whether it went out, then its end as a FastWaiter. */
 export interface BatchedWaiter extends FastWaiter {
@@ -149,6 +155,21 @@ interface Pending {
 }
 
 const NO_SENSE = Buffer.alloc(0);
+
+/** Words 0 to 9 of the submission entry at word `e` (native/initiator-queue.ts; initiator-queue.cc reads them). */
+function putSubmission(s: Uint32Array, e: number, c: QueuedFields, addressHi: number, addressLo: number, keyHi: number, keyLo: number): void {
+  const { lun, write, fua, lba, blocks, length } = c;
+  s[e] = lun;
+  s[e + 1] = Math.floor(lba / 0x100000000);
+  s[e + 2] = lba >>> 0;
+  s[e + 3] = blocks;
+  s[e + 4] = (write ? SUBMIT_WRITE : 0) | (fua ? SUBMIT_FUA : 0);
+  s[e + 5] = addressHi;
+  s[e + 6] = addressLo;
+  s[e + 7] = keyHi;
+  s[e + 8] = keyLo;
+  s[e + 9] = length;
+}
 
 export class Connection {
   /** The credit count; shared with the native queue once one is attached. */
@@ -510,49 +531,18 @@ export class Connection {
    * of its end exactly once, as command() would resolve or reject.
    */
   fastCommand(f: FastCommand, w: FastWaiter): bigint | null {
-    const tag = this.fastSubmit(f.lun, f.write, f.fua, f.lba, f.blocks, f.length, f.addressHi, f.addressLo, f.keyHi, f.keyLo, w);
-    return tag < 0 ? null : BigInt(tag);
-  }
-
-  /**
-   * fastCommand with the fields as arguments, for the library's common read
-   * and write (initiator/fast-io.ts): no object per call, and the tag as its
-   * low word (a queue tag's high word is 0), or -1 when the queue cannot take it.
-   */
-  fastSubmit(
-    lun: number,
-    write: boolean,
-    fua: boolean,
-    lba: number,
-    blocks: number,
-    length: number,
-    addressHi: number,
-    addressLo: number,
-    keyHi: number,
-    keyLo: number,
-    w: FastWaiter,
-  ): number {
     const q = this.queue;
-    if (q === null || this.closed || this.credits <= 1 || length > this.rsp.maxTransfer) return -1;
+    if (q === null || this.closed || this.credits <= 1 || f.length > this.rsp.maxTransfer) return null;
     // The batch's entries are in the same submission words: they go first.
     if (this.batch.length > 0) this.postBatch();
-    if (this.credits <= 1) return -1;
+    if (this.credits <= 1) return null;
     const s = q.submissions;
-    s[0] = lun;
-    s[1] = Math.floor(lba / 0x100000000);
-    s[2] = lba >>> 0;
-    s[3] = blocks;
-    s[4] = (write ? SUBMIT_WRITE : 0) | (fua ? SUBMIT_FUA : 0);
-    s[5] = addressHi;
-    s[6] = addressLo;
-    s[7] = keyHi;
-    s[8] = keyLo;
-    s[9] = length;
-    if (q.submit(1) !== 1) return -1;
+    putSubmission(s, 0, f, f.addressHi, f.addressLo, f.keyHi, f.keyLo);
+    if (q.submit(1) !== 1) return null;
     // Word 11: the tag's low word, with the slot's generation (initiator-queue.h).
     this.fast[s[10]] = w;
     this.lastSent = Date.now();
-    return s[11];
+    return BigInt(s[11]);
   }
 
   /**
@@ -563,36 +553,15 @@ export class Connection {
    * (no queue, no credit beyond the reserve counting the batch, a full batch):
    * then the caller sends it another way.
    */
-  fastQueue(
-    lun: number,
-    write: boolean,
-    fua: boolean,
-    lba: number,
-    blocks: number,
-    length: number,
-    addressHi: number,
-    addressLo: number,
-    keyHi: number,
-    keyLo: number,
-    w: BatchedWaiter,
-  ): boolean {
+  fastQueue(c: QueuedCommand, addressHi: number, addressLo: number, keyHi: number, keyLo: number): boolean {
     const q = this.queue;
     const n = this.batch.length;
-    if (q === null || this.closed || this.credits - n <= 1 || length > this.rsp.maxTransfer) return false;
+    if (q === null || this.closed || this.credits - n <= 1 || c.length > this.rsp.maxTransfer) return false;
     const s = q.submissions;
     const e = n * SUBMISSION_WORDS;
     if (e + SUBMISSION_WORDS > s.length) return false;
-    s[e] = lun;
-    s[e + 1] = Math.floor(lba / 0x100000000);
-    s[e + 2] = lba >>> 0;
-    s[e + 3] = blocks;
-    s[e + 4] = (write ? SUBMIT_WRITE : 0) | (fua ? SUBMIT_FUA : 0);
-    s[e + 5] = addressHi;
-    s[e + 6] = addressLo;
-    s[e + 7] = keyHi;
-    s[e + 8] = keyLo;
-    s[e + 9] = length;
-    this.batch.push(w);
+    putSubmission(s, e, c, addressHi, addressLo, keyHi, keyLo);
+    this.batch.push(c);
     if (n === 0) queueMicrotask(this.flushBatch);
     return true;
   }

@@ -9,7 +9,7 @@
 // general path (Session.command) from where it stands, which then keeps every
 // rule of docs/initiator.md (reissue, fencing, retries, errors with codes).
 import type { Attempt } from './channel.js';
-import type { BatchedWaiter, Connection } from './connection.js';
+import type { Connection, QueuedCommand } from './connection.js';
 import type { RegisteredBuffer } from './registered-buffer.js';
 import type { ScsiRequest } from './scsi-request.js';
 
@@ -38,7 +38,7 @@ export interface FastIoSession {
 }
 
 /** One command of the common read and write; reused from the session's pool once it ends plainly. */
-export class FastIo implements BatchedWaiter, Attempt {
+export class FastIo implements QueuedCommand, Attempt {
   // Attempt (channel.ts): the deadline and the recovery ladder read these.
   sent = false;
   timedOut = false;
