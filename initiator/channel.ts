@@ -8,6 +8,7 @@ import { FENCE_VERSION, GATEWAY_FENCE_VERSION, LogoutReason, TaskFunction, TaskR
 import { reconnectDelay } from './backoff.js';
 import { Connection, TransportError, type FastWaiter, type LoginOptions, type QueueAddressWords } from './connection.js';
 import { Deadlines } from './deadlines.js';
+import type { FastIo, FastIoChannel } from './fast-io.js';
 import { RblkError } from './errors.js';
 import type { PathAddress, ResolvedOptions } from './options.js';
 import { copyLive, MemoryReleased, queueAddressOf, RegisteredBuffer } from './registered-buffer.js';
@@ -70,7 +71,7 @@ const NO_RECONNECT: ReadonlySet<number> = new Set([LogoutReason.PROTOCOL_ERROR, 
  */
 const MAX_PENDING_ATTEMPTS = 4;
 
-export class Channel {
+export class Channel implements FastIoChannel {
   private current: Connection | null = null;
   /** FENCE CONNECTION requests made, per connection and lost session id (fenceLost). */
   private readonly fences = new WeakMap<Connection, Map<bigint, Promise<void>>>();
@@ -361,6 +362,53 @@ export class Channel {
     att.sent = true;
     this.arm(conn, req.lun, tag, att);
     return p;
+  }
+
+  /**
+   * Sends a command of the common read and write (fast-io.ts) through the
+   * native queue; false when it cannot go that way now (no queue, no credit,
+   * memory not one region, or registering it failed), and then the general
+   * path sends it, and meets any error in its own place.
+   */
+  submitFast(io: FastIo): boolean {
+    const conn = this.current;
+    if (conn === null || !conn.hasFastPath) return false;
+    let r: Readonly<QueueAddressWords> | null;
+    try {
+      r = io.reg!.remoteBase(conn);
+    } catch {
+      return false;
+    }
+    if (r === null) return false;
+    const lo = r.addressLo + io.regOffset;
+    const hi = (r.addressHi + Math.floor(lo / 0x100000000)) >>> 0;
+    if (!conn.fastQueue(io, hi, lo >>> 0, r.keyHi, r.keyLo)) return false;
+    this.inflight++;
+    io.channel = this;
+    io.pathIndex = this.pathIndex;
+    io.conn = conn;
+    return true;
+  }
+
+  /** A command of submitFast went out with its batch: its deadline starts. */
+  fastPosted(io: FastIo, tagWord: number): void {
+    this.fastCommands++;
+    io.tagWord = tagWord;
+    io.sent = true;
+    this.deadlines.add(io);
+  }
+
+  /** A command of submitFast did not go out with its batch: the session sends it the general way. */
+  fastUnposted(io: FastIo): void {
+    this.inflight--;
+  }
+
+  /** A command of submitFast ended (answered or failed): before the session hears of it. */
+  fastEnded(io: FastIo): void {
+    io.settled = true;
+    this.deadlines.delete(io);
+    this.inflight--;
+    this.lastActive = Date.now();
   }
 
   private arm(conn: Connection, lun: number, tag: bigint, att: Attempt): void {

@@ -112,21 +112,35 @@ export interface QueueAddressWords {
 }
 
 /** A READ or WRITE for the native queue: registered memory, whole blocks; the data is at the address words. */
-export interface FastCommand extends QueueAddressWords {
-  lun: number;
-  write: boolean;
-  fua: boolean;
-  lba: number;
-  blocks: number;
-  /** Bytes the command moves (blocks × block size). */
-  length: number;
-}
+export interface FastCommand extends QueueAddressWords, QueuedFields {}
 
 /** Who hears of a fast command's end: exactly one of the two is called, once. */
 export interface FastWaiter {
   /** The answer: SCSI status, sense (empty unless CHECK CONDITION) and the data-in underflow in bytes. */
   done(status: number, sense: Buffer, underflow: number): void;
   fail(e: Error): void;
+}
+
+/** The fields of a READ or WRITE for the native queue, besides where its data is. */
+export interface QueuedFields {
+  readonly lun: number;
+  readonly write: boolean;
+  readonly fua: boolean;
+  readonly lba: number;
+  readonly blocks: number;
+  /** Bytes the command moves (blocks × block size). */
+  readonly length: number;
+}
+
+/** A command for Connection.fastQueue: its fields, and who hears whether it went out and how it ended. */
+export interface QueuedCommand extends QueuedFields, BatchedWaiter {}
+
+/** A command queued for the next batch (Connection.fastQueue): told whether it went out, then its end as a FastWaiter. */
+export interface BatchedWaiter extends FastWaiter {
+  /** Posted, with this tag's low word (a queue tag's high word is 0). */
+  posted(tagWord: number): void;
+  /** Not posted (the connection closed, no slot or credit after all): the caller sends it another way. */
+  unposted(): void;
 }
 
 /** Bit 31 of a tag's low word marks the native queue's tags (native/src/core/initiator-queue.h). */
@@ -142,6 +156,21 @@ interface Pending {
 
 const NO_SENSE = Buffer.alloc(0);
 
+/** Words 0 to 9 of the submission entry at word `e` (native/initiator-queue.ts; initiator-queue.cc reads them). */
+function putSubmission(s: Uint32Array, e: number, c: QueuedFields, addressHi: number, addressLo: number, keyHi: number, keyLo: number): void {
+  const { lun, write, fua, lba, blocks, length } = c;
+  s[e] = lun;
+  s[e + 1] = Math.floor(lba / 0x100000000);
+  s[e + 2] = lba >>> 0;
+  s[e + 3] = blocks;
+  s[e + 4] = (write ? SUBMIT_WRITE : 0) | (fua ? SUBMIT_FUA : 0);
+  s[e + 5] = addressHi;
+  s[e + 6] = addressLo;
+  s[e + 7] = keyHi;
+  s[e + 8] = keyLo;
+  s[e + 9] = length;
+}
+
 export class Connection {
   /** The credit count; shared with the native queue once one is attached. */
   private creditCell: Int32Array = new Int32Array(1);
@@ -149,6 +178,9 @@ export class Connection {
   private queue: InitiatorQueue | null = null;
   /** The native queue's commands by slot. */
   private readonly fast: (FastWaiter | undefined)[] = [];
+  /** Commands written into the submission words and not yet posted: posted together once this turn's code has run (fastQueue). */
+  private readonly batch: BatchedWaiter[] = [];
+  private readonly flushBatch = (): void => this.postBatch();
   private readonly pending = new Map<bigint, Pending>();
   /**
    * Version 2: outstanding READ commands by the low 32 bits of their tag, the
@@ -501,22 +533,68 @@ export class Connection {
   fastCommand(f: FastCommand, w: FastWaiter): bigint | null {
     const q = this.queue;
     if (q === null || this.closed || this.credits <= 1 || f.length > this.rsp.maxTransfer) return null;
+    // The batch's entries are in the same submission words: they go first.
+    if (this.batch.length > 0) this.postBatch();
+    if (this.credits <= 1) return null;
     const s = q.submissions;
-    s[0] = f.lun;
-    s[1] = Math.floor(f.lba / 0x100000000);
-    s[2] = f.lba >>> 0;
-    s[3] = f.blocks;
-    s[4] = (f.write ? SUBMIT_WRITE : 0) | (f.fua ? SUBMIT_FUA : 0);
-    s[5] = f.addressHi;
-    s[6] = f.addressLo;
-    s[7] = f.keyHi;
-    s[8] = f.keyLo;
-    s[9] = f.length;
+    putSubmission(s, 0, f, f.addressHi, f.addressLo, f.keyHi, f.keyLo);
     if (q.submit(1) !== 1) return null;
     // Word 11: the tag's low word, with the slot's generation (initiator-queue.h).
     this.fast[s[10]] = w;
     this.lastSent = Date.now();
     return BigInt(s[11]);
+  }
+
+  /**
+   * Queues a READ or WRITE for the native queue, to be posted with the others
+   * queued in this turn by one submit (docs/initiator.md "The common read and
+   * write"): the completions of one CQ drain wake their callers, whose next
+   * commands are then sent together. False when the queue cannot take it
+   * (no queue, no credit beyond the reserve counting the batch, a full batch):
+   * then the caller sends it another way.
+   */
+  fastQueue(c: QueuedCommand, addressHi: number, addressLo: number, keyHi: number, keyLo: number): boolean {
+    const q = this.queue;
+    const n = this.batch.length;
+    if (q === null || this.closed || this.credits - n <= 1 || c.length > this.rsp.maxTransfer) return false;
+    const s = q.submissions;
+    const e = n * SUBMISSION_WORDS;
+    if (e + SUBMISSION_WORDS > s.length) return false;
+    putSubmission(s, e, c, addressHi, addressLo, keyHi, keyLo);
+    this.batch.push(c);
+    if (n === 0) queueMicrotask(this.flushBatch);
+    return true;
+  }
+
+  /** Posts the batch (fastQueue); what the queue did not take is its callers' to send another way. */
+  private postBatch(): void {
+    const n = this.batch.length;
+    if (n === 0) return;
+    const q = this.queue;
+    let posted = 0;
+    if (q !== null && !this.closed) {
+      try {
+        posted = q.submit(n);
+      } catch {
+        // A failing submit posted nothing that JS will hear of: every entry goes another way.
+        posted = 0;
+      }
+    }
+    const s = q?.submissions;
+    const waiters = this.batch;
+    for (let i = 0; i < n; i++) {
+      const w = waiters[i];
+      if (i < posted) {
+        // Words 10 and 11: the slot, and the tag's low word with the slot's generation (initiator-queue.h).
+        this.fast[s![i * SUBMISSION_WORDS + 10]] = w;
+        w.posted(s![i * SUBMISSION_WORDS + 11]);
+      }
+    }
+    // Cleared before the unposted hear of it: they may queue again.
+    const rest = posted < n ? waiters.slice(posted) : null;
+    waiters.length = 0;
+    if (posted > 0) this.lastSent = Date.now();
+    if (rest !== null) for (const w of rest) w.unposted();
   }
 
   /** One CQ drain's completions of the native queue (native/src/core/initiator-queue.cc). */

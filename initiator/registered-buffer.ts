@@ -120,10 +120,19 @@ export class RegisteredBuffer {
    * u32 halves (the native queue's submission words), or null when not one region.
    */
   remoteAt(conn: Connection, offset: number): QueueAddressWords | null {
-    const r = this.#registrationOn(conn).remote;
+    const r = this.remoteBase(conn);
     if (r === null) return null;
     const lo = r.addressLo + offset;
     return { addressHi: (r.addressHi + Math.floor(lo / 0x100000000)) >>> 0, addressLo: lo >>> 0, keyHi: r.keyHi, keyLo: r.keyLo };
+  }
+
+  /**
+   * @internal The address words of buffer[0] on `conn` (made on first use
+   * there), or null when not one region: shared, not a copy, so the common
+   * read and write (initiator/fast-io.ts) add their offset without an object per I/O.
+   */
+  remoteBase(conn: Connection): Readonly<QueueAddressWords> | null {
+    return this.#registrationOn(conn).remote;
   }
 
   /** @internal An IoBuffer for one command over part of this memory, as `conn` names it to the target. */

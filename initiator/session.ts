@@ -14,6 +14,7 @@ import { Channel, type Attempt, type ChannelHost, type RecoveryEvent } from './c
 import { LoginError, TransportError } from './connection.js';
 import { listLuns, lunVolumeName, probeLun, type VolumeInfo } from './discovery.js';
 import { errorForStatus, RblkError } from './errors.js';
+import { FastIo, promiseFor, type FastIoOwner, type FastIoSession } from './fast-io.js';
 import type { ResolvedOptions } from './options.js';
 import { aluaOf, identify, identityMismatch, Path, type PathIdentity, type PathInfo } from './paths.js';
 import { RegisteredBuffer } from './registered-buffer.js';
@@ -82,6 +83,8 @@ interface Exchange {
 
 /** Unit attentions in a row that one command absorbs: more than the target queues per nexus (8). */
 const MAX_ATTENTIONS = 16;
+/** Pooled records of fastIo kept for reuse: more than any queue depth keeps in flight. */
+const MAX_POOLED = 1024;
 /** TASK ABORTED answers (from our own LUN resets) one idempotent command absorbs. */
 const MAX_ABORTED = 3;
 const BUSY_DELAY_MS = 10;
@@ -105,7 +108,7 @@ function loginFailure(e: unknown, o: ResolvedOptions): RblkError {
  * Commands are spread over its connections; see docs/initiator.md for the
  * timeout and recovery rules.
  */
-export class Session extends EventEmitter<SessionEvents> implements ChannelHost, VolumeHost {
+export class Session extends EventEmitter<SessionEvents> implements ChannelHost, VolumeHost, FastIoSession {
   /** The options in effect, defaults applied (the secret shows as `[secret]`). */
   readonly options: ResolvedOptions;
   /** @internal */
@@ -117,6 +120,8 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
   private readonly wentDown = new Set<Channel>();
   #reconnects = 0;
   private waiting: Exchange[] = [];
+  /** Records of the common read and write (fast-io.ts), reused. */
+  private readonly ioPool: FastIo[] = [];
   private lossTimer: NodeJS.Timeout | null = null;
   private active = 0;
   private readonly idle: (() => void)[] = [];
@@ -434,15 +439,14 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
   }
 
   /** Sends a request once (reissuing it after a lost connection when allowed); any SCSI status resolves. */
-  private execute(req: ScsiRequest, route: Route = {}): Promise<ScsiResponse> {
+  private execute(req: ScsiRequest, route: Route = {}, lost?: Exchange['lost']): Promise<ScsiResponse> {
     return new Promise<ScsiResponse>((resolve, reject) => {
       this.active++;
-      const done = (): void => {
-        if (--this.active === 0) for (const w of this.idle.splice(0)) w();
-      };
+      const done = (): void => this.ended();
       this.dispatch({
         req,
         route,
+        lost,
         resolve: (r) => {
           done();
           resolve(r);
@@ -453,6 +457,103 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
         },
       });
     });
+  }
+
+  /** A command ended: close() waits for the last. */
+  private ended(): void {
+    if (--this.active === 0) for (const w of this.idle.splice(0)) w();
+  }
+
+  /**
+   * @internal The common read and write (fast-io.ts): one READ or WRITE of
+   * registered memory through the native queue, with one promise and a pooled
+   * record. Null when it cannot go that way now (several paths, the session
+   * not connected, no queue or credit): the caller takes the general path.
+   */
+  fastIo(owner: FastIoOwner, write: boolean, fua: boolean, offset: number, length: number, reg: RegisteredBuffer, regOffset: number, result: Buffer | undefined): Promise<Buffer | undefined> | null {
+    if (this.closing !== null || this.multipath || this.#state !== 'connected' || this.waiting.length > 0) return null;
+    const ch = this.pick();
+    if (ch === undefined) return null;
+    const io = this.ioPool.pop() ?? new FastIo(this);
+    io.owner = owner;
+    io.lun = owner.lun;
+    io.write = write;
+    io.fua = fua;
+    io.offset = offset;
+    io.length = length;
+    io.lba = offset / owner.blockSize;
+    io.blocks = length / owner.blockSize;
+    io.reg = reg;
+    io.regOffset = regOffset;
+    io.result = result;
+    // The promise first: nothing may complete the command before it has somewhere to go.
+    const p = promiseFor(io);
+    if (!ch.submitFast(io)) {
+      io.reset();
+      this.ioPool.push(io);
+      return null;
+    }
+    this.active++;
+    return p;
+  }
+
+  /** @internal A command of fastIo answered. */
+  fastAnswered(io: FastIo, status: number, sense: Buffer, underflow: number): void {
+    if (status === ScsiStatus.GOOD && !io.timedOut) {
+      if (!io.write && underflow !== 0) {
+        io.reject(new RblkError('IO_ERROR', `${io.owner!.what('read', io.offset, io.length)}: the target returned ${io.length - underflow} of ${io.length} bytes`));
+      } else io.resolve(io.result);
+      this.fastRecycle(io);
+      this.ended();
+      return;
+    }
+    if (io.timedOut && status === ScsiStatus.TASK_ABORTED) {
+      io.reject(this.timeout(io.owner!.what(io.write ? 'write' : 'read', io.offset, io.length), 'aborted'));
+      this.ended();
+      return;
+    }
+    // Not plainly GOOD: Session.command goes on from this answer, as if the general path had sent it.
+    this.fastResume(io, Promise.resolve({ status, sense, dataIn: io.write ? 0 : io.length - underflow }));
+  }
+
+  /** @internal A command of fastIo was not posted with its batch: the general path sends it, never sent before. */
+  fastUnposted(io: FastIo): void {
+    const req = io.owner!.requestFor(io);
+    this.fastResume(io, this.execute(req, {}), req);
+  }
+
+  /** @internal A command of fastIo failed: as attempt() does for the general path. */
+  fastFailed(io: FastIo, e: Error): void {
+    const what = (): string => io.owner!.what(io.write ? 'write' : 'read', io.offset, io.length);
+    if (!(e instanceof TransportError)) io.reject(e);
+    else if (io.timedOut) io.reject(this.timeout(what(), 'its connection was dropped to recover'));
+    else {
+      // Sent and lost with its connection: reissued (READ and WRITE are idempotent), fenced first where it goes next.
+      const req = io.owner!.requestFor(io);
+      this.fastResume(io, this.execute(req, {}, [{ sessionId: io.conn!.sessionId, path: io.pathIndex }]), req);
+      return;
+    }
+    this.ended();
+  }
+
+  /** The general path takes over a command of fastIo, whose first answer (or reissue) is `first`. */
+  private fastResume(io: FastIo, first: Promise<ScsiResponse>, req: ScsiRequest = io.owner!.requestFor(io)): void {
+    const { resolve, reject, result, write, length } = io;
+    const what = req.what;
+    this.command(req, first).then((r) => {
+      if (!write && r.dataIn !== length) reject(new RblkError('IO_ERROR', `${what}: the target returned ${r.dataIn} of ${length} bytes`));
+      else resolve(result);
+    }, reject);
+    // command() counts itself from here (execute), so close() still waits for it.
+    this.ended();
+    if (!io.timedOut) this.fastRecycle(io);
+  }
+
+  /** Back to the pool, unless the recovery ladder may still hold it (a timed-out command). */
+  private fastRecycle(io: FastIo): void {
+    if (io.timedOut) return;
+    io.reset();
+    if (this.ioPool.length < MAX_POOLED) this.ioPool.push(io);
   }
 
   private dispatch(x: Exchange): void {
@@ -520,14 +621,16 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
    * {@link RblkError}. Resolves with the response (data-in placed as asked).
    * The building block of Volume; also a pass-through for other commands.
    */
-  async command(req: ScsiRequest): Promise<ScsiResponse> {
+  async command(req: ScsiRequest, first?: Promise<ScsiResponse>): Promise<ScsiResponse> {
     let attentions = 0;
     let busy = 0;
     let aborted = 0;
     let moves = 0;
     const route: Route = {};
     for (;;) {
-      const r = await this.execute(req, route);
+      // `first`: the answer of a try the common read and write made (fastIo), taken up from there.
+      const r = await (first ?? this.execute(req, route));
+      first = undefined;
       if (r.status === ScsiStatus.GOOD || r.status === ScsiStatus.CONDITION_MET) return r;
       const sense = r.status === ScsiStatus.CHECK_CONDITION ? decodeSense(r.sense) : undefined;
       const path = route.path;

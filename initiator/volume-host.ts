@@ -3,6 +3,7 @@
 // Session implements it; Volume sees only this, so volume.ts does not import
 // session.ts (which builds volumes) and the two modules have no type cycle.
 import type { Sense } from '../protocol/scsi/sense.js';
+import type { FastIoOwner } from './fast-io.js';
 import type { RegisteredBuffer } from './registered-buffer.js';
 import type { ScsiRequest, ScsiResponse } from './scsi-request.js';
 
@@ -16,5 +17,7 @@ export interface VolumeHost {
   /** Registers for unit attentions on the LUN; returns the unregister call. */
   watch(lun: number, l: AttentionListener): () => void;
   readonly maxTransfer: number;
+  /** The common read and write (fast-io.ts), or null when they go the general way (command). */
+  fastIo(owner: FastIoOwner, write: boolean, fua: boolean, offset: number, length: number, reg: RegisteredBuffer, regOffset: number, result: Buffer | undefined): Promise<Buffer | undefined> | null;
   allocate(size: number): RegisteredBuffer;
 }

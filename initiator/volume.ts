@@ -14,6 +14,7 @@ import type { AllocationExtent, BlockDevice } from './block-device.js';
 import { asBuffer } from './bytes.js';
 import { readCapacity, type Probe, type RunCommand, type VolumeInfo, type VolumeLimits } from './discovery.js';
 import { RblkError } from './errors.js';
+import type { FastIo, FastIoOwner } from './fast-io.js';
 import { RegisteredBuffer } from './registered-buffer.js';
 import { Reservations } from './reservations.js';
 import type { DataIn, DataOut, ScsiRequest, ScsiResponse } from './scsi-request.js';
@@ -90,6 +91,8 @@ interface Piece {
 }
 
 const MAX_U32 = 0xffffffff;
+/** The options of a call that passes none: no object per I/O. */
+const NO_OPTIONS: WriteOptions = Object.freeze({});
 /** Descriptors asked for per GET LBA STATUS: an 8-byte header and 16 bytes each (SBC-4 5.8.2). */
 const LBA_STATUS_DESCRIPTORS = 64;
 /** UNMAP's parameter list length is 16 bits: an 8-byte header and 16 bytes per range (SBC-4 5.32.2). */
@@ -102,7 +105,7 @@ const MAX_UNMAP_RANGES_PER_LIST = Math.floor((0xffff - 8) / 16);
  * inside the volume; anything else rejects with a RangeError before a command
  * is sent.
  */
-export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, AttentionListener {
+export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, AttentionListener, FastIoOwner {
   /** The volume's logical unit number at the target. */
   readonly lun: number;
   /** The name rblkd exports it under. */
@@ -196,6 +199,12 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
     return out;
   }
 
+  /** @internal The general path's request for a command of the common read and write that did not end plainly. */
+  requestFor(io: FastIo): ReadWriteRequest {
+    const data = { kind: 'registered', buffer: io.reg!, offset: io.regOffset, length: io.length } as const;
+    return new ReadWriteRequest(this, io.write, io.offset, io.length, io.fua, io.write ? undefined : data, io.write ? data : undefined);
+  }
+
   /** @internal */
   what(op: string, offset: number, length: number): string {
     return `${op} [${offset}, +${length}) on volume ${this.name}`;
@@ -209,7 +218,16 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
    * only when the read succeeds, so a completion after an abort never
    * writes into it; registered memory the target writes directly, even then.
    */
-  async read(offset: number, target: number | Uint8Array | RegisteredBuffer, opts: IoOptions = {}): Promise<Buffer> {
+  read(offset: number, target: number | Uint8Array | RegisteredBuffer, opts: IoOptions = NO_OPTIONS): Promise<Buffer> {
+    // Not async, so that the common read (readNow) costs one promise; what is thrown rejects, as before.
+    try {
+      return this.readOrAbortable(offset, target, opts);
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+  }
+
+  private readOrAbortable(offset: number, target: number | Uint8Array | RegisteredBuffer, opts: IoOptions): Promise<Buffer> {
     const t = typeof target === 'number' || target instanceof RegisteredBuffer ? target : asBuffer(target, 'read: the second argument', 'a length, or a Buffer, Uint8Array or RegisteredBuffer to fill');
     const signal = opts.signal;
     if (signal === undefined) return this.readNow(offset, t);
@@ -224,7 +242,26 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
     return abortable(signal, what, () => this.readNow(offset, t));
   }
 
-  private async readNow(offset: number, target: number | Buffer | RegisteredBuffer): Promise<Buffer> {
+  private readNow(offset: number, target: number | Buffer | RegisteredBuffer): Promise<Buffer> {
+    // The common read (fast-io.ts): registered memory, a whole buffer or a view of one, that fits one command.
+    if (typeof target !== 'number') {
+      const whole = target instanceof RegisteredBuffer;
+      const into = whole ? target.buffer : target;
+      const found = whole ? undefined : RegisteredBuffer.find(target);
+      const reg = whole ? target : found?.registered;
+      if (reg?.valid === true) {
+        const length = into.length;
+        this.check('read', offset, length);
+        if (length <= this.maxTransfer && length > 0) {
+          const p = this.#session.fastIo(this, false, false, offset, length, reg, found?.offset ?? 0, into) as Promise<Buffer> | null;
+          if (p !== null) return p;
+        }
+      }
+    }
+    return this.readGeneral(offset, target);
+  }
+
+  private async readGeneral(offset: number, target: number | Buffer | RegisteredBuffer): Promise<Buffer> {
     const into = typeof target === 'number' ? null : target instanceof RegisteredBuffer ? target.buffer : target;
     const reg = into === null ? undefined : RegisteredBuffer.find(into);
     if (into !== null) this.live('read', offset, into, reg);
@@ -274,12 +311,34 @@ export class Volume extends EventEmitter<VolumeEvents> implements BlockDevice, A
    * session.allocate() is read by the target directly (zero-copy); other
    * bytes are copied, or sent in the capsule.
    */
-  async write(offset: number, data: Uint8Array | RegisteredBuffer, opts: WriteOptions = {}): Promise<void> {
-    const d = data instanceof RegisteredBuffer ? data : asBuffer(data, 'write: data');
-    return abortable(opts.signal, this.what('write', offset, d.length), () => this.writeNow(offset, d, opts));
+  write(offset: number, data: Uint8Array | RegisteredBuffer, opts: WriteOptions = NO_OPTIONS): Promise<void> {
+    // Not async, so that the common write (writeNow) costs one promise; what is thrown rejects, as before.
+    try {
+      const d = data instanceof RegisteredBuffer ? data : asBuffer(data, 'write: data');
+      if (opts.signal === undefined) return this.writeNow(offset, d, opts);
+      return abortable(opts.signal, this.what('write', offset, d.length), () => this.writeNow(offset, d, opts));
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
   }
 
-  private async writeNow(offset: number, data: Buffer | RegisteredBuffer, opts: WriteOptions): Promise<void> {
+  private writeNow(offset: number, data: Buffer | RegisteredBuffer, opts: WriteOptions): Promise<void> {
+    // The common write (fast-io.ts): registered memory, a whole buffer or a view of one, that fits one command.
+    const whole = data instanceof RegisteredBuffer;
+    const found = whole ? undefined : RegisteredBuffer.find(data);
+    const reg = whole ? data : found?.registered;
+    if (reg?.valid === true) {
+      const length = whole ? data.buffer.length : data.length;
+      this.check('write', offset, length);
+      if (length <= this.maxTransfer && length > 0) {
+        const p = this.#session.fastIo(this, true, opts.fua === true, offset, length, reg, found?.offset ?? 0, undefined) as Promise<undefined> | null;
+        if (p !== null) return p;
+      }
+    }
+    return this.writeGeneral(offset, data, opts);
+  }
+
+  private async writeGeneral(offset: number, data: Buffer | RegisteredBuffer, opts: WriteOptions): Promise<void> {
     const buf = data instanceof RegisteredBuffer ? data.buffer : data;
     const reg = RegisteredBuffer.find(buf);
     this.live('write', offset, buf, reg);

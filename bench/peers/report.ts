@@ -1,7 +1,7 @@
 // The run's output: a Markdown report (one table per workload, then the
 // ratios), the same figures as JSON, and an SVG chart of IOPS against queue
 // depth drawn by hand (no plotting package), one line per system.
-import { cpuPerIoUs, serverSwitchesPerIo, type Measurement, type SystemResult, type Workload } from './workload.js';
+import { clientCpuPerIoUs, cpuPerIoUs, serverSwitchesPerIo, type Measurement, type SystemResult, type Workload } from './workload.js';
 
 export interface MachineFacts {
   readonly [fact: string]: string;
@@ -111,17 +111,17 @@ export function workloadTables(r: Pick<Report, 'systems' | 'workloads'>): string
   for (const w of r.workloads) {
     out.push(`#### ${w.label}`, '');
     out.push(
-      '| system | driver | IOPS | MB/s | p50 µs | p99 µs | mean µs | CPU µs/I/O | server switches/I/O | CPU ms by process |',
-      '|---|---|---:|---:|---:|---:|---:|---:|---:|---|',
+      '| system | driver | IOPS | MB/s | p50 µs | p99 µs | mean µs | CPU µs/I/O | client CPU µs/I/O | server switches/I/O | CPU ms by process |',
+      '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|',
     );
     for (const s of r.systems) {
       const m = s.measurements.find((x) => x.workload === w.id);
       const head = `| ${s.system.label} | ${s.system.driver} |`;
       if (m) {
-        out.push(`${head} ${fmt(m.iops)} | ${fmt(m.mbps)} | ${fmt(m.p50us)} | ${fmt(m.p99us)} | ${fmt(m.meanUs)}${m.p50us === undefined ? '¹' : ''} | ${fmt(cpuPerIoUs(m))} | ${perIo(serverSwitchesPerIo(m))} | ${cpuBreakdown(m)} |`);
+        out.push(`${head} ${fmt(m.iops)} | ${fmt(m.mbps)} | ${fmt(m.p50us)} | ${fmt(m.p99us)} | ${fmt(m.meanUs)}${m.p50us === undefined ? '¹' : ''} | ${fmt(cpuPerIoUs(m))} | ${perIo(clientCpuPerIoUs(m))} | ${perIo(serverSwitchesPerIo(m))} | ${cpuBreakdown(m)} |`);
       } else {
         const why = s.unavailable ?? s.skipped?.[w.id] ?? 'not run';
-        out.push(`${head} — | | | | | | | ${cell(why)} |`);
+        out.push(`${head} — | | | | | | | | ${cell(why)} |`);
       }
     }
     out.push('');

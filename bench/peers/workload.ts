@@ -107,6 +107,16 @@ export function serverSwitchesPerIo(m: Measurement): number | undefined {
   return s.reduce((a, c) => a + (c.switches ?? 0), 0) / m.ios;
 }
 
+/**
+ * CPU of the client-side processes (the bench process itself for the library
+ * rows: utime + stime) divided by the I/Os done: what one I/O costs the initiator.
+ */
+export function clientCpuPerIoUs(m: Measurement): number | undefined {
+  const c = m.cpu.filter((x) => x.side === 'client');
+  if (m.ios <= 0 || c.length === 0) return undefined;
+  return (c.reduce((a, x) => a + x.cpuMs, 0) * 1000) / m.ios;
+}
+
 /** Total CPU of every process divided by the I/Os done: what one I/O costs the machine. */
 export function cpuPerIoUs(m: Measurement): number | undefined {
   if (m.ios <= 0 || m.cpu.length === 0) return undefined;
