@@ -186,11 +186,6 @@ export class NvmeQueue {
     return this.#lost !== null;
   }
 
-  /** Whether PDUs queued this tick are waiting to be written together (#send). */
-  get batching(): boolean {
-    return this.#corked;
-  }
-
   get outstanding(): number {
     return this.#pending.size;
   }
