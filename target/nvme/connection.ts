@@ -493,19 +493,19 @@ export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implement
   }
 
   #run(cmd: Cmd, data: Buffer | null): void {
-    let running: Promise<Completion>;
+    void this.#running(cmd, data);
+  }
+
+  /** One async function per command rather than a then() with two closures: nothing it awaits throws past it. */
+  async #running(cmd: Cmd, data: Buffer | null): Promise<void> {
+    let c: Completion;
     try {
-      running = cmd.prepared.run(data);
+      c = await cmd.prepared.run(data);
     } catch (e) {
-      running = Promise.reject(e as Error);
+      this.log.error(`NVMe command 0x${cmd.sqe[0].toString(16)} failed: ${e instanceof Error ? e.message : String(e)}`);
+      c = { status: Status.InternalError };
     }
-    void running.then(
-      (c) => this.#complete(cmd, c),
-      (e: unknown) => {
-        this.log.error(`NVMe command 0x${cmd.sqe[0].toString(16)} failed: ${e instanceof Error ? e.message : String(e)}`);
-        this.#complete(cmd, { status: Status.InternalError });
-      },
-    );
+    this.#complete(cmd, c);
   }
 
   #startR2T(cmd: Cmd): void {
