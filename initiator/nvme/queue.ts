@@ -12,7 +12,7 @@
 import { connect as tcpConnect, type Socket } from 'node:net';
 import { crc32c } from '../../protocol/crc32c.js';
 import { connectData, connectSqe, isSuccess, parseCqe, SglId, type NvmeStatus } from '../../protocol/nvme/command.js';
-import { CH_LENGTH, DIGEST_LENGTH, Fes, framePdu, h2cData, HLEN, icReq, PduFlag, PduStream, PduType, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
+import { CH_LENGTH, DIGEST_LENGTH, Fes, framePdu, h2cData, HLEN, icReq, PduFlag, PduStream, PduType, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
 import { RblkError } from '../errors.js';
 
 /** In-capsule data the admin queue always takes (TCP 1.0 §3.3: 8 KiB for admin and Fabrics commands). */
@@ -118,7 +118,7 @@ export class NvmeQueue {
   /** One sweep for the command timeout rather than a timer per command (a timer per I/O costs more than the I/O's framing). */
   #sweep: NodeJS.Timeout | null = null;
   /** Resolves when the queue is lost or closed, whoever asked for it. */
-  /** Corked until the end of this tick (#send). */
+  /** Corked until the end of this turn of the event loop (#send). */
   #corked = false;
   readonly #whenLost: Promise<QueueLostError>;
   #resolveLost!: (e: QueueLostError) => void;
@@ -186,11 +186,6 @@ export class NvmeQueue {
     return this.#lost !== null;
   }
 
-  /** Whether PDUs queued this tick are waiting to be written together (#send). */
-  get batching(): boolean {
-    return this.#corked;
-  }
-
   get outstanding(): number {
     return this.#pending.size;
   }
@@ -215,10 +210,25 @@ export class NvmeQueue {
     this.maxH2CData = maxH2CData;
   }
 
-  /** Sends one command and resolves its completion; waits for a free entry when the queue is full. */
-  async submit(cmd: Command): Promise<Completion> {
+  /**
+   * Sends one command and resolves its completion; waits for a free entry
+   * when the queue is full. Not an async function: with an entry free (nearly
+   * always) the one promise made is the completion's.
+   */
+  submit(cmd: Command): Promise<Completion> {
+    if (this.#lost) return Promise.reject(this.#lost);
+    if (this.#pending.size >= this.depth) return this.#submitWhenRoom(cmd);
+    return new Promise<Completion>((resolve, reject) => this.#issue(cmd, resolve, reject));
+  }
+
+  async #submitWhenRoom(cmd: Command): Promise<Completion> {
     while (this.#pending.size >= this.depth && this.#lost === null) await new Promise<void>((r) => this.#waiting.push(r));
     if (this.#lost) throw this.#lost;
+    return new Promise<Completion>((resolve, reject) => this.#issue(cmd, resolve, reject));
+  }
+
+  /** The CapsuleCmd of one command, queued on the socket, and its entry taken (in a promise's executor: what throws rejects). */
+  #issue(cmd: Command, resolve: (c: Completion) => void, reject: (e: Error) => void): void {
     // CIDs 0-FFFEh: FFFFh means "no command" in the error log and Abort (Base 2.0 §5.16.1.2).
     do this.#nextCid = (this.#nextCid + 1) % 0xffff;
     while (this.#pending.has(this.#nextCid));
@@ -238,12 +248,15 @@ export class NvmeQueue {
       capsule.writeUInt32LE(w !== undefined && w.length > 0 ? w.length : readLength, 8 + 32);
       capsule[8 + 39] = inCapsule ? SglId.InCapsule : SglId.TransportData;
     }
-    return new Promise<Completion>((resolve, reject) => {
-      const p: Pending = { cid, cmd, resolve, reject, data: null, received: 0, sent: performance.now() };
-      if (readLength > 0) p.data = cmd.readInto !== undefined && cmd.readInto.length === readLength ? cmd.readInto : Buffer.allocUnsafe(readLength);
-      this.#pending.set(cid, p);
-      this.#send(framePdu(capsule, inCapsule ? w : null, this.#digests));
-    });
+    const p: Pending = { cid, cmd, resolve, reject, data: null, received: 0, sent: performance.now() };
+    if (readLength > 0) p.data = cmd.readInto !== undefined && cmd.readInto.length === readLength ? cmd.readInto : Buffer.allocUnsafe(readLength);
+    this.#pending.set(cid, p);
+    if (!inCapsule && !this.#digests.header) {
+      // No data and no digest (every read): the capsule is the whole PDU, its CH filled in here rather than by framePdu.
+      capsule[2] = HLEN[PduType.CapsuleCmd];
+      capsule.writeUInt32LE(HLEN[PduType.CapsuleCmd], 4);
+      this.#send1(capsule);
+    } else this.#send(framePdu(capsule, inCapsule ? w : null, this.#digests));
   }
 
   /** An admin command with a deadline: the admin queue has no per-command timer (Keep Alive watches it). */
@@ -294,21 +307,29 @@ export class NvmeQueue {
   }
 
   /**
-   * Queues a PDU's pieces. What is sent in one tick goes out in one write:
-   * the socket stays corked until process.nextTick, which runs once the
-   * promise chains of this tick have settled, so the next commands a batch
-   * of completions lets callers submit share one system call instead of one
-   * each (docs/performance.md "NVMe/TCP writes batched per loop turn").
+   * Queues a PDU's pieces. What is sent in one turn of the event loop goes
+   * out in one write: the socket stays corked until setImmediate, which runs
+   * after this turn's I/O callbacks and the promise chains they started, as
+   * rblkd's listener does (target/nvme/pdu-channel.ts send). Uncorked at
+   * process.nextTick instead, the commands were written once per socket
+   * read: a burst of completions larger than one read (64 KiB) came in two
+   * or three reads and went back as as many writes, 0.087 writes per 4 KiB
+   * read at QD32 against rblkd's 0.037; once per turn, 0.032 (counted with
+   * perf stat, docs/performance.md "NVMe/TCP: fewer objects per command").
    */
   #send(pieces: Buffer[]): void {
+    for (const p of pieces) this.#send1(p);
+  }
+
+  #send1(piece: Buffer): void {
     const s = this.socket;
     if (s.destroyed) return;
     if (!this.#corked) {
       this.#corked = true;
       s.cork();
-      process.nextTick(this.#uncork);
+      setImmediate(this.#uncork);
     }
-    for (const p of pieces) s.write(p);
+    s.write(piece);
   }
 
   readonly #uncork = (): void => {
@@ -332,7 +353,7 @@ export class NvmeQueue {
   #parse(): void {
     const input = this.#in;
     while (!this.#lost && input.length >= CH_LENGTH) {
-      const ch = readCommonHeader(input.peek(CH_LENGTH));
+      const ch = input.commonHeader();
       const bad = this.#checkHeader(ch);
       if (bad) {
         this.#fatal(bad.fes, bad.fei, bad.why, input.peek(Math.min(input.length, 24)));

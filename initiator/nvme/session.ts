@@ -1,6 +1,6 @@
 // An NVMe/TCP host session: one subsystem NQN over one or more paths (a
-// controller per address), commands dispatched round robin over the I/O
-// queues of the path ANA prefers (Base 2.0 §8.20: Optimized, then
+// controller per address), commands dispatched over the I/O queues
+// (controller.ts pick) of the path ANA prefers (Base 2.0 §8.20: Optimized, then
 // Non-Optimized; Inaccessible never), and recovery as the rblk library's
 // SCSI sessions do it (initiator/session.ts, docs/initiator.md "Reconnecting
 // and the loss timeout"): a lost controller reconnects with jittered

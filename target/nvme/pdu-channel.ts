@@ -7,7 +7,7 @@
 // docs/nvme.md "Bad input"). What the queue does with a command is not here.
 import type { Socket } from 'node:net';
 import { crc32c } from '../../protocol/crc32c.js';
-import { DIGEST_LENGTH, Fes, framePdu, icResp, PduStream, PduType, readCommonHeader, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
+import { DIGEST_LENGTH, Fes, framePdu, icResp, PduStream, PduType, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
 import type { TargetLogger } from '../connection/environment.js';
 import { checkHeader, MAX_H2C_DATA, type Fatal } from './framing.js';
 
@@ -70,8 +70,8 @@ export class PduChannel {
   #parse(): void {
     const input = this.#in;
     while (!this.#stopped && input.length >= 8) {
-      const ch = readCommonHeader(input.peek(8));
-      const bad = checkHeader(ch, { beforeIc: !this.#initialized, digests: this.digests, inCapsuleMax: this.up.inCapsuleMax });
+      const ch = input.commonHeader();
+      const bad = checkHeader(ch, !this.#initialized, this.digests, this.up.inCapsuleMax);
       if (bad) return this.terminate(bad, input.peek(Math.min(input.length, ch.hlen || 8, 128)));
       if (input.length < ch.plen) return;
       // One PDU as one buffer: a view when it came in one read, else its chunks joined (not the bytes after it).
@@ -137,12 +137,24 @@ export class PduChannel {
       s.cork();
       setImmediate(this.#uncork);
     }
-    if (data === null && !this.digests.header) {
-      // The common case with no data and no header digest: the header alone, already framed but for its CH.
-      header[2] = header.length;
-      header.writeUInt32LE(header.length, 4);
-      if (written === undefined) s.write(header);
-      else s.write(header, () => written());
+    if (data !== null && data.length === 0) data = null;
+    if (!this.digests.header && (data === null || (header[0] === PduType.C2HData && this.#hpda === 0 && !this.digests.data))) {
+      // The common cases, no digests: the header (CH filled in here; type and flags are the caller's), then a
+      // C2HData's data right after it (PDO = HLEN with HPDA 0), without framePdu's array of pieces.
+      const hlen = header.length;
+      header[2] = hlen;
+      if (data === null) {
+        header[3] = 0;
+        header.writeUInt32LE(hlen, 4);
+        if (written === undefined) s.write(header);
+        else s.write(header, () => written());
+      } else {
+        header[3] = hlen;
+        header.writeUInt32LE(hlen + data.length, 4);
+        s.write(header);
+        if (written === undefined) s.write(data);
+        else s.write(data, () => written());
+      }
     } else {
       const pieces = framePdu(header, data, this.digests, data === null ? 0 : this.#hpda);
       const last = pieces.length - 1;

@@ -42,6 +42,7 @@ test('write --input then read --output, and stdin to stdout: the same bytes, in 
   t.is(r2.code, 0, r2.stderr);
   t.true(r2.stdout.equals(piped));
   const before = await rblk(['read', dmn.url(), '--offset', '1m', '--length', '512']);
+  t.is(before.code, 0, before.stderr);
   t.true(before.stdout.equals(Buffer.alloc(512)), 'the block before the written range is untouched');
 
   const past = await rblk(['write', dmn.url(), '--offset', '16m'], { input: Buffer.alloc(512) });
