@@ -192,13 +192,13 @@ async function listening(port = 0): Promise<Server> {
   w.writeConfig(baseConfig(w, [{ name: 'a', path: 'a.img', size: '4MiB', lun: 0 }], { listeners: [{ provider: 'shm', address: '127.0.0.1', port: 0 }] }));
   const d = spawnDaemon(t, ['--config', w.configPath]);
   const port = Number((await d.waitForLine(/listening shm 127\.0\.0\.1:(\d+)/))[1]);
-  const initiatorRegions = (): string[] => readdirSync('/dev/shm').filter((n) => n.startsWith('rblk-i_') && !n.startsWith(`rblk-i_${process.pid}_`));
-  const before = new Set(initiatorRegions());
   const bench = spawnEntry('rblk', ['bench', `rblk://127.0.0.1:${port}/a?provider=shm`, '--rw', 'read', '--bs', '4k', '--qd', '1', '--runtime', '60s']);
   t.teardown(() => bench.kill('SIGKILL'));
+  // The bench's own regions only: other tests' initiators may be running beside it (setpriv execs: the pid is node's).
+  const benchRegions = (): string[] => readdirSync('/dev/shm').filter((n) => n.startsWith(`rblk-i_${bench.pid}_`));
   const left = await untilValue(() => {
-    const fresh = initiatorRegions().filter((n) => !before.has(n));
-    return fresh.length > 0 ? fresh : undefined;
+    const r = benchRegions();
+    return r.length > 0 ? r : undefined;
   }, 'the bench\'s shm region', { ms: 30_000 });
   bench.kill('SIGKILL');
   await bench.exited;
