@@ -128,6 +128,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   void SetPeerBell(const uint8_t* name, size_t len);
   void OnBell();
   void RingPeer();
+  void RingBell(const std::vector<uint8_t>& bell);
 
   friend class FastPath;
   friend class InitiatorQueue;
@@ -177,6 +178,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
     std::vector<uint8_t> bytes;
     bool remove_after;  // an address inserted only to answer (a reject)
     std::vector<uint8_t> bell;  // shm: the receiver's doorbell, rung once the message is out (rdm.cc FlushCm)
+    bool rang = false;          // rung while the provider answered FI_EAGAIN
   };
   std::deque<CmOut> cm_out_;
   struct CmEvent {

@@ -566,14 +566,15 @@ void Endpoint::FlushCm() {
       continue;
     }
     ssize_t rc = fi_tinject(ep_, out.bytes.data(), out.bytes.size(), out.to, kCmTag);
+    // shm's first message to a new peer waits (FI_EAGAIN) until the peer's
+    // progress has mapped this side's region: one ring asks for that pass too
+    // (once per message: the retries run every pass, back to back at first).
+    if (rc != -FI_EAGAIN || !out.rang) RingBell(out.bell);
     if (rc == -FI_EAGAIN) {
+      out.rang = true;
       if (cq_fd_ >= 0 || poll_timer_ == nullptr) StartPollTimer(1);
       return;
     }
-    if (bell_fd_ >= 0 && !out.bell.empty() &&
-        sendto(bell_fd_, &kBellPlain, 1, MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(out.bell.data()),
-               static_cast<socklen_t>(out.bell.size())) == 1)
-      rings_++;
     if (out.remove_after && av_ != nullptr) fi_av_remove(av_, &out.to, 1, 0);
     cm_out_.pop_front();
   }
@@ -744,6 +745,14 @@ void Endpoint::RingPeer() {
     rings_++;
   else if (errno == ECONNREFUSED || errno == ENOENT)
     peer_bell_.clear();
+}
+
+// One plain ring to a bell address (empty: nobody to ring), best effort.
+void Endpoint::RingBell(const std::vector<uint8_t>& bell) {
+  if (bell_fd_ < 0 || bell.empty()) return;
+  if (sendto(bell_fd_, &kBellPlain, 1, MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(bell.data()),
+             static_cast<socklen_t>(bell.size())) == 1)
+    rings_++;
 }
 
 void Endpoint::FindLocalPeer(const uint8_t* name, size_t len) {
