@@ -457,6 +457,15 @@ export class Listener extends EventEmitter<ListenerEvents> {
     this.address = this.native.address;
   }
 
+  /**
+   * An RDM listener's wake-ups (its endpoint's, as Endpoint.wakeups): on shm, a
+   * connection request rings its doorbell (docs/transport.md "Progress without a
+   * wait fd"). Null on MSG, where the passive endpoint sleeps on its EQ.
+   */
+  get wakeups(): EndpointWakeups | null {
+    return 'wakeups' in this.source ? this.source.wakeups() : null;
+  }
+
   private onEvent(ev: NativeCmEvent): void {
     if (ev.type === 'connreq' && ev.requestId !== undefined) {
       const id = ev.requestId;

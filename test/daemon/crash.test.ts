@@ -8,6 +8,8 @@ import { availableRdmProviders } from '../../native/fabric.js';
 import * as cdb from '../../protocol/scsi/cdb.js';
 import { parseUnitSerialNumber } from '../../protocol/scsi/inquiry.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
+import { spawnEntry } from '../../bench/kit/child.js';
+import { untilValue } from '../../bench/kit/wait.js';
 import { baseConfig, spawnDaemon, workdir } from './helpers/daemon-process.js';
 import { command, login, pattern, read } from './helpers/initiator.js';
 
@@ -178,4 +180,36 @@ async function listening(port = 0): Promise<Server> {
   }
   t.deepEqual(viaSession, [], 'acknowledged writes that did not read back through the session');
   t.deepEqual(viaFile, [], 'acknowledged writes missing from the file');
+});
+
+// An initiator killed with -9 leaves its shm region (/dev/shm/rblk-i_<pid>_<n>):
+// libfabric unlinks it on close and on most signals, not on SIGKILL. The next
+// shm endpoint anyone opens on the host removes the regions of dead initiators
+// and keeps a live one's (docs/transport.md "RDM endpoints").
+(availableRdmProviders().includes('shm') ? test : test.skip)('shm: an initiator killed with -9 leaves its region, and the next shm connect removes it', async (t) => {
+  t.timeout(60_000);
+  const w = workdir(t);
+  w.writeConfig(baseConfig(w, [{ name: 'a', path: 'a.img', size: '4MiB', lun: 0 }], { listeners: [{ provider: 'shm', address: '127.0.0.1', port: 0 }] }));
+  const d = spawnDaemon(t, ['--config', w.configPath]);
+  const port = Number((await d.waitForLine(/listening shm 127\.0\.0\.1:(\d+)/))[1]);
+  const bench = spawnEntry('rblk', ['bench', `rblk://127.0.0.1:${port}/a?provider=shm`, '--rw', 'read', '--bs', '4k', '--qd', '1', '--runtime', '60s']);
+  t.teardown(() => bench.kill('SIGKILL'));
+  // The bench's own regions only: other tests' initiators may be running beside it (setpriv execs: the pid is node's).
+  const benchRegions = (): string[] => readdirSync('/dev/shm').filter((n) => n.startsWith(`rblk-i_${bench.pid}_`));
+  const left = await untilValue(() => {
+    const r = benchRegions();
+    return r.length > 0 ? r : undefined;
+  }, 'the bench\'s shm region', { ms: 30_000 });
+  bench.kill('SIGKILL');
+  await bench.exited;
+  t.true(left.every((n) => existsSync(`/dev/shm/${n}`)), 'the kill left the initiator\'s region (the check below checks something)');
+  // A region named for a live process (the daemon's) is not touched.
+  const live = `/dev/shm/rblk-i_${d.child.pid}_99`;
+  writeFileSync(live, '');
+  t.teardown(() => rmSync(live, { force: true }));
+  const s = await connect({ address: '127.0.0.1', port, provider: 'shm', initiatorName: 'iqn.2026-12.io.rblk:crash-shm-initiator' });
+  t.teardown(() => s.close());
+  t.true((await (await s.open('a')).read(0, 4096)).length === 4096);
+  t.deepEqual(left.filter((n) => existsSync(`/dev/shm/${n}`)), [], 'the killed initiator\'s regions were unlinked');
+  t.true(existsSync(live), 'a live process\'s region was kept');
 });

@@ -69,6 +69,26 @@ for (const provider of RDM_PROVIDERS) {
     });
   }
 
+  if (provider === 'shm') {
+    test.serial('shm: a connection request rings the listener\'s doorbell, and a reject the initiator\'s', async (t) => {
+      const { client, listener } = loopbackDomains(t, provider);
+      // Nothing has rung the new listener: its endpoint was only polled so far.
+      t.is(listener.wakeups?.wakeups, 0);
+      let answer: 'accept' | 'reject' = 'accept';
+      listener.on('connection', (req) => {
+        if (answer === 'accept') void req.accept({}).then((ep) => t.teardown(() => ep.close()));
+        else req.reject();
+      });
+      const ep = await client.connect({ address: '127.0.0.1', port: listener.port, timeoutMs: 10_000 });
+      t.teardown(() => ep.close());
+      t.true(listener.wakeups!.wakeups >= 1, 'the request woke the listener by its doorbell');
+      answer = 'reject';
+      const rings = listener.wakeups!.rings;
+      await t.throwsAsync(client.connect({ address: '127.0.0.1', port: listener.port, timeoutMs: 10_000 }), { instanceOf: FabricError });
+      t.true(listener.wakeups!.rings > rings, 'the listener rang the initiator it rejected');
+    });
+  }
+
   test.serial(`${provider}: a rejected request reaches the connecting side with its private data`, async (t) => {
     const { client, listener } = loopbackDomains(t, provider);
     const seen: Buffer[] = [];

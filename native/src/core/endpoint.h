@@ -116,7 +116,8 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   int PostCmReceives(size_t count);
   void OnCmReceive(OpRecord* op, size_t len);
   // Queued, then sent (or retried while the provider says FI_EAGAIN) by FlushCm.
-  void QueueCm(uint8_t kind, fi_addr_t to, const void* pd, size_t pd_len, bool remove_after);
+  void QueueCm(uint8_t kind, fi_addr_t to, const void* pd, size_t pd_len, bool remove_after,
+               std::vector<uint8_t> bell = {});
   void FlushCm();
   void DeliverCmEvents();
   void StartPollTimer(uint64_t ms);
@@ -127,6 +128,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   void SetPeerBell(const uint8_t* name, size_t len);
   void OnBell();
   void RingPeer();
+  void RingBell(const std::vector<uint8_t>& bell);
 
   friend class FastPath;
   friend class InitiatorQueue;
@@ -175,6 +177,8 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
     fi_addr_t to;
     std::vector<uint8_t> bytes;
     bool remove_after;  // an address inserted only to answer (a reject)
+    std::vector<uint8_t> bell;  // shm: the receiver's doorbell, rung once the message is out (rdm.cc FlushCm)
+    bool rang = false;          // rung while the provider answered FI_EAGAIN
   };
   std::deque<CmOut> cm_out_;
   struct CmEvent {
@@ -202,6 +206,7 @@ class Endpoint : public Napi::ObjectWrap<Endpoint>, public ReactorClient {
   int bell_fd_ = -1;
   FdPoller bell_poller_;
   std::vector<uint8_t> peer_bell_;  // the peer's bell address (sockaddr_un), empty: none
+  std::vector<uint8_t> listener_bell_;  // the connecting side's: its listener's bell, for the request
   uint64_t rung_posted_ = 0;        // posted_ when the peer was last rung
   bool ring_back_ = false;          // the peer rang with "answer": ring it after the next pass
   uint64_t rings_ = 0;

@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -225,6 +226,34 @@ void CleanStaleRegions(const std::string& held_address, int held_port) {
   }
   closedir(d);
 }
+
+// Connecting shm endpoints are named `rblk-i_<pid>_<n>` (libfabric's own
+// default, `<pid>:<n>:<n>`, cannot be told from another program's), so what
+// a killed initiator leaves in /dev/shm is known to be rblk's and whose.
+constexpr char kInitiatorPrefix[] = "rblk-i_";
+uint64_t g_connecting_seq = 0;
+
+// Removes the regions of rblk initiators whose process is gone (kill(pid, 0):
+// ESRCH). An initiator in another PID namespace that shares this /dev/shm
+// would look gone too; its abstract doorbell would not reach this host's
+// network namespace either (docs/transport.md "RDM endpoints").
+void CleanStaleInitiatorRegions() {
+  DIR* d = opendir("/dev/shm");
+  if (d == nullptr) return;
+  const size_t plen = std::strlen(kInitiatorPrefix);
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n.compare(0, plen, kInitiatorPrefix) != 0) continue;
+    const size_t sep = n.find('_', plen);
+    const std::string pid = n.substr(plen, sep == std::string::npos ? std::string::npos : sep - plen);
+    if (sep == std::string::npos || pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t p = static_cast<pid_t>(std::atoi(pid.c_str()));
+    if (p <= 0 || p == getpid()) continue;
+    if (kill(p, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to signal: alive
+    unlink(("/dev/shm/" + n).c_str());
+  }
+  closedir(d);
+}
 }  // namespace
 
 int Endpoint::OpenRdmQueues(fi_info* open_info, const char** op) {
@@ -299,6 +328,7 @@ void Endpoint::ConstructRdm(const Napi::CallbackInfo& info) {
       address_ = node.empty() ? "127.0.0.1" : node;
       shm_name = ShmName(address_, port_);
       CleanStaleRegions(address_, port_);
+      CleanStaleInitiatorRegions();
     } else {
       rc = domain_->GetInfo(node.empty() ? nullptr : node.c_str(), service.c_str(), FI_SOURCE, &info_);
       what = "fi_getinfo(" + node + ":" + service + ")";
@@ -318,6 +348,9 @@ void Endpoint::ConstructRdm(const Napi::CallbackInfo& info) {
     }
     listener_name.assign(name.begin(), name.end());
     listener_name.push_back(0);
+    listener_bell_ = BellAddress(name);
+    CleanStaleInitiatorRegions();
+    shm_name = std::string("fi_shm://") + kInitiatorPrefix + std::to_string(getpid()) + "_" + std::to_string(++g_connecting_seq);
   } else {
     rc = domain_->GetInfo(node.c_str(), service.c_str(), 0, &info_);
     what = "fi_getinfo(" + node + ":" + service + ")";
@@ -370,7 +403,10 @@ void Endpoint::ConstructRdm(const Napi::CallbackInfo& info) {
     if (rc == 0 && len > kCmMaxName) rc = -FI_ETOOSMALL;
     if (rc == 0) local_name_.assign(name, name + len);
   }
-  if (rc == 0 && shm && !listening_) OpenBell();
+  // Every shm endpoint has a bell, the listener too: a connection request
+  // rings it, so the handshake waits for no poll timer (docs/transport.md
+  // "Progress without a wait fd").
+  if (rc == 0 && shm) OpenBell();
   if (rc == 0 && shm) {
     alive_ = std::make_shared<std::atomic<bool>>(true);
     std::lock_guard<std::mutex> g(g_local_mu);
@@ -499,8 +535,11 @@ void Endpoint::OnCmReceive(OpRecord* op, size_t len) {
   if (rc != 0) FreeOp(op);
 }
 
-void Endpoint::QueueCm(uint8_t kind, fi_addr_t to, const void* pd, size_t pd_len, bool remove_after) {
-  CmOut out{to, std::vector<uint8_t>(kCmHeader + local_name_.size() + pd_len), remove_after};
+void Endpoint::QueueCm(uint8_t kind, fi_addr_t to, const void* pd, size_t pd_len, bool remove_after,
+                       std::vector<uint8_t> bell) {
+  // shm: whom to ring once the message is out; a reject names its receiver's bell itself.
+  if (bell.empty() && to != FI_ADDR_UNSPEC) bell = to == peer_ ? peer_bell_ : to == listener_addr_ ? listener_bell_ : bell;
+  CmOut out{to, std::vector<uint8_t>(kCmHeader + local_name_.size() + pd_len), remove_after, std::move(bell)};
   uint8_t* m = out.bytes.data();
   const uint16_t name_len = static_cast<uint16_t>(local_name_.size());
   const uint16_t pdl = static_cast<uint16_t>(pd_len);
@@ -515,7 +554,10 @@ void Endpoint::QueueCm(uint8_t kind, fi_addr_t to, const void* pd, size_t pd_len
 }
 
 // fi_tinject copies the message out at once; FI_EAGAIN (rxm still
-// connecting, a full queue) leaves it queued for the next pass.
+// connecting, a full queue) leaves it queued for the next pass. On shm the
+// receiver's bell is rung at once: the request, accept, reject and shutdown
+// would otherwise wait for the receiver's poll timer, up to 10 ms on an idle
+// listener or endpoint each way (docs/transport.md "Progress without a wait fd").
 void Endpoint::FlushCm() {
   while (!cm_out_.empty() && ep_ != nullptr) {
     CmOut& out = cm_out_.front();
@@ -524,7 +566,12 @@ void Endpoint::FlushCm() {
       continue;
     }
     ssize_t rc = fi_tinject(ep_, out.bytes.data(), out.bytes.size(), out.to, kCmTag);
+    // shm's first message to a new peer waits (FI_EAGAIN) until the peer's
+    // progress has mapped this side's region: one ring asks for that pass too
+    // (once per message: the retries run every pass, back to back at first).
+    if (rc != -FI_EAGAIN || !out.rang) RingBell(out.bell);
     if (rc == -FI_EAGAIN) {
+      out.rang = true;
       if (cq_fd_ >= 0 || poll_timer_ == nullptr) StartPollTimer(1);
       return;
     }
@@ -700,6 +747,14 @@ void Endpoint::RingPeer() {
     peer_bell_.clear();
 }
 
+// One plain ring to a bell address (empty: nobody to ring), best effort.
+void Endpoint::RingBell(const std::vector<uint8_t>& bell) {
+  if (bell_fd_ < 0 || bell.empty()) return;
+  if (sendto(bell_fd_, &kBellPlain, 1, MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(bell.data()),
+             static_cast<socklen_t>(bell.size())) == 1)
+    rings_++;
+}
+
 void Endpoint::FindLocalPeer(const uint8_t* name, size_t len) {
   if (!domain_->shm()) return;
   std::lock_guard<std::mutex> g(g_local_mu);
@@ -768,7 +823,7 @@ Napi::Value Endpoint::Reject(const Napi::CallbackInfo& info) {
   }
   fi_addr_t to = FI_ADDR_UNSPEC;
   if (fi_av_insert(av_, name.data(), 1, &to, 0, nullptr) != 1) return env.Undefined();  // nowhere to answer
-  QueueCm(kCmReject, to, pd, pd_len, true);
+  QueueCm(kCmReject, to, pd, pd_len, true, domain_->shm() ? BellAddress(NameKey(name.data(), name.size())) : std::vector<uint8_t>{});
   FlushCm();
   return env.Undefined();
 }
