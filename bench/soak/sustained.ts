@@ -62,6 +62,29 @@ async function verifiedLoop(
   );
 }
 
+/** What verifiedLoop needs of a volume: its reads and writes, FUA or not. */
+interface LoopVolume {
+  write(offset: number, data: Buffer, opts?: { fua?: boolean }): Promise<void>;
+  read(offset: number, into: number | Buffer): Promise<Buffer>;
+}
+
+/**
+ * Loops of verified I/O on a volume: with `memory`, each worker writes from and
+ * reads into two ledger blocks of that registered memory of its own (zero-copy);
+ * without, ordinary Buffers.
+ */
+function volumeLoop(run: PathRun, end: number, vol: LoopVolume, memory: RegisteredBuffer | null, fua: boolean): Promise<void> {
+  const slot = (w: number, k: 0 | 1): Buffer => memory!.buffer.subarray((2 * w + k) * LEDGER_BLOCK, (2 * w + k + 1) * LEDGER_BLOCK);
+  return verifiedLoop(run, end, {
+    write: async (offset, data, w) => {
+      if (memory === null) return vol.write(offset, data);
+      data.copy(slot(w, 0));
+      await vol.write(offset, slot(w, 0), { fua });
+    },
+    read: async (offset, w) => (memory === null ? vol.read(offset, LEDGER_BLOCK) : Buffer.from(await vol.read(offset, slot(w, 1)))),
+  });
+}
+
 async function libraryPath(daemon: SoakDaemon, registered: boolean, end: number, reactors: number): Promise<PathRun> {
   const initiator = `iqn.2026-12.io.rblk:sustained-${registered ? 'registered' : 'pooled'}-r${reactors}`;
   const run: PathRun = { name: `library, ${registered ? 'registered' : 'pooled'} buffers`, initiator, ops: 0, mismatches: 0, errors: [], reconnects: 0 };
@@ -71,16 +94,7 @@ async function libraryPath(daemon: SoakDaemon, registered: boolean, end: number,
   try {
     const vol = await session.open();
     memory = registered ? session.allocate(WORKERS * 2 * LEDGER_BLOCK) : null;
-    const m = memory;
-    const slot = (w: number, k: 0 | 1): Buffer => m!.buffer.subarray((2 * w + k) * LEDGER_BLOCK, (2 * w + k + 1) * LEDGER_BLOCK);
-    await verifiedLoop(run, end, {
-      write: async (offset, data, w) => {
-        if (m === null) return vol.write(offset, data);
-        data.copy(slot(w, 0));
-        await vol.write(offset, slot(w, 0));
-      },
-      read: async (offset, w) => (m === null ? vol.read(offset, LEDGER_BLOCK) : Buffer.from(await vol.read(offset, slot(w, 1)))),
-    });
+    await volumeLoop(run, end, vol, memory, false);
     run.reconnects = session.reconnects;
   } finally {
     memory?.release();
@@ -109,16 +123,7 @@ async function nvmePath(daemon: SoakDaemon, kind: 'plain' | 'registered', end: n
   try {
     const vol = await session.open(NVME_NSID[kind]);
     memory = kind === 'registered' ? session.allocate(WORKERS * 2 * LEDGER_BLOCK) : null;
-    const m = memory;
-    const slot = (w: number, k: 0 | 1): Buffer => m!.buffer.subarray((2 * w + k) * LEDGER_BLOCK, (2 * w + k + 1) * LEDGER_BLOCK);
-    await verifiedLoop(run, end, {
-      write: async (offset, data, w) => {
-        if (m === null) return vol.write(offset, data);
-        data.copy(slot(w, 0));
-        await vol.write(offset, slot(w, 0), { fua: true });
-      },
-      read: async (offset, w) => (m === null ? vol.read(offset, LEDGER_BLOCK) : Buffer.from(await vol.read(offset, slot(w, 1)))),
-    });
+    await volumeLoop(run, end, vol, memory, true);
     run.reconnects = session.reconnects;
   } finally {
     memory?.release();
