@@ -11,7 +11,7 @@
 // reissuing them (docs/nvme.md "The rblk library as an NVMe/TCP host").
 import { connect as tcpConnect, type Socket } from 'node:net';
 import { crc32c } from '../../protocol/crc32c.js';
-import { connectData, connectSqe, isSuccess, parseCqe, SglId, type NvmeStatus } from '../../protocol/nvme/command.js';
+import { connectData, connectSqe, isSuccess, parseCqe, SglId, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
 import { CH_LENGTH, DIGEST_LENGTH, Fes, framePdu, h2cData, HLEN, icReq, PduFlag, PduStream, PduType, termReq, type CommonHeader, type Digests } from '../../protocol/nvme/pdu.js';
 import { RblkError } from '../errors.js';
 
@@ -414,7 +414,17 @@ export class NvmeQueue {
       this.#fatal(Fes.InvalidHeaderField, 8 + 12, `CapsuleResp for CID ${cqe.cid}, which is not outstanding`, pdu.subarray(0, 24));
       return;
     }
-    this.#finish(p, { status: cqe.status, dw0: cqe.dw0, dw1: cqe.dw1, data: p.data });
+    let status = cqe.status;
+    if (p.data !== null && p.received < p.data.length && isSuccess(status)) {
+      // A success with fewer bytes than the command asked for: the rest of
+      // the buffer holds whatever was there (allocUnsafe memory, or the
+      // caller's old bytes). An I/O read fails as a Data Transfer Error
+      // (Base 2.0 generic status 04h) rather than return it; an admin
+      // command's tail reads as zeroes, as a log shorter than asked.
+      if (this.qid !== 0) status = Status.DataTransferError;
+      else p.data.fill(0, p.received);
+    }
+    this.#finish(p, { status, dw0: cqe.dw0, dw1: cqe.dw1, data: p.data });
   }
 
   /**

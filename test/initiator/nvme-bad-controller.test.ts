@@ -202,3 +202,56 @@ test('mid-session: C2HData outside its command, a CapsuleResp for a CID not outs
     t.is(sent.readUInt16LE(at + 8), fes, `${what}: FES`);
   }
 });
+
+test("a read answered as successful with less data than it asked for: a Data Transfer Error on an I/O queue, never the buffer's old bytes; zeroes on the admin queue", async (t) => {
+  const { NvmeQueue } = await import('../../initiator/nvme/queue.js');
+  const { buildSqe, isSuccess } = await import('../../protocol/nvme/command.js');
+  // 256 of the 512 bytes asked for, then a CapsuleResp with status 0.
+  const short = (cid: number): Buffer => {
+    const d = Buffer.alloc(24 + 256, 0xab);
+    d[0] = 0x07;
+    d[1] = 0x04; // LAST_PDU, no SUCCESS
+    d[2] = 24;
+    d[3] = 24;
+    d.writeUInt32LE(24 + 256, 4);
+    d.writeUInt16LE(cid, 8);
+    d.writeUInt32LE(0, 12);
+    d.writeUInt32LE(256, 16);
+    const r = Buffer.alloc(24);
+    r[0] = 0x05;
+    r[2] = 24;
+    r.writeUInt32LE(24, 4);
+    r.writeUInt16LE(cid, 20);
+    return Buffer.concat([d, r]);
+  };
+  for (const qid of [1, 0]) {
+    const f = await connectedFake(t, short);
+    const q = await NvmeQueue.open({
+      address: '127.0.0.1',
+      port: f.port,
+      qid,
+      size: 8,
+      digests: { header: false, data: false },
+      hostnqn: 'nqn.2014-08.org.nvmexpress:uuid:test',
+      hostid: Buffer.alloc(16, 1),
+      subnqn: 'nqn.2026-12.io.rblk:fake',
+      cntlid: qid === 0 ? 0xffff : 1,
+      kato: 0,
+      inCapsule: 4096,
+      connectTimeoutMs: 3000,
+      commandTimeoutMs: 0,
+    });
+    t.teardown(() => q.close());
+    const into = Buffer.alloc(512, 0xee);
+    const c = await q.submit({ sqe: buildSqe({ opcode: 0x02, cid: 0, nsid: 1, cdw: { 12: 0 } }), readLength: 512, readInto: into });
+    t.true(into.subarray(0, 256).equals(Buffer.alloc(256, 0xab)), `queue ${qid}: the bytes that came`);
+    if (qid !== 0) {
+      t.deepEqual([c.status.sct, c.status.sc], [0, 0x04], 'Data Transfer Error');
+      t.false(isSuccess(c.status));
+    } else {
+      t.true(isSuccess(c.status));
+      t.true(c.data!.subarray(256).equals(Buffer.alloc(256)), 'the tail reads as zeroes, not the old 0xee');
+    }
+    t.false(q.lost, 'the queue stays up: one command failed, not the connection');
+  }
+});
