@@ -159,7 +159,13 @@ async function listening(port = 0): Promise<Server> {
   t.log(`${acked.size} writes acknowledged, ${failed.length} failed, ${s.reconnects} reconnects; left in /dev/shm by the kill: ${[...left.keys()].join(' ')}`);
   t.true(left.has(`rblk_127.0.0.1_${port}`) && left.has(`rblk_127.0.0.1_${port}.1`), 'the kill left the listener\'s and the session\'s regions (the check below checks something)');
   t.true(s.reconnects >= 1, 'the session logged in again to the restarted daemon');
-  t.deepEqual(errors, [], 'the session reported no error');
+  // A reconnect attempt made before the restarted rblkd holds the port is
+  // refused at once (docs/transport.md "Addresses": nobody holds the
+  // address:port, whatever region the killed one left) and reported as the
+  // library reports every failed attempt; anything else (an attempt that sent
+  // its request into the dead daemon's region and timed out) is a failure.
+  const notRefused = errors.filter((e) => !/reconnecting connection \d+ .* failed: .*no shm listener holds/.test(String(e)));
+  t.deepEqual(notRefused.map(String), [], 'the session reported nothing but refused reconnect attempts');
   t.true(acked.size > 150);
   // What the restart found is gone: its listener took the name again, and its
   // one session's endpoint is the first it accepted (.1, as the killed one's was).

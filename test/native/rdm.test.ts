@@ -2,6 +2,8 @@
 // stands in for connections, messages in order, RMA on an idle peer (manual
 // progress), reject and shutdown, on every RDM provider libfabric offers here.
 import test from 'ava';
+import { rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { eventually } from '../../bench/kit/wait.js';
 import { availableRdmProviders, FabricError } from '../../native/fabric.js';
 import { connectPair, loopbackDomains, pattern, RDM_PROVIDERS, sendsInOrder } from '../helpers/fabric-pair.js';
@@ -122,6 +124,31 @@ for (const provider of RDM_PROVIDERS) {
     await shut;
     t.true(serverEp.isClosed);
   });
+
+  if (provider === 'shm') {
+    test.serial('shm: a killed listener\'s region left under the name is refused at once (nobody holds the port), and a new listener takes the port', async (t) => {
+      const { server, client } = loopbackDomains(t, provider);
+      const free = createServer();
+      await new Promise<void>((r) => free.listen(0, '127.0.0.1', r));
+      const port = (free.address() as { port: number }).port;
+      await new Promise((r) => free.close(r));
+      // What a SIGKILLed rblkd leaves: its listener's region, nobody reading it.
+      const stale = `/dev/shm/rblk_127.0.0.1_${port}`;
+      writeFileSync(stale, Buffer.alloc(4096));
+      t.teardown(() => rmSync(stale, { force: true }));
+      const e = await t.throwsAsync(client.connect({ address: '127.0.0.1', port, timeoutMs: 10_000 }), { instanceOf: FabricError });
+      t.is(e.code, 'FI_ECONNREFUSED');
+      t.regex(e.message, new RegExp(`no shm listener holds 127\\.0\\.0\\.1:${port}`));
+      // The probe let the port go: a listener restarted on it binds, and is reached.
+      rmSync(stale, { force: true });
+      const listener = server.listen({ address: '127.0.0.1', port });
+      t.is(listener.port, port);
+      listener.once('connection', (req) => void req.accept({}).then((sep) => t.teardown(() => sep.close())));
+      const ep = await client.connect({ address: '127.0.0.1', port, timeoutMs: 10_000 });
+      await ep.close();
+      await listener.close();
+    });
+  }
 
   test.serial(`${provider}: connecting where nobody listens fails, and does not hang`, async (t) => {
     const { client, listener } = loopbackDomains(t, provider);

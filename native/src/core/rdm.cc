@@ -321,7 +321,14 @@ void Endpoint::ConstructRdm(const Napi::CallbackInfo& info) {
   if (listening_) {
     if (shm) {
       int port = 0;
-      int fd = ReservePort(node.empty() ? "127.0.0.1" : node, std::atoi(service.c_str()), &port);
+      const int want = std::atoi(service.c_str());
+      int fd = ReservePort(node.empty() ? "127.0.0.1" : node, want, &port);
+      // A connecting shm endpoint probes the port for a moment (below): a
+      // restart on a fixed port that meets such a probe tries again.
+      for (int tries = 0; fd == -EADDRINUSE && want != 0 && tries < 5; ++tries) {
+        usleep(2000);
+        fd = ReservePort(node.empty() ? "127.0.0.1" : node, want, &port);
+      }
       if (fd < 0) throw MakeError(env, -fd, "bind(" + node + ":" + service + ")");
       reserve_fd_ = fd;
       port_ = port;
@@ -345,6 +352,21 @@ void Endpoint::ConstructRdm(const Napi::CallbackInfo& info) {
       std::lock_guard<std::mutex> g(g_local_mu);
       if (ClosedShmListeners().count(name) != 0)
         throw MakeError(env, FI_ECONNREFUSED, "fi_av_insert(" + name + "): that listener, in this process, has closed");
+    }
+    // A live shm listener holds its address:port (ReservePort). If the port
+    // binds, none is there, whatever region a killed one left under its name
+    // in /dev/shm: refuse at once, as a TCP connect to a closed port is
+    // refused, rather than send the request into a region nobody reads and
+    // wait out the connect timeout (a session reconnecting while rblkd
+    // restarts). An address this host cannot bind (not one of its own, or a
+    // host name) is not probed.
+    {
+      int probe_port = 0;
+      int probe = ReservePort(node, std::atoi(service.c_str()), &probe_port);
+      if (probe >= 0) {
+        close(probe);
+        throw MakeError(env, FI_ECONNREFUSED, "fi_connect(" + name + "): no shm listener holds " + node + ":" + service);
+      }
     }
     listener_name.assign(name.begin(), name.end());
     listener_name.push_back(0);
