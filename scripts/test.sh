@@ -79,9 +79,10 @@ for f in test/target/*.test.ts test/initiator/*.test.ts; do
       io | memory-lifetime | multi-connection | rdm-url | reconnect) mr_tests+=("$f") ;;
   esac
 done
-# The sanitizer build has had only the cycles pass 1 left (about half of its
-# 70 s on two cores); it finishes first, with the machine to itself, rather
-# than at nice 15 beside pass 2.
+# The sanitizer build (about 70 s on two cores alone) has had only the cycles
+# pass 1 left; if it is not done yet, it finishes with the machine to itself
+# rather than at nice 15 beside pass 2. The timing line says how long that was
+# (0 s when pass 1 left it enough).
 wait_begin=$SECONDS
 if ! wait "$asan_build"; then
   cat "$asan_log" >&2
