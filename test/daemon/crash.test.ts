@@ -219,3 +219,86 @@ async function listening(port = 0): Promise<Server> {
   t.deepEqual(left.filter((n) => existsSync(`/dev/shm/${n}`)), [], 'the killed initiator\'s regions were unlinked');
   t.true(existsSync(live), 'a live process\'s region was kept');
 });
+
+// The library's common write (initiator/fast-io.ts, docs/initiator.md "The
+// common read and write"): FUA writes from registered memory (session.allocate)
+// go through the native queue with one promise each. A kill -9 of rblkd under
+// them hands every command still out to the general path, which waits for the
+// restarted daemon on the same port and sends it again from the same
+// registered buffer: the buffers outlive the connection they were first sent
+// on. Every write acknowledged reads back, through the session and in the file.
+for (const provider of ['tcp', 'shm'] as const) {
+  (provider === 'tcp' || availableRdmProviders().includes(provider) ? test : test.skip)(`${provider}: kill -9 under FUA writes from registered memory (the common write): every acknowledged write reads back after the restart`, async (t) => {
+    t.timeout(120_000);
+    const w = workdir(t);
+    const config = (port: number): Record<string, unknown> =>
+      baseConfig(w, [{ name: 'a', path: 'a.img', size: '4MiB', lun: 0 }], { listeners: [{ provider, address: '127.0.0.1', port }] });
+    w.writeConfig(config(0));
+    const first = spawnDaemon(t, ['--config', w.configPath]);
+    const port = Number((await first.waitForLine(new RegExp(`listening ${provider} 127\\.0\\.0\\.1:(\\d+)`)))[1]);
+    const s = await connect({ address: '127.0.0.1', port, provider, initiatorName: `iqn.2026-12.io.rblk:crash-registered-${provider}` });
+    t.teardown(() => s.close());
+    const errors: unknown[] = [];
+    s.on('error', (e) => errors.push(e));
+    const vol = await s.open('a');
+
+    const BS = 4096;
+    const COUNT = (4 << 20) / BS;
+    const acked = new Map<number, Buffer>();
+    let next = 0;
+    let killed = false;
+    let fastBeforeKill = 0;
+    let restarted: ReturnType<typeof spawnDaemon> | undefined;
+    const writer = async (): Promise<void> => {
+      const reg = s.allocate(BS); // one per writer, for its whole life: across the kill and the reconnect
+      try {
+        for (;;) {
+          const i = next++;
+          if (i >= COUNT) return;
+          const data = pattern(BS, 3000 + i);
+          data.copy(reg.buffer);
+          await vol.write(i * BS, reg, { fua: true }); // a failure fails the test: the session rides through the restart
+          acked.set(i, data);
+          if (acked.size === 150 && !killed) {
+            killed = true;
+            fastBeforeKill = s.fastPathCommands;
+            first.kill('SIGKILL');
+            await first.exited;
+            w.writeConfig(config(port));
+            restarted = spawnDaemon(t, ['--config', w.configPath]);
+          }
+        }
+      } finally {
+        reg.release();
+      }
+    };
+    await Promise.all(Array.from({ length: 4 }, writer));
+    t.deepEqual(await first.exited, { code: null, signal: 'SIGKILL' });
+    t.log(`${acked.size} writes acknowledged, ${s.reconnects} reconnects, ${s.fastPathCommands} through the native queue (${fastBeforeKill} before the kill)`);
+    t.is(acked.size, COUNT, 'every write was acknowledged in the end: none failed across the kill');
+    t.true(fastBeforeKill >= 150, 'the writes before the kill went through the native queue (the common write)');
+    t.true(s.fastPathCommands > fastBeforeKill + 100, 'and so did the writes after the reconnect');
+    t.true(s.reconnects >= 1, 'the session logged in again to the restarted daemon');
+    const unexpected = errors.filter((e) => !/reconnecting connection \d+ .* failed/.test(String(e)));
+    t.deepEqual(unexpected.map(String), [], 'the session reported nothing but failed reconnect attempts');
+
+    const fd = openSync(join(w.state, 'a.img'), 'r');
+    t.teardown(() => closeSync(fd));
+    const viaSession: number[] = [];
+    const viaFile: number[] = [];
+    const back = s.allocate(BS);
+    t.teardown(() => back.release());
+    for (const [i, data] of acked) {
+      back.buffer.fill(0);
+      if (!(await vol.read(i * BS, back)).equals(data)) viaSession.push(i);
+      const raw = Buffer.alloc(BS);
+      readSync(fd, raw, 0, BS, i * BS);
+      if (!raw.equals(data)) viaFile.push(i);
+    }
+    t.deepEqual(viaSession, [], 'acknowledged writes that did not read back through the session');
+    t.deepEqual(viaFile, [], 'acknowledged writes missing from the file');
+    await s.close();
+    restarted!.kill('SIGTERM');
+    t.deepEqual(await restarted!.exited, { code: 0, signal: null });
+  });
+}
