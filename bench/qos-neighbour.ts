@@ -18,7 +18,13 @@
 // the core time that load's client and rblkd take; at a depth that leaves the cores
 // idle (QD1, QD4), what is left is the interference itself: latency the throttled
 // volume adds to its neighbour's commands.
-//   node dist/bench/qos-neighbour.js [--seconds N] [--rounds N] [--limit IOPS] [--reactors N] [--fast-qd N]
+// `--pin` pins each rblkd (all its threads) to core 0 and every `rblk bench` to
+// core 1, so that the scheduler's placement, which moved the same "alone" run
+// by up to half between rounds, is the same in every run; what the neighbour
+// then loses is rblkd's core time and latency spent on the throttled volume,
+// plus the throttled client's share of the clients' core.
+//   node dist/bench/qos-neighbour.js [--seconds N] [--rounds N] [--limit IOPS] [--reactors N] [--fast-qd N] [--pin [--slow-core 0|1]]
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,6 +43,9 @@ const rounds = option('rounds', 4) || 4;
 const limit = option('limit', 1000) || 1000;
 const reactors = option('reactors', 0);
 const fastQd = option('fast-qd', 32) || 32;
+const pin = process.argv.includes('--pin');
+// With --pin, the core of the throttled volume's client: 1 (beside the neighbour's client, the default) or 0 (beside rblkd).
+const slowCore = option('slow-core', 1);
 const TICK_US = 1e6 / 100; // CLK_TCK is 100 on Linux
 
 /** All cores' busy and total jiffies (the `cpu` line of /proc/stat). */
@@ -99,10 +108,11 @@ async function main(): Promise<void> {
       const d = startRblkd(config, /rblkd ready/, name === 'js' ? { RBLK_QOS_PARK: '0' } : {});
       modes.push({ name, d, port: 0, alone: 0, beside: 0 });
       await d.seen;
+      if (pin) execFileSync('taskset', ['-a', '-cp', '0', String(d.child.pid)], { stdio: 'ignore' });
       modes[modes.length - 1]!.port = ((await controlRequest(socket, 'status')) as { listeners: { port: number }[] }).listeners[0]!.port;
     }
     const bench = (m: Mode, volume: string, s: number): Promise<{ iops: number; ops: number }> =>
-      rblkBenchRun(m.port, volume, { rw: 'read', bs: 4096, pattern: 'rand', seconds: s, qd: volume === 'fast' ? fastQd : 32 });
+      rblkBenchRun(m.port, volume, { rw: 'read', bs: 4096, pattern: 'rand', seconds: s, qd: volume === 'fast' ? fastQd : 32, ...(pin ? { cpus: volume === 'fast' ? '1' : String(slowCore) } : {}) });
 
     const run = async (m: Mode, beside: boolean): Promise<Run> => {
       const pid = m.d.child.pid!;
@@ -120,7 +130,7 @@ async function main(): Promise<void> {
     };
 
     const rows: string[] = [
-      `cores ${availableParallelism()}, reactors ${reactors}, load average before: ${loadavg().map((l) => l.toFixed(2)).join(', ')}; ${seconds} s per run, slow limited to ${limit} IOPS (QD32), fast at QD${fastQd}`,
+      `cores ${availableParallelism()}, reactors ${reactors}, load average before: ${loadavg().map((l) => l.toFixed(2)).join(', ')}; ${seconds} s per run, slow limited to ${limit} IOPS (QD32), fast at QD${fastQd}${pin ? `; rblkd pinned to core 0, the neighbour's client to core 1, the throttled one's to core ${slowCore}` : ''}`,
       'mode js: a throttled command waits in JavaScript (RBLK_QOS_PARK=0); native: it waits parked on the fast path',
       '',
       '| round | mode | fast alone IOPS | cores busy | fast beside slow IOPS | slow IOPS | cores busy | fast beside ÷ alone | rblkd µs/I/O alone / beside |',

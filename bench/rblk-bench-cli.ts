@@ -13,6 +13,8 @@ export interface CliBench {
   pattern: 'rand' | 'seq';
   seconds: number;
   qd?: number;
+  /** A CPU list for taskset(1): the run is pinned to these cores. */
+  cpus?: string;
 }
 
 /** IOPS of `rblk bench` against rblk://127.0.0.1:port/volume over tcp. */
@@ -25,7 +27,8 @@ export function rblkBenchRun(port: number, volume: string, w: CliBench): Promise
   const rblk = join(ROOT, 'dist', 'bin-src', 'rblk.js');
   const args = [rblk, 'bench', `rblk://127.0.0.1:${port}/${volume}`, '--provider', 'tcp', '--rw', w.rw, '--bs', String(w.bs), '--qd', String(w.qd ?? 32), '--pattern', w.pattern, '--runtime', `${w.seconds}s`, '--json', '--yes'];
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const [file, argv] = w.cpus !== undefined ? ['taskset', ['-c', w.cpus, process.execPath, ...args]] : [process.execPath, args];
+    const child = spawn(file, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
