@@ -14,6 +14,15 @@ namespace rblk {
 namespace {
 
 constexpr size_t kBatch = 256;
+// Under load, queued I/O goes to the kernel in pairs rather than once per
+// loop turn. A turn that reads a socket's worth of commands (32 NVMe/TCP or
+// iSCSI reads, say) used to parse and queue all of them before the first
+// reached the disk, so the disk sat idle for the whole parse and each batch
+// then came back together. Submitting every second I/O lets the disk start
+// while the rest are still being parsed. It gave +10-20% IOPS at QD32 on
+// both the iSCSI and the NVMe/TCP listener, for no more CPU per read
+// (docs/performance.md "Submitting io_uring reads as they are queued").
+constexpr size_t kEagerSubmit = 2;
 
 Napi::Uint8Array ArgBytes(Napi::Env env, const Napi::Value& v, const char* op) {
   if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
@@ -128,10 +137,12 @@ void IoRing::Queued() {
   unsubmitted_++;
   // An I/O on an idle ring goes to the kernel at once: there is nothing to
   // batch it with, and at queue depth 1 the wait for the prepare phase is
-  // latency. Under load the rest of a turn's I/O is submitted together just
-  // before the loop next sleeps (BeforeBlock, which also covers an I/O queued
-  // from inside the prepare phase, where an Endpoint's last drain runs JS).
+  // latency. Under load it goes in pairs (kEagerSubmit), and whatever is left
+  // is submitted just before the loop next sleeps (BeforeBlock, which also
+  // covers an I/O queued from inside the prepare phase, where an Endpoint's
+  // last drain runs JS).
   if (in_flight_ == 1 && SubmitPending() >= 0 && unsubmitted_ == 0) return;
+  if (unsubmitted_ >= kEagerSubmit && SubmitPending() >= 0 && unsubmitted_ == 0) return;
   before_block_.Arm();
 }
 
