@@ -1,4 +1,4 @@
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { closeSync, existsSync, openSync, readdirSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
@@ -86,6 +86,41 @@ test('kill -9 during FUA writes, then a restart: every write answered GOOD reads
   t.deepEqual(await second.exited, { code: 0, signal: null });
 });
 
+/**
+ * rblkd serving a 4 MiB volume `a` on one listener of `provider` (port 0 at
+ * first; `config(port)` gives the config a restart on the same port takes),
+ * and a library session on it whose errors are collected.
+ */
+async function sessionOnDaemon(t: ExecutionContext, provider: 'tcp' | 'shm', initiator: string) {
+  const w = workdir(t);
+  const config = (port: number): Record<string, unknown> =>
+    baseConfig(w, [{ name: 'a', path: 'a.img', size: '4MiB', lun: 0 }], { listeners: [{ provider, address: '127.0.0.1', port }] });
+  w.writeConfig(config(0));
+  const first = spawnDaemon(t, ['--config', w.configPath]);
+  const port = Number((await first.waitForLine(new RegExp(`listening ${provider} 127\\.0\\.0\\.1:(\\d+)`)))[1]);
+  const s = await connect({ address: '127.0.0.1', port, provider, initiatorName: `iqn.2026-12.io.rblk:${initiator}` });
+  t.teardown(() => s.close());
+  const errors: unknown[] = [];
+  s.on('error', (e) => errors.push(e));
+  return { w, config, first, port, s, errors, vol: await s.open('a') };
+}
+
+/** Every acknowledged write (block index → data) read back through `readBack` and from the volume file. */
+async function checkAcknowledged(t: ExecutionContext, file: string, bs: number, acked: Map<number, Buffer>, readBack: (i: number) => Promise<Buffer>): Promise<void> {
+  const fd = openSync(file, 'r');
+  t.teardown(() => closeSync(fd));
+  const viaSession: number[] = [];
+  const viaFile: number[] = [];
+  for (const [i, data] of acked) {
+    if (!(await readBack(i)).equals(data)) viaSession.push(i);
+    const raw = Buffer.alloc(bs);
+    readSync(fd, raw, 0, bs, i * bs);
+    if (!raw.equals(data)) viaFile.push(i);
+  }
+  t.deepEqual(viaSession, [], 'acknowledged writes that did not read back through the session');
+  t.deepEqual(viaFile, [], 'acknowledged writes missing from the file');
+}
+
 async function listening(port = 0): Promise<Server> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
@@ -99,18 +134,8 @@ async function listening(port = 0): Promise<Server> {
 // next shm listener starts, and the restart is not refused by them.
 (availableRdmProviders().includes('shm') ? test : test.skip)('shm: kill -9 during FUA writes, a restart on the same port: the session logs in again, every acknowledged write reads back, /dev/shm is cleaned', async (t) => {
   t.timeout(120_000);
-  const w = workdir(t);
-  const config = (port: number): Record<string, unknown> =>
-    baseConfig(w, [{ name: 'a', path: 'a.img', size: '4MiB', lun: 0 }], { listeners: [{ provider: 'shm', address: '127.0.0.1', port }] });
-  w.writeConfig(config(0));
-  const first = spawnDaemon(t, ['--config', w.configPath]);
-  const port = Number((await first.waitForLine(/listening shm 127\.0\.0\.1:(\d+)/))[1]);
+  const { w, config, first, port, s, errors, vol } = await sessionOnDaemon(t, 'shm', 'crash-shm');
   const regions = (): string[] => readdirSync('/dev/shm').filter((n) => n === `rblk_127.0.0.1_${port}` || n.startsWith(`rblk_127.0.0.1_${port}.`));
-  const s = await connect({ address: '127.0.0.1', port, provider: 'shm', initiatorName: 'iqn.2026-12.io.rblk:crash-shm' });
-  t.teardown(() => s.close());
-  const errors: unknown[] = [];
-  s.on('error', (e) => errors.push(e));
-  const vol = await s.open('a');
 
   const BS = 4096;
   const COUNT = (4 << 20) / BS;
@@ -174,18 +199,7 @@ async function listening(port = 0): Promise<Server> {
   for (const n of regions()) t.not(statSync(`/dev/shm/${n}`).ino, left.get(n), `${n} is the restarted daemon's own`);
   t.deepEqual(planted.map((f) => existsSync(f)), [false, true], 'the region of a port nobody holds was unlinked, the held one kept');
 
-  const fd = openSync(join(w.state, 'a.img'), 'r');
-  t.teardown(() => closeSync(fd));
-  const viaSession: number[] = [];
-  const viaFile: number[] = [];
-  for (const [i, data] of acked) {
-    if (!(await vol.read(i * BS, BS)).equals(data)) viaSession.push(i);
-    const raw = Buffer.alloc(BS);
-    readSync(fd, raw, 0, BS, i * BS);
-    if (!raw.equals(data)) viaFile.push(i);
-  }
-  t.deepEqual(viaSession, [], 'acknowledged writes that did not read back through the session');
-  t.deepEqual(viaFile, [], 'acknowledged writes missing from the file');
+  await checkAcknowledged(t, join(w.state, 'a.img'), BS, acked, (i) => vol.read(i * BS, BS));
 });
 
 // An initiator killed with -9 leaves its shm region (/dev/shm/rblk-i_<pid>_<n>):
@@ -230,17 +244,7 @@ async function listening(port = 0): Promise<Server> {
 for (const provider of ['tcp', 'shm'] as const) {
   (provider === 'tcp' || availableRdmProviders().includes(provider) ? test : test.skip)(`${provider}: kill -9 under FUA writes from registered memory (the common write): every acknowledged write reads back after the restart`, async (t) => {
     t.timeout(120_000);
-    const w = workdir(t);
-    const config = (port: number): Record<string, unknown> =>
-      baseConfig(w, [{ name: 'a', path: 'a.img', size: '4MiB', lun: 0 }], { listeners: [{ provider, address: '127.0.0.1', port }] });
-    w.writeConfig(config(0));
-    const first = spawnDaemon(t, ['--config', w.configPath]);
-    const port = Number((await first.waitForLine(new RegExp(`listening ${provider} 127\\.0\\.0\\.1:(\\d+)`)))[1]);
-    const s = await connect({ address: '127.0.0.1', port, provider, initiatorName: `iqn.2026-12.io.rblk:crash-registered-${provider}` });
-    t.teardown(() => s.close());
-    const errors: unknown[] = [];
-    s.on('error', (e) => errors.push(e));
-    const vol = await s.open('a');
+    const { w, config, first, port, s, errors, vol } = await sessionOnDaemon(t, provider, `crash-registered-${provider}`);
 
     const BS = 4096;
     const COUNT = (4 << 20) / BS;
@@ -282,21 +286,12 @@ for (const provider of ['tcp', 'shm'] as const) {
     const unexpected = errors.filter((e) => !/reconnecting connection \d+ .* failed/.test(String(e)));
     t.deepEqual(unexpected.map(String), [], 'the session reported nothing but failed reconnect attempts');
 
-    const fd = openSync(join(w.state, 'a.img'), 'r');
-    t.teardown(() => closeSync(fd));
-    const viaSession: number[] = [];
-    const viaFile: number[] = [];
     const back = s.allocate(BS);
     t.teardown(() => back.release());
-    for (const [i, data] of acked) {
+    await checkAcknowledged(t, join(w.state, 'a.img'), BS, acked, (i) => {
       back.buffer.fill(0);
-      if (!(await vol.read(i * BS, back)).equals(data)) viaSession.push(i);
-      const raw = Buffer.alloc(BS);
-      readSync(fd, raw, 0, BS, i * BS);
-      if (!raw.equals(data)) viaFile.push(i);
-    }
-    t.deepEqual(viaSession, [], 'acknowledged writes that did not read back through the session');
-    t.deepEqual(viaFile, [], 'acknowledged writes missing from the file');
+      return vol.read(i * BS, back);
+    });
     await s.close();
     restarted!.kill('SIGTERM');
     t.deepEqual(await restarted!.exited, { code: 0, signal: null });
