@@ -162,6 +162,63 @@ test('the CmdSN window: ExpCmdSN and MaxCmdSN advance, StatSN counts responses, 
   t.is(await c.next(0x25, 300), null, 'the out-of-window command got nothing');
 });
 
+// A session that lives for days passes 2^32 commands; an initiator may also
+// start its CmdSN anywhere (RFC 7143 §4.2.2.1). CmdSN, ExpCmdSN, MaxCmdSN and
+// StatSN compare in serial number arithmetic (RFC 1982), so starting both just
+// below 2^32 runs the wrap within seconds: every command inside the window is
+// answered, in order, with StatSN and ExpCmdSN wrapping through 0.
+test('CmdSN and StatSN wrap through 2^32: 48 reads a window at a time, in and out of CmdSN order, all answered GOOD, StatSN counting on through 0, the window open throughout', async (t) => {
+  const c = await RawInitiator.open(f.port);
+  open.push(c);
+  c.cmdSN = 0xfffffff0;
+  c.expStatSN = 0xfffffffa;
+  const r = await c.login({ initiator: INITIATOR, target: IQN });
+  t.is(r === null ? null : loginStatus(r), 0);
+  t.is(r!.bhs.readUInt32BE(24), 0xfffffffa, 'the login response\'s StatSN is the ExpStatSN we sent');
+  c.command({ itt: 0xfff0, cdb: Buffer.alloc(16), edtl: 0 }); // takes the new nexus's 29/00
+  const ua = await c.next(0x21);
+  t.is(ua?.bhs[3], 2);
+  let statSN = (0xfffffffa + 1) >>> 0;
+  t.is(ua!.bhs.readUInt32BE(24), statSN);
+  const statSNs: number[] = [];
+  const windows: number[] = [];
+  const bad: string[] = [];
+  let itt = 1;
+  let lastExpCmdSN = 0;
+  for (let round = 0; round < 6; round++) {
+    // Odd rounds send the window's CmdSNs last first: the target holds each
+    // until the ones before it arrive, deciding "ahead of ExpCmdSN, within
+    // MaxCmdSN" across the wrap.
+    const base = c.cmdSN;
+    const order = Array.from({ length: 8 }, (_, i) => (round % 2 === 1 ? 7 - i : i));
+    const sent = new Set<number>();
+    for (const i of order) {
+      sent.add(itt);
+      c.command({ itt: itt++, cdb: read10(i, 1), read: true, edtl: 512, cmdSN: (base + i) >>> 0 });
+    }
+    c.cmdSN = (base + 8) >>> 0;
+    for (let n = 0; n < 8; n++) {
+      const p = await c.next(0x25);
+      if (p === null) {
+        bad.push(`round ${round}: ${8 - n} reads unanswered`);
+        break;
+      }
+      const got = p.bhs.readUInt32BE(16);
+      if (!sent.delete(got) || (p.bhs[1] & 0x01) === 0 || p.bhs[3] !== 0) bad.push(`itt ${got}: flags ${p.bhs[1].toString(16)} status ${p.bhs[3]}`);
+      statSNs.push(p.bhs.readUInt32BE(24));
+      lastExpCmdSN = p.bhs.readUInt32BE(28);
+      // MaxCmdSN - ExpCmdSN + 1 in serial arithmetic: the commands the initiator may still send.
+      windows.push(((p.bhs.readUInt32BE(32) - lastExpCmdSN) >>> 0) + 1);
+    }
+  }
+  t.deepEqual(bad, [], 'every read answered GOOD in its Data-In');
+  t.deepEqual(statSNs, Array.from({ length: 48 }, (_, i) => (statSN + 1 + i) >>> 0), 'StatSN counts on by one through 0');
+  t.true(statSNs.includes(0) && statSNs.includes(0xffffffff), 'the StatSNs crossed the wrap');
+  t.deepEqual(windows.filter((w) => w < 1 || w > 8), [], 'the window never closed or grew beyond queue_depth across the wrap (a real initiator would stall)');
+  t.is(lastExpCmdSN, c.cmdSN, 'ExpCmdSN after the last read is the next CmdSN, past the wrap');
+  t.true(c.cmdSN > 0 && c.cmdSN < 0x100, 'the CmdSNs crossed the wrap');
+});
+
 test('a write through R2T and Data-Out lands, and reads back', async (t) => {
   const c = await session([['InitialR2T', 'Yes'], ['ImmediateData', 'No']]);
   const data = Buffer.alloc(4096, 0x5a);
