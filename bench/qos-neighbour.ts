@@ -23,7 +23,13 @@
 // by up to half between rounds, is the same in every run; what the neighbour
 // then loses is rblkd's core time and latency spent on the throttled volume,
 // plus the throttled client's share of the clients' core.
-//   node dist/bench/qos-neighbour.js [--seconds N] [--rounds N] [--limit IOPS] [--reactors N] [--fast-qd N] [--pin [--slow-core 0|1]]
+// `--slow-iscsi` drives the throttled volume with iscsi-perf (libiscsi, in C,
+// QD32 random 4 KiB reads) through an iSCSI listener of the same rblkd
+// instead of a second `rblk bench`: a client that costs its core a few µs per
+// command rather than tens, so that what the neighbour loses is rblkd's part.
+// The throttled commands then wait in the iSCSI front end's QoS (JavaScript),
+// in both modes.
+//   node dist/bench/qos-neighbour.js [--seconds N] [--rounds N] [--limit IOPS] [--reactors N] [--fast-qd N] [--pin [--slow-core 0|1]] [--slow-iscsi]
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
@@ -46,6 +52,8 @@ const fastQd = option('fast-qd', 32) || 32;
 const pin = process.argv.includes('--pin');
 // With --pin, the core of the throttled volume's client: 1 (beside the neighbour's client, the default) or 0 (beside rblkd).
 const slowCore = option('slow-core', 1);
+const slowIscsi = process.argv.includes('--slow-iscsi');
+const TARGET = 'iqn.2026-11.io.rblk:target'; // rblkd's default target_name
 const TICK_US = 1e6 / 100; // CLK_TCK is 100 on Linux
 
 /** All cores' busy and total jiffies (the `cpu` line of /proc/stat). */
@@ -80,6 +88,29 @@ interface Mode {
   beside: number;
 }
 
+/** Each mode's iSCSI listener port (--slow-iscsi), for its iscsi-perf runs. */
+const iscsiPortsOf = new Map<string, number>();
+
+/** A free port for a mode's iSCSI listener, remembered for its iscsi-perf runs. */
+async function iscsiPort(name: string): Promise<number> {
+  const { freePort } = await import('./peers/children.js');
+  const port = await freePort();
+  iscsiPortsOf.set(name, port);
+  return port;
+}
+
+/** iscsi-perf against the throttled volume (LUN 0), QD32 random 4 KiB reads for `s` whole seconds. */
+async function iscsiPerf(port: number, s: number): Promise<{ iops: number; ops: number }> {
+  const { runWithCpu } = await import('./peers/cpu.js');
+  const { parseIscsiPerf } = await import('./peers/iscsi-perf.js');
+  const secs = Math.max(1, Math.round(s));
+  const args = ['-i', 'iqn.2026-12.io.rblk:qos-neighbour-slow', '-m', '32', '-b', '8', '-t', String(secs), '-r', `iscsi://127.0.0.1:${port}/${TARGET}/0`];
+  const run = await runWithCpu(pin ? 'taskset' : 'iscsi-perf', pin ? ['-c', String(slowCore), 'iscsi-perf', ...args] : args, secs * 1000 + 30_000);
+  const iops = parseIscsiPerf(run.stdout);
+  if (run.code !== 0 || iops === null) throw new Error(`iscsi-perf exited with ${run.code}: ${(run.stdout + run.stderr).replace(/\r/g, '\n').trim().slice(-300)}`);
+  return { iops, ops: iops * secs };
+}
+
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'rblk-qos-neighbour-'));
   const modes: Mode[] = [];
@@ -93,7 +124,7 @@ async function main(): Promise<void> {
       writeFileSync(
         config,
         dump({
-          listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }],
+          listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }, ...(slowIscsi ? [{ protocol: 'iscsi', address: '127.0.0.1', port: await iscsiPort(name) }] : [])],
           volumes: [
             { name: 'slow', path: join(dir, `slow-${name}.img`), lun: 0, qos: { iops: limit } },
             { name: 'fast', path: join(dir, `fast-${name}.img`), lun: 1 },
@@ -112,6 +143,7 @@ async function main(): Promise<void> {
       modes[modes.length - 1]!.port = ((await controlRequest(socket, 'status')) as { listeners: { port: number }[] }).listeners[0]!.port;
     }
     const bench = (m: Mode, volume: string, s: number): Promise<{ iops: number; ops: number }> =>
+      volume === 'slow' && slowIscsi ? iscsiPerf(iscsiPortsOf.get(m.name)!, s) :
       rblkBenchRun(m.port, volume, { rw: 'read', bs: 4096, pattern: 'rand', seconds: s, qd: volume === 'fast' ? fastQd : 32, ...(pin ? { cpus: volume === 'fast' ? '1' : String(slowCore) } : {}) });
 
     const run = async (m: Mode, beside: boolean): Promise<Run> => {
@@ -130,7 +162,7 @@ async function main(): Promise<void> {
     };
 
     const rows: string[] = [
-      `cores ${availableParallelism()}, reactors ${reactors}, load average before: ${loadavg().map((l) => l.toFixed(2)).join(', ')}; ${seconds} s per run, slow limited to ${limit} IOPS (QD32), fast at QD${fastQd}${pin ? `; rblkd pinned to core 0, the neighbour's client to core 1, the throttled one's to core ${slowCore}` : ''}`,
+      `cores ${availableParallelism()}, reactors ${reactors}, load average before: ${loadavg().map((l) => l.toFixed(2)).join(', ')}; ${seconds} s per run, slow limited to ${limit} IOPS (QD32), fast at QD${fastQd}${pin ? `; rblkd pinned to core 0, the neighbour's client to core 1, the throttled one's to core ${slowCore}` : ''}${slowIscsi ? '; the throttled load is iscsi-perf through an iSCSI listener' : ''}`,
       'mode js: a throttled command waits in JavaScript (RBLK_QOS_PARK=0); native: it waits parked on the fast path',
       '',
       '| round | mode | fast alone IOPS | cores busy | fast beside slow IOPS | slow IOPS | cores busy | fast beside ÷ alone | rblkd µs/I/O alone / beside |',

@@ -36,6 +36,9 @@ function nonZero(r: Record<QosSlot, number>): Partial<Record<QosSlot, number>> {
   return Object.fromEntries(Object.entries(r).filter(([, v]) => v > 0)) as Partial<Record<QosSlot, number>>;
 }
 
+/** The grain of the waits' wake-ups, ms. */
+const BATCH_MS = 2;
+
 export class VolumeQos {
   readonly volume = new QosBucket();
   readonly #initiators = new Map<string, QosBucket>();
@@ -45,8 +48,11 @@ export class VolumeQos {
   throttledCommands = 0;
   /** Sum of the waits, seconds (rblk_volume_qos_throttled_seconds_total). */
   throttledSeconds = 0;
-  /** Commands waiting for their turn now. */
-  readonly #waits = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
+  /**
+   * Commands waiting for their turn, by the end of the BATCH_MS slot their
+   * turn falls in (ms on performance.now()'s clock): one timer per slot.
+   */
+  readonly #slots = new Map<number, { timer: NodeJS.Timeout; resolves: (() => void)[] }>();
 
   constructor(settings: QosSettings | null = null) {
     this.configure(settings);
@@ -101,10 +107,20 @@ export class VolumeQos {
     const ms = Number(wait) / 1e6;
     this.throttledCommands++;
     this.throttledSeconds += ms / 1000;
-    // Rounded up: a timer that fires early would start the command before its turn.
+    // Rounded up to the end of its slot: a timer that fired early would start
+    // the command before its turn. Every command whose turn falls in the same
+    // slot starts on the same wake-up, as the fast path's parked ones do
+    // (native/src/core/fast-path-qos.cc kQosBatchNs): at 1,000 IOPS that is
+    // one timer and one loop turn per two commands instead of per command.
+    // The rate does not move, since each was charged above, on arrival.
+    const due = Math.ceil((performance.now() + ms) / BATCH_MS) * BATCH_MS;
     return new Promise((resolve) => {
-      const wait = { timer: setTimeout(() => this.#end(wait), Math.ceil(ms)), resolve };
-      this.#waits.add(wait);
+      let slot = this.#slots.get(due);
+      if (slot === undefined) {
+        slot = { timer: setTimeout(() => this.#release(due), Math.ceil(due - performance.now())), resolves: [] };
+        this.#slots.set(due, slot);
+      }
+      slot.resolves.push(resolve);
     });
   }
 
@@ -114,10 +130,12 @@ export class VolumeQos {
     this.throttledSeconds += seconds;
   }
 
-  #end(wait: { timer: NodeJS.Timeout; resolve: () => void }): void {
-    clearTimeout(wait.timer);
-    this.#waits.delete(wait);
-    wait.resolve();
+  #release(due: number): void {
+    const slot = this.#slots.get(due);
+    if (slot === undefined) return;
+    this.#slots.delete(due);
+    clearTimeout(slot.timer);
+    for (const resolve of slot.resolves) resolve();
   }
 
   /**
@@ -126,7 +144,7 @@ export class VolumeQos {
    * seconds long, never keeps a stopping rblkd up.
    */
   close(): void {
-    for (const w of [...this.#waits]) this.#end(w);
+    for (const due of [...this.#slots.keys()]) this.#release(due);
   }
 
   report(): QosReport {
