@@ -15,6 +15,7 @@
 // a new client still gets through, and this process's fds came back.
 import test from 'ava';
 import { connect, type Socket } from 'node:net';
+import { prng as rng } from '../../bench/soak/mutate.js';
 import { MemoryDevice } from '../helpers/memory-device.js';
 import { checkSuiteResources } from '../helpers/resources.js';
 import { serve } from './helpers/harness.js';
@@ -28,18 +29,6 @@ const SEED = Number(process.env.RBLK_FUZZ_SEED ?? 0x6e6264);
 const REQUEST_MAGIC = 0x25609513;
 /** The healthy client's export: no mutation of the fuzzed one's name can reach it. */
 const HEALTHY = 'healthy-export-beside-the-fuzz';
-
-/** mulberry32: small, seeded, good enough to pick mutations. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Rand = () => number;
 const int = (r: Rand, n: number): number => Math.floor(r() * n);
