@@ -3,9 +3,10 @@
 // opcodes, flags and fields, before and after login, each end alone; a
 // session opened first keeps working, and every fd comes back.
 import test from 'ava';
+import { mutateBytes } from '../helpers/mutate-bytes.js';
 import { resources } from '../helpers/resources.js';
 import { INITIATOR, IQN, startIscsi } from './portal-fixture.js';
-import { loginStatus, RawInitiator } from './raw-initiator.js';
+import { framePdu, loginStatus, RawInitiator } from './raw-initiator.js';
 
 /** xorshift32: the same sequence every run, so a failure can be replayed. */
 function prng(seed: number): () => number {
@@ -90,25 +91,6 @@ const LOGIN_KEYS: [string, (rnd: () => number) => string][] = [
   ['TargetAlias', () => 'y'.repeat(300)],
 ];
 
-function mutated(rnd: () => number, b: Buffer): Buffer {
-  const out = Buffer.from(b);
-  for (let n = 1 + (rnd() % 3); n > 0 && out.length > 0; n--) {
-    const k = rnd() % 10;
-    if (k < 5) out[rnd() % out.length] = rnd() & 0xff;
-    else if (k < 8 && out.length >= 4) out.writeUInt32BE(EXTREMES[rnd() % EXTREMES.length]! >>> 0, rnd() % (out.length - 3));
-    else return out.subarray(0, rnd() % out.length);
-  }
-  return out;
-}
-
-/** One PDU's bytes as the wire carries them: BHS, data padded to 4 (no digests in these sessions). */
-function pdu(bhs: Buffer, data: Buffer = Buffer.alloc(0)): Buffer {
-  bhs[5] = (data.length >> 16) & 0xff;
-  bhs[6] = (data.length >> 8) & 0xff;
-  bhs[7] = data.length & 0xff;
-  return Buffer.concat([bhs, data, Buffer.alloc((4 - (data.length & 3)) & 3)]);
-}
-
 function loginCase(rnd: () => number, round: number): Buffer {
   const h = Buffer.alloc(48);
   h[0] = 0x43;
@@ -124,8 +106,8 @@ function loginCase(rnd: () => number, round: number): Buffer {
     keys.push([k, v(rnd)]);
   }
   const text = Buffer.from(keys.map(([k, v]) => (k === 'NoEqualsSign' ? k : `${k}=${v}`)).join('\0') + '\0');
-  const bytes = pdu(h, text);
-  return rnd() % 10 < 7 ? mutated(rnd, bytes) : bytes;
+  const bytes = framePdu(h, text);
+  return rnd() % 10 < 7 ? mutateBytes((n) => rnd() % n, bytes, EXTREMES) : bytes;
 }
 
 function fullFeatureCase(rnd: () => number, cmdSN: number): Buffer {
@@ -189,8 +171,8 @@ function fullFeatureCase(rnd: () => number, cmdSN: number): Buffer {
         break;
     }
     h.writeUInt32BE(0, 28);
-    const bytes = pdu(h, data);
-    out.push(rnd() % 10 < 3 ? mutated(rnd, bytes) : bytes);
+    const bytes = framePdu(h, data);
+    out.push(rnd() % 10 < 3 ? mutateBytes((n) => rnd() % n, bytes, EXTREMES) : bytes);
   }
   return Buffer.concat(out);
 }

@@ -12,6 +12,34 @@ export interface RawPdu {
   op: number;
 }
 
+/**
+ * One PDU's bytes as the wire carries them: the BHS with its data segment
+ * length set, the header digest, the data padded to 4 bytes, the data digest
+ * (RFC 7143 §11.1), the digests only when negotiated.
+ */
+export function framePdu(bhs: Buffer, data: Buffer = Buffer.alloc(0), headerDigest = false, dataDigest = false): Buffer {
+  bhs[5] = (data.length >> 16) & 0xff;
+  bhs[6] = (data.length >> 8) & 0xff;
+  bhs[7] = data.length & 0xff;
+  const parts = [bhs];
+  if (headerDigest) {
+    const d = Buffer.alloc(4);
+    d.writeUInt32LE(crc32c(bhs));
+    parts.push(d);
+  }
+  if (data.length > 0) {
+    const padded = Buffer.alloc(data.length + ((4 - (data.length & 3)) & 3));
+    data.copy(padded);
+    parts.push(padded);
+    if (dataDigest) {
+      const d = Buffer.alloc(4);
+      d.writeUInt32LE(crc32c(padded));
+      parts.push(d);
+    }
+  }
+  return Buffer.concat(parts);
+}
+
 let nextIsid = 1;
 
 export class RawInitiator {
@@ -76,26 +104,7 @@ export class RawInitiator {
   }
 
   send(bhs: Buffer, data: Buffer = Buffer.alloc(0)): void {
-    bhs[5] = (data.length >> 16) & 0xff;
-    bhs[6] = (data.length >> 8) & 0xff;
-    bhs[7] = data.length & 0xff;
-    const parts = [bhs];
-    if (this.headerDigest) {
-      const d = Buffer.alloc(4);
-      d.writeUInt32LE(crc32c(bhs));
-      parts.push(d);
-    }
-    if (data.length > 0) {
-      const padded = Buffer.alloc(data.length + ((4 - (data.length & 3)) & 3));
-      data.copy(padded);
-      parts.push(padded);
-      if (this.dataDigest) {
-        const d = Buffer.alloc(4);
-        d.writeUInt32LE(crc32c(padded));
-        parts.push(d);
-      }
-    }
-    this.socket.write(Buffer.concat(parts));
+    this.socket.write(framePdu(bhs, data, this.headerDigest, this.dataDigest));
   }
 
   /** The next PDU with this opcode (consumed), or null when the connection closed first. */

@@ -14,12 +14,13 @@
 // healthy client saw no error and no wrong byte, the server logged no error,
 // a new client still gets through, and this process's fds came back.
 import test from 'ava';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { prng as rng } from '../../bench/soak/mutate.js';
 import { MemoryDevice } from '../helpers/memory-device.js';
+import { mutateBytes } from '../helpers/mutate-bytes.js';
 import { checkSuiteResources } from '../helpers/resources.js';
 import { serve } from './helpers/harness.js';
-import { CMD, IHAVEOPT, INFO, OPT, RawClient, infoRequest, type Address } from './helpers/raw-client.js';
+import { CMD, IHAVEOPT, INFO, OPT, RawClient, infoRequest } from './helpers/raw-client.js';
 
 checkSuiteResources(test);
 
@@ -57,19 +58,6 @@ function request(r: Rand, type: number, offset: number, length: number, flags: n
   return Buffer.concat([h, Buffer.alloc(sent, int(r, 256))]);
 }
 
-/** Flips bytes, truncates, or stamps an extreme into a length or offset field. */
-function mutate(r: Rand, b: Buffer): Buffer {
-  const out = Buffer.from(b);
-  const n = 1 + int(r, 3);
-  for (let i = 0; i < n && out.length > 0; i++) {
-    const k = r();
-    if (k < 0.5) out[int(r, out.length)] = int(r, 256);
-    else if (k < 0.8 && out.length >= 4) out.writeUInt32BE(pick(r, EXTREMES) >>> 0, int(r, out.length - 3));
-    else return out.subarray(0, int(r, out.length));
-  }
-  return out;
-}
-
 function handshakeCase(r: Rand): Buffer {
   const flags = Buffer.alloc(4);
   flags.writeUInt32BE(r() < 0.85 ? 3 : int(r, 0x100), 0);
@@ -89,7 +77,7 @@ function handshakeCase(r: Rand): Buffer {
     );
   }
   const all = Buffer.concat(opts);
-  return r() < 0.85 ? mutate(r, all) : all;
+  return r() < 0.85 ? mutateBytes((n) => int(r, n), all, EXTREMES) : all;
 }
 
 function transmissionCase(r: Rand): Buffer {
@@ -102,26 +90,13 @@ function transmissionCase(r: Rand): Buffer {
     reqs.push(request(r, type, offset, length, flags));
   }
   const all = Buffer.concat(reqs);
-  return r() < 0.5 ? mutate(r, all) : all;
-}
-
-function rawConnect(addr: Address): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const s = connect({ host: '127.0.0.1', port: addr.port ?? 0 });
-    s.once('error', reject);
-    s.once('connect', () => {
-      s.off('error', reject);
-      s.on('error', () => undefined); // a reset by the server is an expected end here
-      resolve(s);
-    });
-  });
+  return r() < 0.5 ? mutateBytes((n) => int(r, n), all, EXTREMES) : all;
 }
 
 /** Sends the bytes, gives the server a moment to answer or close, then hangs up. */
 async function throwAt(s: Socket, bytes: Buffer, waitMs: number): Promise<void> {
   const closed = new Promise<void>((r) => s.once('close', () => r()));
-  s.write(bytes);
-  s.on('data', () => undefined);
+  s.write(bytes); // what the server answers, RawClient takes in
   await Promise.race([closed, new Promise((r) => setTimeout(r, waitMs))]);
   s.destroy();
   await closed;
@@ -151,8 +126,8 @@ test(`${CASES} fuzzed handshakes and ${CASES} fuzzed request runs: the server st
 
   const r = rng(SEED);
   for (let i = 0; i < CASES; i++) {
-    const s = await rawConnect(address);
-    await throwAt(s, handshakeCase(r), 5);
+    const c = await RawClient.connect(address);
+    await throwAt(c.socket, handshakeCase(r), 5);
   }
   for (let i = 0; i < CASES; i++) {
     const c = await RawClient.open(address, 'disk', { structured: r() < 0.5 });
