@@ -35,6 +35,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dump } from 'js-yaml';
+import { freePort } from './peers/children.js';
+import { runWithCpu } from './peers/cpu.js';
+import { parseIscsiPerf } from './peers/iscsi-perf.js';
 import { rblkBenchRun } from './rblk-bench-cli.js';
 import { startRblkd, type RblkdChild } from './rblkd-child.js';
 
@@ -86,23 +89,12 @@ interface Mode {
   port: number;
   alone: number;
   beside: number;
-}
-
-/** Each mode's iSCSI listener port (--slow-iscsi), for its iscsi-perf runs. */
-const iscsiPortsOf = new Map<string, number>();
-
-/** A free port for a mode's iSCSI listener, remembered for its iscsi-perf runs. */
-async function iscsiPort(name: string): Promise<number> {
-  const { freePort } = await import('./peers/children.js');
-  const port = await freePort();
-  iscsiPortsOf.set(name, port);
-  return port;
+  /** Its iSCSI listener's port (--slow-iscsi), for iscsi-perf. */
+  iscsiPort: number;
 }
 
 /** iscsi-perf against the throttled volume (LUN 0), QD32 random 4 KiB reads for `s` whole seconds. */
 async function iscsiPerf(port: number, s: number): Promise<{ iops: number; ops: number }> {
-  const { runWithCpu } = await import('./peers/cpu.js');
-  const { parseIscsiPerf } = await import('./peers/iscsi-perf.js');
   const secs = Math.max(1, Math.round(s));
   const args = ['-i', 'iqn.2026-12.io.rblk:qos-neighbour-slow', '-m', '32', '-b', '8', '-t', String(secs), '-r', `iscsi://127.0.0.1:${port}/${TARGET}/0`];
   const run = await runWithCpu(pin ? 'taskset' : 'iscsi-perf', pin ? ['-c', String(slowCore), 'iscsi-perf', ...args] : args, secs * 1000 + 30_000);
@@ -119,12 +111,13 @@ async function main(): Promise<void> {
     for (const name of ['js', 'native'] as const) {
       const config = join(dir, `rblkd-${name}.yaml`);
       const socket = join(dir, `rblkd-${name}.ctl`);
+      const iscsiPort = slowIscsi ? await freePort() : 0;
       // Files of its own: rblkd locks what it serves.
       for (const v of ['slow', 'fast']) writeFileSync(join(dir, `${v}-${name}.img`), Buffer.alloc(64 << 20, 0x11));
       writeFileSync(
         config,
         dump({
-          listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }, ...(slowIscsi ? [{ protocol: 'iscsi', address: '127.0.0.1', port: await iscsiPort(name) }] : [])],
+          listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }, ...(slowIscsi ? [{ protocol: 'iscsi', address: '127.0.0.1', port: iscsiPort }] : [])],
           volumes: [
             { name: 'slow', path: join(dir, `slow-${name}.img`), lun: 0, qos: { iops: limit } },
             { name: 'fast', path: join(dir, `fast-${name}.img`), lun: 1 },
@@ -137,13 +130,13 @@ async function main(): Promise<void> {
       );
       // js: the fast path leaves a command without QoS room to JavaScript, which waits on a timer (before parking).
       const d = startRblkd(config, /rblkd ready/, name === 'js' ? { RBLK_QOS_PARK: '0' } : {});
-      modes.push({ name, d, port: 0, alone: 0, beside: 0 });
+      modes.push({ name, d, port: 0, alone: 0, beside: 0, iscsiPort });
       await d.seen;
       if (pin) execFileSync('taskset', ['-a', '-cp', '0', String(d.child.pid)], { stdio: 'ignore' });
       modes[modes.length - 1]!.port = ((await controlRequest(socket, 'status')) as { listeners: { port: number }[] }).listeners[0]!.port;
     }
     const bench = (m: Mode, volume: string, s: number): Promise<{ iops: number; ops: number }> =>
-      volume === 'slow' && slowIscsi ? iscsiPerf(iscsiPortsOf.get(m.name)!, s) :
+      volume === 'slow' && slowIscsi ? iscsiPerf(m.iscsiPort, s) :
       rblkBenchRun(m.port, volume, { rw: 'read', bs: 4096, pattern: 'rand', seconds: s, qd: volume === 'fast' ? fastQd : 32, ...(pin ? { cpus: volume === 'fast' ? '1' : String(slowCore) } : {}) });
 
     const run = async (m: Mode, beside: boolean): Promise<Run> => {

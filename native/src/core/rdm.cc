@@ -322,17 +322,17 @@ void Endpoint::ConstructRdm(const Napi::CallbackInfo& info) {
     if (shm) {
       int port = 0;
       const int want = std::atoi(service.c_str());
-      int fd = ReservePort(node.empty() ? "127.0.0.1" : node, want, &port);
+      address_ = node.empty() ? "127.0.0.1" : node;
+      int fd = ReservePort(address_, want, &port);
       // A connecting shm endpoint probes the port for a moment (below): a
       // restart on a fixed port that meets such a probe tries again.
       for (int tries = 0; fd == -EADDRINUSE && want != 0 && tries < 5; ++tries) {
         usleep(2000);
-        fd = ReservePort(node.empty() ? "127.0.0.1" : node, want, &port);
+        fd = ReservePort(address_, want, &port);
       }
       if (fd < 0) throw MakeError(env, -fd, "bind(" + node + ":" + service + ")");
       reserve_fd_ = fd;
       port_ = port;
-      address_ = node.empty() ? "127.0.0.1" : node;
       shm_name = ShmName(address_, port_);
       CleanStaleRegions(address_, port_);
       CleanStaleInitiatorRegions();
