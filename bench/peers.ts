@@ -13,8 +13,8 @@
 // at random only partly cached, by an amount that changed from run to run.
 // Before each system the file's pages are dropped from the cache, so nbdkit
 // (whose cache=none evicts only after a read) starts cold like the others.
-//   node dist/bench/peers.js [--quick] [--only tgt,nbdkit,rblk,...] [--seconds S] [--size 1GiB] [--dir /var/tmp] [--more-depths] [--fast-path on|off]
-// (--fast-path is rblkd's; the rows rblk-lib-tcp-js and rblk-nbd-tcp-js turn the initiator's off.)
+//   node dist/bench/peers.js [--quick] [--only tgt,nbdkit,rblk,...] [--seconds S] [--size 1GiB] [--dir /var/tmp] [--more-depths] [--workloads randread-4k-qd32,...] [--fast-path on|off]
+// (--workloads runs only those of the matrix and of --more-depths' depths, by id; --fast-path is rblkd's; the rows rblk-lib-tcp-js and rblk-nbd-tcp-js turn the initiator's off.)
 // Prints Markdown on stdout, progress on stderr, and writes
 // bench/out/peers.{md,json,svg}.
 import { execFileSync } from 'node:child_process';
@@ -82,6 +82,8 @@ export interface Args {
   size: number;
   dir: string;
   moreDepths: boolean;
+  /** Only these workloads (Workload.id), in the matrix's order; null for all. */
+  workloads: string[] | null;
   /** rblkd's fast_path (docs/operations.md), so one run can measure both. */
   fastPath: boolean;
 }
@@ -94,7 +96,7 @@ function parseSize(s: string): number {
 }
 
 export function parseArgs(argv: string[]): Args {
-  const a: Args = { quick: false, only: null, seconds: 3, size: 1 << 30, dir: '/var/tmp', moreDepths: false, fastPath: true };
+  const a: Args = { quick: false, only: null, seconds: 3, size: 1 << 30, dir: '/var/tmp', moreDepths: false, workloads: null, fastPath: true };
   let seconds: number | null = null;
   let size: number | null = null;
   for (let i = 0; i < argv.length; i++) {
@@ -110,11 +112,12 @@ export function parseArgs(argv: string[]): Args {
     else if (v === '--size') size = parseSize(next());
     else if (v === '--dir') a.dir = next();
     else if (v === '--more-depths') a.moreDepths = true;
+    else if (v === '--workloads') a.workloads = next().split(',').filter(Boolean);
     else if (v === '--fast-path') {
       const f = next();
       if (f !== 'on' && f !== 'off') throw new Error(`--fast-path ${f}: expected on or off`);
       a.fastPath = f === 'on';
-    } else throw new Error(`unknown argument ${v} (try --quick, --only ${Object.keys(GROUPS).join('|')}|<id>, --seconds, --size, --dir, --more-depths, --fast-path on|off)`);
+    } else throw new Error(`unknown argument ${v} (try --quick, --only ${Object.keys(GROUPS).join('|')}|<id>, --seconds, --size, --dir, --more-depths, --workloads <id,...>, --fast-path on|off)`);
   }
   a.seconds = seconds ?? (a.quick ? 1 : 3);
   a.size = size ?? (a.quick ? 256 << 20 : 1 << 30);
@@ -122,6 +125,10 @@ export function parseArgs(argv: string[]): Args {
   if (a.only) {
     const known = new Set<string>([...ALL_IDS, ...Object.keys(GROUPS)]);
     for (const o of a.only) if (!known.has(o)) throw new Error(`--only ${o}: not one of ${[...known].join(', ')}`);
+  }
+  if (a.workloads) {
+    const known = [...WORKLOADS, ...CHART_WORKLOADS].map((w) => w.id);
+    for (const w of a.workloads) if (!known.includes(w)) throw new Error(`--workloads ${w}: not one of ${known.join(', ')}`);
   }
   return a;
 }
@@ -207,7 +214,8 @@ export async function runPeersBench(a: Args, progress: (m: string) => void): Pro
   const t0 = Date.now();
   const ids = selected(a);
   // The chart's extra depths go beside the random-read QD1 they extend, so tables read in order of depth.
-  const workloads: Workload[] = a.moreDepths ? [WORKLOADS[0], ...CHART_WORKLOADS, ...WORKLOADS.slice(1)] : [...WORKLOADS];
+  const all: Workload[] = a.moreDepths || a.workloads ? [WORKLOADS[0], ...CHART_WORKLOADS, ...WORKLOADS.slice(1)] : [...WORKLOADS];
+  const workloads = a.workloads ? all.filter((w) => a.workloads!.includes(w.id)) : all;
   progress(`writing a ${a.size >> 20} MiB backing file in ${a.dir}`);
   const file = createBackingFile(a.dir, a.size);
   const ctx: BenchContext = { file, fileSize: a.size, lbaSize: 512, seconds: a.seconds, workloads, progress, fastPath: a.fastPath };
