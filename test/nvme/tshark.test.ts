@@ -62,7 +62,7 @@ const NAMES: Record<number, string> = { 0: 'ICReq', 1: 'ICResp', 2: 'H2CTermReq'
     t.is((await admin.admin(0x06, { nsid: 1, length: 4096, cdw: { 10: 0 } })).statusField, 0);
     const io = await RawHost.open(f.port);
     await io.initialize({ hdgst: digests, ddgst: digests });
-    t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid })).statusField, 0);
+    t.is((await io.connect({ qid: 1, sqsize: 32, subnqn: f.nqn, cntlid })).statusField, 0);
     const small = randomBytes(4096);
     t.is((await io.command(rwSqe(0x01, io.nextCid(), 1, 0, 8, 4096, { inCapsule: true }), { data: small, inCapsule: true })).statusField, 0);
     const big = randomBytes(256 * 1024);
@@ -71,6 +71,24 @@ const NAMES: Record<number, string> = { 0: 'ICReq', 1: 'ICResp', 2: 'H2CTermReq'
     t.is(w.r2ts, 1);
     const r = await io.command(rwSqe(0x02, io.nextCid(), 1, 64, 512, big.length));
     t.true(r.data.equals(big));
+    // A burst: 32 reads of 4 KiB sent at once, so that answers finishing in one turn are split
+    // by the listener's early flush (target/nvme/pdu-channel.ts EARLY_FLUSH_BYTES), mid-turn.
+    const cids = Array.from({ length: 32 }, () => io.nextCid());
+    cids.forEach((cid, i) => io.sendCapsule(rwSqe(0x02, cid, 1, 64 + i * 8, 8, 4096)));
+    const burst = new Map<number, Buffer>();
+    for (let answered = 0; answered < cids.length; ) {
+      const p = await io.next();
+      const cid = p.raw.readUInt16LE(p.type === 0x05 ? 8 + 12 : 8);
+      if (p.type === 0x07) burst.set(cid, p.data!);
+      else if (p.type === 0x05) {
+        t.is(p.raw.readUInt16LE(8 + 14) >> 1, 0, `read CID ${cid} succeeded`);
+        answered++;
+      } else t.fail(`PDU type ${p.type} in the burst`);
+    }
+    t.true(
+      cids.every((cid, i) => burst.get(cid)?.equals(big.subarray(i * 4096, (i + 1) * 4096))),
+      'each read of the burst got its own 4 KiB',
+    );
     t.is((await io.admin(0x00, { nsid: 1 })).statusField, 0);
     // Orderly closes (FIN, not RST): the I/O queue first, then the admin queue.
     for (const h of [io, admin]) {
