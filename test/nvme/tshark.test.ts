@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startNvme } from './fixture.js';
-import { RawHost, rwSqe } from '../../bench/soak/nvme-raw-host.js';
+import { decodeCqe, RawHost, rwSqe } from '../../bench/soak/nvme-raw-host.js';
 
 function canCapture(): string | null {
   for (const tool of ['tshark', 'dumpcap']) {
@@ -71,17 +71,17 @@ const NAMES: Record<number, string> = { 0: 'ICReq', 1: 'ICResp', 2: 'H2CTermReq'
     t.is(w.r2ts, 1);
     const r = await io.command(rwSqe(0x02, io.nextCid(), 1, 64, 512, big.length));
     t.true(r.data.equals(big));
-    // A burst: 32 reads of 4 KiB sent at once, so that answers finishing in one turn are split
-    // by the listener's early flush (target/nvme/pdu-channel.ts EARLY_FLUSH_BYTES), mid-turn.
+    // A burst: 32 reads of 4 KiB sent at once. Answers that finish in one turn past 16 KiB go
+    // out in the listener's early flushes (target/nvme/pdu-channel.ts EARLY_FLUSH_BYTES).
     const cids = Array.from({ length: 32 }, () => io.nextCid());
     cids.forEach((cid, i) => io.sendCapsule(rwSqe(0x02, cid, 1, 64 + i * 8, 8, 4096)));
     const burst = new Map<number, Buffer>();
     for (let answered = 0; answered < cids.length; ) {
       const p = await io.next();
-      const cid = p.raw.readUInt16LE(p.type === 0x05 ? 8 + 12 : 8);
-      if (p.type === 0x07) burst.set(cid, p.data!);
+      if (p.type === 0x07) burst.set(p.raw.readUInt16LE(8), p.data!); // C2HData: CCCID at bytes 8-9 (§3.6.2.9)
       else if (p.type === 0x05) {
-        t.is(p.raw.readUInt16LE(8 + 14) >> 1, 0, `read CID ${cid} succeeded`);
+        const cqe = decodeCqe(p.raw, 8);
+        t.is(cqe.statusField, 0, `read CID ${cqe.cid} succeeded`);
         answered++;
       } else t.fail(`PDU type ${p.type} in the burst`);
     }
