@@ -24,6 +24,7 @@ const MAX_FILES = 800;
 /** Packages a consumer installs with rblk: 119 with the build tools as dependencies; without them, see the log. */
 const MAX_PACKAGES = 90;
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+const PACK_NQN = 'nqn.2026-12.io.rblk:pack-install';
 
 interface PackResult {
   filename: string;
@@ -257,7 +258,11 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
   writeFileSync(
     configPath,
     dump({
-      listeners: [{ provider: 'tcp', address: '127.0.0.1', port: 0 }],
+      nqn: PACK_NQN,
+      listeners: [
+        { provider: 'tcp', address: '127.0.0.1', port: 0 },
+        { protocol: 'nvme-tcp', address: '127.0.0.1', port: 0 },
+      ],
       volumes: [{ name: 'a', path: image, size: '4MiB', lun: 0 }],
       limits: { max_io: '128KiB', queue_depth: 16, drain_timeout_ms: 5000 },
       state_dir: join(dir, 'state'),
@@ -275,14 +280,15 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
     }
   });
   let log = '';
-  const port = await new Promise<number>((resolve, reject) => {
+  const [port, nvmePort] = await new Promise<[number, number]>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`rblkd did not listen in 20 s:\n${log}`)), 20_000);
     daemon.stderr.setEncoding('utf8').on('data', (s: string) => {
       log += s;
       const m = /listening tcp 127\.0\.0\.1:(\d+)/.exec(log);
-      if (m) {
+      const n = /listening nvme-tcp 127\.0\.0\.1:(\d+)/.exec(log);
+      if (m && n) {
         clearTimeout(timer);
-        resolve(Number(m[1]));
+        resolve([Number(m[1]), Number(n[1])]);
       }
     });
     daemon.on('exit', (code) => {
@@ -307,13 +313,23 @@ test('the packed tarball installs into a fresh project and works from ESM, Commo
       `await vol.write(${offset}, data, { fua: true });`,
       `const back = await vol.read(${offset}, ${length});`,
       'await session.close();',
+      // The same volume as namespace 1 of the installed rblkd's NVMe/TCP listener, through the installed host.
+      `const nvme = await connect('nvme+tcp://127.0.0.1:${nvmePort}/${PACK_NQN}');`,
+      'const ns = await nvme.open(1);',
+      `const viaNvme = await ns.read(${offset}, ${length});`,
+      'const other = randomBytes(4096);',
+      'await ns.write(0, other, { fua: true });',
+      'const otherBack = await ns.read(0, 4096);',
+      'await nvme.close();',
       "const addon = readFileSync('/proc/self/maps', 'utf8').split('\\n').find((l) => l.endsWith('rblk_native.node'))?.split(' ').pop();",
-      "console.log(JSON.stringify({ equal: Buffer.compare(back, data) === 0, sha: createHash('sha256').update(data).digest('hex'), addon }));",
+      "console.log(JSON.stringify({ equal: Buffer.compare(back, data) === 0, nvmeEqual: viaNvme.equals(data), nvmeWrite: otherBack.equals(other), sha: createHash('sha256').update(data).digest('hex'), addon }));",
       '',
     ].join('\n'),
   );
-  const result = JSON.parse(ok(run(process.execPath, [script], app), 'round trip')) as { equal: boolean; sha: string; addon?: string };
+  const result = JSON.parse(ok(run(process.execPath, [script], app), 'round trip')) as { equal: boolean; nvmeEqual: boolean; nvmeWrite: boolean; sha: string; addon?: string };
   t.true(result.equal, 'the bytes read back are the bytes written');
+  t.true(result.nvmeEqual, 'the installed NVMe/TCP host reads the same bytes from the installed listener');
+  t.true(result.nvmeWrite, 'and reads back its own FUA write');
   t.is(result.addon, join(installed, 'prebuilds', 'linux-x64', 'rblk_native.node'), 'the addon came from the shipped prebuilt');
 
   // The daemon's backing file holds them too: the write reached the disk, not only a cache.
