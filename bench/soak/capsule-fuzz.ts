@@ -40,6 +40,8 @@ const AUTH_INITIATOR = 'iqn.2026-11.io.rblk:soak-fuzz-auth';
 const HEALTHY_INITIATOR = 'iqn.2026-11.io.rblk:soak';
 /** How long a command may go unanswered before the fuzzer calls it lost; a guard, not a measurement. */
 const ANSWER_MS = 15_000;
+/** Each provider's offset to the fuzzers' seeds (tcp and sockets keep the seeds they always had). */
+const PROVIDER_SEEDS: readonly SoakProvider[] = ['tcp', 'sockets', 'shm', 'tcp;ofi_rxm'];
 
 interface Tally extends FuzzTally<FuzzStep> {
   capsules: number;
@@ -292,7 +294,8 @@ function healthySession(url: string): { stop(): Promise<{ ops: number; errors: n
 export async function capsuleFuzz(o: FuzzOptions): Promise<SoakRow[]> {
   const log = o.log ?? (() => undefined);
   const daemon = new SoakDaemon({
-    providers: ['tcp', 'sockets'],
+    // tcp for the healthy session, whatever is fuzzed.
+    providers: [...new Set<SoakProvider>(['tcp', ...o.providers])],
     volumes: [
       { name: 'v', path: 'v.img', size: '16MiB', lun: 0 },
       { name: 'h', path: 'h.img', size: '8MiB', lun: 1, acl: [{ initiator: HEALTHY_INITIATOR, access: 'rw' }] },
@@ -318,7 +321,7 @@ export async function capsuleFuzz(o: FuzzOptions): Promise<SoakRow[]> {
       const deadline = Date.now() + (o.budgetMs ?? FUZZ_BUDGET_MS);
       await Promise.all(
         Array.from({ length: parallel }, async (_, w) => {
-          const f = new Fuzzer((o.seed ?? 0x50a1) + w * 7919 + (provider === 'sockets' ? 1 : 0), provider, daemon.port(provider), tally, o.perConnection ?? 2000);
+          const f = new Fuzzer((o.seed ?? 0x50a1) + w * 7919 + PROVIDER_SEEDS.indexOf(provider), provider, daemon.port(provider), tally, o.perConnection ?? 2000);
           while (tally.capsules < o.capsules && Date.now() < deadline) {
             if (!daemon.alive) {
               // Count the exit (SoakDaemon does) and go on against a new daemon.

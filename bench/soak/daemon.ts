@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { dump } from 'js-yaml';
 import { Child, fdCount, rssKiB, sleep, spawnEntry, within, type Exit } from './processes.js';
 
-export type SoakProvider = 'tcp' | 'sockets';
+export type SoakProvider = 'tcp' | 'sockets' | 'shm' | 'tcp;ofi_rxm';
 
 export interface DaemonSetup {
   /** Volumes as in rblkd.yaml; a relative path is inside the daemon's directory. */
