@@ -91,7 +91,7 @@ test('kill -9 during FUA writes, then a restart: every write answered GOOD reads
  * first; `config(port)` gives the config a restart on the same port takes),
  * and a library session on it whose errors are collected.
  */
-async function sessionOnDaemon(t: ExecutionContext, provider: 'tcp' | 'shm', initiator: string) {
+async function sessionOnDaemon(t: ExecutionContext, provider: 'tcp' | 'shm' | 'tcp;ofi_rxm', initiator: string) {
   const w = workdir(t);
   const config = (port: number): Record<string, unknown> =>
     baseConfig(w, [{ name: 'a', path: 'a.img', size: '4MiB', lun: 0 }], { listeners: [{ provider, address: '127.0.0.1', port }] });
@@ -241,7 +241,8 @@ async function listening(port = 0): Promise<Server> {
 // restarted daemon on the same port and sends it again from the same
 // registered buffer: the buffers outlive the connection they were first sent
 // on. Every write acknowledged reads back, through the session and in the file.
-for (const provider of ['tcp', 'shm'] as const) {
+// Over tcp (MSG endpoints) and both RDM providers here (docs/transport.md "RDM endpoints").
+for (const provider of ['tcp', 'shm', 'tcp;ofi_rxm'] as const) {
   (provider === 'tcp' || availableRdmProviders().includes(provider) ? test : test.skip)(`${provider}: kill -9 under FUA writes from registered memory (the common write): every acknowledged write reads back after the restart`, async (t) => {
     t.timeout(120_000);
     const { w, config, first, port, s, errors, vol } = await sessionOnDaemon(t, provider, `crash-registered-${provider}`);
