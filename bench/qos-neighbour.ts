@@ -36,8 +36,7 @@ import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dump } from 'js-yaml';
 import { freePort } from './peers/children.js';
-import { runWithCpu } from './peers/cpu.js';
-import { parseIscsiPerf } from './peers/iscsi-perf.js';
+import { runIscsiPerf } from './peers/iscsi-perf.js';
 import { rblkBenchRun } from './rblk-bench-cli.js';
 import { startRblkd, type RblkdChild } from './rblkd-child.js';
 
@@ -95,12 +94,8 @@ interface Mode {
 
 /** iscsi-perf against the throttled volume (LUN 0), QD32 random 4 KiB reads for `s` whole seconds. */
 async function iscsiPerf(port: number, s: number): Promise<{ iops: number; ops: number }> {
-  const secs = Math.max(1, Math.round(s));
-  const args = ['-i', 'iqn.2026-12.io.rblk:qos-neighbour-slow', '-m', '32', '-b', '8', '-t', String(secs), '-r', `iscsi://127.0.0.1:${port}/${TARGET}/0`];
-  const run = await runWithCpu(pin ? 'taskset' : 'iscsi-perf', pin ? ['-c', String(slowCore), 'iscsi-perf', ...args] : args, secs * 1000 + 30_000);
-  const iops = parseIscsiPerf(run.stdout);
-  if (run.code !== 0 || iops === null) throw new Error(`iscsi-perf exited with ${run.code}: ${(run.stdout + run.stderr).replace(/\r/g, '\n').trim().slice(-300)}`);
-  return { iops, ops: iops * secs };
+  const r = await runIscsiPerf({ url: `iscsi://127.0.0.1:${port}/${TARGET}/0`, blocks: 8, blockBytes: 512, queueDepth: 32, seconds: s, random: true, ...(pin ? { cpus: String(slowCore) } : {}) });
+  return { iops: r.iops, ops: r.ios };
 }
 
 async function main(): Promise<void> {

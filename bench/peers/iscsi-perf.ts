@@ -16,6 +16,8 @@ export interface IscsiPerfRun {
   readonly queueDepth: number;
   readonly seconds: number;
   readonly random: boolean;
+  /** A CPU list for taskset(1): iscsi-perf is pinned to these cores. */
+  readonly cpus?: string;
 }
 
 export interface IscsiPerfResult {
@@ -40,7 +42,8 @@ export async function runIscsiPerf(r: IscsiPerfRun): Promise<IscsiPerfResult> {
   const args = ['-i', 'iqn.2026-11.io.rblk:bench-initiator', '-m', String(r.queueDepth), '-b', String(r.blocks), '-t', String(seconds)];
   if (r.random) args.push('-r');
   args.push(r.url);
-  const run = await runWithCpu('iscsi-perf', args, seconds * 1000 + 30_000);
+  const [file, argv] = r.cpus !== undefined ? ['taskset', ['-c', r.cpus, 'iscsi-perf', ...args]] : ['iscsi-perf', args];
+  const run = await runWithCpu(file, argv, seconds * 1000 + 30_000);
   const iops = parseIscsiPerf(run.stdout);
   if (run.code !== 0 || iops === null) throw new Error(`iscsi-perf exited with ${run.code}: ${(run.stdout + run.stderr).replace(/\r/g, '\n').trim().slice(-400)}`);
   return {
