@@ -10,6 +10,7 @@ import test from 'ava';
 import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import { join } from 'node:path';
+import { hasCommand } from '../../bench/peers/children.js';
 import { baseConfig, spawnDaemon, workdir, type DaemonProcess } from '../daemon/helpers/daemon-process.js';
 
 const BS = 4096;
@@ -23,8 +24,7 @@ const fill = (i: number): number => (i % 251) + 1;
 const WATCH = 100;
 const KILL_AFTER = [WATCH, WATCH + 3 * BLOCKS];
 
-const has = (cmd: string): boolean => spawnSync(cmd, ['--version'], { stdio: 'ignore' }).status === 0;
-const haveQemu = has('qemu-io') && has('qemu-img');
+const haveQemu = hasCommand('qemu-io') && hasCommand('qemu-img');
 
 if (!haveQemu) test.skip('iSCSI kill -9: qemu-io and qemu-img (qemu-utils) are not installed', () => undefined);
 (haveQemu ? test : test.skip)('iSCSI: kill -9 twice under qemu-io\'s FUA writes, restarts on the same port: libiscsi rides through, every write is acknowledged and in the volume', async (t) => {
