@@ -335,6 +335,8 @@ export interface NativeFastPathStats {
   handedOff: number;
   inFlight: number;
   answeredByData: number;
+  /** Backend I/O that finished inside its own submission (a buffered read the page cache held) and was answered in that wake-up. */
+  ioInline: number;
   /** Commands left to JavaScript because a QoS bucket had no room for them yet and the parked ones were at their bound (JS waits for their turn). */
   qosDeferred: number;
   /** Commands that waited natively for their QoS turn (parked), those of them started since, and those waiting now (native/src/core/fast-path-qos.cc). */

@@ -397,6 +397,10 @@ for (const provider of RDM_PROVIDERS) {
     t.is(stats.taken, 2, 'both commands ran on the fast path');
     t.is(stats.answeredByData, 1);
     t.is(stats.handedOff, 0);
+    // The volume is buffered and the READ's blocks were just written: the page
+    // cache held them, so io_uring finished the read inside its submission and
+    // the fast path answered it in the same wake-up (fast-backend.h Submit).
+    t.true(stats.ioInline >= 1, `reads answered inline: ${stats.ioInline}`);
     // An error is still answered by RSP, from JS (an LBA past the end: the fast path declines it).
     const bad = await c.command(0, cdb.read10(BLOCKS, 1), { dir: 'in', length: BLOCK });
     t.false(bad.startsWith('remote-data'));

@@ -11,7 +11,7 @@
 namespace rblk {
 
 constexpr uint32_t kUringApiMagic = 0x72626c75;  // "rblu"
-constexpr uint32_t kUringApiVersion = 2;
+constexpr uint32_t kUringApiVersion = 3;
 
 enum UringOp : int { kUringRead = 0, kUringWrite = 1, kUringFdatasync = 2 };
 
@@ -36,6 +36,11 @@ struct UringApi {
   int (*submit)(void* ring);
   // Clears the event fd and takes up to `max` completions.
   unsigned (*reap)(void* ring, UringCompletion* out, unsigned max);
+  // Takes up to `max` completions already posted, without a system call:
+  // what io_uring_enter finished inline (a buffered read the page cache
+  // held). When that leaves nothing in flight, it also clears the event fd,
+  // whose signal for them would only wake the loop to find nothing.
+  unsigned (*peek)(void* ring, UringCompletion* out, unsigned max);
   // Waits for every I/O in flight (the kernel may be using their buffers), then frees the ring.
   void (*close)(void* ring);
 };

@@ -68,8 +68,9 @@ class FastBackend {
   // Queues one I/O: 0, -EBUSY (no room now: the fast path queues it again
   // after its next drain), or -errno (the command goes to JS).
   virtual int Queue(const FastVolume& volume, const FastIo& io) = 0;
-  // At the end of a drain: submits what Queue gathered.
-  virtual void Submit() {}
+  // At the end of a drain: submits what Queue gathered, and hands on what
+  // finished inside that submission (how many: answered in the same wake-up).
+  virtual unsigned Submit() { return 0; }
   // Readable when Reap has completions to hand on; -1 when there is none.
   virtual int event_fd() const = 0;
   // Hands each completion to on_done; left early if on_done abandoned it.

@@ -373,7 +373,7 @@ void FastPath::AfterDrain() {
     io_backlog_.erase(io_backlog_.begin());
   }
   for (const auto& b : backends_) {
-    if (b != nullptr) b->Submit();
+    if (b != nullptr) inline_ += b->Submit();
   }
 }
 
@@ -682,6 +682,7 @@ Napi::Value FastPath::Stats(const Napi::CallbackInfo& info) {
   o.Set("handedOff", Napi::Number::New(env, static_cast<double>(handed_off_)));
   o.Set("inFlight", Napi::Number::New(env, in_flight_));
   o.Set("answeredByData", Napi::Number::New(env, static_cast<double>(by_data_)));
+  o.Set("ioInline", Napi::Number::New(env, static_cast<double>(inline_)));
   o.Set("qosDeferred", Napi::Number::New(env, static_cast<double>(qos_deferred_)));
   o.Set("qosParked", Napi::Number::New(env, static_cast<double>(qos_parked_)));
   o.Set("qosReleased", Napi::Number::New(env, static_cast<double>(qos_released_)));

@@ -231,6 +231,7 @@ class FastPath : public Napi::ObjectWrap<FastPath>, public CqConsumer {
   uint32_t in_flight_ = 0;
   uint32_t answered_ = 0;  // commands in flight whose answer is posted (their credit is back)
   uint64_t taken_ = 0, handed_off_ = 0, by_data_ = 0;
+  uint64_t inline_ = 0;  // I/O the backend finished inside its submission (fast-backend.h Submit)
   uint64_t qos_deferred_ = 0;  // commands left to JS because a QoS bucket had no room yet
   // QoS parking (fast-path-qos.cc): at most max_parked_ commands wait here at once
   // (0: none; every command without room goes to JS as before).

@@ -83,11 +83,7 @@ int Queue(void* ring, int op, int fd, void* buf, uint32_t len, uint64_t offset, 
   return 0;
 }
 
-unsigned Reap(void* ring, UringCompletion* out, unsigned max) {
-  auto* r = static_cast<Ring*>(ring);
-  uint64_t ticks;
-  while (read(r->event_fd, &ticks, sizeof ticks) < 0 && errno == EINTR) {
-  }
+unsigned Take(Ring* r, UringCompletion* out, unsigned max) {
   io_uring_cqe* cqe = nullptr;
   unsigned n = 0;
   while (n < max && io_uring_peek_cqe(&r->ring, &cqe) == 0 && cqe != nullptr) {
@@ -97,6 +93,26 @@ unsigned Reap(void* ring, UringCompletion* out, unsigned max) {
     r->in_flight--;
     n++;
   }
+  return n;
+}
+
+void ClearEvent(Ring* r) {
+  uint64_t ticks;
+  while (read(r->event_fd, &ticks, sizeof ticks) < 0 && errno == EINTR) {
+  }
+}
+
+unsigned Reap(void* ring, UringCompletion* out, unsigned max) {
+  auto* r = static_cast<Ring*>(ring);
+  ClearEvent(r);
+  return Take(r, out, max);
+}
+
+unsigned Peek(void* ring, UringCompletion* out, unsigned max) {
+  auto* r = static_cast<Ring*>(ring);
+  unsigned n = Take(r, out, max);
+  // Nothing left to complete: any count in the event fd is for what was just taken.
+  if (n > 0 && r->in_flight == 0) ClearEvent(r);
   return n;
 }
 
@@ -114,7 +130,7 @@ void Close(void* ring) {
   delete r;
 }
 
-const UringApi kApi = {kUringApiMagic, kUringApiVersion, Open, Queue, Submit, Reap, Close};
+const UringApi kApi = {kUringApiMagic, kUringApiVersion, Open, Queue, Submit, Reap, Peek, Close};
 
 }  // namespace
 
