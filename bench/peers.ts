@@ -14,7 +14,7 @@
 // Before each system the file's pages are dropped from the cache, so nbdkit
 // (whose cache=none evicts only after a read) starts cold like the others.
 //   node dist/bench/peers.js [--quick] [--only tgt,nbdkit,rblk,...] [--seconds S] [--size 1GiB] [--dir /var/tmp] [--more-depths] [--workloads randread-4k-qd32,...] [--fast-path on|off]
-// (--workloads runs only those of the matrix and of --more-depths' depths, by id; --fast-path is rblkd's; the rows rblk-lib-tcp-js and rblk-nbd-tcp-js turn the initiator's off.)
+// (--workloads runs only those of the matrix and of --more-depths' depths, by id; --fast-path is rblkd's; the rows rblk-lib-tcp-js and rblk-nbd-tcp-js turn the initiator's off; rblk-lib-tcp-poll has both ends busy-poll.)
 // Prints Markdown on stdout, progress on stderr, and writes
 // bench/out/peers.{md,json,svg}.
 import { execFileSync } from 'node:child_process';
@@ -29,7 +29,7 @@ import { LOCAL_VARIANTS, runLocalFio } from './peers/local-fio.js';
 import { machineFacts } from './peers/machine.js';
 import { NBDKIT, runNbdkit } from './peers/nbdkit.js';
 import { computeRatios, toMarkdown, toSvg, type Report } from './peers/report.js';
-import { librarySystem, nbdSystem, rblkProblem, runRblkLibrary, runRblkNbd, startRblkd, stopRblkd, type Rblkd } from './peers/rblk.js';
+import { BENCH_BUSY_POLL_US, librarySystem, nbdSystem, rblkProblem, runRblkLibrary, runRblkNbd, startRblkd, stopRblkd, type Rblkd } from './peers/rblk.js';
 import { RBLK_ISCSI, runRblkIscsi } from './peers/rblk-iscsi.js';
 import { RBLK_NVME, runRblkNvme } from './peers/rblk-nvme.js';
 import { runRblkSession, sessionSystem } from './peers/rblk-session.js';
@@ -46,6 +46,7 @@ const ALL_IDS = [
   'tgt',
   'rblk-lib-tcp',
   'rblk-lib-tcp-js',
+  'rblk-lib-tcp-poll',
   'rblk-lib-sockets',
   'rblk-nbd-tcp',
   'rblk-nbd-tcp-js',
@@ -60,7 +61,7 @@ const GROUPS: Record<string, readonly string[]> = {
   ceiling: ['ceiling-tcp', 'ceiling-c-tcp', 'ceiling-sockets', 'ceiling-c-sockets'],
   'ceiling-c': ['ceiling-c-tcp', 'ceiling-c-sockets'],
   local: LOCAL_VARIANTS.map((v) => v.system.id),
-  rblk: ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js', 'rblk-iscsi', 'rblk-nvme'],
+  rblk: ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-tcp-poll', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js', 'rblk-iscsi', 'rblk-nvme'],
   'rblk-session': ['rblk-session-tcp', 'rblk-session-sockets'],
   peers: ['tgt', 'nbdkit'],
 };
@@ -183,29 +184,37 @@ async function guarded(ctx: BenchContext, system: SystemInfo, run: () => Promise
 }
 
 async function runRblkRows(ctx: BenchContext, ids: Set<string>): Promise<SystemResult[]> {
-  const wanted = (['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js'] as const).filter((id) => ids.has(id));
+  const all = ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js', 'rblk-lib-tcp-poll'] as const;
+  const wanted = all.filter((id) => ids.has(id));
   if (wanted.length === 0) return [];
   // The -js rows: the library, and rblk attach, with the initiator fast path off (ConnectOptions.fastPath), beside the rows with it on.
+  // The -poll row: both ends busy-poll (docs/architecture.md "Busy polling"), so it has an rblkd of its own.
   const provider = (id: string): string => (id === 'rblk-lib-sockets' ? 'sockets' : 'tcp');
   const nbd = (id: string): boolean => id.startsWith('rblk-nbd-');
   const fast = (id: string): boolean => !id.endsWith('-js');
-  const info = (id: string): SystemInfo => (nbd(id) ? nbdSystem(fast(id)) : librarySystem(provider(id), fast(id)));
+  const poll = (id: string): boolean => id.endsWith('-poll');
+  const info = (id: string): SystemInfo => (nbd(id) ? nbdSystem(fast(id)) : librarySystem(provider(id), fast(id), poll(id)));
   const problem = rblkProblem();
   if (problem !== null) return wanted.map((id) => ({ system: info(id), measurements: [], unavailable: problem }));
-  const providers = [...new Set(wanted.map(provider))];
-  let daemon: Rblkd;
-  try {
-    ctx.progress(`starting rblkd (${providers.join(', ')})`);
-    daemon = await startRblkd(ctx, providers);
-  } catch (e) {
-    return wanted.map((id) => ({ system: info(id), measurements: [], unavailable: `rblkd did not start: ${(e as Error).message}` }));
-  }
   const out: SystemResult[] = [];
-  try {
-    for (const id of wanted)
-      out.push(await guarded(ctx, info(id), () => (nbd(id) ? runRblkNbd(ctx, daemon, fast(id)) : runRblkLibrary(ctx, daemon, provider(id), fast(id)))));
-  } finally {
-    await stopRblkd(daemon);
+  for (const spin of [false, true]) {
+    const rows = wanted.filter((id) => poll(id) === spin);
+    if (rows.length === 0) continue;
+    const providers = [...new Set(rows.map(provider))];
+    let daemon: Rblkd;
+    try {
+      ctx.progress(`starting rblkd (${providers.join(', ')}${spin ? `, busy_poll_us ${BENCH_BUSY_POLL_US}` : ''})`);
+      daemon = await startRblkd(ctx, providers, undefined, spin ? BENCH_BUSY_POLL_US : 0);
+    } catch (e) {
+      out.push(...rows.map((id) => ({ system: info(id), measurements: [], unavailable: `rblkd did not start: ${(e as Error).message}` })));
+      continue;
+    }
+    try {
+      for (const id of rows)
+        out.push(await guarded(ctx, info(id), () => (nbd(id) ? runRblkNbd(ctx, daemon, fast(id)) : runRblkLibrary(ctx, daemon, provider(id), fast(id), poll(id)))));
+    } finally {
+      await stopRblkd(daemon);
+    }
   }
   return out;
 }

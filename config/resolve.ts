@@ -152,12 +152,14 @@ export function resolveConfig(data: unknown, ctx: ResolveContext): ResolveResult
   const fastPath = switchOn(fastPathRaw, true);
   const reactorsRaw = get(root, ['reactors']);
   const reactors: number | 'auto' = typeof reactorsRaw === 'number' ? reactorsRaw : 'auto';
+  const busyPollRaw = get(root, ['busy_poll_us']);
+  const busyPollMicros = typeof busyPollRaw === 'number' ? busyPollRaw : 0;
 
   if (errors.length > 0 || ctx.rejected.size > 0) return { errors, warnings };
   return {
     errors,
     warnings,
-    config: { source: ctx.source, targetName, ...(nqn !== undefined ? { nqn } : {}), listeners, volumes, auth, limits, logging, control, metrics, stateDir, volumesDir, luns: luns ?? { file: lunRecordFile(stateDir), entries: new Map(), changed: false }, fastPath, reactors, alua, warnings: [] },
+    config: { source: ctx.source, targetName, ...(nqn !== undefined ? { nqn } : {}), listeners, volumes, auth, limits, logging, control, metrics, stateDir, volumesDir, luns: luns ?? { file: lunRecordFile(stateDir), entries: new Map(), changed: false }, fastPath, reactors, busyPollMicros, alua, warnings: [] },
   };
 
   function resolveListeners(): ListenerConfig[] {

@@ -6,6 +6,7 @@
 import type { SchemaObject } from 'ajv';
 import type { ConfigIssue } from './config-error.js';
 import type { LunRecordUpdate } from './lun-record.js';
+import { MAX_BUSY_POLL_US } from '../native/busy-poll.js';
 import { SWITCH_SCHEMA } from '../target/backend/kind.js';
 import { kindProperties, type VolumeBacking as RegisteredBacking } from '../target/backend/registry.js';
 import { FRONT_END_NAMES, type FrontEndName } from '../target/front-end/registry.js';
@@ -312,6 +313,8 @@ export const configSchema: SchemaObject = {
     fast_path: SWITCH_SCHEMA,
     // Native threads for the fast path's connections (docs/operations.md "reactors"); auto unless set.
     reactors: { type: ['integer', 'string'], minimum: 0, maximum: 64, pattern: '^auto$', [PATTERN_MESSAGE]: "must be a number of threads from 0 to 64, or 'auto'" },
+    // Spin on a fabric connection's CQ before the loop sleeps (docs/operations.md "busy_poll_us"); 0 unless set.
+    busy_poll_us: { type: 'integer', minimum: 0, maximum: MAX_BUSY_POLL_US },
   },
 };
 
@@ -484,6 +487,12 @@ export interface Config {
    * (native/reactors.ts autoCount), 0 keeps everything on the JS thread.
    */
   reactors: number | 'auto';
+  /**
+   * busy_poll_us: how long the JS thread spins on a fabric connection's
+   * completion queue before it sleeps, in µs (docs/operations.md
+   * "busy_poll_us"); 0, the default, waits on the fd alone.
+   */
+  busyPollMicros: number;
   /** Target port groups (ALUA, target/scsi/port-groups.ts), or null: INQUIRY TPGS 00b, no REPORT TARGET PORT GROUPS. */
   alua: AluaConfig | null;
   /** Legal but probably unintended settings, for the daemon to log and --check-config to print. */

@@ -133,6 +133,7 @@ export class Channel implements FastIoChannel {
       maxIo: o.maxIo,
       connectTimeoutMs: o.connectTimeoutMs,
       fastPath: o.fastPath,
+      busyPollMicros: o.busyPollMicros,
     };
   }
 

@@ -53,6 +53,8 @@ export interface LoginOptions {
   protocolVersion?: number;
   /** READ and WRITE on registered memory through the native queue where the transport has one (default true). */
   fastPath?: boolean;
+  /** Spin on the completion queue this long before the loop sleeps (ConnectOptions.busyPollMicros). */
+  busyPollMicros?: number;
 }
 
 /** Why a login failed, with the target's reason when it gave one. */
@@ -243,6 +245,7 @@ export class Connection {
         ioChunkSize: maxIo,
         timeoutMs: o.connectTimeoutMs,
         protocolVersion: o.protocolVersion,
+        busyPollMicros: o.busyPollMicros,
       });
     } catch (e) {
       throw new LoginError(`cannot connect to ${o.address}:${o.port}: ${await connectFailureText(e, o.address)}`, 'CONNECT_FAILED');

@@ -1,4 +1,5 @@
 // What connect() accepts, its defaults, and where the secret comes from.
+import { MAX_BUSY_POLL_US } from '../native/busy-poll.js';
 import { hostname } from 'node:os';
 import { inspect } from 'node:util';
 import { DEFAULT_TARGET_NAME, MIN_SECRET_LENGTH } from '../protocol/wire/index.js';
@@ -84,6 +85,15 @@ export interface ConnectOptions {
    * endpoint (the loop transport) always take the JavaScript path.
    */
   fastPath?: boolean;
+  /**
+   * Busy polling (docs/initiator.md "Busy polling"): before the event loop
+   * sleeps with commands outstanding, spin on each connection's completion
+   * queue for up to this many microseconds (0 to 10 000), as SO_BUSY_POLL
+   * does for sockets. It trades a core's time for the wake-up of the answer,
+   * and pays only when the host has a core to spare for it. Default 0: wait
+   * on the fd alone.
+   */
+  busyPollMicros?: number;
   /** The fabric to use; default libfabric. Tests pass the in-process loop transport. */
   transport?: InitiatorTransport;
   /**
@@ -146,6 +156,7 @@ export interface ResolvedOptions {
   reconnectMaxMs: number;
   busyRetries: number;
   fastPath: boolean;
+  busyPollMicros: number;
   transport: InitiatorTransport | undefined;
 }
 
@@ -216,6 +227,7 @@ export function resolveOptions(target: string | ConnectOptions, overrides: Parti
     reconnectMaxMs: count('reconnect.maxDelayMs', r.maxDelayMs, DEFAULTS.reconnectMaxMs, 1, day),
     busyRetries: count('busyRetries', o.busyRetries, DEFAULTS.busyRetries, 0, 1000),
     fastPath: o.fastPath ?? true,
+    busyPollMicros: count('busyPollMicros', o.busyPollMicros, 0, 0, MAX_BUSY_POLL_US),
     transport: o.transport,
   };
 }

@@ -7,6 +7,7 @@
 // share one set of maps and are kept in one class rather than split across
 // files that would each need them.
 import { EventEmitter } from 'node:events';
+import type { EndpointWakeups } from '../native/binding.js';
 import { decodeSense, type Sense } from '../protocol/scsi/sense.js';
 import { ASYMMETRIC_ACCESS_STATE_CHANGED, ALUA_STANDBY, ALUA_TRANSITIONING, ALUA_UNAVAILABLE, SenseKey } from '../protocol/scsi/sense-codes.js';
 import { ScsiStatus } from '../protocol/scsi/status.js';
@@ -304,6 +305,16 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
     let n = 0;
     for (const ch of this.channels) n += ch.fastCommands;
     return n;
+  }
+
+  /** @internal Each connection's endpoint wake-ups and spins (ConnectOptions.busyPollMicros), where its transport has an endpoint. */
+  get endpointWakeups(): EndpointWakeups[] {
+    const out: EndpointWakeups[] = [];
+    for (const ch of this.channels) {
+      const w = ch.connection?.conn.wakeups;
+      if (w !== undefined) out.push(w);
+    }
+    return out;
   }
 
   private setState(next: SessionState): void {

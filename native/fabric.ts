@@ -9,6 +9,7 @@
 // (a Domain closes its Endpoints and Listeners, a Listener hands accepted
 // Endpoints their domain), so the four classes are kept in one module
 // rather than four that would form an import cycle.
+import { MAX_BUSY_POLL_US } from './busy-poll.js';
 import { EventEmitter } from 'node:events';
 import {
   addon,
@@ -660,7 +661,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
    * buys latency with CPU; 0, the default, waits on the fd alone.
    */
   set busyPollMicros(us: number) {
-    if (!Number.isInteger(us) || us < 0 || us > 1_000_000) throw new RangeError('busyPollMicros must be an integer from 0 to 1000000');
+    if (!Number.isInteger(us) || us < 0 || us > MAX_BUSY_POLL_US) throw new RangeError(`busyPollMicros must be an integer from 0 to ${MAX_BUSY_POLL_US}`);
     this.native.setBusyPoll(us);
     this.busyPoll = us;
   }

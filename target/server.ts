@@ -65,6 +65,8 @@ export interface TargetServerOptions {
   fastPath?: boolean;
   /** Reactor threads that serve fast-path connections' data path (reactors; docs/target.md "Reactors"). */
   reactors?: Reactors | null;
+  /** Spin on a fabric connection's CQ this long before the loop sleeps (busy_poll_us; docs/operations.md). 0 or absent: never. */
+  busyPollMicros?: number;
   /**
    * The highest protocol version to speak (docs/protocol.md §3); default the
    * highest this code has. 1 behaves as a version-1 target does.

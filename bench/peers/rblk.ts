@@ -19,8 +19,23 @@ type Library = typeof import('../../initiator/index.js');
 
 const VOLUME = 'bench';
 
-/** The library row; with fastPath false (id rblk-lib-PROVIDER-js) its initiator sends every command from JavaScript. */
-export function librarySystem(provider: string, fastPath = true): SystemInfo {
+/** How long both ends of the busy-polling library row spin before they sleep (rblkd's busy_poll_us, the library's busyPollMicros). */
+export const BENCH_BUSY_POLL_US = 50;
+
+/**
+ * The library row; with fastPath false (id rblk-lib-PROVIDER-js) its
+ * initiator sends every command from JavaScript; with busyPoll (id
+ * rblk-lib-PROVIDER-poll) both ends spin BENCH_BUSY_POLL_US before they sleep.
+ */
+export function librarySystem(provider: string, fastPath = true, busyPoll = false): SystemInfo {
+  if (busyPoll) {
+    return {
+      id: `rblk-lib-${provider}-poll`,
+      label: `rblk library → rblkd, ${provider}, busy polling ${BENCH_BUSY_POLL_US} µs both ends`,
+      kind: 'rblk',
+      driver: `in-process loop, rblk library (zero-copy buffers, busyPollMicros ${BENCH_BUSY_POLL_US}; rblkd busy_poll_us ${BENCH_BUSY_POLL_US})`,
+    };
+  }
   if (!fastPath) {
     return { id: `rblk-lib-${provider}-js`, label: `rblk library → rblkd, ${provider}, initiator fastPath off`, kind: 'rblk', driver: 'in-process loop, rblk library (zero-copy buffers, fastPath: false)' };
   }
@@ -67,6 +82,8 @@ export interface RblkdSetup {
   readonly physicalBlockSize?: number;
   /** rblkd's fast_path (peers --fast-path); on when absent. */
   readonly fastPath?: boolean;
+  /** rblkd's busy_poll_us; 0 when absent. */
+  readonly busyPollMicros?: number;
 }
 
 /** The volume rblkd serves; over iSCSI it is LUN 0. */
@@ -87,13 +104,14 @@ function configYaml(s: RblkdSetup, stateDir: string): string {
     'logging: { level: info, format: text }',
     `state_dir: ${JSON.stringify(stateDir)}`,
     `fast_path: ${s.fastPath === false ? 'off' : 'on'}`,
+    `busy_poll_us: ${s.busyPollMicros ?? 0}`,
     '',
   ].join('\n');
 }
 
 /** Starts rblkd with one listener per provider on 127.0.0.1, port 0, and learns the ports from its log. */
-export function startRblkd(ctx: BenchContext, providers: readonly string[], iscsiPort?: number): Promise<Rblkd> {
-  return launchRblkd({ file: ctx.file, lbaSize: ctx.lbaSize, direct: true, providers, iscsiPort, fastPath: ctx.fastPath });
+export function startRblkd(ctx: BenchContext, providers: readonly string[], iscsiPort?: number, busyPollMicros = 0): Promise<Rblkd> {
+  return launchRblkd({ file: ctx.file, lbaSize: ctx.lbaSize, direct: true, providers, iscsiPort, fastPath: ctx.fastPath, busyPollMicros });
 }
 
 /**
@@ -135,8 +153,8 @@ export async function stopRblkd(r: Rblkd): Promise<void> {
   rmSync(r.dir, { recursive: true, force: true });
 }
 
-export async function runRblkLibrary(ctx: BenchContext, daemon: Rblkd, provider: string, fastPath = true): Promise<SystemResult> {
-  const system = librarySystem(provider, fastPath);
+export async function runRblkLibrary(ctx: BenchContext, daemon: Rblkd, provider: string, fastPath = true, busyPoll = false): Promise<SystemResult> {
+  const system = librarySystem(provider, fastPath, busyPoll);
   const port = daemon.ports.get(provider);
   if (port === undefined) return { system, measurements: [], unavailable: `rblkd has no ${provider} listener` };
   const lib: Library = await import('../../initiator/index.js');
@@ -147,6 +165,7 @@ export async function runRblkLibrary(ctx: BenchContext, daemon: Rblkd, provider:
     initiatorName: 'iqn.2026-11.io.rblk:bench-initiator',
     volume: VOLUME,
     fastPath,
+    busyPollMicros: busyPoll ? BENCH_BUSY_POLL_US : 0,
     // Enough credits that the deepest workload never waits for one.
     queueDepth: Math.max(...ctx.workloads.map((w) => w.queueDepth)) * 2,
     // The I/O pool is queueDepth × maxIo: no bigger than the largest block the workloads move.

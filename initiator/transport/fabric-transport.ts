@@ -3,6 +3,7 @@
 // buffers for the target's answers posted before fi_connect.
 import { connectDataBuffer, ConnectKind, decodeConnectData, type ConnectAcceptData, type DataDescriptor } from '../../protocol/wire/index.js';
 import { Domain, FabricError, Pages, Pool, type Endpoint, type MemoryRegion, type Slice } from '../../native/fabric.js';
+import type { EndpointWakeups } from '../../native/binding.js';
 import { InitiatorQueue, type InitiatorQueueOptions } from '../../native/initiator-queue.js';
 import { MemoryReleased } from '../registered-buffer.js';
 import type { ConnectOptions, InitiatorConnection, InitiatorTransport, IoBuffer, SessionMemory } from './transport.js';
@@ -25,6 +26,10 @@ class FabricInitiatorConnection implements InitiatorConnection {
   onClose: ((reason: string) => void) | null = null;
   onRemoteData: ((data: number) => void) | null = null;
   private closed = false;
+
+  get wakeups(): EndpointWakeups {
+    return this.ep.wakeups;
+  }
 
   constructor(
     readonly version: number,
@@ -150,6 +155,7 @@ export class FabricInitiatorTransport implements InitiatorTransport {
         throw new FabricError(71, 'fi_connect', `the target's accept data is invalid: ${(e as Error).message}`, 'EPROTO');
       }
       checkAcceptVersion(version, accept.version);
+      if (opts.busyPollMicros !== undefined && opts.busyPollMicros > 0) ep.busyPollMicros = opts.busyPollMicros;
       // The I/O pool is registered once connected: an attempt that hangs in a
       // partition (reconnects overlap, docs/initiator.md) then holds no I/O memory.
       const pool = new Pool(domain, { chunkSize: opts.ioChunkSize, count: Math.max(1, Math.floor(opts.ioPoolSize / opts.ioChunkSize)), remote: true });

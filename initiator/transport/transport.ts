@@ -1,6 +1,7 @@
 // The seam between the initiator's session layer and the fabric: connect with
 // private data, move capsules, and hand out memory the target may RDMA into or
 // out of (the initiator's I/O pool, registered for remote access).
+import type { EndpointWakeups } from '../../native/binding.js';
 import type { InitiatorQueue, InitiatorQueueOptions } from '../../native/initiator-queue.js';
 import type { ConnectAcceptData, DataDescriptor } from '../../protocol/wire/index.js';
 
@@ -47,6 +48,8 @@ export interface InitiatorConnection {
    * endpoint's completion queue and the connection's credits.
    */
   attachQueue?(opts: InitiatorQueueOptions): InitiatorQueue;
+  /** How often the endpoint woke and spun (busy polling), where the transport has an endpoint. */
+  readonly wakeups?: EndpointWakeups;
   close(): Promise<void>;
 }
 
@@ -65,6 +68,8 @@ export interface ConnectOptions {
   timeoutMs?: number;
   /** The highest protocol version to ask for (default: PROTOCOL_VERSION); lower when the target refuses it (§3). */
   protocolVersion?: number;
+  /** Spin on the completion queue this long before the loop sleeps (the public option's; 0 or absent: never). */
+  busyPollMicros?: number;
 }
 
 export interface InitiatorTransport {

@@ -36,6 +36,7 @@ export function serverOptions(config: Config, log: DaemonLogger, reactors: React
     log,
     fastPath: config.fastPath,
     reactors,
+    busyPollMicros: config.busyPollMicros,
   };
 }
 

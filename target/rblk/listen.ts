@@ -36,6 +36,7 @@ export async function listenRblk(host: PortHost, o: ListenOptions, serve: Connec
       // One clock from TCP accept to LOGIN_RSP: the fabric connection request must come within it too.
       connectTimeoutMs: limits.loginTimeoutMs,
       reactors: host.options.reactors ?? null,
+      busyPollMicros: () => host.options.busyPollMicros ?? 0,
     },
     {
       admit: (request, peer) => {

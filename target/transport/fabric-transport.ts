@@ -327,6 +327,8 @@ export class FabricTargetTransport implements TargetTransport {
         })
         .then(
           (ep) => {
+            const spin = opts.busyPollMicros?.() ?? 0;
+            if (spin > 0) ep.busyPollMicros = spin;
             const conn = new FabricConnection(ep, peer, request, recvBuffers, maxCapsule, loginBuffers, recvRegion, sendSlots, pool, rmaIovLimit, domain.ordersSendAfterWrite, domain.hasRemoteData, reactors);
             connections.add(conn);
             ep.once('close', () => connections.delete(conn));

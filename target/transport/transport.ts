@@ -207,6 +207,12 @@ export interface PortOptions {
    * domain is then opened FI_THREAD_SAFE. Null or absent: the JS thread.
    */
   reactors?: Reactors | null;
+  /**
+   * The busy poll each accepted connection's endpoint gets, in µs, asked at
+   * its accept (so a reload's value reaches the connections after it).
+   * Absent, or 0: none.
+   */
+  busyPollMicros?: () => number;
 }
 
 export interface TargetTransport {

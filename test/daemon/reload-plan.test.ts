@@ -24,6 +24,7 @@ function config(volumes: VolumeConfig[], ports: number[] = [7471]): Config {
     luns: { file: '/var/lib/rblk/luns.json', entries: new Map(), changed: false },
     fastPath: true,
     reactors: 'auto',
+    busyPollMicros: 0,
     alua: null,
     warnings: [],
   };

@@ -418,7 +418,8 @@ uint64_t NowNs() {
 // with the fi_trywait handshake so no completion is left behind.
 void Endpoint::OnBeforeBlock() {
   std::lock_guard<std::recursive_mutex> g(*lock_);
-  if (busy_poll_ns_ > 0 && cq_ != nullptr) {
+  // A reactor owns an attached endpoint's CQ (docs/architecture.md "Busy polling").
+  if (busy_poll_ns_ > 0 && cq_ != nullptr && !attached()) {
     Napi::Env env(env_);
     Napi::HandleScope scope(env);
     uint64_t deadline = NowNs() + busy_poll_ns_;
