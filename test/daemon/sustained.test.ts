@@ -3,7 +3,7 @@
 // included), and for RBLK_SUSTAIN_S seconds (20 by default) of data that is
 // written, read back and compared, through
 //   - the library with registered (zero-copy) buffers and with ordinary ones,
-//     with reactors off and on;
+//     with reactors off and on, and with both ends busy-polling;
 //   - the NBD export (`rblk attach`), driven by fio's nbd engine with crc32c verify;
 //   - the iSCSI listener, driven by QEMU's iSCSI initiator (qemu-nbd over an
 //     iscsi:// image) and the same fio job;
@@ -41,7 +41,7 @@ interface Served {
   baseline: Resources;
 }
 
-async function serve(t: ExecutionContext, opts: { reactors: number; iscsi?: boolean; rdm?: readonly string[] }): Promise<Served> {
+async function serve(t: ExecutionContext, opts: { reactors: number; iscsi?: boolean; rdm?: readonly string[]; busyPollMicros?: number }): Promise<Served> {
   const w = workdir(t);
   const socket = join(w.dir, 'rblkd.ctl');
   const listeners: Record<string, unknown>[] = [{ provider: 'tcp', address: '127.0.0.1', port: 0 }];
@@ -51,6 +51,7 @@ async function serve(t: ExecutionContext, opts: { reactors: number; iscsi?: bool
   w.writeConfig({
     target_name: TARGET,
     reactors: opts.reactors,
+    ...(opts.busyPollMicros !== undefined ? { busy_poll_us: opts.busyPollMicros } : {}),
     listeners,
     volumes: [{ name: 'vol', path: 'vol.img', size: `${(VOLUME_BLOCKS * BS) >> 20}MiB`, lun: 0 }],
     state_dir: w.state,
@@ -145,9 +146,9 @@ async function checkRun(
 }
 
 /** One session to the daemon's volume, closed at teardown unless close() ran; `before` is its ctl record at the start. */
-async function logIn(t: ExecutionContext, s: Served, port: number, provider: string, initiator: string) {
+async function logIn(t: ExecutionContext, s: Served, port: number, provider: string, initiator: string, busyPollMicros = 0) {
   const errors: unknown[] = [];
-  const session = await connect({ address: '127.0.0.1', port, provider, initiatorName: initiator, targetName: TARGET });
+  const session = await connect({ address: '127.0.0.1', port, provider, initiatorName: initiator, targetName: TARGET, busyPollMicros });
   session.on('error', (e) => errors.push(e));
   let closed = false;
   t.teardown(async () => {
@@ -162,13 +163,15 @@ async function logIn(t: ExecutionContext, s: Served, port: number, provider: str
   return { initiator, errors, session, vol, before, close };
 }
 
-async function libraryPath(t: ExecutionContext, opts: { reactors: number; registered: boolean }): Promise<void> {
+async function libraryPath(t: ExecutionContext, opts: { reactors: number; registered: boolean; busyPollMicros?: number }): Promise<void> {
   t.timeout((SECONDS + 60) * 1000);
-  const s = await serve(t, { reactors: opts.reactors });
-  const l = await logIn(t, s, s.port, 'tcp', `iqn.2026-12.io.rblk:sustained-${opts.registered ? 'registered' : 'pooled'}-r${opts.reactors}`);
+  const s = await serve(t, { reactors: opts.reactors, busyPollMicros: opts.busyPollMicros });
+  const spin = opts.busyPollMicros ?? 0;
+  const l = await logIn(t, s, s.port, 'tcp', `iqn.2026-12.io.rblk:sustained-${opts.registered ? 'registered' : 'pooled'}-r${opts.reactors}${spin > 0 ? '-poll' : ''}`, spin);
   const totals = await libraryLoad(l.session, l.vol, opts.registered, SECONDS);
   const info = await checkRun(t, s, { ...l, totals, label: 'tcp' });
   if (opts.registered || opts.reactors > 0) t.true(info!.native.commands > 0, 'the fast path served the run');
+  if (spin > 0) t.true(l.session.endpointWakeups.some((w) => w.spins > 0), 'the library busy-polled');
   await l.close();
   t.deepEqual(trouble(s.d), [], 'the daemon logged no warning or error');
   await resourcesBack(t, s);
@@ -178,6 +181,9 @@ test('library, registered buffers, reactors 0: 20 s of verified I/O on one login
 test('library, pooled buffers, reactors 0: 20 s of verified I/O on one login, no error, no reconnect', (t) => libraryPath(t, { reactors: 0, registered: false }));
 test('library, registered buffers, reactors 2: 20 s of verified I/O on one login, no error, no reconnect', (t) => libraryPath(t, { reactors: 2, registered: true }));
 test('library, pooled buffers, reactors 2: 20 s of verified I/O on one login, no error, no reconnect', (t) => libraryPath(t, { reactors: 2, registered: false }));
+// Busy polling on both ends (docs/architecture.md "Busy polling"): the same load, answered while both sides spin.
+test('library, registered buffers, busy polling 50 µs on both ends: 20 s of verified I/O on one login, no error, no reconnect', (t) =>
+  libraryPath(t, { reactors: 0, registered: true, busyPollMicros: 50 }));
 
 // shm and tcp;ofi_rxm at once, one login each on its own half of the volume:
 // shm is polled and woken by its peer's doorbell, rxm sleeps on its CQ's fd
