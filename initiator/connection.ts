@@ -273,6 +273,10 @@ export class Connection {
   get immediateDataSize(): number {
     return this.rsp.immediateDataSize;
   }
+  /** WRITEs the native queue sent with their data in the CMD, on this connection. */
+  get immediateWrites(): number {
+    return this.queue?.immediateWrites ?? 0;
+  }
   /** READ and WRITE on registered memory go through the native queue (LoginOptions.fastPath). */
   get hasFastPath(): boolean {
     return this.queue !== null && !this.closed;
@@ -519,6 +523,7 @@ export class Connection {
       credits: this.credits,
       reserve: 1,
       remoteData: this.conn.version >= REMOTE_DATA_VERSION,
+      immediate: this.rsp.immediateDataSize,
     });
     this.creditCell = q.credits;
     this.queue = q;

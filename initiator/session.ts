@@ -307,6 +307,13 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
     return n;
   }
 
+  /** @internal WRITEs the native queue sent as immediate data, over the current connections. */
+  get fastPathImmediateWrites(): number {
+    let n = 0;
+    for (const ch of this.channels) n += ch.connection?.immediateWrites ?? 0;
+    return n;
+  }
+
   /** @internal Each connection's endpoint wake-ups and spins (ConnectOptions.busyPollMicros), where its transport has an endpoint. */
   get endpointWakeups(): EndpointWakeups[] {
     const out: EndpointWakeups[] = [];

@@ -389,8 +389,12 @@ export interface NativeFastPathCtor {
 }
 
 export interface NativeInitiatorQueueOptions {
-  /** Commands at once (each holds one slot and one 128-byte send slot of the region). */
+  /** Commands at once (each holds one slot and one slotSize-byte send slot of the region). */
   slots: number;
+  /** Send memory per slot: at least a CMD with one descriptor, and with `immediate` bytes of data. */
+  slotSize: number;
+  /** WRITEs up to this many bytes from a remote-access region go as immediate data (0: none). */
+  immediate: number;
   /** Bytes kept per completion for an answer JS decodes (the receive size). */
   answerSize: number;
   /** The credits the connection holds now (the queue and JS share the cell from then on). */
@@ -415,6 +419,8 @@ export interface NativeInitiatorQueue {
   /** The connection's credit count, shared by the queue and JS. */
   readonly credits: Int32Array;
   readonly outstanding: number;
+  /** WRITEs sent with their data in the CMD (immediate data) since the queue opened. */
+  readonly immediateWrites: number;
   /** Posts the first `count` submissions; returns how many went out. */
   submit(count: number): number;
   close(): void;

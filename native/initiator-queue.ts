@@ -10,7 +10,7 @@ import type { Endpoint, MemoryRegion } from './fabric.js';
 
 /** Words per submission entry (native/src/core/initiator-queue.cc kSubWords). */
 export const SUBMISSION_WORDS = 12;
-/** Bytes of send memory per slot (kSendSlot). */
+/** Bytes of send memory per slot for a CMD with one descriptor; a slot also holds `immediate` bytes of write data. */
 const SEND_SLOT = 128;
 export const SUBMIT_WRITE = 1;
 export const SUBMIT_FUA = 2;
@@ -28,6 +28,12 @@ export interface InitiatorQueueOptions {
   credits: number;
   reserve: number;
   remoteData: boolean;
+  /**
+   * The login's immediate data size (docs/protocol.md §4): WRITEs up to it
+   * whose buffer is registered for remote access carry their data in the
+   * CMD, so the target need not RDMA-READ it. 0: every WRITE names its buffer.
+   */
+  immediate: number;
 }
 
 export class InitiatorQueue {
@@ -43,9 +49,10 @@ export class InitiatorQueue {
   onComplete: ((count: number) => void) | null = null;
 
   constructor(ep: Endpoint, opts: InitiatorQueueOptions) {
-    this.#region = ep.domain.register(opts.slots * SEND_SLOT);
+    const slotSize = SEND_SLOT + opts.immediate;
+    this.#region = ep.domain.register(opts.slots * slotSize);
     try {
-      this.#native = new (addon().InitiatorQueue)(ep.native, this.#region.native, opts, (n) => this.onComplete?.(n));
+      this.#native = new (addon().InitiatorQueue)(ep.native, this.#region.native, { ...opts, slotSize }, (n) => this.onComplete?.(n));
     } catch (e) {
       void this.#region.close().catch(() => undefined);
       throw FabricError.from(e);
@@ -69,6 +76,11 @@ export class InitiatorQueue {
 
   get outstanding(): number {
     return this.#closed ? 0 : this.#native.outstanding;
+  }
+
+  /** WRITEs sent with their data in the CMD (InitiatorQueueOptions.immediate). */
+  get immediateWrites(): number {
+    return this.#closed ? 0 : this.#native.immediateWrites;
   }
 
   close(): void {

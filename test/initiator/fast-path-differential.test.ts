@@ -2,7 +2,8 @@
 // "Fast path"): one seeded, randomised mix of READ and WRITE (10 and 16 as
 // the LBA needs), FUA, LBAs past the end, a read-only volume, an unknown LUN,
 // transfers whose buffer is longer than the CDB (residuals), registered
-// memory and ordinary Buffers (the I/O pool, immediate data), and bursts of
+// memory and ordinary Buffers (the I/O pool, immediate data; registered
+// writes up to 4 KiB go as immediate data from the native queue), and bursts of
 // concurrent commands, sent through the session with fastPath on and then
 // off, over real tcp endpoints to real files. Each command's status, sense
 // bytes and data-in count, the bytes read, and the file's bytes at the end
@@ -32,11 +33,13 @@ checkSuiteResources(test, { warmUp: () => warmUpFabric(['tcp']) });
 const BLOCK = 512;
 const BLOCKS = 2048; // 1 MiB volumes
 const SLOT = 32 * BLOCK; // each concurrent command has its own part of the buffer
+const BURST_SPAN = Math.floor((BLOCKS - 16) / 14); // each command of a burst (up to 13) has its own blocks, clear of the last 16
 
 interface Run {
   transcript: string[];
   disk: Buffer;
   fast: number;
+  immediate: number;
 }
 
 /** One try of one command, no retries: Session.execute is what Volume's commands are built on. */
@@ -75,13 +78,17 @@ async function run(fastPath: boolean, seed: number): Promise<Run> {
     const rand = prng(seed);
     const int = (n: number): number => Math.floor(rand() * n);
 
-    const op = async (slot: number): Promise<string> => {
+    const op = async (slot: number, burst = false): Promise<string> => {
       const lun = int(10) === 0 ? 1 : int(30) === 0 ? 7 : 0;
       const write = rand() < 0.5;
       const fua = write && rand() < 0.3;
       const blocks = 1 + int(16);
       // Past the end now and then (LBA OUT OF RANGE), and beyond 2^32 blocks (the 16-byte CDBs).
-      const lba = int(10) === 0 ? BLOCKS - int(8) : int(40) === 0 ? 2 ** 32 + int(4) : int(BLOCKS - 16);
+      // In a burst each command has blocks of its own (and past the end, none): commands in flight
+      // together are unordered (SAM-5 SIMPLE), so overlapping ones could end either way, differently
+      // on each path.
+      const end = burst ? BLOCKS + int(8) : BLOCKS - int(8);
+      const lba = int(10) === 0 ? end : int(40) === 0 ? 2 ** 32 + int(4) : burst ? slot * BURST_SPAN + int(BURST_SPAN - 16) : int(BLOCKS - 16);
       // A buffer longer than the CDB transfers: the target moves the CDB's bytes and reports the rest (§9.3).
       const length = int(12) === 0 ? (blocks + 1) * BLOCK : blocks * BLOCK;
       const at = slot * SLOT;
@@ -110,18 +117,19 @@ async function run(fastPath: boolean, seed: number): Promise<Run> {
     for (let step = 0; step < 300; step++) {
       if (int(5) === 0) {
         const n = 2 + int(12);
-        const got = await Promise.all(Array.from({ length: n }, (_, i) => op(i)));
+        const got = await Promise.all(Array.from({ length: n }, (_, i) => op(i, true)));
         transcript.push(...got.map((x) => `burst ${x}`));
       } else {
         transcript.push(await op(0));
       }
     }
     const fast = s.fastPathCommands;
+    const immediate = s.fastPathImmediateWrites;
     b.release();
     buf = null;
     await s.close();
     session = null;
-    return { transcript, disk: await readFile(join(dir, 'rw')), fast };
+    return { transcript, disk: await readFile(join(dir, 'rw')), fast, immediate };
   } finally {
     buf?.release();
     await session?.close();
@@ -139,6 +147,8 @@ test('the native queue and the JavaScript path give the same answers, data and d
   t.log(`native queue: ${on.fast} commands, ${on.transcript.filter((l) => / status 0 /.test(l)).length} of ${on.transcript.length} answers GOOD`);
   t.true(on.fast > 0, 'the native queue carried commands with fastPath on');
   t.is(off.fast, 0, 'and none with it off');
+  // Registered writes up to the login's immediate data size (4 KiB here) carried their data in the CMD; longer ones named their buffer.
+  t.true(on.immediate > 0 && on.immediate < on.fast, `immediate-data writes: ${on.immediate} of ${on.fast}`);
   t.is(on.transcript.length, off.transcript.length);
   for (let i = 0; i < on.transcript.length; i++) {
     if (on.transcript[i] !== off.transcript[i]) {

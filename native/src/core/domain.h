@@ -7,9 +7,18 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <unordered_map>
 
 namespace rblk {
+
+class MemoryRegion;
+
+// A domain's regions open to remote access, by key (Domain::remote_regions).
+struct RemoteRegions {
+  std::unordered_map<uint64_t, MemoryRegion*> by_key;
+};
 
 class Domain : public Napi::ObjectWrap<Domain> {
  public:
@@ -40,6 +49,12 @@ class Domain : public Napi::ObjectWrap<Domain> {
   bool rdm() const { return rdm_; }
   // The shm provider: endpoints are named, not bound to a socket address.
   bool shm() const { return std::strcmp(info_->fabric_attr->prov_name, "shm") == 0; }
+  // The live regions open to remote access, by key: the initiator's queue
+  // finds a write's source there to send it as immediate data
+  // (initiator-queue.h). Shared with each listed region, which takes itself
+  // out when it deregisters, whichever of the two goes first. JS thread only,
+  // as registration is.
+  const std::shared_ptr<RemoteRegions>& remote_regions() const { return remote_; }
 
  private:
   Napi::Value Info(const Napi::CallbackInfo& info);
@@ -57,6 +72,7 @@ class Domain : public Napi::ObjectWrap<Domain> {
   // start away from 1, where tcp's and sockets' own keys start under
   // FI_MR_BASIC, so code that confused the two cannot pass that test mode.
   uint64_t next_key_ = 0x1000;
+  std::shared_ptr<RemoteRegions> remote_ = std::make_shared<RemoteRegions>();
   Napi::ObjectReference info_obj_;
 };
 

@@ -7,6 +7,7 @@
 
 #include "addon-data.h"
 #include "args.h"
+#include "domain.h"
 #include "endpoint.h"
 #include "errors.h"
 #include "memory-region.h"
@@ -18,7 +19,6 @@ namespace {
 // The layout is native/src/core/wire-layout.h, generated from protocol/wire/constants.ts.
 using namespace wire;
 constexpr uint32_t kCmdSize = kCmdFixed + kDescriptorSize;  // one direct descriptor
-constexpr uint32_t kSendSlot = 128;
 constexpr uint32_t kGoodRsp = kRspFixed;
 constexpr uint32_t kMaxCreditDelta = 4096;
 constexpr uint32_t kTagBit = 0x80000000u;
@@ -86,7 +86,8 @@ bool PlainGood(const uint8_t* b, size_t len, uint32_t* delta) {
 Napi::Function InitiatorQueue::Init(Napi::Env env) {
   return DefineClass(env, "InitiatorQueue",
                      {InstanceMethod<&InitiatorQueue::Submit>("submit"), InstanceMethod<&InitiatorQueue::Close>("close"),
-                      InstanceAccessor<&InitiatorQueue::Outstanding>("outstanding")});
+                      InstanceAccessor<&InitiatorQueue::Outstanding>("outstanding"),
+                      InstanceAccessor<&InitiatorQueue::ImmediateWrites>("immediateWrites")});
 }
 
 // new InitiatorQueue(endpoint, sendRegion, { slots, answerSize, credits, remoteData, reserve }, onComplete(count))
@@ -104,17 +105,21 @@ InitiatorQueue::InitiatorQueue(const Napi::CallbackInfo& info) : Napi::ObjectWra
   Napi::Object o = info[2].As<Napi::Object>();
   uint32_t slots = Prop(env, o, "slots");
   answer_size_ = Prop(env, o, "answerSize");
+  slot_size_ = Prop(env, o, "slotSize");
+  immediate_ = Prop(env, o, "immediate");
   uint32_t credits = Prop(env, o, "credits");
   reserve_ = Prop(env, o, "reserve");
   remote_data_ = o.Get("remoteData").ToBoolean().Value();
   if (slots == 0 || slots > 4096 || answer_size_ < kGoodRsp || answer_size_ > 65536)
     throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "InitiatorQueue", "slots must be 1..4096 and answerSize 32..65536");
-  region->CheckRange(env, 0, static_cast<double>(slots) * kSendSlot, "InitiatorQueue");
+  if (immediate_ > 65536 || slot_size_ < kCmdSize || slot_size_ < kCmdFixed + immediate_ || slot_size_ > 128 * 1024)
+    throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "InitiatorQueue", "immediate must be 0..65536 and slotSize hold a CMD with it");
+  region->CheckRange(env, 0, static_cast<double>(slots) * slot_size_, "InitiatorQueue");
 
   slots_.resize(slots);
   free_.reserve(slots);
   for (uint32_t i = slots; i > 0; --i) free_.push_back(i - 1);
-  inject_ = endpoint_->info_->tx_attr->inject_size >= kCmdSize;
+  inject_size_ = endpoint_->info_->tx_attr->inject_size;
   memory_ = region->memory();
   memory_->Retain();
   base_ = region->data();
@@ -148,7 +153,20 @@ InitiatorQueue::~InitiatorQueue() {
   delete async_;
 }
 
-uint8_t* InitiatorQueue::SendBuf(uint32_t slot) const { return base_ + static_cast<size_t>(slot) * kSendSlot; }
+uint8_t* InitiatorQueue::SendBuf(uint32_t slot) const { return base_ + static_cast<size_t>(slot) * slot_size_; }
+
+// A WRITE small enough to go as immediate data (docs/protocol.md §9.1 format
+// 3) whose buffer is one of this domain's remote regions: its bytes, else
+// null (the CMD then names the buffer and the target RDMA-READs it). One copy
+// into the capsule costs far less than the round trip of that read, which
+// also needs this side's progress while it waits (docs/initiator.md "Fast
+// path").
+const uint8_t* InitiatorQueue::ImmediateSource(uint64_t address, uint64_t key, uint32_t length) const {
+  if (length > immediate_ || endpoint_ == nullptr || endpoint_->domain_ == nullptr) return nullptr;
+  const auto& regions = endpoint_->domain_->remote_regions()->by_key;
+  auto it = regions.find(key);
+  return it != regions.end() ? it->second->LocalBytes(address, length) : nullptr;
+}
 
 void InitiatorQueue::Shutdown() {
   if (closed_) return;
@@ -198,11 +216,13 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
     uint8_t* b = SendBuf(slot);
     uint16_t gen = static_cast<uint16_t>((slots_[slot].gen + 1) & kGenMask);
     uint32_t tag = kTagBit | (static_cast<uint32_t>(gen) << kGenShift) | slot;
-    // §5 header, §9.1 CMD, §9.2 LUN, one direct descriptor.
-    std::memset(b, 0, kCmdSize);
+    const uint8_t* immediate = write ? ImmediateSource(address, key, length) : nullptr;
+    uint32_t size = immediate != nullptr ? kCmdFixed + length : kCmdSize;
+    // §5 header, §9.1 CMD, §9.2 LUN, one direct descriptor or the data itself.
+    std::memset(b, 0, kCmdFixed);
     b[kHeaderOpcode] = kOpCmd;
     b[kHeaderVersion] = kCapsuleVersion;
-    Put32(b + kHeaderLength, kCmdSize);
+    Put32(b + kHeaderLength, size);
     Put32(b + kHeaderTag + 4, tag);  // the tag's high word stays 0: §9.3's native tags
     if (lun < 256) {
       b[kCmdLun + 1] = static_cast<uint8_t>(lun);
@@ -211,18 +231,25 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
       b[kCmdLun + 1] = static_cast<uint8_t>(lun);
     }
     b[kCmdDirection] = write ? kDirectionWrite : kDirectionRead;
-    b[kCmdFormat] = kFormatDirect;
-    b[kCmdDescriptorCount] = 1;
     Put32(b + kCmdDataLength, length);
     BuildCdb(b + kCmdCdb, write, (e[4] & kFlagFua) != 0, lba, blocks);
-    Put64(b + kCmdData + kDescriptorAddress, address);
-    Put64(b + kCmdData + kDescriptorKey, key);
-    Put32(b + kCmdData + kDescriptorLength, length);
+    if (immediate != nullptr) {
+      b[kCmdFormat] = kFormatImmediate;
+      std::memcpy(b + kCmdData, immediate, length);
+    } else {
+      b[kCmdFormat] = kFormatDirect;
+      b[kCmdDescriptorCount] = 1;
+      std::memset(b + kCmdData, 0, kDescriptorSize);
+      Put64(b + kCmdData + kDescriptorAddress, address);
+      Put64(b + kCmdData + kDescriptorKey, key);
+      Put32(b + kCmdData + kDescriptorLength, length);
+    }
 
     ssize_t rc;
-    if (inject_) {
+    bool inject = size <= inject_size_;
+    if (inject) {
       // Copied out at once and no completion (fi_msg(3) fi_inject), as JS sends its small capsules.
-      rc = endpoint_->PeerGone() ? -FI_ENOTCONN : fi_inject(endpoint_->ep_, b, kCmdSize, endpoint_->peer_);
+      rc = endpoint_->PeerGone() ? -FI_ENOTCONN : fi_inject(endpoint_->ep_, b, size, endpoint_->peer_);
       endpoint_->before_block_.Arm();
     } else {
       OpRecord* op = endpoint_->NewOp(0);
@@ -230,7 +257,7 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
       op->slot = slot;
       op->pages.push_back(memory_);
       memory_->Retain();
-      rc = endpoint_->PeerGone() ? -FI_ENOTCONN : fi_send(endpoint_->ep_, b, kCmdSize, desc_, endpoint_->peer_, op);
+      rc = endpoint_->PeerGone() ? -FI_ENOTCONN : fi_send(endpoint_->ep_, b, size, desc_, endpoint_->peer_, op);
       if (rc != 0) endpoint_->FreeOp(op);
     }
     // A full transmit queue, or a failing connection: JS's own send queues
@@ -240,13 +267,14 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
     Slot& s = slots_[slot];
     s.busy = true;
     s.awaiting = true;
-    s.send_pending = !inject_;
+    s.send_pending = !inject;
     s.read = !write;
     s.gen = gen;
     credits[0]--;
     outstanding_++;
     e[10] = slot;
     e[11] = tag;
+    if (immediate != nullptr) immediate_writes_++;
   }
   return Napi::Number::New(env, posted);
 }
@@ -346,6 +374,10 @@ void InitiatorQueue::Flush() {
 
 Napi::Value InitiatorQueue::Outstanding(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), outstanding_);
+}
+
+Napi::Value InitiatorQueue::ImmediateWrites(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(immediate_writes_));
 }
 
 Napi::Value InitiatorQueue::Close(const Napi::CallbackInfo& info) {

@@ -73,12 +73,14 @@ class InitiatorQueue : public Napi::ObjectWrap<InitiatorQueue>, public CqConsume
   Napi::Value Submit(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
   Napi::Value Outstanding(const Napi::CallbackInfo& info);
+  Napi::Value ImmediateWrites(const Napi::CallbackInfo& info);
 
   void Shutdown();
   void Complete(uint32_t slot, uint32_t result, const uint8_t* answer, uint32_t length);
   void Flush();
   void MaybeFree(uint32_t slot);
   uint8_t* SendBuf(uint32_t slot) const;
+  const uint8_t* ImmediateSource(uint64_t address, uint64_t key, uint32_t length) const;
   // The slot a tag's low word names, if it is this queue's current command in it.
   bool Current(uint32_t low, uint32_t* slot) const;
 
@@ -89,9 +91,12 @@ class InitiatorQueue : public Napi::ObjectWrap<InitiatorQueue>, public CqConsume
   uint8_t* base_ = nullptr;
   void* desc_ = nullptr;
   bool closed_ = false;
-  bool inject_ = false;  // the CMD fits the provider's inject size: no send completion
+  size_t inject_size_ = 0;  // a CMD up to the provider's inject size goes by fi_inject: no send completion
   bool remote_data_ = false;  // version 2: reads may be answered by remote CQ data
   uint32_t answer_size_ = 0;
+  uint32_t slot_size_ = 0;  // send memory per slot: a CMD with one descriptor, or with immediate_ bytes of data
+  uint32_t immediate_ = 0;
+  uint64_t immediate_writes_ = 0;  // WRITEs sent with their data in the CMD  // the login's immediateDataSize: writes up to it carry their data (ImmediateSource)
   uint32_t reserve_ = 1;  // credits kept for task management (docs/protocol.md §11)
   uint32_t outstanding_ = 0;
   std::vector<Slot> slots_;

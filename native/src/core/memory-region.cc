@@ -137,6 +137,10 @@ MemoryRegion::MemoryRegion(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Me
   key_ = fi_mr_key(mr_);
   remote_base_ = (domain->mr_mode() & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(base) : 0;
   domain_ref_ = Napi::Persistent(info[0].As<Napi::Object>());
+  if (remote) {
+    listed_in_ = domain->remote_regions();
+    listed_in_->by_key[key_] = this;
+  }
 
   // A region's own pages get a view here; registered Pages keep theirs.
   if (own) buffer_ref_ = Napi::Persistent(ViewOf(env, memory_, size_));
@@ -145,6 +149,11 @@ MemoryRegion::MemoryRegion(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Me
 MemoryRegion::~MemoryRegion() { Deregister(); }
 
 void MemoryRegion::Deregister() {
+  if (listed_in_ != nullptr) {
+    auto it = listed_in_->by_key.find(key_);
+    if (it != listed_in_->by_key.end() && it->second == this) listed_in_->by_key.erase(it);
+    listed_in_.reset();
+  }
   if (mr_ != nullptr) {
     fi_close(&mr_->fid);
     mr_ = nullptr;
@@ -166,6 +175,14 @@ void MemoryRegion::CheckRange(Napi::Env env, double offset, double length, const
                          "slice [" + std::to_string(static_cast<int64_t>(offset)) + ", +" +
                              std::to_string(static_cast<int64_t>(length)) + ") is outside the " +
                              std::to_string(size_) + "-byte memory region");
+}
+
+const uint8_t* MemoryRegion::LocalBytes(uint64_t address, size_t length) const {
+  if (mr_ == nullptr || address < remote_base_) return nullptr;
+  uint64_t offset = address - remote_base_;
+  // Checked separately so offset + length can never wrap.
+  if (offset > size_ || length > size_ - offset) return nullptr;
+  return static_cast<const uint8_t*>(memory_->base) + offset;
 }
 
 Napi::Value MemoryRegion::Buffer(const Napi::CallbackInfo& info) {

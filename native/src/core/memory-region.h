@@ -11,8 +11,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 namespace rblk {
+
+struct RemoteRegions;
 
 struct Memory {
   void* base = nullptr;
@@ -74,6 +77,9 @@ class MemoryRegion : public Napi::ObjectWrap<MemoryRegion> {
   Memory* memory() const { return memory_; }
   // Throws unless [offset, offset+length) lies inside the region.
   void CheckRange(Napi::Env env, double offset, double length, const char* op) const;
+  // The local bytes behind [address, address + length) as a peer would name
+  // them (remote base + offset), or null when they are not all in this region.
+  const uint8_t* LocalBytes(uint64_t address, size_t length) const;
 
  private:
   Napi::Value Buffer(const Napi::CallbackInfo& info);
@@ -89,6 +95,7 @@ class MemoryRegion : public Napi::ObjectWrap<MemoryRegion> {
   void* desc_ = nullptr;
   uint64_t key_ = 0;
   uint64_t remote_base_ = 0;
+  std::shared_ptr<RemoteRegions> listed_in_;  // the domain's remote regions, while they list this one
   Napi::ObjectReference domain_ref_;
   Napi::Reference<Napi::Buffer<uint8_t>> buffer_ref_;
 };
