@@ -1,7 +1,7 @@
 // What connect() accepts, its defaults, and where the secret comes from.
-import { MAX_BUSY_POLL_US } from '../native/busy-poll.js';
 import { hostname } from 'node:os';
 import { inspect } from 'node:util';
+import { MAX_BUSY_POLL_US } from '../native/busy-poll.js';
 import { DEFAULT_TARGET_NAME, MIN_SECRET_LENGTH } from '../protocol/wire/index.js';
 import { RblkError } from './errors.js';
 import { readSecretFile } from './secret-file.js';

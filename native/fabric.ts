@@ -9,7 +9,6 @@
 // (a Domain closes its Endpoints and Listeners, a Listener hands accepted
 // Endpoints their domain), so the four classes are kept in one module
 // rather than four that would form an import cycle.
-import { MAX_BUSY_POLL_US } from './busy-poll.js';
 import { EventEmitter } from 'node:events';
 import {
   addon,
@@ -27,6 +26,7 @@ import {
   type EndpointType,
   type ProviderInfo,
 } from './binding.js';
+import { MAX_BUSY_POLL_US } from './busy-poll.js';
 // A peer's registered memory is the wire's DataDescriptor (address, key,
 // length), one type from the fabric up (docs/architecture.md "Words"). The
 // import is type-only, erased at compile time: the fabric loads nothing of

@@ -47,9 +47,10 @@ class UringBackend : public FastBackend {
 
   // The drain's end: submits the rest, then answers at once what the kernel
   // finished inside that io_uring_enter (a buffered read the page cache
-  // held), in the same wake-up instead of the event fd's next one
-  // (docs/performance.md "Reads the page cache holds, answered in the same
-  // wake-up").
+  // held), in the same wake-up instead of the event fd's next one. A busy
+  // poll's drains end here too, so the spin also sees the ring
+  // (docs/architecture.md "Busy polling"; docs/performance.md "Issue 29's QD1
+  // gap").
   unsigned Submit() override {
     if (ring_ == nullptr) return 0;
     SubmitQueued();

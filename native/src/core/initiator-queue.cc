@@ -90,7 +90,7 @@ Napi::Function InitiatorQueue::Init(Napi::Env env) {
                       InstanceAccessor<&InitiatorQueue::ImmediateWrites>("immediateWrites")});
 }
 
-// new InitiatorQueue(endpoint, sendRegion, { slots, answerSize, credits, remoteData, reserve }, onComplete(count))
+// new InitiatorQueue(endpoint, sendRegion, { slots, slotSize, immediate, answerSize, credits, remoteData, reserve }, onComplete(count))
 // Exposes submissions (Uint32Array), completions (Uint32Array), answers
 // (Buffer) and credits (Int32Array of one) as properties.
 InitiatorQueue::InitiatorQueue(const Napi::CallbackInfo& info) : Napi::ObjectWrap<InitiatorQueue>(info) {

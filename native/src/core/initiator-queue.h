@@ -5,7 +5,8 @@
 // submissions (lun, lba, blocks, write/FUA, the buffer's remote address and
 // key) into a shared array and calls submit(n); the queue builds the CMD
 // capsule (docs/protocol.md §9.1: READ/WRITE(10) or (16), one direct
-// descriptor), gives it a numeric tag, takes a credit from the cell it shares
+// descriptor, or for a WRITE up to the login's immediate data size from a
+// region the domain lists, the data itself), gives it a numeric tag, takes a credit from the cell it shares
 // with JS and posts the send. The endpoint's CQ drain hands it the receives
 // whose RSP carries one of its tags and the remote CQ data that names one of
 // its reads (§12.1); everything else goes up to JS as before. A GOOD RSP with
