@@ -3,13 +3,17 @@
 // fabric connection's endpoint, the library's busyPollMicros its own; with
 // both on, data written is read back intact, each side spins while commands
 // are outstanding, and an idle session neither wakes nor spins. A session
-// without the option never spins.
+// without the option never spins. Over tcp the spin is the prepare hook's
+// (an endpoint with a wait fd); over shm, which has none, it is the poll
+// passes kept back to back for the budget (rdm.cc OnPollTimer); tcp;ofi_rxm
+// has a wait fd, as tcp.
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { connect } from '../../initiator/index.js';
 import { TargetServer } from '../../target/server.js';
 import { rblkConnections, type RblkConnection } from '../../target/rblk/connection.js';
-import type { Endpoint } from '../../native/fabric.js';
+import { availableRdmProviders, type Endpoint } from '../../native/fabric.js';
+import { RDM_PROVIDERS } from '../helpers/fabric-pair.js';
 import { exportMemoryVolume, listenTest, memoryLog, TARGET_NAME, testServerOptions } from '../helpers/target-fixture.js';
 import { checkSuiteResources, warmUpFabric } from '../helpers/resources.js';
 
@@ -18,12 +22,16 @@ checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 const BS = 4096;
 const BLOCKS = 256;
 
-test.serial('tcp: busy polling on both ends moves the same bytes, spins while busy and goes quiet when idle', async (t) => {
+const PROVIDERS = ['tcp', ...RDM_PROVIDERS] as const;
+const here = new Set(['tcp', ...availableRdmProviders()]);
+
+for (const provider of PROVIDERS) {
+(here.has(provider) ? test.serial : test.serial.skip)(`${provider}: busy polling on both ends moves the same bytes, spins while busy and goes quiet when idle`, async (t) => {
   const server = new TargetServer({ ...testServerOptions(memoryLog()), busyPollMicros: 100 }, rblkConnections);
   server.addVolume(exportMemoryVolume({ name: 'vol', lun: 0, size: BLOCKS * BS }));
   t.teardown(() => server.close());
-  const { port } = await listenTest(server, 'tcp');
-  const opts = { address: '127.0.0.1', port, provider: 'tcp', volume: 'vol', targetName: TARGET_NAME, initiatorName: 'iqn.2026-12.io.rblk:spin' };
+  const { port } = await listenTest(server, provider);
+  const opts = { address: '127.0.0.1', port, provider, volume: 'vol', targetName: TARGET_NAME, initiatorName: 'iqn.2026-12.io.rblk:spin' };
   const spinning = await connect({ ...opts, busyPollMicros: 100 });
   t.teardown(() => spinning.close());
   const plain = await connect({ ...opts, initiatorName: 'iqn.2026-12.io.rblk:plain' });
@@ -55,6 +63,7 @@ test.serial('tcp: busy polling on both ends moves the same bytes, spins while bu
   vol.close();
   other.close();
 });
+}
 
 test('busyPollMicros outside 0..10000 is refused before connecting', async (t) => {
   for (const us of [-1, 10_001, 2.5]) {

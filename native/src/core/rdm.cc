@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -706,7 +707,11 @@ void Endpoint::OnPollTimer() {
     return;
   }
   const uint64_t idle = now - last_busy_ns_;
-  const uint64_t window = bell_fd_ >= 0 && !peer_bell_.empty() ? kBellWindowNs : kBusyWindowNs;
+  // Busy polling (docs/architecture.md "Busy polling") keeps the passes back to
+  // back for its budget after the last activity, as the fd endpoints spin.
+  const uint64_t base = bell_fd_ >= 0 && !peer_bell_.empty() ? kBellWindowNs : kBusyWindowNs;
+  const uint64_t window = std::max(base, busy_poll_ns_);
+  if (idle >= base && idle < window) spins_++;  // a pass only the busy poll asked for
   StartPollTimer(idle < window ? 0 : idle < kSleepAfterNs ? kIdlePollMs : kSleepPollMs);
 }
 
