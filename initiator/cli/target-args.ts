@@ -2,6 +2,7 @@
 // the CLI logs in: a URL names the target and volume, flags refine it, and
 // the secret comes from --secret-file or RBLK_SECRET, never from argv.
 import { isAbsolute, resolve } from 'node:path';
+import { MAX_BUSY_POLL_US } from '../../native/busy-poll.js';
 import type { NvmeSession } from '../nvme/session.js';
 import type { NvmeVolume } from '../nvme/volume.js';
 import type { ConnectOptions } from '../options.js';
@@ -22,6 +23,7 @@ export const connectionOptions = {
   connections: { type: 'number', requiresArg: true, describe: 'connections in the session (default 1)' },
   'connect-timeout': { type: 'string', requiresArg: true, default: '10s', describe: 'give up a connection attempt after this long' },
   'fast-path': { type: 'string', choices: ['on', 'off'], requiresArg: true, describe: 'READ and WRITE through the native queue (default on; docs/initiator.md "Fast path")' },
+  'busy-poll-us': { type: 'string', requiresArg: true, describe: `spin up to this many µs (0 to ${MAX_BUSY_POLL_US}) before sleeping with I/O outstanding; costs a core (default 0; docs/initiator.md "Busy polling")` },
 } as const;
 
 export interface ConnectionArgs {
@@ -32,6 +34,7 @@ export interface ConnectionArgs {
   connections?: number;
   'connect-timeout': string;
   'fast-path'?: string;
+  'busy-poll-us'?: string;
   /** The global --debug: the session's life on stderr (traceSession). */
   debug?: boolean;
 }
@@ -74,7 +77,14 @@ export function connectOptions(a: ConnectionArgs): Partial<ConnectOptions> {
   if (a['secret-file'] !== undefined) o.secretFile = a['secret-file'];
   if (a.connections !== undefined) o.connections = a.connections;
   if (a['fast-path'] !== undefined) o.fastPath = a['fast-path'] === 'on';
+  if (a['busy-poll-us'] !== undefined) o.busyPollMicros = busyPollArg(a['busy-poll-us']);
   return o;
+}
+
+function busyPollArg(text: string): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n > MAX_BUSY_POLL_US) throw new UsageError(`--busy-poll-us ${text}: expected microseconds from 0 to ${MAX_BUSY_POLL_US}`);
+  return n;
 }
 
 /** The flags again, for a helper process (mount); paths made absolute, the secret still only in a file or the environment. */
@@ -86,6 +96,7 @@ export function connectionArgv(a: ConnectionArgs): string[] {
   if (a['secret-file'] !== undefined) out.push('--secret-file', isAbsolute(a['secret-file']) ? a['secret-file'] : resolve(a['secret-file']));
   if (a.connections !== undefined) out.push('--connections', String(a.connections));
   if (a['fast-path'] !== undefined) out.push('--fast-path', a['fast-path']);
+  if (a['busy-poll-us'] !== undefined) out.push('--busy-poll-us', a['busy-poll-us']);
   return out;
 }
 
@@ -159,7 +170,7 @@ export function isNvmeTarget(url: string): boolean {
 export type VolumeAt = { protocol: 'rblk'; vol: Volume; session: Session } | { protocol: 'nvme'; vol: NvmeVolume; session: NvmeSession };
 
 /** The rblk flags an NVMe/TCP session has no use for: refused rather than ignored. */
-const RBLK_ONLY = ['provider', 'initiator-name', 'target-name', 'secret-file', 'fast-path'] as const;
+const RBLK_ONLY = ['provider', 'initiator-name', 'target-name', 'secret-file', 'fast-path', 'busy-poll-us'] as const;
 
 /**
  * An NVMe/TCP session for `nvme+tcp://host[:port]/<NQN>[?nsid=N&...]`

@@ -1,5 +1,5 @@
 // The shared connection flags become connect() options, and are passed on
-// unchanged to a helper process (mount's), --fast-path included.
+// unchanged to a helper process (mount's), --fast-path and --busy-poll-us included.
 import test from 'ava';
 import { connectionArgv, connectOptions } from '../../initiator/cli/target-args.js';
 import { resolveOptions } from '../../initiator/options.js';
@@ -17,4 +17,14 @@ test('--fast-path off turns the initiator fast path off; absent, it stays on', (
 test('a helper process gets --fast-path as it was given', (t) => {
   t.deepEqual(connectionArgv({ 'connect-timeout': '5s', 'fast-path': 'off' }), ['--connect-timeout', '5s', '--fast-path', 'off']);
   t.deepEqual(connectionArgv({ 'connect-timeout': '5s' }), ['--connect-timeout', '5s']);
+});
+
+test('--busy-poll-us becomes busyPollMicros, is checked as a usage error, and reaches a helper process', (t) => {
+  t.is(connectOptions({ 'connect-timeout': '10s', 'busy-poll-us': '50' }).busyPollMicros, 50);
+  t.is(resolveOptions('rblk://127.0.0.1/vol0', connectOptions({ 'connect-timeout': '10s', 'busy-poll-us': '50' })).busyPollMicros, 50);
+  t.false('busyPollMicros' in connectOptions({ 'connect-timeout': '10s' }));
+  for (const bad of ['-1', '10001', '2.5', 'fast', '']) {
+    t.throws(() => connectOptions({ 'connect-timeout': '10s', 'busy-poll-us': bad }), { name: 'UsageError', message: /--busy-poll-us .*0 to 10000/ }, bad);
+  }
+  t.deepEqual(connectionArgv({ 'connect-timeout': '5s', 'busy-poll-us': '50' }), ['--connect-timeout', '5s', '--busy-poll-us', '50']);
 });
