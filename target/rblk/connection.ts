@@ -591,7 +591,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> extends FrontEndC
     this.outstanding.clear();
     // Counts include what the fast path served (fast.finishCounts above).
     const { ops, readBytes, writeBytes, errors } = this.io;
-    this.log.info(`session ended: ${why}`, { ...this.meta(), commands: ops, readBytes, writeBytes, errors, nativeCommands: this.fast.stats?.taken ?? 0 });
+    this.log.info(`session ended: ${why}`, { ...this.meta(), commands: ops, readBytes, writeBytes, errors, nativeCommands: this.fast.servedCommands });
     this.finish();
   }
 }

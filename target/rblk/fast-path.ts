@@ -46,7 +46,7 @@ export class RblkFastPath {
   /** Why this connection has no fast path at all (null while it has one, or before login). */
   private off: string | null = null;
   /** What the fast path answered GOOD on this connection, for `rblkd ctl sessions`. */
-  private readonly nativeIo = { readBytes: 0, writeBytes: 0 };
+  private readonly nativeIo = { commands: 0, readBytes: 0, writeBytes: 0 };
   /** Per LUN the fast path has served: its last collect, and the collector's removal. */
   private readonly collectors = new Map<number, () => void>();
   /** takeCounts' scratch: six totals, two histograms, and the commands that waited natively for QoS and their waits. */
@@ -203,8 +203,18 @@ export class RblkFastPath {
       lu.stats.recordBatch(d === 0 ? IO_CLASS_READ : IO_CLASS_WRITE, ops, out[3 * d + 1]!, 0, out[3 * d + 2]!, out.subarray(6 + d * nb, 6 + (d + 1) * nb));
     }
     this.owner.io.recordBatch(out[0]! + out[3]!, out[1]!, out[4]!);
+    this.nativeIo.commands += out[0]! + out[3]!;
     this.nativeIo.readBytes += out[1]!;
     this.nativeIo.writeBytes += out[4]!;
+  }
+
+  /**
+   * The commands the fast path answered GOOD, as collected into the counters
+   * (finishCounts collects the last of them): still there once the native
+   * fast path has closed with its connection, when its own stats read zero.
+   */
+  get servedCommands(): number {
+    return this.nativeIo.commands;
   }
 
   /** Waits for every fast-path command of this connection (each LUN revoked first). */
