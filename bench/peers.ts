@@ -14,7 +14,7 @@
 // Before each system the file's pages are dropped from the cache, so nbdkit
 // (whose cache=none evicts only after a read) starts cold like the others.
 //   node dist/bench/peers.js [--quick] [--only tgt,nbdkit,rblk,...] [--seconds S] [--size 1GiB] [--dir /var/tmp] [--more-depths] [--workloads randread-4k-qd32,...] [--fast-path on|off]
-// (--workloads runs only those of the matrix and of --more-depths' depths, by id; --fast-path is rblkd's; the rows rblk-lib-tcp-js and rblk-nbd-tcp-js turn the initiator's off; rblk-lib-tcp-poll has both ends busy-poll.)
+// (--workloads runs only those of the matrix and of --more-depths' depths, by id; --fast-path is rblkd's; the rows rblk-lib-tcp-js and rblk-nbd-tcp-js turn the initiator's off; rblk-lib-tcp-poll and rblk-lib-shm-poll have both ends busy-poll; the shm rows are the same-host fabric, docs/transport.md "RDM endpoints".)
 // Prints Markdown on stdout, progress on stderr, and writes
 // bench/out/peers.{md,json,svg}.
 import { execFileSync } from 'node:child_process';
@@ -41,6 +41,7 @@ const ALL_IDS = [
   'ceiling-c-tcp',
   'ceiling-sockets',
   'ceiling-c-sockets',
+  'ceiling-c-shm',
   ...LOCAL_VARIANTS.map((v) => v.system.id),
   'nbdkit',
   'tgt',
@@ -48,6 +49,8 @@ const ALL_IDS = [
   'rblk-lib-tcp-js',
   'rblk-lib-tcp-poll',
   'rblk-lib-sockets',
+  'rblk-lib-shm',
+  'rblk-lib-shm-poll',
   'rblk-nbd-tcp',
   'rblk-nbd-tcp-js',
   'rblk-iscsi',
@@ -58,10 +61,10 @@ const ALL_IDS = [
 
 /** Names --only accepts besides the ids themselves. */
 const GROUPS: Record<string, readonly string[]> = {
-  ceiling: ['ceiling-tcp', 'ceiling-c-tcp', 'ceiling-sockets', 'ceiling-c-sockets'],
-  'ceiling-c': ['ceiling-c-tcp', 'ceiling-c-sockets'],
+  ceiling: ['ceiling-tcp', 'ceiling-c-tcp', 'ceiling-sockets', 'ceiling-c-sockets', 'ceiling-c-shm'],
+  'ceiling-c': ['ceiling-c-tcp', 'ceiling-c-sockets', 'ceiling-c-shm'],
   local: LOCAL_VARIANTS.map((v) => v.system.id),
-  rblk: ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-tcp-poll', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js', 'rblk-iscsi', 'rblk-nvme'],
+  rblk: ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-tcp-poll', 'rblk-lib-sockets', 'rblk-lib-shm', 'rblk-lib-shm-poll', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js', 'rblk-iscsi', 'rblk-nvme'],
   'rblk-session': ['rblk-session-tcp', 'rblk-session-sockets'],
   peers: ['tgt', 'nbdkit'],
 };
@@ -184,12 +187,12 @@ async function guarded(ctx: BenchContext, system: SystemInfo, run: () => Promise
 }
 
 async function runRblkRows(ctx: BenchContext, ids: Set<string>): Promise<SystemResult[]> {
-  const all = ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js', 'rblk-lib-tcp-poll'] as const;
+  const all = ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-lib-shm', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js', 'rblk-lib-tcp-poll', 'rblk-lib-shm-poll'] as const;
   const wanted = all.filter((id) => ids.has(id));
   if (wanted.length === 0) return [];
   // The -js rows: the library, and rblk attach, with the initiator fast path off (ConnectOptions.fastPath), beside the rows with it on.
-  // The -poll row: both ends busy-poll (docs/architecture.md "Busy polling"), so it has an rblkd of its own.
-  const provider = (id: string): string => (id === 'rblk-lib-sockets' ? 'sockets' : 'tcp');
+  // The -poll rows: both ends busy-poll (docs/architecture.md "Busy polling"), so they have an rblkd of their own.
+  const provider = (id: string): string => (id === 'rblk-lib-sockets' ? 'sockets' : id.startsWith('rblk-lib-shm') ? 'shm' : 'tcp');
   const nbd = (id: string): boolean => id.startsWith('rblk-nbd-');
   const fast = (id: string): boolean => !id.endsWith('-js');
   const poll = (id: string): boolean => id.endsWith('-poll');
@@ -229,7 +232,7 @@ export async function runPeersBench(a: Args, progress: (m: string) => void): Pro
   const file = createBackingFile(a.dir, a.size);
   const ctx: BenchContext = { file, fileSize: a.size, lbaSize: 512, seconds: a.seconds, workloads, progress, fastPath: a.fastPath };
   const systems: SystemResult[] = [];
-  for (const p of ['tcp', 'sockets']) {
+  for (const p of ['tcp', 'sockets', 'shm']) {
     if (ids.has(`ceiling-${p}`)) systems.push(await guarded(ctx, ceilingSystem(p), () => runCeiling(ctx, p)));
     if (ids.has(`ceiling-c-${p}`)) systems.push(await guarded(ctx, cCeilingSystem(p), () => runCCeiling(ctx, p)));
   }
