@@ -187,8 +187,7 @@ async function guarded(ctx: BenchContext, system: SystemInfo, run: () => Promise
 }
 
 async function runRblkRows(ctx: BenchContext, ids: Set<string>): Promise<SystemResult[]> {
-  const all = ['rblk-lib-tcp', 'rblk-lib-tcp-js', 'rblk-lib-sockets', 'rblk-lib-shm', 'rblk-nbd-tcp', 'rblk-nbd-tcp-js', 'rblk-lib-tcp-poll', 'rblk-lib-shm-poll'] as const;
-  const wanted = all.filter((id) => ids.has(id));
+  const wanted = ALL_IDS.filter((id) => (id.startsWith('rblk-lib-') || id.startsWith('rblk-nbd-')) && ids.has(id));
   if (wanted.length === 0) return [];
   // The -js rows: the library, and rblk attach, with the initiator fast path off (ConnectOptions.fastPath), beside the rows with it on.
   // The -poll rows: both ends busy-poll (docs/architecture.md "Busy polling"), so they have an rblkd of their own.
