@@ -91,14 +91,15 @@ test('kill -9 during FUA writes, then a restart: every write answered GOOD reads
  * first; `config(port)` gives the config a restart on the same port takes),
  * and a library session on it whose errors are collected.
  */
-async function sessionOnDaemon(t: ExecutionContext, provider: 'tcp' | 'shm' | 'tcp;ofi_rxm', initiator: string) {
+/** rblkd serving volume `a` on `provider`, and a session to it; busyPollMicros, on both ends (docs/architecture.md "Busy polling"). */
+async function sessionOnDaemon(t: ExecutionContext, provider: 'tcp' | 'shm' | 'tcp;ofi_rxm', initiator: string, busyPollMicros = 0) {
   const w = workdir(t);
   const config = (port: number): Record<string, unknown> =>
-    baseConfig(w, [{ name: 'a', path: 'a.img', size: '4MiB', lun: 0 }], { listeners: [{ provider, address: '127.0.0.1', port }] });
+    baseConfig(w, [{ name: 'a', path: 'a.img', size: '4MiB', lun: 0 }], { listeners: [{ provider, address: '127.0.0.1', port }], busy_poll_us: busyPollMicros });
   w.writeConfig(config(0));
   const first = spawnDaemon(t, ['--config', w.configPath]);
   const port = Number((await first.waitForLine(new RegExp(`listening ${provider} 127\\.0\\.0\\.1:(\\d+)`)))[1]);
-  const s = await connect({ address: '127.0.0.1', port, provider, initiatorName: `iqn.2026-12.io.rblk:${initiator}` });
+  const s = await connect({ address: '127.0.0.1', port, provider, initiatorName: `iqn.2026-12.io.rblk:${initiator}`, busyPollMicros });
   t.teardown(() => s.close());
   const errors: unknown[] = [];
   s.on('error', (e) => errors.push(e));
@@ -241,11 +242,14 @@ async function listening(port = 0): Promise<Server> {
 // restarted daemon on the same port and sends it again from the same
 // registered buffer: the buffers outlive the connection they were first sent
 // on. Every write acknowledged reads back, through the session and in the file.
-// Over tcp (MSG endpoints) and both RDM providers here (docs/transport.md "RDM endpoints").
-for (const provider of ['tcp', 'shm', 'tcp;ofi_rxm'] as const) {
-  (provider === 'tcp' || availableRdmProviders().includes(provider) ? test : test.skip)(`${provider}: kill -9 under FUA writes from registered memory (the common write): every acknowledged write reads back after the restart`, async (t) => {
+// Over tcp (MSG endpoints) and both RDM providers here (docs/transport.md "RDM endpoints"),
+// and over tcp with both ends busy-polling 50 µs (docs/architecture.md "Busy polling").
+// Each 4 KiB write goes as immediate data in its CMD (docs/initiator.md "Fast path").
+for (const [provider, spin] of [['tcp', 0], ['shm', 0], ['tcp;ofi_rxm', 0], ['tcp', 50]] as const) {
+  const how = spin > 0 ? `${provider}, busy polling ${spin} µs on both ends` : provider;
+  (provider === 'tcp' || availableRdmProviders().includes(provider) ? test : test.skip)(`${how}: kill -9 under FUA writes from registered memory (the common write): every acknowledged write reads back after the restart`, async (t) => {
     t.timeout(120_000);
-    const { w, config, first, port, s, errors, vol } = await sessionOnDaemon(t, provider, `crash-registered-${provider}`);
+    const { w, config, first, port, s, errors, vol } = await sessionOnDaemon(t, provider, `crash-registered-${provider}${spin > 0 ? '-poll' : ''}`, spin);
 
     const BS = 4096;
     const COUNT = (4 << 20) / BS;
