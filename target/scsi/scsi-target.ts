@@ -3,7 +3,7 @@
 // state), and the events the daemon raises. Commands run through the request
 // core (request/request.ts).
 import type { LogicalUnit } from './logical-unit.js';
-import type { Nexus } from './nexus.js';
+import { nexusKey, type Nexus } from './nexus.js';
 
 export class ScsiTarget {
   readonly #units = new Set<LogicalUnit>();
@@ -29,9 +29,18 @@ export class ScsiTarget {
     for (const lu of this.#units) lu.attach(n);
   }
 
-  /** I_T nexus loss: its unit attentions and any RESERVE(6) go; PR registrations stay (SPC-5 5.14.4). */
+  /**
+   * I_T nexus loss: its unit attentions and any RESERVE(6) go; PR registrations stay (SPC-5 5.14.4).
+   * Not while another session of the same I_T nexus (the same initiator on the same port, nexusKey)
+   * is logged in: a reconnect whose login is processed before the old connection's end is, or
+   * another connection of a multi-connection session. That nexus is not lost, and what it has
+   * seen and holds stays; otherwise the late end of the old connection would queue 29/00 again
+   * for a nexus that had already reported it, and drop the RESERVE(6) it holds.
+   */
   logout(n: Nexus): void {
     this.#nexuses.delete(n.sessionId);
+    const key = nexusKey(n);
+    for (const other of this.#nexuses.values()) if (nexusKey(other) === key) return;
     for (const lu of this.#units) lu.detach(n);
   }
 

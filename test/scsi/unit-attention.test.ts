@@ -8,6 +8,7 @@ import {
   REPORTED_LUNS_DATA_HAS_CHANGED,
 } from '../../protocol/scsi/sense-codes.js';
 import { decodeSense } from '../../protocol/scsi/sense.js';
+import { ScsiStatus } from '../../protocol/scsi/status.js';
 import { ScsiTarget } from '../../target/scsi/scsi-target.js';
 import { assertGood, assertSense, makeLu, nexus, run } from './helpers/harness.js';
 
@@ -110,6 +111,32 @@ test('LU reset gives 29/00 to every nexus, the issuer included; logout and login
   const b2 = nexus('host-b');
   target.login(b2);
   assertSense(t, await run(lu, b2, cdb.testUnitReady()), POWER_ON_RESET, 'after a new login');
+});
+
+test('the end of an old session of the same I_T nexus, processed after the new one logged in, changes nothing for the new one', async (t) => {
+  const target = new ScsiTarget();
+  const { lu } = makeLu();
+  target.addUnit(lu);
+  const other = nexus('host-b', 'port-1');
+  target.login(other);
+  assertSense(t, await run(lu, other, cdb.testUnitReady()), POWER_ON_RESET);
+  const old = nexus('host-a', 'port-1');
+  target.login(old);
+  assertSense(t, await run(lu, old, cdb.testUnitReady()), POWER_ON_RESET);
+  // A reconnect: the new session logs in before the old connection's end is processed.
+  const fresh = nexus('host-a', 'port-1');
+  target.login(fresh);
+  assertSense(t, await run(lu, fresh, cdb.testUnitReady()), POWER_ON_RESET, 'a new login reports 29/00');
+  assertGood(t, await run(lu, fresh, cdb.reserve6()), 'RESERVE(6) by the new session');
+  target.logout(old);
+  assertGood(t, await run(lu, fresh, cdb.testUnitReady()), "no second 29/00 from the old session's end");
+  t.is((await run(lu, other, cdb.write10(0, 1))).status, ScsiStatus.RESERVATION_CONFLICT, 'the RESERVE(6) still holds');
+  // The last session of the nexus ending is the nexus loss: its RESERVE(6) goes, a later login starts over.
+  target.logout(fresh);
+  assertGood(t, await run(lu, other, cdb.write10(0, 1)), 'the RESERVE(6) went with the nexus');
+  const later = nexus('host-a', 'port-1');
+  target.login(later);
+  assertSense(t, await run(lu, later, cdb.testUnitReady()), POWER_ON_RESET);
 });
 
 test('a nexus the LU has never seen starts with 29/00 even without login()', async (t) => {
