@@ -20,6 +20,7 @@ import {
   PROTOCOL_LIMITS,
   ProtocolError,
   REMOTE_DATA_VERSION,
+  TRAIN_VERSION,
   remoteDataOf,
   sessionLimits,
   TaskAttribute,
@@ -147,6 +148,13 @@ export interface BatchedWaiter extends FastWaiter {
 
 /** Bit 31 of a tag's low word marks the native queue's tags (native/src/core/initiator-queue.h). */
 const QUEUE_TAG_BIT = 0x80000000n;
+/**
+ * The largest train the native queue builds (docs/protocol.md §5.1), when the
+ * target's receive buffer is at least this large: 64 READ CMDs, or one 4 KiB
+ * WRITE with its data and a few READs. A train is built in one send slot, so
+ * each slot is at least this large (native/initiator-queue.ts).
+ */
+const TRAIN_BYTES = 8192;
 
 const REJECT_NAMES = new Map<number, string>(Object.entries(LoginRejectReason).map(([k, v]) => [v, k]));
 const LOGOUT_NAMES = new Map<number, string>(Object.entries(LogoutReason).map(([k, v]) => [v, k]));
@@ -276,6 +284,10 @@ export class Connection {
   /** WRITEs the native queue sent with their data in the CMD, on this connection. */
   get immediateWrites(): number {
     return this.queue?.immediateWrites ?? 0;
+  }
+  /** Messages of several CMDs the native queue sent on this connection (docs/protocol.md §5.1). */
+  get trains(): number {
+    return this.queue?.trains ?? 0;
   }
   /** READ and WRITE on registered memory go through the native queue (LoginOptions.fastPath). */
   get hasFastPath(): boolean {
@@ -524,6 +536,8 @@ export class Connection {
       reserve: 1,
       remoteData: this.conn.version >= REMOTE_DATA_VERSION,
       immediate: this.rsp.immediateDataSize,
+      // Version 5: a burst's CMDs go as trains (§5.1), each no larger than the target's receive buffer.
+      train: this.conn.version >= TRAIN_VERSION ? Math.min(this.rsp.maxItCapsule, TRAIN_BYTES) : 0,
     });
     this.creditCell = q.credits;
     this.queue = q;

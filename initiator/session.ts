@@ -314,6 +314,13 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
     return n;
   }
 
+  /** @internal Messages of several CMDs (trains, docs/protocol.md §5.1) the native queue sent, over the current connections. */
+  get fastPathTrains(): number {
+    let n = 0;
+    for (const ch of this.channels) n += ch.connection?.trains ?? 0;
+    return n;
+  }
+
   /** @internal Each connection's endpoint wake-ups and spins (ConnectOptions.busyPollMicros), where its transport has an endpoint. */
   get endpointWakeups(): EndpointWakeups[] {
     const out: EndpointWakeups[] = [];

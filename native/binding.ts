@@ -309,6 +309,8 @@ export interface NativeFastPathOptions {
    * remote CQ data, with no RSP. Taken only together with ordered.
    */
   remoteData?: boolean;
+  /** Version 5 (docs/protocol.md §5.1): a received message may be a train of CMDs, taken one by one. */
+  trains?: boolean;
   /** Upper bounds of the latency histogram's buckets, seconds, ascending (takeCounts). */
   latencyBuckets?: readonly number[];
   /** Moves the connection's data path to the least loaded of these reactor threads (native/src/core/reactor.h). */
@@ -337,6 +339,8 @@ export interface NativeFastPathStats {
   answeredByData: number;
   /** Backend I/O that finished inside its own submission (a buffered read the page cache held) and was answered in that wake-up. */
   ioInline: number;
+  /** Trains (docs/protocol.md §5.1) whose every CMD the fast path took; one it took only the front of went on to JavaScript and is not counted. */
+  trains: number;
   /** Commands left to JavaScript because a QoS bucket had no room for them yet and the parked ones were at their bound (JS waits for their turn). */
   qosDeferred: number;
   /** Commands that waited natively for their QoS turn (parked), those of them started since, and those waiting now (native/src/core/fast-path-qos.cc). */
@@ -403,6 +407,8 @@ export interface NativeInitiatorQueueOptions {
   reserve: number;
   /** Version 2: a READ may be answered by remote CQ data (§12.1). */
   remoteData: boolean;
+  /** Version 5: the largest message of several CMDs (§5.1), at most slotSize; 0 or absent: one CMD per message. */
+  train?: number;
 }
 
 /**
@@ -421,6 +427,8 @@ export interface NativeInitiatorQueue {
   readonly outstanding: number;
   /** WRITEs sent with their data in the CMD (immediate data) since the queue opened. */
   readonly immediateWrites: number;
+  /** Messages that carried more than one CMD (trains, docs/protocol.md §5.1) since the queue opened. */
+  readonly trains: number;
   /** Posts the first `count` submissions; returns how many went out. */
   submit(count: number): number;
   close(): void;
@@ -448,6 +456,8 @@ export interface NativeAddon {
   Reactors: NativeReactorsCtor;
   InitiatorQueue: NativeInitiatorQueueCtor;
   decodeFastCommand(capsule: Buffer, maxCapsule: number, maxTransfer: number, maxImmediate: number): NativeFastDecode | null;
+  /** How the fast path frames a version-5 message (docs/protocol.md §5.1): its capsules' lengths, or null for a malformed train (tests only). */
+  scanTrain(message: Buffer): number[] | null;
   Domain: NativeDomainCtor;
   MemoryRegion: NativeMemoryRegionCtor;
   Pages: NativePagesCtor;

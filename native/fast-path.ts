@@ -24,6 +24,8 @@ export interface FastPathOptions {
   credits: number;
   /** Version 2: a GOOD read is answered by its data write's remote CQ data, no RSP (docs/protocol.md §12.1). */
   remoteData?: boolean;
+  /** Version 5: a received message may be a train of CMDs (docs/protocol.md §5.1), taken one by one. */
+  trains?: boolean;
   /** Upper bounds of the latency histogram's buckets, seconds (takeCounts). */
   latencyBuckets?: readonly number[];
   /** Serve the connection's data path on one of these threads (native/reactors.ts). */
@@ -103,7 +105,7 @@ export class FastPath {
   }
 
   get stats(): FastPathStats {
-    return this.#closed ? { taken: 0, handedOff: 0, inFlight: 0, answeredByData: 0, ioInline: 0, qosDeferred: 0, qosParked: 0, qosReleased: 0, qosWaiting: 0, reactor: -1 } : this.#native.stats;
+    return this.#closed ? { taken: 0, handedOff: 0, inFlight: 0, answeredByData: 0, ioInline: 0, trains: 0, qosDeferred: 0, qosParked: 0, qosReleased: 0, qosWaiting: 0, reactor: -1 } : this.#native.stats;
   }
 
   /** Resolves when no fast-path command is running on the LUN (revoke first, or more may start). */

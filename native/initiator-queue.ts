@@ -34,6 +34,13 @@ export interface InitiatorQueueOptions {
    * CMD, so the target need not RDMA-READ it. 0: every WRITE names its buffer.
    */
   immediate: number;
+  /**
+   * Version 5 (docs/protocol.md §5.1): the largest message of several CMDs,
+   * which the commands of one submit share; 0, one CMD per message. Each
+   * slot's send memory is at least this large, since a train is built in the
+   * slot of its first command.
+   */
+  train: number;
 }
 
 export class InitiatorQueue {
@@ -49,7 +56,7 @@ export class InitiatorQueue {
   onComplete: ((count: number) => void) | null = null;
 
   constructor(ep: Endpoint, opts: InitiatorQueueOptions) {
-    const slotSize = SEND_SLOT + opts.immediate;
+    const slotSize = Math.max(SEND_SLOT + opts.immediate, opts.train);
     this.#region = ep.domain.register(opts.slots * slotSize);
     try {
       this.#native = new (addon().InitiatorQueue)(ep.native, this.#region.native, { ...opts, slotSize }, (n) => this.onComplete?.(n));
@@ -81,6 +88,11 @@ export class InitiatorQueue {
   /** WRITEs sent with their data in the CMD (InitiatorQueueOptions.immediate). */
   get immediateWrites(): number {
     return this.#closed ? 0 : this.#native.immediateWrites;
+  }
+
+  /** Messages that carried more than one CMD (InitiatorQueueOptions.train). */
+  get trains(): number {
+    return this.#closed ? 0 : this.#native.trains;
   }
 
   close(): void {

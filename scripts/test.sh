@@ -9,7 +9,8 @@
 #      rules of the verbs provider, which tcp and sockets otherwise never apply;
 #   3. the fabric suite, and the fast-path differential tests (the target's
 #      native fast path's decoders, ring and RDMA, and the initiator's native
-#      queue, under randomised command mixes), against the ASan+UBSan build of
+#      queue, under randomised command mixes, and its trains of the common read
+#      and write), against the ASan+UBSan build of
 #      the addon.
 # Given test files, only pass 1 runs, over those files.
 set -uo pipefail
@@ -105,7 +106,7 @@ pass2_out=$(mktemp)
 ) &
 pass2=$!
 pass_begin
-bash scripts/sanitize.sh npx ava "$@" test/native test/target/fast-path-differential.test.ts test/initiator/fast-path-differential.test.ts test/initiator/fast-path-stale-answer.test.ts || status=1
+bash scripts/sanitize.sh npx ava "$@" test/native test/target/fast-path-differential.test.ts test/initiator/fast-path-differential.test.ts test/initiator/fast-path-stale-answer.test.ts test/initiator/common-io.test.ts || status=1
 pass_timing "pass 3 (ASan)"
 wait "$pass2" || status=1
 cat "$pass2_out"

@@ -1,4 +1,4 @@
-// Numbers of the rblk wire protocol, versions 1 to 4 (docs/protocol.md is normative).
+// Numbers of the rblk wire protocol, versions 1 to 5 (docs/protocol.md is normative).
 // Opcodes and code points reuse SRP's where SRP has the same thing (T10 SRP r16a 5,
 // Linux include/scsi/srp.h), so a trace reads like an SRP trace.
 
@@ -9,7 +9,7 @@ type ValueOf<T> = T[keyof T];
  * MIN_PROTOCOL_VERSION up. A connection's version is chosen by its CONNECT
  * and echoed by the ACCEPT (docs/protocol.md §3).
  */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 export const MIN_PROTOCOL_VERSION = 1;
 /**
  * From this protocol version on, the target may complete a GOOD read with an
@@ -28,7 +28,13 @@ export const FENCE_VERSION = 3;
  * §14.1) before it reissues there the commands it lost on that one.
  */
 export const GATEWAY_FENCE_VERSION = 4;
-/** The version byte of every capsule header: the capsule format, which versions 2 to 4 did not change (§5). */
+/**
+ * From this protocol version on, the initiator may send several CMD capsules
+ * in one message, a train (docs/protocol.md §5.1), so that a burst of commands
+ * costs one send instead of one each.
+ */
+export const TRAIN_VERSION = 5;
+/** The version byte of every capsule header: the capsule format, which versions 2 to 5 did not change (§5). */
 export const CAPSULE_VERSION = 1;
 
 /** The name rblkd answers to when its config names none; initiators use it by default. */

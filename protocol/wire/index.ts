@@ -69,3 +69,4 @@ export {
   type TargetLogout,
 } from './session-control.js';
 export { capsuleBuffer, decodeCapsule, encodeCapsule, encodedLength, type Capsule, type DecodeOptions } from './capsule.js';
+export { splitTrain } from './train.js';

@@ -19,6 +19,8 @@ import {
   ProtocolError,
   PROTOCOL_LIMITS,
   sessionLimits,
+  splitTrain,
+  TRAIN_VERSION,
   type Capsule,
   type CommandCapsule,
   type LoginRequest,
@@ -193,19 +195,36 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> extends FrontEndC
   private onCapsule(buf: Buffer): void {
     if (this.state === 'closing' || this.state === 'closed') return;
     this.lastHeard = Date.now();
-    let capsule: Capsule;
+    // Version 5: a logged-in initiator may send several CMDs in one message
+    // (§5.1). Each is decoded and dispatched as if it had come alone, in order.
+    let capsules: Buffer[] = [buf];
     try {
-      capsule = decodeCapsule(buf, { from: 'initiator', limits: this.limits });
+      if (this.conn.version >= TRAIN_VERSION && this.state === 'active') capsules = splitTrain(buf);
     } catch (e) {
-      const msg = e instanceof ProtocolError ? `${e.reason}: ${e.message}` : String(e);
-      this.detach(this.fail(new ProtocolViolation(`undecodable capsule (${msg})`)), 'protocol violation');
+      this.undecodable(e);
       return;
     }
-    try {
-      this.dispatch(capsule);
-    } catch (e) {
-      this.detach(this.fail(e instanceof ProtocolViolation ? e : new ProtocolViolation(String(e))), 'protocol violation');
+    for (const piece of capsules) {
+      if (this.state !== 'active' && capsules.length > 1) return;
+      let capsule: Capsule;
+      try {
+        capsule = decodeCapsule(piece, { from: 'initiator', limits: this.limits });
+      } catch (e) {
+        this.undecodable(e);
+        return;
+      }
+      try {
+        this.dispatch(capsule);
+      } catch (e) {
+        this.detach(this.fail(e instanceof ProtocolViolation ? e : new ProtocolViolation(String(e))), 'protocol violation');
+        return;
+      }
     }
+  }
+
+  private undecodable(e: unknown): void {
+    const msg = e instanceof ProtocolError ? `${e.reason}: ${e.message}` : String(e);
+    this.detach(this.fail(new ProtocolViolation(`undecodable capsule (${msg})`)), 'protocol violation');
   }
 
   private dispatch(c: Capsule): void {

@@ -10,6 +10,7 @@ import {
   decodeConnectData,
   ProtocolError,
   PROTOCOL_VERSION,
+  TRAIN_VERSION,
   type DataDescriptor,
 } from '../../protocol/wire/index.js';
 import { Domain, FabricError, Pool, type Endpoint, type Listener, type MemoryRegion, type Slice } from '../../native/fabric.js';
@@ -130,7 +131,9 @@ class FabricConnection implements TargetConnection<PooledBuffer> {
   startFastPath(opts: FastPathStart): ConnectionFastPath | null {
     if (this.fast !== null || this.closed || this.ep.isClosed || !FastPath.available()) return this.fast;
     const slotSize = Math.max(4096, Math.min(FAST_SLOT_SIZE, Math.floor(opts.maxTransfer / 4096) * 4096));
-    this.fast = new FastPath(this.ep, { ...opts, slots: Math.min(FAST_SLOTS, Math.max(1, opts.credits)), slotSize, reactors: this.reactors, ...qosPark() });
+    // Version 5: the initiator may send a burst's CMDs as one train (docs/protocol.md §5.1).
+    const trains = this.version >= TRAIN_VERSION;
+    this.fast = new FastPath(this.ep, { ...opts, slots: Math.min(FAST_SLOTS, Math.max(1, opts.credits)), slotSize, trains, reactors: this.reactors, ...qosPark() });
     return this.fast;
   }
 

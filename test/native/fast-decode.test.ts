@@ -15,6 +15,7 @@ import {
   Opcode,
   PROTOCOL_LIMITS,
   sessionLimits,
+  splitTrain,
   TaskAttribute,
   type Capsule,
   type CommandCapsule,
@@ -136,4 +137,44 @@ test('30k fuzzed capsules: the native decoder takes exactly the fast-shaped CMDs
   t.true(taken > 1000, `only ${taken} capsules had the fast shape`);
   t.true(cdbsTaken > 400, `only ${cdbsTaken} had a fast CDB`);
   t.log(`${taken} fast-shaped capsules, ${cdbsTaken} with a READ/WRITE CDB`);
+});
+
+/** splitTrain's framing as lengths, or null where it throws. */
+function tsTrain(message: Buffer): number[] | null {
+  try {
+    return splitTrain(message).map((p) => p.length);
+  } catch {
+    return null;
+  }
+}
+
+test('20k fuzzed messages: the fast path frames a version-5 message exactly as splitTrain does (docs/protocol.md §5.1)', (t) => {
+  const native = addon();
+  const rand = prng(0x7a41_4e55);
+  const pieces = [...sampleCapsules().map((c) => capsuleBuffer(c)), ...fastSamples()];
+  const cmdPieces = pieces.filter((b) => b[0] === Opcode.CMD);
+  const failures: string[] = [];
+  let trains = 0;
+  let malformed = 0;
+  for (let i = 0; i < 20_000; i++) {
+    // Mostly CMDs, now and then another capsule, sometimes the whole message mutated (length fields included).
+    const n = 1 + Math.floor(rand() * 5);
+    const parts = Array.from({ length: n }, () => {
+      const from = rand() < 0.9 ? cmdPieces : pieces;
+      return from[Math.floor(rand() * from.length)];
+    });
+    let message: Buffer = Buffer.concat(parts);
+    if (rand() < 0.4) message = mutate(rand, message);
+    else if (rand() < 0.1) message = message.subarray(0, Math.floor(rand() * message.length));
+    const want = tsTrain(message);
+    const got = native.scanTrain(message);
+    if (want === null) malformed++;
+    else if (want.length > 1) trains++;
+    if (JSON.stringify(got) !== JSON.stringify(want)) failures.push(`${message.toString('hex')}: native ${JSON.stringify(got)}, TypeScript ${JSON.stringify(want)}`);
+  }
+  t.deepEqual(failures.slice(0, 5), []);
+  // The corpus must reach both well-formed and malformed trains often.
+  t.true(trains > 3000, `only ${trains} well-formed trains`);
+  t.true(malformed > 1000, `only ${malformed} malformed ones`);
+  t.log(`${trains} trains, ${malformed} malformed`);
 });

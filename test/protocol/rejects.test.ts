@@ -273,7 +273,7 @@ test('connect data: magic, kind, version, padding and ranges', (t) => {
   connectRejects(t, Buffer.alloc(257), 'OVERSIZE');
   connectRejects(t, edit(connect, (b) => void (b[0] = 0x72)), 'BAD_MAGIC', 'connect data magic is 72424c4b, expected "RBLK"');
   connectRejects(t, edit(connect, (b) => void (b[5] = 4)), 'BAD_FIELD', 'connect data kind is 0x04');
-  connectRejects(t, edit(connect, (b) => void (b[4] = 5)), 'BAD_VERSION', 'connect data version is 5, expected 1 to 4');
+  connectRejects(t, edit(connect, (b) => void (b[4] = 6)), 'BAD_VERSION', 'connect data version is 6, expected 1 to 5');
   connectRejects(t, edit(connect, (b) => void (b[4] = 0)), 'BAD_VERSION');
   connectRejects(t, edit(accept, (b) => void (b[4] = 0)), 'BAD_VERSION');
   connectRejects(t, edit(connect, (b) => void (b[12] = 1)), 'RESERVED_NONZERO');
@@ -286,7 +286,7 @@ test('connect data: magic, kind, version, padding and ranges', (t) => {
   // A newer target names its own version in a REJECT; that must stay readable.
   t.deepEqual(decodeConnectData(edit(rej, (b) => void (b[4] = 7))), { ...rej, version: 7 });
   // Encoders refuse a version this side does not speak.
-  t.throws(() => connectDataBuffer({ ...connect, kind: ConnectKind.CONNECT, version: 5, maxCapsule: 1024, queueDepth: 1 }), { message: /version 5 is not one this side speaks/ });
+  t.throws(() => connectDataBuffer({ ...connect, kind: ConnectKind.CONNECT, version: 6, maxCapsule: 1024, queueDepth: 1 }), { message: /version 6 is not one this side speaks/ });
   const err = t.throws(() => decodeConnectData(connectDataBuffer(accept), ConnectKind.CONNECT), { instanceOf: ProtocolError });
   t.is(err?.message, 'connect data kind is 2, expected 1');
 });

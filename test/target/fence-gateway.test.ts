@@ -7,7 +7,7 @@ import test from 'ava';
 import { randomUUID } from 'node:crypto';
 import * as cdb from '../../protocol/scsi/cdb.js';
 import { ScsiStatus } from '../../protocol/scsi/status.js';
-import { TaskFunction, TaskResponse } from '../../protocol/wire/index.js';
+import { PROTOCOL_VERSION, TaskFunction, TaskResponse } from '../../protocol/wire/index.js';
 import type { GatewayFenceResult } from '../../target/backend/backend.js';
 import { MemoryBackend } from '../../target/backend/memory.js';
 import { LogicalUnit } from '../../target/scsi/logical-unit.js';
@@ -60,7 +60,7 @@ for (const kind of ['loop', 'tcp'] as const) {
     const { f, shared } = await start(kind);
     t.teardown(() => f.close());
     const c = await f.connect();
-    t.is(c.version, 4);
+    t.is(c.version, PROTOCOL_VERSION);
     // The first command of a nexus reports the power-on unit attention (SAM-5 5.14).
     await c.command({ lun: 1, cdb: cdb.testUnitReady() });
     let answered: number | undefined;

@@ -10,6 +10,7 @@ import {
   Opcode,
   TaskFunction,
   TaskResponse,
+  TRAIN_VERSION,
   type Capsule,
 } from '../../protocol/wire/index.js';
 import * as cdb from '../../protocol/scsi/cdb.js';
@@ -28,8 +29,9 @@ checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 const SECRET = 'correct horse battery staple';
 
 /** A bare transport connection: capsules in and out, no initiator logic. */
-async function raw(f: Fixture): Promise<{ conn: InitiatorConnection; got: Capsule[]; closed: Promise<string> }> {
+async function raw(f: Fixture, protocolVersion?: number): Promise<{ conn: InitiatorConnection; got: Capsule[]; closed: Promise<string> }> {
   const conn = await f.initiatorTransport.connect({
+    protocolVersion,
     address: f.address,
     port: f.port,
     provider: f.kind === 'loop' ? undefined : f.kind,
@@ -134,6 +136,57 @@ for (const kind of ['loop', 'tcp'] as const) {
     let r = await good.command({ lun: 0, cdb: cdb.write16(8, 8), dataOut: buf });
     if (r.status !== ScsiStatus.GOOD) r = await good.command({ lun: 0, cdb: cdb.write16(8, 8), dataOut: buf });
     t.is(r.status, ScsiStatus.GOOD);
+  });
+
+  // docs/protocol.md §5.1: on version 5 a message may carry several CMDs, each
+  // answered as if it came alone; anything but CMDs in one, a malformed one, or
+  // one on an older version is a protocol error that ends only its session.
+  test.serial(`${kind}: trains of CMDs are answered capsule by capsule; a bad train, or one before version 5, ends only its session`, async (t) => {
+    const f = await startTarget(kind);
+    t.teardown(() => f.close());
+    const good = await f.connect();
+    const tur = (tag: bigint): Buffer => capsuleBuffer({ op: Opcode.CMD, tag, lun: 0, taskAttribute: 0, direction: 0, cdb: Buffer.concat([cdb.testUnitReady(), Buffer.alloc(10)]), data: { format: 0 } });
+    const login = async (version?: number): Promise<Awaited<ReturnType<typeof raw>>> => {
+      const c = await raw(f, version);
+      await c.conn.send(capsuleBuffer(loginReq()));
+      await waitFor(() => c.got.find((x) => x.op === Opcode.LOGIN_RSP), 'LOGIN_RSP');
+      return c;
+    };
+    // 1. Three CMDs in one message: three RSPs, one per tag, GOOD (the first TUR sees the power-on unit attention).
+    const a = await login();
+    t.is(a.conn.version, TRAIN_VERSION);
+    await a.conn.send(Buffer.concat([tur(21n), tur(22n), tur(23n)]));
+    await waitFor(() => a.got.filter((x) => x.op === Opcode.RSP).length === 3 || undefined, 'three RSPs');
+    const rsps = a.got.filter((x): x is Capsule & { op: typeof Opcode.RSP; status: number } => x.op === Opcode.RSP);
+    t.deepEqual(rsps.map((x) => x.tag).sort(), [21n, 22n, 23n]);
+    t.is(rsps.find((x) => x.tag === 23n)?.status, ScsiStatus.GOOD);
+    // 2. A KEEPALIVE inside a train: T_LOGOUT protocol error; the CMD before it is not run either.
+    const b = await login();
+    await b.conn.send(Buffer.concat([tur(31n), capsuleBuffer({ op: Opcode.KEEPALIVE, tag: 32n })]));
+    t.truthy(await b.closed);
+    const out = b.got.find((x) => x.op === Opcode.T_LOGOUT);
+    t.is(out && 'reason' in out ? out.reason : undefined, LogoutReason.PROTOCOL_ERROR);
+    t.false(b.got.some((x) => x.op === Opcode.RSP));
+    t.true(f.log.some((l) => /only CMD capsules travel in a train/.test(l.message)), 'the reason was logged');
+    // 3. A train whose last capsule is cut short.
+    const c = await login();
+    await c.conn.send(Buffer.concat([tur(41n), tur(42n)]).subarray(0, 2 * 48 - 1));
+    t.truthy(await c.closed);
+    const out3 = c.got.find((x) => x.op === Opcode.T_LOGOUT);
+    t.is(out3 && 'reason' in out3 ? out3.reason : undefined, LogoutReason.PROTOCOL_ERROR);
+    // 4. Two CMDs in one message on version 4: the length field does not match what arrived.
+    const d = await login(TRAIN_VERSION - 1);
+    t.is(d.conn.version, TRAIN_VERSION - 1);
+    await d.conn.send(Buffer.concat([tur(51n), tur(52n)]));
+    t.truthy(await d.closed);
+    const out4 = d.got.find((x) => x.op === Opcode.T_LOGOUT);
+    t.is(out4 && 'reason' in out4 ? out4.reason : undefined, LogoutReason.PROTOCOL_ERROR);
+    t.true(f.log.some((l) => /LENGTH_MISMATCH/.test(l.message)), 'the version-4 refusal was logged');
+    // The well-behaved session never noticed.
+    let r = await good.command({ lun: 0, cdb: cdb.testUnitReady() });
+    if (r.status !== ScsiStatus.GOOD) r = await good.command({ lun: 0, cdb: cdb.testUnitReady() });
+    t.is(r.status, ScsiStatus.GOOD);
+    await a.conn.close();
   });
 
   test.serial(`${kind}: a credit overrun and a reused tag end the session with the right reason`, async (t) => {

@@ -95,6 +95,31 @@ Napi::Value DecodeFastCommand(const Napi::CallbackInfo& info) {
   return o;
 }
 
+// scanTrain(message): how the fast path frames a received message of a
+// version-5 connection (docs/protocol.md §5.1): the lengths of its capsules,
+// or null for a malformed train. For tests only (test/native/fast-decode.test.ts
+// compares it with protocol/wire/train.ts splitTrain).
+Napi::Value ScanTrainForTest(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsBuffer()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "scanTrain", "message must be a Buffer");
+  auto buf = info[0].As<Napi::Buffer<uint8_t>>();
+  size_t count = 0;
+  TrainShape shape = ScanTrain(buf.Data(), buf.Length(), &count);
+  if (shape == TrainShape::kMalformed) return env.Null();
+  Napi::Array out = Napi::Array::New(env);
+  if (shape == TrainShape::kSingle) {
+    out.Set(0u, Napi::Number::New(env, static_cast<double>(buf.Length())));
+    return out;
+  }
+  size_t off = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t piece = CapsuleLength(buf.Data() + off);
+    out.Set(i, Napi::Number::New(env, piece));
+    off += piece;
+  }
+  return out;
+}
+
 Napi::Object Constants(Napi::Env env) {
   Napi::Object c = Napi::Object::New(env);
   c.Set("FI_MR_LOCAL", Napi::Number::New(env, FI_MR_LOCAL));
@@ -136,6 +161,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
   exports.Set("Reactors", reactors);
   exports.Set("InitiatorQueue", InitiatorQueue::Init(env));
   exports.Set("decodeFastCommand", Napi::Function::New(env, DecodeFastCommand, "decodeFastCommand"));
+  exports.Set("scanTrain", Napi::Function::New(env, ScanTrainForTest, "scanTrain"));
   exports.Set("constants", Constants(env));
   exports.Set("providers", Napi::Function::New(env, Providers, "providers"));
   exports.Set("libfabricVersion", Napi::Function::New(env, LibfabricVersion, "libfabricVersion"));

@@ -48,9 +48,11 @@ struct QueuedWork {
 
 class CqConsumer {
  public:
-  // A receive completed with `length` bytes: true when the consumer took the
-  // message (it reposts the receive itself).
-  virtual bool TryReceive(OpRecord* op, size_t length) = 0;
+  // A receive completed with *length bytes: true when the consumer took the
+  // message (it reposts the receive itself). When it took only the front of
+  // a train (docs/protocol.md §5.1), it returns false with the rest moved to
+  // the buffer's start and *length cut to it, for JS.
+  virtual bool TryReceive(OpRecord* op, size_t* length) = 0;
   // A peer's remote CQ data (and the receive it consumed, or null): true when taken.
   virtual bool TryRemoteData(uint32_t /*data*/, OpRecord* /*consumed*/) { return false; }
   // One of the consumer's own operations completed: err 0, or a positive

@@ -379,8 +379,9 @@ size_t Endpoint::DrainCq() {
           }
           // A command the fast path takes, or an answer to one of the
           // initiator queue's commands, never reaches JS: its receive is reposted there.
-          if (consumer_ != nullptr && op->recv_buf != nullptr && consumer_->TryReceive(op, entries[i].len)) continue;
-          Emit(op->context, 0, static_cast<uint32_t>(entries[i].len), op, &count);
+          size_t len = entries[i].len;
+          if (consumer_ != nullptr && op->recv_buf != nullptr && consumer_->TryReceive(op, &len)) continue;
+          Emit(op->context, 0, static_cast<uint32_t>(len), op, &count);
           ++total;
         }
         // A short read emptied the queue: another fi_cq_read would only run

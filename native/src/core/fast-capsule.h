@@ -35,6 +35,17 @@ struct FastCapsule {
 // True when the capsule is a CMD of the fast shape, with *out filled in.
 bool DecodeFastCapsule(const uint8_t* buf, size_t len, const FastLimits& limits, FastCapsule* out);
 
+// What a received message is on a connection of version 5 or later
+// (docs/protocol.md §5.1), framed exactly as protocol/wire/train.ts
+// splitTrain frames it: one capsule by its first length field (or too short
+// to have one); a train of CMDs, each framed by its own length field, the last
+// ending at the message's end (*count of them); or a malformed train, which
+// JavaScript refuses.
+enum class TrainShape { kSingle, kTrain, kMalformed };
+TrainShape ScanTrain(const uint8_t* buf, size_t len, size_t* count);
+// The length field of the capsule at p (a train's capsule, once ScanTrain said kTrain).
+uint32_t CapsuleLength(const uint8_t* p);
+
 // The 32-byte RSP for GOOD with no sense and no residuals, returning one credit
 // (docs/protocol.md "RSP"): the only response the fast path builds.
 constexpr size_t kGoodResponseSize = wire::kRspFixed;

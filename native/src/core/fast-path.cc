@@ -48,7 +48,7 @@ Napi::Function FastPath::Init(Napi::Env env) {
 }
 
 // new FastPath(endpoint, region, uringApi, options, onFailed(tag, lun, kind, errno, length), onIdle(lun))
-// options: { slots, slotSize, maxCapsule, maxTransfer, maxImmediate, ordered, credits, remoteData, reactors?, qosPark? }
+// options: { slots, slotSize, maxCapsule, maxTransfer, maxImmediate, ordered, credits, remoteData, trains?, reactors?, qosPark? }
 // qosPark: how many commands may wait here for their QoS turn at once (default: slots; 0: none, fast-path-qos.cc).
 // With reactors (a Reactors), the connection's data path moves to the least
 // loaded reactor thread (reactor.h); if that fails it stays on the JS thread
@@ -76,6 +76,7 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
   // §12.1: remote CQ data is the answer only where a later RSP or TSK_RSP
   // cannot overtake it (FI_ORDER_SAW), as on the JS path (fabric-transport.ts).
   remote_data_ = Flag(o, "remoteData") && ordered_;
+  trains_ = Flag(o, "trains");
   Napi::Value bounds = o.Get("latencyBuckets");
   if (bounds.IsArray()) {
     Napi::Array a = bounds.As<Napi::Array>();
@@ -205,10 +206,49 @@ void FastPath::EndpointClosed() {
   (void)ep;
 }
 
-bool FastPath::TryReceive(OpRecord* op, size_t length) {
+bool FastPath::TryReceive(OpRecord* op, size_t* length) {
   if (closed_ || endpoint_ == nullptr || op->recv_buf == nullptr) return false;
+  uint8_t* b = op->recv_buf;
+  const size_t len = *length;
+  size_t count = 1;
+  TrainShape shape = trains_ ? ScanTrain(b, len, &count) : TrainShape::kSingle;
+  if (shape == TrainShape::kMalformed) return false;  // JS refuses it, as it would any malformed capsule
+  if (shape == TrainShape::kSingle) {
+    if (!TakeCapsule(b, len)) return false;
+  } else {
+    // A train is its capsules sent one by one, in order (§5.1): those taken
+    // here are copied out; the first one that is not, and every one after it,
+    // go to JS as the (shorter) train they are, whose rules then apply to them.
+    size_t off = 0;
+    while (off < len) {
+      size_t piece = CapsuleLength(b + off);
+      if (!TakeCapsule(b + off, piece)) break;
+      off += piece;
+    }
+    if (off == 0) return false;
+    if (off < len) {
+      std::memmove(b, b + off, len - off);
+      *length = len - off;
+      return false;
+    }
+    trains_taken_++;
+  }
+  if (endpoint_ == nullptr) return true;  // closed from inside: the record is canceled with it
+  // Everything needed is copied out: the receive goes back at once.
+  ssize_t rc = fi_recv(endpoint_->ep_, op->recv_buf, op->recv_len, op->recv_desc, endpoint_->peer_, op);
+  endpoint_->before_block_.Arm();
+  // A failure means the connection is failing (a full receive queue cannot
+  // happen: this buffer was just taken off it); its close cancels the record.
+  (void)rc;
+  return true;
+}
+
+// One CMD capsule of a received message: true when the fast path runs it
+// (everything it needs copied out of the message), false when it is JS's.
+bool FastPath::TakeCapsule(const uint8_t* b, size_t length) {
+  if (closed_ || endpoint_ == nullptr) return false;
   FastCapsule c;
-  if (!DecodeFastCapsule(op->recv_buf, length, limits_, &c)) return false;
+  if (!DecodeFastCapsule(b, length, limits_, &c)) return false;
   FastCdb d;
   if (!DecodeFastCdb(c.cdb, &d) || d.write != c.write) return false;
   // Tags and credits are the session's (target/rblk/connection.ts): while JS
@@ -255,17 +295,10 @@ bool FastPath::TryReceive(OpRecord* op, size_t length) {
   cmd.by_data = false;
   cmd.failed = false;
   cmd.started_ns = now;
-  if (c.immediate) std::memcpy(SlotData(slot), op->recv_buf + 48, bytes);
+  if (c.immediate) std::memcpy(SlotData(slot), b + wire::kCmdData, bytes);
   in_flight_++;
   lun.in_flight++;
   taken_++;
-
-  // Everything needed is copied out: the receive goes back at once.
-  ssize_t rc = fi_recv(endpoint_->ep_, op->recv_buf, op->recv_len, op->recv_desc, endpoint_->peer_, op);
-  endpoint_->before_block_.Arm();
-  // A failure means the connection is failing (a full receive queue cannot
-  // happen: this buffer was just taken off it); its close cancels the record.
-  (void)rc;
   if (qos == QosVerdict::kPark) Park(slot);
   else Begin(slot);
   return true;
@@ -683,6 +716,7 @@ Napi::Value FastPath::Stats(const Napi::CallbackInfo& info) {
   o.Set("inFlight", Napi::Number::New(env, in_flight_));
   o.Set("answeredByData", Napi::Number::New(env, static_cast<double>(by_data_)));
   o.Set("ioInline", Napi::Number::New(env, static_cast<double>(inline_)));
+  o.Set("trains", Napi::Number::New(env, static_cast<double>(trains_taken_)));
   o.Set("qosDeferred", Napi::Number::New(env, static_cast<double>(qos_deferred_)));
   o.Set("qosParked", Napi::Number::New(env, static_cast<double>(qos_parked_)));
   o.Set("qosReleased", Napi::Number::New(env, static_cast<double>(qos_released_)));

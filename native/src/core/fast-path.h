@@ -73,11 +73,14 @@ class FastPath : public Napi::ObjectWrap<FastPath>, public CqConsumer {
   ~FastPath() override;
 
   // The endpoint's CQ consumer (cq-consumer.h). TryReceive: true when the
-  // fast path took the capsule (and reposted its receive). OnOpDone: a
+  // fast path took the message (and reposted its receive); on a train
+  // (docs/protocol.md §5.1) it takes capsules in order until one is not its,
+  // and hands that one and the rest to JS, moved to the buffer's start, with
+  // *length cut to them. OnOpDone: a
   // fast-path op completed. AfterDrain: submits the I/O queued during the
   // drain in one io_uring_enter. EndpointClosed: its op records are about to
   // be released.
-  bool TryReceive(OpRecord* op, size_t length) override;
+  bool TryReceive(OpRecord* op, size_t* length) override;
   void OnOpDone(OpRecord* op, int err) override;
   void AfterDrain() override;
   void EndpointClosed() override;
@@ -191,6 +194,7 @@ class FastPath : public Napi::ObjectWrap<FastPath>, public CqConsumer {
   bool HasBackendIo() const;
   uint8_t* SlotData(uint32_t slot) const;
   uint8_t* SlotRsp(uint32_t slot) const;
+  bool TakeCapsule(const uint8_t* b, size_t length);
   bool Post(uint32_t slot, int kind);
   // A taken command's first step: the RDMA READ of a WRITE's data, or the I/O.
   void Begin(uint32_t slot);
@@ -225,12 +229,15 @@ class FastPath : public Napi::ObjectWrap<FastPath>, public CqConsumer {
   // Version 2 on a provider with remote CQ data and FI_ORDER_SAW: a GOOD read
   // is answered by fi_writedata and no RSP (docs/protocol.md §12.1).
   bool remote_data_ = false;
+  // Version 5: a received message may be a train of CMDs (docs/protocol.md §5.1).
+  bool trains_ = false;
   bool closed_ = false;
   uint32_t credits_ = 0;
   uint32_t js_outstanding_ = 0;
   uint32_t in_flight_ = 0;
   uint32_t answered_ = 0;  // commands in flight whose answer is posted (their credit is back)
   uint64_t taken_ = 0, handed_off_ = 0, by_data_ = 0;
+  uint64_t trains_taken_ = 0;  // trains whose every capsule was taken here
   uint64_t inline_ = 0;  // I/O the backend finished inside its submission (fast-backend.h Submit)
   uint64_t qos_deferred_ = 0;  // commands left to JS because a QoS bucket had no room yet
   // QoS parking (fast-path-qos.cc): at most max_parked_ commands wait here at once

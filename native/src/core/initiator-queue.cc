@@ -87,10 +87,12 @@ Napi::Function InitiatorQueue::Init(Napi::Env env) {
   return DefineClass(env, "InitiatorQueue",
                      {InstanceMethod<&InitiatorQueue::Submit>("submit"), InstanceMethod<&InitiatorQueue::Close>("close"),
                       InstanceAccessor<&InitiatorQueue::Outstanding>("outstanding"),
-                      InstanceAccessor<&InitiatorQueue::ImmediateWrites>("immediateWrites")});
+                      InstanceAccessor<&InitiatorQueue::ImmediateWrites>("immediateWrites"),
+                      InstanceAccessor<&InitiatorQueue::Trains>("trains")});
 }
 
-// new InitiatorQueue(endpoint, sendRegion, { slots, slotSize, immediate, answerSize, credits, remoteData, reserve }, onComplete(count))
+// new InitiatorQueue(endpoint, sendRegion, { slots, slotSize, immediate, answerSize, credits, remoteData, reserve, train? }, onComplete(count))
+// train: the largest message of several CMDs (docs/protocol.md §5.1), at most slotSize; 0 or absent: one CMD per message.
 // Exposes submissions (Uint32Array), completions (Uint32Array), answers
 // (Buffer) and credits (Int32Array of one) as properties.
 InitiatorQueue::InitiatorQueue(const Napi::CallbackInfo& info) : Napi::ObjectWrap<InitiatorQueue>(info) {
@@ -110,10 +112,14 @@ InitiatorQueue::InitiatorQueue(const Napi::CallbackInfo& info) : Napi::ObjectWra
   uint32_t credits = Prop(env, o, "credits");
   reserve_ = Prop(env, o, "reserve");
   remote_data_ = o.Get("remoteData").ToBoolean().Value();
+  Napi::Value train = o.Get("train");
+  train_ = train.IsUndefined() ? 0 : ToU32(env, train, "InitiatorQueue", "train");
   if (slots == 0 || slots > 4096 || answer_size_ < kGoodRsp || answer_size_ > 65536)
     throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "InitiatorQueue", "slots must be 1..4096 and answerSize 32..65536");
   if (immediate_ > 65536 || slot_size_ < kCmdSize || slot_size_ < kCmdFixed + immediate_ || slot_size_ > 128 * 1024)
     throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "InitiatorQueue", "immediate must be 0..65536 and slotSize hold a CMD with it");
+  if (train_ > slot_size_)
+    throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "InitiatorQueue", "a train must fit in one slot (train <= slotSize)");
   region->CheckRange(env, 0, static_cast<double>(slots) * slot_size_, "InitiatorQueue");
 
   slots_.resize(slots);
@@ -197,12 +203,29 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
   if (closed_ || endpoint_ == nullptr) return Napi::Number::New(env, 0);
   uint32_t n = ToU32(env, info[0], "InitiatorQueue.submit", "count");
   if (n > slots_.size()) throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "InitiatorQueue.submit", "more entries than slots");
+  uint32_t posted = 0;
+  while (posted < n && endpoint_ != nullptr) {
+    uint32_t sent = PostMessage(env, posted, n);
+    if (sent == 0) break;
+    posted += sent;
+  }
+  return Napi::Number::New(env, posted);
+}
+
+// Builds and posts one message from entries [from, n): the first entry's CMD
+// and, with trains on (docs/protocol.md §5.1), as many of the next ones as fit
+// in train_ bytes, back to back in the first one's send slot. Returns how many
+// entries it carried, or 0 when none could go (no slot, no credit beyond the
+// reserve, or the post failed): nothing of an unposted message is committed.
+uint32_t InitiatorQueue::PostMessage(Napi::Env env, uint32_t from, uint32_t n) {
   uint32_t* sub = sub_ref_.Value().Data();
   int32_t* credits = credits_ref_.Value().Data();
-  uint32_t posted = 0;
-  for (; posted < n; ++posted) {
-    if (free_.empty() || credits[0] <= static_cast<int32_t>(reserve_)) break;
-    uint32_t* e = sub + static_cast<size_t>(posted) * kSubWords;
+  uint8_t* msg = nullptr;
+  size_t off = 0;
+  uint32_t count = 0, immediates = 0;
+  for (uint32_t i = from; i < n; ++i) {
+    if (count >= free_.size() || credits[0] - static_cast<int32_t>(count) <= static_cast<int32_t>(reserve_)) break;
+    uint32_t* e = sub + static_cast<size_t>(i) * kSubWords;
     uint32_t lun = e[0];
     uint64_t lba = (static_cast<uint64_t>(e[1]) << 32) | e[2];
     uint32_t blocks = e[3];
@@ -212,12 +235,15 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
     uint32_t length = e[9];
     if (lun > 0x3fff || length == 0)
       throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "InitiatorQueue.submit", "LUN above 16383 or an empty transfer");
-    uint32_t slot = free_.back();
-    uint8_t* b = SendBuf(slot);
-    uint16_t gen = static_cast<uint16_t>((slots_[slot].gen + 1) & kGenMask);
-    uint32_t tag = kTagBit | (static_cast<uint32_t>(gen) << kGenShift) | slot;
+    // The slots are taken from the back of the free list, in order, once the message is posted.
+    uint32_t slot = free_[free_.size() - 1 - count];
     const uint8_t* immediate = write ? ImmediateSource(address, key, length) : nullptr;
     uint32_t size = immediate != nullptr ? kCmdFixed + length : kCmdSize;
+    if (count == 0) msg = SendBuf(slot);
+    else if (off + size > train_) break;
+    uint8_t* b = msg + off;
+    uint16_t gen = static_cast<uint16_t>((slots_[slot].gen + 1) & kGenMask);
+    uint32_t tag = kTagBit | (static_cast<uint32_t>(gen) << kGenShift) | slot;
     // §5 header, §9.1 CMD, §9.2 LUN, one direct descriptor or the data itself.
     std::memset(b, 0, kCmdFixed);
     b[kHeaderOpcode] = kOpCmd;
@@ -244,39 +270,55 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
       Put64(b + kCmdData + kDescriptorKey, key);
       Put32(b + kCmdData + kDescriptorLength, length);
     }
+    e[10] = slot;
+    e[11] = tag;
+    off += size;
+    ++count;
+    if (immediate != nullptr) ++immediates;
+    if (train_ == 0) break;
+  }
+  if (count == 0) return 0;
 
-    ssize_t rc;
-    bool inject = size <= inject_size_;
-    if (inject) {
-      // Copied out at once and no completion (fi_msg(3) fi_inject), as JS sends its small capsules.
-      rc = endpoint_->PeerGone() ? -FI_ENOTCONN : fi_inject(endpoint_->ep_, b, size, endpoint_->peer_);
-      endpoint_->before_block_.Arm();
-    } else {
-      OpRecord* op = endpoint_->NewOp(0);
-      op->owner = this;
-      op->slot = slot;
-      op->pages.push_back(memory_);
-      memory_->Retain();
-      rc = endpoint_->PeerGone() ? -FI_ENOTCONN : fi_send(endpoint_->ep_, b, size, desc_, endpoint_->peer_, op);
-      if (rc != 0) endpoint_->FreeOp(op);
-    }
-    // A full transmit queue, or a failing connection: JS's own send queues
-    // it, or reports the failure as the lost connection it is.
-    if (rc != 0) break;
+  uint32_t lead = free_[free_.size() - 1];
+  ssize_t rc;
+  bool inject = off <= inject_size_;
+  if (inject) {
+    // Copied out at once and no completion (fi_msg(3) fi_inject), as JS sends its small capsules.
+    rc = endpoint_->PeerGone() ? -FI_ENOTCONN : fi_inject(endpoint_->ep_, msg, off, endpoint_->peer_);
+    endpoint_->before_block_.Arm();
+  } else {
+    OpRecord* op = endpoint_->NewOp(0);
+    op->owner = this;
+    op->slot = lead;
+    op->pages.push_back(memory_);
+    memory_->Retain();
+    rc = endpoint_->PeerGone() ? -FI_ENOTCONN : fi_send(endpoint_->ep_, msg, off, desc_, endpoint_->peer_, op);
+    if (rc != 0) endpoint_->FreeOp(op);
+  }
+  // A full transmit queue, or a failing connection: JS's own send queues
+  // them, or reports the failure as the lost connection it is.
+  if (rc != 0) return 0;
+  Slot& first = slots_[lead];
+  first.train.clear();
+  for (uint32_t k = 0; k < count; ++k) {
+    uint32_t* e = sub + static_cast<size_t>(from + k) * kSubWords;
+    uint32_t slot = free_.back();
     free_.pop_back();
     Slot& s = slots_[slot];
     s.busy = true;
     s.awaiting = true;
-    s.send_pending = !inject;
-    s.read = !write;
-    s.gen = gen;
-    credits[0]--;
-    outstanding_++;
-    e[10] = slot;
-    e[11] = tag;
-    if (immediate != nullptr) immediate_writes_++;
+    s.send_pending = false;
+    s.read = (e[4] & kFlagWrite) == 0;
+    s.gen = static_cast<uint16_t>((e[11] >> kGenShift) & kGenMask);
+    // What a failed send of the lead's buffer must fail with it (OnOpDone).
+    if (!inject && k > 0) first.train.push_back(e[11]);
   }
-  return Napi::Number::New(env, posted);
+  first.send_pending = !inject;
+  credits[0] -= static_cast<int32_t>(count);
+  outstanding_ += count;
+  immediate_writes_ += immediates;
+  if (count > 1) trains_++;
+  return count;
 }
 
 void InitiatorQueue::MaybeFree(uint32_t slot) {
@@ -310,7 +352,8 @@ bool InitiatorQueue::Current(uint32_t low, uint32_t* slot) const {
   return true;
 }
 
-bool InitiatorQueue::TryReceive(OpRecord* op, size_t length) {
+bool InitiatorQueue::TryReceive(OpRecord* op, size_t* received) {
+  const size_t length = *received;
   if (closed_ || endpoint_ == nullptr || op->recv_buf == nullptr || length < kHeaderSize) return false;
   const uint8_t* b = op->recv_buf;
   if (b[kHeaderOpcode] != kOpRsp || Be32(b + kHeaderTag) != 0) return false;
@@ -353,8 +396,19 @@ void InitiatorQueue::OnOpDone(OpRecord* op, int err) {
   if (closed_ || slot >= slots_.size() || !slots_[slot].busy) return;
   Slot& s = slots_[slot];
   s.send_pending = false;
-  // The target never got the command: no answer will come. The credit it
-  // took is not returned (the connection is failing; §15).
+  // The target never got the command, nor the rest of its train: no answer
+  // will come. The credit each took is not returned (the connection is
+  // failing; §15). A train's other commands are failed only while their slot
+  // still holds them (the tag names slot and generation).
+  if (err != 0) {
+    std::vector<uint32_t> members;
+    members.swap(s.train);  // Complete may call into JS, which may submit again
+    for (uint32_t tag : members) {
+      uint32_t other = 0;
+      if (!closed_ && Current(tag, &other)) Complete(other, kSendFailed, nullptr, static_cast<uint32_t>(err));
+    }
+  }
+  s.train.clear();
   if (err != 0 && s.awaiting) Complete(slot, kSendFailed, nullptr, static_cast<uint32_t>(err));
   else MaybeFree(slot);
 }
@@ -378,6 +432,10 @@ Napi::Value InitiatorQueue::Outstanding(const Napi::CallbackInfo& info) {
 
 Napi::Value InitiatorQueue::ImmediateWrites(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(immediate_writes_));
+}
+
+Napi::Value InitiatorQueue::Trains(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(trains_));
 }
 
 Napi::Value InitiatorQueue::Close(const Napi::CallbackInfo& info) {

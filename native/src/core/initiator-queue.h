@@ -6,8 +6,10 @@
 // key) into a shared array and calls submit(n); the queue builds the CMD
 // capsule (docs/protocol.md §9.1: READ/WRITE(10) or (16), one direct
 // descriptor, or for a WRITE up to the login's immediate data size from a
-// region the domain lists, the data itself), gives it a numeric tag, takes a credit from the cell it shares
-// with JS and posts the send. The endpoint's CQ drain hands it the receives
+// region the domain lists, the data itself), gives it a numeric tag, takes a
+// credit from the cell it shares with JS and posts the send: on version 5 one
+// send for the CMDs of one submit that fit in a train (§5.1), built back to
+// back in the first one's send slot. The endpoint's CQ drain hands it the receives
 // whose RSP carries one of its tags and the remote CQ data that names one of
 // its reads (§12.1); everything else goes up to JS as before. A GOOD RSP with
 // no sense and no residual, or the remote CQ data, completes the command
@@ -56,7 +58,7 @@ class InitiatorQueue : public Napi::ObjectWrap<InitiatorQueue>, public CqConsume
   // completion. AfterDrain: one call into JS with what completed during the
   // drain. It serves no reactor (the initiator has none), so an endpoint with
   // a queue stays on the JS thread.
-  bool TryReceive(OpRecord* op, size_t length) override;
+  bool TryReceive(OpRecord* op, size_t* length) override;
   bool TryRemoteData(uint32_t data, OpRecord* consumed) override;
   void OnOpDone(OpRecord* op, int err) override;
   void AfterDrain() override;
@@ -69,12 +71,17 @@ class InitiatorQueue : public Napi::ObjectWrap<InitiatorQueue>, public CqConsume
     bool send_pending = false;  // the CMD's send is still in the CQ
     bool read = false;
     uint16_t gen = 0;  // 15 bits, in the tag above the slot
+    // As a train's first command, whose send slot carries the train: the
+    // tags of the others, failed with it if its send fails.
+    std::vector<uint32_t> train;
   };
 
   Napi::Value Submit(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
   Napi::Value Outstanding(const Napi::CallbackInfo& info);
   Napi::Value ImmediateWrites(const Napi::CallbackInfo& info);
+  Napi::Value Trains(const Napi::CallbackInfo& info);
+  uint32_t PostMessage(Napi::Env env, uint32_t from, uint32_t n);
 
   void Shutdown();
   void Complete(uint32_t slot, uint32_t result, const uint8_t* answer, uint32_t length);
@@ -96,8 +103,10 @@ class InitiatorQueue : public Napi::ObjectWrap<InitiatorQueue>, public CqConsume
   bool remote_data_ = false;  // version 2: reads may be answered by remote CQ data
   uint32_t answer_size_ = 0;
   uint32_t slot_size_ = 0;  // send memory per slot: a CMD with one descriptor, or with immediate_ bytes of data
-  uint32_t immediate_ = 0;
-  uint64_t immediate_writes_ = 0;  // WRITEs sent with their data in the CMD  // the login's immediateDataSize: writes up to it carry their data (ImmediateSource)
+  uint32_t immediate_ = 0;  // the login's immediateDataSize: writes up to it carry their data (ImmediateSource)
+  uint64_t immediate_writes_ = 0;  // WRITEs sent with their data in the CMD
+  uint32_t train_ = 0;  // version 5: the largest message of several CMDs (docs/protocol.md §5.1); 0: one CMD each
+  uint64_t trains_ = 0;  // messages that carried more than one CMD
   uint32_t reserve_ = 1;  // credits kept for task management (docs/protocol.md §11)
   uint32_t outstanding_ = 0;
   std::vector<Slot> slots_;
