@@ -5,7 +5,7 @@
 // session. Meanwhile a healthy library session writes and reads back its own volume (which
 // the fuzzing initiators cannot see, by ACL) and counts every error it meets. The target
 // must answer or disconnect, never exit, and give back every descriptor.
-import { DataDirection, DataFormat, Opcode, TaskAttribute, TaskFunction, capsuleBuffer, type Capsule, type CommandCapsule } from '../../protocol/wire/index.js';
+import { DataDirection, DataFormat, Opcode, TaskAttribute, TaskFunction, TRAIN_VERSION, capsuleBuffer, type Capsule, type CommandCapsule } from '../../protocol/wire/index.js';
 import { librarySession } from './clients.js';
 import { SoakDaemon, type SoakProvider } from './daemon.js';
 import { blockContent, LEDGER_BLOCK } from './ledger.js';
@@ -40,6 +40,8 @@ const AUTH_INITIATOR = 'iqn.2026-11.io.rblk:soak-fuzz-auth';
 const HEALTHY_INITIATOR = 'iqn.2026-11.io.rblk:soak';
 /** How long a command may go unanswered before the fuzzer calls it lost; a guard, not a measurement. */
 const ANSWER_MS = 15_000;
+/** The largest train the stream step sends: the login's 8192-byte capsule bound (RawConnection.open asks for 8240). */
+const TRAIN_BYTES = 8192;
 /** Each provider's offset to the fuzzers' seeds (tcp and sockets keep the seeds they always had). */
 const PROVIDER_SEEDS: readonly SoakProvider[] = ['tcp', 'sockets', 'shm', 'tcp;ofi_rxm'];
 
@@ -201,18 +203,34 @@ class Fuzzer {
       // Each command's CDB and task attribute, so a lost one can be named.
       const tags = new Map<bigint, string>();
       let mutated = false;
+      // Version 5 (docs/protocol.md §5.1): now and then the window goes as trains, several CMDs to a message.
+      const train: Buffer[] | null = raw.conn.version >= TRAIN_VERSION && this.rand() < 0.3 ? [] : null;
+      const flush = async (): Promise<boolean> => {
+        if (train === null || train.length === 0) return true;
+        this.tally.capsules += train.length;
+        return raw.send(Buffer.concat(train.splice(0)));
+      };
       for (let i = 0; i < window; i++) {
         if (this.rand() < 0.003) {
           mutated = true;
           sent++;
-          await this.#send(raw, this.garbage());
+          // In a train, the garbage rides at its end: the whole message is then refused, or framed otherwise.
+          if (train !== null) train.push(this.garbage());
+          else await this.#send(raw, this.garbage());
           break;
         }
         const c = await this.validCommand(raw, grant.immediateDataSize);
         tags.set(c.tag, `${c.cdb.toString('hex')} attr ${c.taskAttribute} lun ${c.lun}`);
         sent++;
-        if (!(await this.#send(raw, c))) break;
+        if (train === null) {
+          if (!(await this.#send(raw, c))) break;
+          continue;
+        }
+        const bytes = capsuleBuffer(c);
+        if (train.reduce((n, b) => n + b.length, 0) + bytes.length > TRAIN_BYTES && !(await flush())) break;
+        train.push(bytes);
       }
+      await flush();
       const deadline = Date.now() + ANSWER_MS;
       while (tags.size > 0 && !raw.closed) {
         const a = await raw.next(Math.max(1, deadline - Date.now()));
