@@ -23,17 +23,30 @@ export interface AllocationExtent {
   status: 'mapped' | 'deallocated' | 'anchored';
 }
 
+/** Memory a device lends an exporter for its own buffers (BlockDevice.allocate). */
+export interface DeviceMemory {
+  readonly buffer: Buffer;
+  /** Gives it back; the exporter never touches `buffer` afterwards. */
+  release(): void;
+}
+
 export interface BlockDevice extends BlockDeviceInfo {
   /** Reads length bytes at offset into a new buffer. */
   read(offset: number, length: number): Promise<Buffer>;
   /**
    * Optional: fills `into`, memory the caller owns, from offset, so exporters
-   * can reuse their buffers. The seam hands out no memory of the device's:
-   * an rblk volume's registered memory dies with its connection, and an
-   * exporter holds data longer than that (a write to re-send, a reply still
-   * being written to a socket).
+   * can reuse their buffers.
    */
   readInto?(offset: number, into: Buffer): Promise<void>;
+  /**
+   * Optional: memory the device moves data to and from without a copy, for an
+   * exporter's buffers. It is the exporter's until it calls release(), however
+   * long it holds data (a write to send again after a lost connection, a
+   * reply still being written to a socket): an rblk volume's is
+   * session.allocate()'s, registered on each connection that carries its I/O
+   * and kept across reconnects (docs/nbd.md "Memory").
+   */
+  allocate?(length: number): DeviceMemory;
   /** Writes buf at offset; fua: durable before it resolves. */
   write(offset: number, buf: Buffer, opts?: { fua?: boolean }): Promise<void>;
   /** Makes every completed write durable. */

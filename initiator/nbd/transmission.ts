@@ -86,7 +86,9 @@ export class Transmission {
     this.#structured = negotiated.structured;
     this.#allocation = negotiated.allocation;
     this.#opts = opts;
-    this.#buffers = new IoBuffers(MAX_IN_FLIGHT_BYTES);
+    // The device's own memory where it lends some (an rblk volume: zero-copy, io-buffers.ts).
+    const device = negotiated.export.device;
+    this.#buffers = new IoBuffers(MAX_IN_FLIGHT_BYTES, device.allocate === undefined ? undefined : (n) => device.allocate!(n));
   }
 
   /**

@@ -72,6 +72,10 @@ async function rig(t: ExecutionContext): Promise<Rig> {
 
 test.serial('a write whose connection is lost while the target holds it is written again with its own bytes, or fails', async (t) => {
   const r = await rig(t);
+  // The export's buffers are the session's registered memory (BlockDevice.allocate), which outlives the connection.
+  let lent = 0;
+  const allocate = r.volume.allocate.bind(r.volume);
+  r.volume.allocate = (n: number) => (lent++, allocate(n));
   const { address } = await serve(t, new Map([['vol0', r.volume]]), { unix: true });
   const client = await RawClient.open(address, 'vol0', { structured: true });
   t.teardown(() => client.destroy());
@@ -80,6 +84,7 @@ test.serial('a write whose connection is lost while the target holds it is writt
   const size = 128 * 1024;
   t.is((await client.write(0, pattern(size, 1))).error, 0);
   t.true((await client.read(0, size)).data.equals(pattern(size, 1)));
+  t.true(lent >= 1, 'the export took its buffers from the session');
 
   // The next write reaches the backend and is held there; the target then goes
   // away and the held write fails, so only a re-send can put the bytes down.

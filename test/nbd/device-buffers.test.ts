@@ -7,6 +7,7 @@ import test from 'ava';
 import { serve } from './helpers/harness.js';
 import { MemoryDevice } from '../helpers/memory-device.js';
 import { E, RawClient } from './helpers/raw-client.js';
+import { until } from '../../bench/kit/wait.js';
 
 const MiB = 1024 * 1024;
 
@@ -69,4 +70,60 @@ test('a device read that comes back short is an EIO, never a short reply', async
   );
   // The connection is still in step: the next request is answered.
   t.is((await client.write(0, fill(4096, 1))).error, 0);
+});
+
+/** An IntoDevice that lends its own memory (BlockDevice.allocate), as an rblk Volume lends session.allocate()'s. */
+class LendingDevice extends IntoDevice {
+  lent = 0;
+  returned = 0;
+  readonly lentMemory = new Set<ArrayBufferLike>();
+  failAllocate = false;
+
+  allocate(length: number): { buffer: Buffer; release(): void } {
+    if (this.failAllocate) throw new Error('no memory to lend');
+    const buffer = Buffer.alloc(length);
+    this.lent++;
+    this.lentMemory.add(buffer.buffer);
+    let released = false;
+    return {
+      buffer,
+      release: () => {
+        if (released) throw new Error('released twice');
+        released = true;
+        this.returned++;
+      },
+    };
+  }
+}
+
+test("the export's buffers are the device's lent memory, reused, and all given back when the client leaves", async (t) => {
+  const device = new LendingDevice({ size: 8 * MiB });
+  const { address } = await serve(t, new Map([['disk', device]]));
+  const client = await RawClient.open(address, 'disk', { structured: true });
+  for (let i = 0; i < 40; i++) {
+    const size = i % 2 === 0 ? 128 * 1024 : 4096;
+    const at = (i * 131072) % (6 * MiB);
+    const data = fill(size, i);
+    t.is((await client.write(at, data)).error, 0);
+    const back = await client.read(at, size);
+    t.true(back.data.equals(data), `request ${i} read back other bytes`);
+  }
+  // Every read and write was given the device's memory: zero-copy on an rblk volume.
+  t.true([...device.memory].every((m) => device.lentMemory.has(m)), 'the device saw memory it had not lent');
+  t.true(device.lent >= 1 && device.lent <= 4, `${device.lent} buffers lent for 80 requests one at a time`);
+  client.destroy();
+  await until(() => device.returned === device.lent, 'the lent memory given back');
+  t.is(device.returned, device.lent);
+});
+
+test('when the device has no memory to lend, the export uses its own and goes on', async (t) => {
+  const device = new LendingDevice({ size: 8 * MiB });
+  device.failAllocate = true;
+  const { address } = await serve(t, new Map([['disk', device]]));
+  const client = await RawClient.open(address, 'disk', { structured: true });
+  t.teardown(() => client.destroy());
+  const data = fill(8192, 7);
+  t.is((await client.write(4096, data)).error, 0);
+  t.true((await client.read(4096, 8192)).data.equals(data));
+  t.is(device.lent, 0);
 });
