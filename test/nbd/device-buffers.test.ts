@@ -3,7 +3,7 @@
 // round-trip, memory is reused rather than allocated per request, and a short
 // read is never passed on as a reply. (What a lost rblk connection does to
 // that path is in connection-loss.test.ts.)
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { serve } from './helpers/harness.js';
 import { MemoryDevice } from '../helpers/memory-device.js';
 import { E, RawClient } from './helpers/raw-client.js';
@@ -33,13 +33,8 @@ function fill(length: number, seed: number): Buffer {
   return buf;
 }
 
-test('the export reuses its own memory across requests', async (t) => {
-  const device = new IntoDevice({ size: 8 * MiB });
-  const { address } = await serve(t, new Map([['disk', device]]));
-  const client = await RawClient.open(address, 'disk', { structured: true });
-  t.teardown(() => client.destroy());
-
-  // Writes and reads of two sizes, one at a time, many times over.
+/** Writes and reads of two sizes, one at a time, 40 times over, each read compared. */
+async function writeAndReadBack(t: ExecutionContext, client: RawClient): Promise<void> {
   for (let i = 0; i < 40; i++) {
     const size = i % 2 === 0 ? 128 * 1024 : 4096;
     const at = (i * 131072) % (6 * MiB);
@@ -49,6 +44,15 @@ test('the export reuses its own memory across requests', async (t) => {
     t.is(back.error, 0);
     t.true(back.data.equals(data), `request ${i} read back other bytes`);
   }
+}
+
+test('the export reuses its own memory across requests', async (t) => {
+  const device = new IntoDevice({ size: 8 * MiB });
+  const { address } = await serve(t, new Map([['disk', device]]));
+  const client = await RawClient.open(address, 'disk', { structured: true });
+  t.teardown(() => client.destroy());
+
+  await writeAndReadBack(t, client);
   t.true(device.memory.size <= 4, `${device.memory.size} buffers used for 80 requests one at a time: they are not being reused`);
 });
 
@@ -100,14 +104,7 @@ test("the export's buffers are the device's lent memory, reused, and all given b
   const device = new LendingDevice({ size: 8 * MiB });
   const { address } = await serve(t, new Map([['disk', device]]));
   const client = await RawClient.open(address, 'disk', { structured: true });
-  for (let i = 0; i < 40; i++) {
-    const size = i % 2 === 0 ? 128 * 1024 : 4096;
-    const at = (i * 131072) % (6 * MiB);
-    const data = fill(size, i);
-    t.is((await client.write(at, data)).error, 0);
-    const back = await client.read(at, size);
-    t.true(back.data.equals(data), `request ${i} read back other bytes`);
-  }
+  await writeAndReadBack(t, client);
   // Every read and write was given the device's memory: zero-copy on an rblk volume.
   t.true([...device.memory].every((m) => device.lentMemory.has(m)), 'the device saw memory it had not lent');
   t.true(device.lent >= 1 && device.lent <= 4, `${device.lent} buffers lent for 80 requests one at a time`);
