@@ -570,8 +570,8 @@ export class Connection {
   /**
    * Queues a READ or WRITE for the native queue, to be posted with the others
    * queued in this turn by one submit (docs/initiator.md "The common read and
-   * write"): the completions of one CQ drain wake their callers, whose next
-   * commands are then sent together. False when the queue cannot take it
+   * write"), one train on version 5: the completions of one CQ drain wake
+   * their callers, whose next commands are then sent together. False when the queue cannot take it
    * (no queue, no credit beyond the reserve counting the batch, a full batch):
    * then the caller sends it another way.
    */
@@ -584,7 +584,10 @@ export class Connection {
     if (e + SUBMISSION_WORDS > s.length) return false;
     putSubmission(s, e, c, addressHi, addressLo, keyHi, keyLo);
     this.batch.push(c);
-    if (n === 0) queueMicrotask(this.flushBatch);
+    // Posted once the promise jobs queued now have run, not as one of them: a
+    // caller that reads its next request from a stream between commands (the
+    // NBD export, each header an await) queues them all into this batch.
+    if (n === 0) process.nextTick(this.flushBatch);
     return true;
   }
 
