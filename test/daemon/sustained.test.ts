@@ -172,6 +172,9 @@ async function libraryPath(t: ExecutionContext, opts: { reactors: number; regist
   const info = await checkRun(t, s, { ...l, totals, label: 'tcp' });
   if (opts.registered || opts.reactors > 0) t.true(info!.native.commands > 0, 'the fast path served the run');
   if (spin > 0) t.true(l.session.endpointWakeups.some((w) => w.spins > 0), 'the library busy-polled');
+  // Version 5 (docs/protocol.md §5.1): the workers' commands went out several to a message.
+  if (opts.registered) t.true(l.session.fastPathTrains > 0, 'the library sent trains');
+  t.log(`trains: ${l.session.fastPathTrains}`);
   await l.close();
   // The session's last log line counts what the fast path served, after it closed with the connection.
   const ended = await s.d.waitForLine(new RegExp(`session ended: .*initiator=${l.initiator.replace(/[.]/g, '\\.')} .*nativeCommands=(\\d+)`));
