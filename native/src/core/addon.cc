@@ -103,20 +103,17 @@ Napi::Value ScanTrainForTest(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!info[0].IsBuffer()) throw MakeUsageError(env, "ERR_INVALID_ARG_TYPE", EINVAL, "scanTrain", "message must be a Buffer");
   auto buf = info[0].As<Napi::Buffer<uint8_t>>();
-  size_t count = 0;
-  TrainShape shape = ScanTrain(buf.Data(), buf.Length(), &count);
+  TrainShape shape = ScanTrain(buf.Data(), buf.Length());
   if (shape == TrainShape::kMalformed) return env.Null();
   Napi::Array out = Napi::Array::New(env);
   if (shape == TrainShape::kSingle) {
     out.Set(0u, Napi::Number::New(env, static_cast<double>(buf.Length())));
     return out;
   }
-  size_t off = 0;
-  for (uint32_t i = 0; i < count; ++i) {
-    uint32_t piece = CapsuleLength(buf.Data() + off);
-    out.Set(i, Napi::Number::New(env, piece));
-    off += piece;
-  }
+  // A well-formed train: its length fields walk it to its end, as TryReceive walks it.
+  uint32_t i = 0;
+  for (size_t off = 0; off < buf.Length(); off += CapsuleLength(buf.Data() + off))
+    out.Set(i++, Napi::Number::New(env, CapsuleLength(buf.Data() + off)));
   return out;
 }
 

@@ -21,18 +21,15 @@ void Put32(uint8_t* p, uint32_t v) {
 
 uint32_t CapsuleLength(const uint8_t* p) { return Be32(p + kHeaderLength); }
 
-TrainShape ScanTrain(const uint8_t* buf, size_t len, size_t* count) {
-  *count = 1;
+TrainShape ScanTrain(const uint8_t* buf, size_t len) {
   if (len < kHeaderSize || Be32(buf + kHeaderLength) >= len) return TrainShape::kSingle;
-  size_t off = 0, n = 0;
+  size_t off = 0;
   while (off < len) {
     if (len - off < kHeaderSize) return TrainShape::kMalformed;
     uint32_t piece = Be32(buf + off + kHeaderLength);
     if (piece < kHeaderSize || piece > len - off || buf[off + kHeaderOpcode] != kOpCmd) return TrainShape::kMalformed;
     off += piece;
-    ++n;
   }
-  *count = n;
   return TrainShape::kTrain;
 }
 

@@ -39,10 +39,9 @@ bool DecodeFastCapsule(const uint8_t* buf, size_t len, const FastLimits& limits,
 // (docs/protocol.md §5.1), framed exactly as protocol/wire/train.ts
 // splitTrain frames it: one capsule by its first length field (or too short
 // to have one); a train of CMDs, each framed by its own length field, the last
-// ending at the message's end (*count of them); or a malformed train, which
-// JavaScript refuses.
+// ending at the message's end; or a malformed train, which JavaScript refuses.
 enum class TrainShape { kSingle, kTrain, kMalformed };
-TrainShape ScanTrain(const uint8_t* buf, size_t len, size_t* count);
+TrainShape ScanTrain(const uint8_t* buf, size_t len);
 // The length field of the capsule at p (a train's capsule, once ScanTrain said kTrain).
 uint32_t CapsuleLength(const uint8_t* p);
 

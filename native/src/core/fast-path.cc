@@ -210,8 +210,7 @@ bool FastPath::TryReceive(OpRecord* op, size_t* length) {
   if (closed_ || endpoint_ == nullptr || op->recv_buf == nullptr) return false;
   uint8_t* b = op->recv_buf;
   const size_t len = *length;
-  size_t count = 1;
-  TrainShape shape = trains_ ? ScanTrain(b, len, &count) : TrainShape::kSingle;
+  TrainShape shape = trains_ ? ScanTrain(b, len) : TrainShape::kSingle;
   if (shape == TrainShape::kMalformed) return false;  // JS refuses it, as it would any malformed capsule
   if (shape == TrainShape::kSingle) {
     if (!TakeCapsule(b, len)) return false;
