@@ -81,7 +81,6 @@ export class IoBuffers {
 
   /** The device's memory where it lends some (a closed session lends none: then plain memory). */
   #memory(length: number): DeviceMemory {
-    if (this.#allocate === plain) return plain(length);
     try {
       return this.#allocate(length);
     } catch {

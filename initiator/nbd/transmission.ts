@@ -88,7 +88,7 @@ export class Transmission {
     this.#opts = opts;
     // The device's own memory where it lends some (an rblk volume: zero-copy, io-buffers.ts).
     const device = negotiated.export.device;
-    this.#buffers = new IoBuffers(MAX_IN_FLIGHT_BYTES, device.allocate === undefined ? undefined : (n) => device.allocate!(n));
+    this.#buffers = new IoBuffers(MAX_IN_FLIGHT_BYTES, device.allocate?.bind(device));
   }
 
   /**
