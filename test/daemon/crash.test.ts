@@ -4,6 +4,7 @@ import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import type { Connection } from '../../initiator/connection.js';
 import { connect } from '../../initiator/index.js';
+import type { RegisteredBuffer } from '../../initiator/registered-buffer.js';
 import { availableRdmProviders } from '../../native/fabric.js';
 import * as cdb from '../../protocol/scsi/cdb.js';
 import { parseUnitSerialNumber } from '../../protocol/scsi/inquiry.js';
@@ -245,32 +246,42 @@ async function listening(port = 0): Promise<Server> {
 // Over tcp (MSG endpoints) and both RDM providers here (docs/transport.md "RDM endpoints"),
 // and over tcp with both ends busy-polling 50 µs (docs/architecture.md "Busy polling").
 // Each 4 KiB write goes as immediate data in its CMD (docs/initiator.md "Fast path").
-for (const [provider, spin] of [['tcp', 0], ['shm', 0], ['tcp;ofi_rxm', 0], ['tcp', 50]] as const) {
-  const how = spin > 0 ? `${provider}, busy polling ${spin} µs on both ends` : provider;
+// In the 1 KiB run each writer sends two writes at once, so they share a
+// message (a train, docs/protocol.md §5.1) and the kill loses whole trains,
+// whose commands are each sent again.
+for (const [provider, spin, BS, together] of [['tcp', 0, 4096, 1], ['shm', 0, 4096, 1], ['tcp;ofi_rxm', 0, 4096, 1], ['tcp', 50, 4096, 1], ['tcp', 0, 1024, 2]] as const) {
+  const how = `${spin > 0 ? `${provider}, busy polling ${spin} µs on both ends` : provider}${BS !== 4096 ? `, ${BS}-byte writes in trains` : ''}`;
   (provider === 'tcp' || availableRdmProviders().includes(provider) ? test : test.skip)(`${how}: kill -9 under FUA writes from registered memory (the common write): every acknowledged write reads back after the restart`, async (t) => {
     t.timeout(120_000);
-    const { w, config, first, port, s, errors, vol } = await sessionOnDaemon(t, provider, `crash-registered-${provider}${spin > 0 ? '-poll' : ''}`, spin);
+    const { w, config, first, port, s, errors, vol } = await sessionOnDaemon(t, provider, `crash-registered-${provider}${spin > 0 ? '-poll' : ''}-${BS}`, spin);
 
-    const BS = 4096;
     const COUNT = (4 << 20) / BS;
     const acked = new Map<number, Buffer>();
     let next = 0;
     let killed = false;
     let fastBeforeKill = 0;
+    let trainsBeforeKill = 0;
     let restarted: ReturnType<typeof spawnDaemon> | undefined;
+    // One registered buffer per write in flight, for the writer's whole life: across the kill and the reconnect.
+    const write = async (reg: RegisteredBuffer): Promise<boolean> => {
+      const i = next++;
+      if (i >= COUNT) return false;
+      const data = pattern(BS, 3000 + i);
+      data.copy(reg.buffer);
+      await vol.write(i * BS, reg, { fua: true }); // a failure fails the test: the session rides through the restart
+      acked.set(i, data);
+      return true;
+    };
     const writer = async (): Promise<void> => {
-      const reg = s.allocate(BS); // one per writer, for its whole life: across the kill and the reconnect
+      const regs = Array.from({ length: together }, () => s.allocate(BS));
       try {
         for (;;) {
-          const i = next++;
-          if (i >= COUNT) return;
-          const data = pattern(BS, 3000 + i);
-          data.copy(reg.buffer);
-          await vol.write(i * BS, reg, { fua: true }); // a failure fails the test: the session rides through the restart
-          acked.set(i, data);
-          if (acked.size === 150 && !killed) {
+          const wrote = await Promise.all(regs.map(write));
+          if (!wrote.every(Boolean)) return;
+          if (acked.size >= 150 && !killed) {
             killed = true;
             fastBeforeKill = s.fastPathCommands;
+            trainsBeforeKill = s.fastPathTrains;
             first.kill('SIGKILL');
             await first.exited;
             w.writeConfig(config(port));
@@ -278,14 +289,15 @@ for (const [provider, spin] of [['tcp', 0], ['shm', 0], ['tcp;ofi_rxm', 0], ['tc
           }
         }
       } finally {
-        reg.release();
+        for (const r of regs) r.release();
       }
     };
     await Promise.all(Array.from({ length: 4 }, writer));
     t.deepEqual(await first.exited, { code: null, signal: 'SIGKILL' });
-    t.log(`${acked.size} writes acknowledged, ${s.reconnects} reconnects, ${s.fastPathCommands} through the native queue (${fastBeforeKill} before the kill)`);
+    t.log(`${acked.size} writes acknowledged, ${s.reconnects} reconnects, ${s.fastPathCommands} through the native queue (${fastBeforeKill} before the kill, ${trainsBeforeKill} trains of several among them)`);
     t.is(acked.size, COUNT, 'every write was acknowledged in the end: none failed across the kill');
     t.true(fastBeforeKill >= 150, 'the writes before the kill went through the native queue (the common write)');
+    if (BS < 4096) t.true(trainsBeforeKill > 0, 'writes went several to a message before the kill');
     t.true(s.fastPathCommands > fastBeforeKill + 100, 'and so did the writes after the reconnect');
     t.true(s.reconnects >= 1, 'the session logged in again to the restarted daemon');
     const unexpected = errors.filter((e) => !/reconnecting connection \d+ .* failed/.test(String(e)));
