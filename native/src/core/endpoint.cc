@@ -294,8 +294,13 @@ void Endpoint::DetachConsumer(CqConsumer* c) {
 void Endpoint::Flush(size_t count) {
   // The consumer's work first: the initiator queue's completions, so that an
   // RSP the target sent before a TSK_RSP in this batch is heard before it
-  // (docs/protocol.md §14.2).
-  if (consumer_ != nullptr) consumer_->AfterDrain();
+  // (docs/protocol.md §14.2). Not while a reactor serves the endpoint: this
+  // is then DeliverPending on the JS thread, without lock_, and the consumer's
+  // work is the reactor's, which ran it at the end of its own drain. Run here
+  // too, it raced with the reactor: a response posted here could complete in
+  // the reactor's drain before its command was marked answered, and that
+  // command never ended (docs/target.md "Reactors").
+  if (consumer_ != nullptr && link_ == nullptr) consumer_->AfterDrain();
   Napi::Env env(env_);
   if (on_completions_.IsEmpty()) return;  // closed from inside an earlier batch
   on_completions_.MakeCallback(Value(), {Napi::Number::New(env, static_cast<double>(count))}, *async_);
