@@ -84,6 +84,8 @@ export interface RblkdSetup {
   readonly fastPath?: boolean;
   /** rblkd's busy_poll_us; 0 when absent. */
   readonly busyPollMicros?: number;
+  /** rblkd's reactors; its default (auto) when absent. */
+  readonly reactors?: number;
 }
 
 /** The volume rblkd serves; over iSCSI it is LUN 0. */
@@ -105,6 +107,7 @@ function configYaml(s: RblkdSetup, stateDir: string): string {
     `state_dir: ${JSON.stringify(stateDir)}`,
     `fast_path: ${s.fastPath === false ? 'off' : 'on'}`,
     `busy_poll_us: ${s.busyPollMicros ?? 0}`,
+    ...(s.reactors !== undefined ? [`reactors: ${s.reactors}`] : []),
     '',
   ].join('\n');
 }

@@ -29,7 +29,7 @@ constexpr unsigned kEagerSubmit = 4;
 class UringBackend : public FastBackend {
  public:
   UringBackend(const FastBackendEnv& env, void* ring, int event_fd)
-      : api_(env.uring), ring_(ring), event_fd_(event_fd), loop_(env.loop), on_done_(env.on_done), on_ready_(env.on_ready), peek_(!env.reactor) {}
+      : api_(env.uring), ring_(ring), event_fd_(event_fd), loop_(env.loop), on_done_(env.on_done), on_ready_(env.on_ready) {}
   ~UringBackend() override {
     poller_.Stop();
     if (ring_ != nullptr) api_->close(ring_);
@@ -54,7 +54,7 @@ class UringBackend : public FastBackend {
   unsigned Submit() override {
     if (ring_ == nullptr) return 0;
     SubmitQueued();
-    return peek_ ? Hand(api_->peek) : 0;
+    return Hand(api_->peek);
   }
 
   int event_fd() const override { return ring_ != nullptr ? event_fd_ : -1; }
@@ -110,14 +110,6 @@ class UringBackend : public FastBackend {
   FdPoller poller_;
   size_t in_flight_ = 0;  // queued in the ring and not yet reaped
   unsigned unsubmitted_ = 0;  // queued since the last submit
-  // Submit takes what finished inline only on the JS thread's connections.
-  // With reactors on, the peek at the drain's end, with Reap stopping at its
-  // first short batch, left commands unanswered under load:
-  // test/target/fast-path-differential's reactor runs hung 4 times in 10 with
-  // both cores busy, and never in 14 with the peek off there and Reap reading
-  // until the CQ is empty. The cause is not yet understood. A reactor's
-  // connections do not busy-poll, so the peek would gain them little.
-  bool peek_;
 
   void SubmitQueued() {
     unsubmitted_ = 0;
