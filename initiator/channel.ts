@@ -8,6 +8,7 @@ import { FENCE_VERSION, GATEWAY_FENCE_VERSION, LogoutReason, TaskFunction, TaskR
 import { reconnectDelay } from './backoff.js';
 import { Connection, TransportError, type FastWaiter, type LoginOptions, type QueueAddressWords } from './connection.js';
 import { Deadlines } from './deadlines.js';
+import { LostSignal } from './lost-signal.js';
 import type { FastIo, FastIoChannel } from './fast-io.js';
 import { RblkError } from './errors.js';
 import type { PathAddress, ResolvedOptions } from './options.js';
@@ -77,7 +78,7 @@ export class Channel implements FastIoChannel {
   private readonly fences = new WeakMap<Connection, Map<bigint, Promise<void>>>();
   /** FENCE GATEWAY requests made, per connection and `lun/group/lost session id` (fenceGateway). */
   private readonly gatewayFences = new WeakMap<Connection, Map<string, Promise<void>>>();
-  private lost: { promise: Promise<never>; reject(e: Error): void } = Channel.lostSignal();
+  private lost = new LostSignal();
   private inflight = 0;
   private lastActive = Date.now();
   private readonly resets = new Map<number, Promise<boolean>>();
@@ -98,13 +99,6 @@ export class Channel implements FastIoChannel {
     readonly pathIndex = 0,
   ) {
     this.deadlines = new Deadlines(host.options.commandTimeoutMs, (att) => this.timedOut(att));
-  }
-
-  private static lostSignal(): { promise: Promise<never>; reject(e: Error): void } {
-    let reject!: (e: Error) => void;
-    const promise = new Promise<never>((_, r) => (reject = r));
-    promise.catch(() => undefined);
-    return { promise, reject };
   }
 
   get connection(): Connection | null {
@@ -151,7 +145,7 @@ export class Channel implements FastIoChannel {
 
   private install(conn: Connection): void {
     this.current = conn;
-    this.lost = Channel.lostSignal();
+    this.lost = new LostSignal();
     this.lastActive = Date.now();
     conn.onClose = (reason) => this.onClose(conn, reason);
     this.startKeepAlive();
@@ -161,7 +155,7 @@ export class Channel implements FastIoChannel {
   private onClose(conn: Connection, reason: string): void {
     if (conn !== this.current) return;
     this.current = null;
-    this.lost.reject(new TransportError(`connection closed: ${reason}`));
+    this.lost.fail(new TransportError(`connection closed: ${reason}`));
     this.resets.clear();
     // Registered buffers are the session's: their registration here went with
     // the connection, and the next one registers them again on first use.
@@ -227,19 +221,8 @@ export class Channel implements FastIoChannel {
   }
 
   /** A pool chunk, unless the connection dies first (a closed pool never hands one out). */
-  private async fromPool(conn: Connection, length: number, lost: Promise<never>): Promise<IoBuffer> {
-    let gone = false;
-    const chunk = conn.allocate(length);
-    chunk.then(
-      (b) => gone && b.release(),
-      () => undefined,
-    );
-    try {
-      return await Promise.race([chunk, lost]);
-    } catch (e) {
-      gone = true;
-      throw e;
-    }
+  private fromPool(conn: Connection, length: number, lost: LostSignal): Promise<IoBuffer> {
+    return lost.race(conn.allocate(length), (b) => b.release());
   }
 
   /**
@@ -254,7 +237,7 @@ export class Channel implements FastIoChannel {
       const fast = this.sendFast(conn, req, att);
       if (fast !== null) return fast;
     }
-    const lost = this.lost.promise;
+    const lost = this.lost;
     this.inflight++;
     let pooled: IoBuffer | null = null;
     try {
