@@ -66,6 +66,8 @@ export abstract class FrontEndConnection<Tag = unknown, C extends OutstandingCom
   protected loggedInAt: Date | null = null;
   private readonly since = new Date();
   private readonly idle: (() => void)[] = [];
+  /** settled() calls still waiting: they end with the connection too. */
+  private readonly settleWaits = new Set<() => void>();
   private ending: Promise<void> | null = null;
   private released = false;
   private readonly closedPromise: Promise<void>;
@@ -172,7 +174,16 @@ export abstract class FrontEndConnection<Tag = unknown, C extends OutstandingCom
     const running = [...this.outstanding.values()].filter((c) => this.runsOn(c, lun)).map((c) => c.done);
     const native = this.nativeSettled(lun);
     if (native !== null) running.push(native);
-    return Promise.race([Promise.allSettled(running).then(() => undefined), this.closedPromise]);
+    if (this.released || running.length === 0) return Promise.resolve();
+    // Not a race with closedPromise: that would leave a reaction on it per call
+    // for the connection's life (every volume change of a long session).
+    return new Promise<void>((resolve) => {
+      this.settleWaits.add(resolve);
+      void Promise.allSettled(running).then(() => {
+        this.settleWaits.delete(resolve);
+        resolve();
+      });
+    });
   }
 
   /** After a reload: recompute this connection's LUN map (removed LUNs vanish, added ones appear). */
@@ -219,6 +230,8 @@ export abstract class FrontEndConnection<Tag = unknown, C extends OutstandingCom
     this.released = true;
     this.stopTimer();
     this.resolveClosed();
+    for (const w of this.settleWaits) w();
+    this.settleWaits.clear();
     this.onEnd?.(this);
   }
 

@@ -139,11 +139,16 @@ test('settled(lun) waits for that LUN\'s commands only, and the end settles it',
   t.false(settled);
   on0();
   await c.settled(0);
-  const lun1 = c.settled(1);
+  let lun1 = false;
+  void c.settled(1).then(() => (lun1 = true));
+  await new Promise((r) => setImmediate(r));
+  t.false(lun1, "LUN 1's command is still running");
   void c.endNow('gone');
+  await c.closed;
+  await new Promise((r) => setImmediate(r));
   // The end resolves what still waits, though LUN 1's command never answered.
-  await Promise.race([lun1, c.closed]);
-  t.pass();
+  t.true(lun1, 'the end settled the wait for LUN 1');
+  t.true(await Promise.race([c.settled(1).then(() => true), new Promise<boolean>((r) => setImmediate(() => r(false)))]), 'after the end, settled() resolves at once');
 });
 
 test('info() carries the common fields in the order ctl prints them', (t) => {
