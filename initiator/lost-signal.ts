@@ -19,11 +19,6 @@ export class LostSignal {
     for (const w of waits) w(e);
   }
 
-  /** Waits running (tests). */
-  get waiting(): number {
-    return this.#waits.size;
-  }
-
   /**
    * `p`'s outcome, or the loss if it comes first. What `p` yields after the
    * loss goes to `late`, so that nothing it holds (a pool chunk) is left
