@@ -28,6 +28,12 @@ checkSuiteResources(test, { warmUp: () => warmUpFabric() });
 
 const SECRET = 'correct horse battery staple';
 
+/** The reason of the T_LOGOUT among what a raw connection received, if one came. */
+function logoutReason(got: readonly Capsule[]): number | undefined {
+  const out = got.find((x) => x.op === Opcode.T_LOGOUT);
+  return out && 'reason' in out ? out.reason : undefined;
+}
+
 /** A bare transport connection: capsules in and out, no initiator logic. */
 async function raw(f: Fixture, protocolVersion?: number): Promise<{ conn: InitiatorConnection; got: Capsule[]; closed: Promise<string> }> {
   const conn = await f.initiatorTransport.connect({
@@ -119,16 +125,14 @@ for (const kind of ['loop', 'tcp'] as const) {
     const cmd = capsuleBuffer({ op: Opcode.CMD, tag: 9n, lun: 0, taskAttribute: 0, direction: 0, cdb: Buffer.alloc(16), data: { format: 0 } });
     await c.conn.send(cmd.subarray(0, 30));
     t.truthy(await c.closed);
-    const out = c.got.find((x) => x.op === Opcode.T_LOGOUT);
-    t.is(out && 'reason' in out ? out.reason : undefined, LogoutReason.PROTOCOL_ERROR);
+    t.is(logoutReason(c.got), LogoutReason.PROTOCOL_ERROR);
     // 4. Logged in, then a second LOGIN_REQ: unexpected capsule.
     const d = await raw(f);
     await d.conn.send(capsuleBuffer(loginReq()));
     await waitFor(() => d.got.find((x) => x.op === Opcode.LOGIN_RSP), 'LOGIN_RSP');
     await d.conn.send(capsuleBuffer(loginReq()));
     t.truthy(await d.closed);
-    const out2 = d.got.find((x) => x.op === Opcode.T_LOGOUT);
-    t.is(out2 && 'reason' in out2 ? out2.reason : undefined, LogoutReason.UNEXPECTED_CAPSULE);
+    t.is(logoutReason(d.got), LogoutReason.UNEXPECTED_CAPSULE);
     t.true(f.log.filter((l) => /protocol violation/.test(l.message)).length >= 4, 'each reason was logged');
     // The well-behaved session never noticed.
     const data = pattern(4096, 3);
@@ -164,23 +168,20 @@ for (const kind of ['loop', 'tcp'] as const) {
     const b = await login();
     await b.conn.send(Buffer.concat([tur(31n), capsuleBuffer({ op: Opcode.KEEPALIVE, tag: 32n })]));
     t.truthy(await b.closed);
-    const out = b.got.find((x) => x.op === Opcode.T_LOGOUT);
-    t.is(out && 'reason' in out ? out.reason : undefined, LogoutReason.PROTOCOL_ERROR);
+    t.is(logoutReason(b.got), LogoutReason.PROTOCOL_ERROR);
     t.false(b.got.some((x) => x.op === Opcode.RSP));
     t.true(f.log.some((l) => /only CMD capsules travel in a train/.test(l.message)), 'the reason was logged');
     // 3. A train whose last capsule is cut short.
     const c = await login();
     await c.conn.send(Buffer.concat([tur(41n), tur(42n)]).subarray(0, 2 * 48 - 1));
     t.truthy(await c.closed);
-    const out3 = c.got.find((x) => x.op === Opcode.T_LOGOUT);
-    t.is(out3 && 'reason' in out3 ? out3.reason : undefined, LogoutReason.PROTOCOL_ERROR);
+    t.is(logoutReason(c.got), LogoutReason.PROTOCOL_ERROR);
     // 4. Two CMDs in one message on version 4: the length field does not match what arrived.
     const d = await login(TRAIN_VERSION - 1);
     t.is(d.conn.version, TRAIN_VERSION - 1);
     await d.conn.send(Buffer.concat([tur(51n), tur(52n)]));
     t.truthy(await d.closed);
-    const out4 = d.got.find((x) => x.op === Opcode.T_LOGOUT);
-    t.is(out4 && 'reason' in out4 ? out4.reason : undefined, LogoutReason.PROTOCOL_ERROR);
+    t.is(logoutReason(d.got), LogoutReason.PROTOCOL_ERROR);
     t.true(f.log.some((l) => /LENGTH_MISMATCH/.test(l.message)), 'the version-4 refusal was logged');
     // The well-behaved session never noticed.
     let r = await good.command({ lun: 0, cdb: cdb.testUnitReady() });
@@ -210,8 +211,7 @@ for (const kind of ['loop', 'tcp'] as const) {
       );
     }
     t.truthy(await a.closed);
-    const out = a.got.find((x) => x.op === Opcode.T_LOGOUT);
-    t.is(out && 'reason' in out ? out.reason : undefined, LogoutReason.CREDIT_OVERRUN);
+    t.is(logoutReason(a.got), LogoutReason.CREDIT_OVERRUN);
     const b = await raw(f);
     await b.conn.send(capsuleBuffer(loginReq()));
     await waitFor(() => b.got.find((x) => x.op === Opcode.LOGIN_RSP), 'LOGIN_RSP');
@@ -294,8 +294,7 @@ for (const kind of ['loop', 'tcp'] as const) {
     const ka = await waitFor(() => a.got.find((x) => x.op === Opcode.KEEPALIVE_RSP), 'KEEPALIVE_RSP');
     t.is(ka.tag, 77n);
     t.truthy(await a.closed, 'then silence ends it');
-    const out = a.got.find((x) => x.op === Opcode.T_LOGOUT);
-    t.is(out && 'reason' in out ? out.reason : undefined, LogoutReason.INACTIVE);
+    t.is(logoutReason(a.got), LogoutReason.INACTIVE);
   });
 }
 
