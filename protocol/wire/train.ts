@@ -3,7 +3,7 @@
 // initiator's native queue sends the commands of one burst this way, so that
 // they cost one send and one receive instead of one each. This file only
 // frames: each capsule is then decoded by decodeCapsule as if it had come
-// alone. native/src/core/fast-capsule.cc SplitTrain frames the same way, and
+// alone. native/src/core/fast-capsule.cc ScanTrain frames the same way, and
 // test/native/fast-decode.test.ts holds the two together over the fuzz corpus.
 import { HEADER_SIZE, HeaderField, Opcode, opcodeName } from './constants.js';
 import { fail } from './errors.js';
