@@ -92,13 +92,22 @@ test('kill -9 during FUA writes, then a restart: every write answered GOOD reads
  * first; `config(port)` gives the config a restart on the same port takes),
  * and a library session on it whose errors are collected.
  */
-/** rblkd serving volume `a` on `provider`, and a session to it; busyPollMicros, on both ends (docs/architecture.md "Busy polling"). */
-async function sessionOnDaemon(t: ExecutionContext, provider: 'tcp' | 'shm' | 'tcp;ofi_rxm', initiator: string, busyPollMicros = 0) {
+/**
+ * rblkd serving volume `a` on `provider`, and a session to it; busyPollMicros, on both ends
+ * (docs/architecture.md "Busy polling"); reactors, rblkd's reactor threads (docs/target.md "Reactors"),
+ * its default when absent.
+ */
+async function sessionOnDaemon(t: ExecutionContext, provider: 'tcp' | 'shm' | 'tcp;ofi_rxm', initiator: string, busyPollMicros = 0, reactors?: number) {
   const w = workdir(t);
   const config = (port: number): Record<string, unknown> =>
-    baseConfig(w, [{ name: 'a', path: 'a.img', size: '4MiB', lun: 0 }], { listeners: [{ provider, address: '127.0.0.1', port }], busy_poll_us: busyPollMicros });
+    baseConfig(w, [{ name: 'a', path: 'a.img', size: '4MiB', lun: 0 }], {
+      listeners: [{ provider, address: '127.0.0.1', port }],
+      busy_poll_us: busyPollMicros,
+      ...(reactors !== undefined ? { reactors } : {}),
+    });
   w.writeConfig(config(0));
   const first = spawnDaemon(t, ['--config', w.configPath]);
+  if (reactors !== undefined) await first.waitForLine(new RegExp(`reactors: ${reactors} threads serve`));
   const port = Number((await first.waitForLine(new RegExp(`listening ${provider} 127\\.0\\.0\\.1:(\\d+)`)))[1]);
   const s = await connect({ address: '127.0.0.1', port, provider, initiatorName: `iqn.2026-12.io.rblk:${initiator}`, busyPollMicros });
   t.teardown(() => s.close());
@@ -249,11 +258,20 @@ async function listening(port = 0): Promise<Server> {
 // In the 1 KiB run each writer sends two writes at once, so they share a
 // message (a train, docs/protocol.md §5.1) and the kill loses whole trains,
 // whose commands are each sent again.
-for (const [provider, spin, BS, together] of [['tcp', 0, 4096, 1], ['shm', 0, 4096, 1], ['tcp;ofi_rxm', 0, 4096, 1], ['tcp', 50, 4096, 1], ['tcp', 0, 1024, 2]] as const) {
-  const how = `${spin > 0 ? `${provider}, busy polling ${spin} µs on both ends` : provider}${BS !== 4096 ? `, ${BS}-byte writes in trains` : ''}`;
+// In the reactors run rblkd serves the connection from 2 reactor threads, so the
+// kill lands on commands a reactor answers in the wake-up that ran their I/O.
+for (const [provider, spin, BS, together, reactors] of [
+  ['tcp', 0, 4096, 1, undefined],
+  ['shm', 0, 4096, 1, undefined],
+  ['tcp;ofi_rxm', 0, 4096, 1, undefined],
+  ['tcp', 50, 4096, 1, undefined],
+  ['tcp', 0, 1024, 2, undefined],
+  ['tcp', 0, 4096, 1, 2],
+] as const) {
+  const how = `${spin > 0 ? `${provider}, busy polling ${spin} µs on both ends` : provider}${BS !== 4096 ? `, ${BS}-byte writes in trains` : ''}${reactors !== undefined ? `, ${reactors} reactor threads` : ''}`;
   (provider === 'tcp' || availableRdmProviders().includes(provider) ? test : test.skip)(`${how}: kill -9 under FUA writes from registered memory (the common write): every acknowledged write reads back after the restart`, async (t) => {
     t.timeout(120_000);
-    const { w, config, first, port, s, errors, vol } = await sessionOnDaemon(t, provider, `crash-registered-${provider}${spin > 0 ? '-poll' : ''}-${BS}`, spin);
+    const { w, config, first, port, s, errors, vol } = await sessionOnDaemon(t, provider, `crash-registered-${provider}${spin > 0 ? '-poll' : ''}-${BS}${reactors !== undefined ? '-reactors' : ''}`, spin, reactors);
 
     const COUNT = (4 << 20) / BS;
     const acked = new Map<number, Buffer>();
