@@ -45,7 +45,7 @@ export interface ProviderInfo {
   endpointType: EndpointType;
   /** fi_domain_attr.mr_key_size, in bytes. */
   mrKeySize: number;
-  /** fi_domain_attr.cq_data_size: bytes of remote CQ data a write may carry (0: none). */
+  /** fi_domain_attr.cq_data_size: bytes of remote CQ data a write may carry (0: none; always 0 under rxm, docs/transport.md "Remote CQ data"). */
   cqDataSize: number;
   /** The provider's FI_RX_CQ_DATA mode: remote CQ data consumes a posted receive. */
   rxCqData: boolean;

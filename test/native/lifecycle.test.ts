@@ -1,22 +1,23 @@
 import test from 'ava';
-import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { Domain, type Endpoint } from '../../native/fabric.js';
 import { loopbackDomains, pattern, PROVIDERS } from '../helpers/fabric-pair.js';
-
-const run = promisify(execFile);
-const fixture = fileURLToPath(new URL('../fixtures/close-in-flight.ts', import.meta.url));
+import { closeInFlight } from './helpers/close-in-flight.js';
 
 for (const provider of PROVIDERS) {
   test.serial(`${provider}: closing with operations in flight settles all of them and the process exits`, async (t) => {
-    // A child process, so "the process exits" is observed rather than assumed.
-    const { stdout } = await run(process.execPath, ['--import=tsx', fixture, provider], { timeout: 30_000 });
-    const report = JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as { settled: number; codes: Record<string, number> };
-    t.is(report.settled, 192, 'every operation settled');
-    const failed = Object.entries(report.codes).filter(([k]) => k !== 'ok');
+    const r = await closeInFlight(provider);
+    t.is(r.exit, 0, r.output);
+    t.is(r.report?.settled, 192, 'every operation settled');
+    const failed = Object.entries(r.report?.codes ?? {}).filter(([k]) => k !== 'ok');
     t.true(failed.length > 0, 'operations cut off by the close were rejected, not left hanging');
     for (const [code] of failed) t.regex(code, /^FI_E/, `rejections carry a libfabric code (${code})`);
+  });
+
+  test.serial(`${provider}: the receiving endpoint closes while 8 MiB writes with remote CQ data land, 20 rounds: every write settles and the process exits by itself`, async (t) => {
+    const r = await closeInFlight(provider, 'arriving');
+    t.is(r.exit, 0, r.output);
+    t.is(r.report?.settled, 80);
+    t.is(r.report?.withData, 80, 'every write carried remote CQ data');
   });
 
   test.serial(`${provider}: 64 concurrent connections each doing RMA`, async (t) => {

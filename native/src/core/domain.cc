@@ -171,7 +171,7 @@ Napi::Value Domain::Info(const Napi::CallbackInfo& info) {
   o.Set("rmaIovLimit", Napi::Number::New(env, static_cast<double>(info_->tx_attr->rma_iov_limit)));
   o.Set("txSize", Napi::Number::New(env, static_cast<double>(info_->tx_attr->size)));
   o.Set("rxSize", Napi::Number::New(env, static_cast<double>(info_->rx_attr->size)));
-  o.Set("cqDataSize", Napi::Number::New(env, static_cast<double>(info_->domain_attr->cq_data_size)));
+  o.Set("cqDataSize", Napi::Number::New(env, static_cast<double>(cq_data_size())));
   o.Set("rxCqData", Napi::Boolean::New(env, (info_->rx_attr->mode & FI_RX_CQ_DATA) != 0));
   o.Set("mrKeySize", Napi::Number::New(env, static_cast<double>(info_->domain_attr->mr_key_size)));
   // FI_OPT_CM_DATA_SIZE needs an endpoint; the passive endpoint reports it too.

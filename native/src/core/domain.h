@@ -37,6 +37,16 @@ class Domain : public Napi::ObjectWrap<Domain> {
   // FI_MR_SCALABLE values are translated (see NormalizeMrMode).
   uint64_t mr_mode() const { return mr_mode_; }
   bool has_atomics() const { return (info_->caps & FI_ATOMIC) != 0; }
+  // Bytes of remote CQ data a write may carry here; 0 under the rxm utility
+  // provider. libfabric's rxm (1.17, and its current source too) reads a
+  // cancelled completion of a peer's write with data, which the tcp core
+  // reports with no operation context, as one of its own buffers and crashes
+  // the process when an endpoint closes while such a write is arriving
+  // (docs/transport.md "Remote CQ data"). Without it, reads are answered by
+  // a response capsule, as in protocol version 1.
+  size_t cq_data_size() const {
+    return std::strstr(info_->fabric_attr->prov_name, "ofi_rxm") != nullptr ? 0 : info_->domain_attr->cq_data_size;
+  }
   // Whether fi_shutdown may be called before fi_close. The sockets provider
   // (libfabric 1.17, sock_ep_cm_shutdown) closes the connection's socket
   // while its CM thread still watches it and closes that fd number again

@@ -815,7 +815,7 @@ Napi::Value Endpoint::Rma(const Napi::CallbackInfo& info) {
   bool with_data = is_write && info.Length() > 5 && !info[5].IsUndefined() && !info[5].IsNull();
   uint32_t remote_data = 0;
   if (with_data) {
-    if (info_->domain_attr->cq_data_size < 4)
+    if (domain_->cq_data_size() < 4)
       throw MakeUsageError(env, "FI_EOPNOTSUPP", FI_EOPNOTSUPP, name,
                            std::string("remote CQ data is not supported by the ") + info_->fabric_attr->prov_name +
                                " provider");
