@@ -1,9 +1,18 @@
 import test from 'ava';
-import { Domain, type Endpoint } from '../../native/fabric.js';
-import { loopbackDomains, pattern, PROVIDERS } from '../helpers/fabric-pair.js';
+import { availableRdmProviders, Domain, type Endpoint } from '../../native/fabric.js';
+import { loopbackDomains, pattern, PROVIDERS, RDM_PROVIDERS } from '../helpers/fabric-pair.js';
 import { closeInFlight } from './helpers/close-in-flight.js';
 
-for (const provider of PROVIDERS) {
+// Closing with operations in flight, in a child process, on the MSG and the RDM providers
+// (docs/transport.md "RDM endpoints"). Under rxm the writes carry no remote CQ data: rxm
+// crashed closing while one landed (docs/transport.md "Remote CQ data").
+const offeredRdm = availableRdmProviders();
+for (const provider of [...PROVIDERS, ...RDM_PROVIDERS]) {
+  if (!(PROVIDERS as readonly string[]).includes(provider) && !offeredRdm.includes(provider)) {
+    test.skip(`${provider}: closing with operations in flight (skipped: libfabric here offers no ${provider})`, () => undefined);
+    continue;
+  }
+  const rxm = provider.endsWith(';ofi_rxm');
   test.serial(`${provider}: closing with operations in flight settles all of them and the process exits`, async (t) => {
     const r = await closeInFlight(provider);
     t.is(r.exit, 0, r.output);
@@ -13,13 +22,15 @@ for (const provider of PROVIDERS) {
     for (const [code] of failed) t.regex(code, /^FI_E/, `rejections carry a libfabric code (${code})`);
   });
 
-  test.serial(`${provider}: the receiving endpoint closes while 8 MiB writes with remote CQ data land, 20 rounds: every write settles and the process exits by itself`, async (t) => {
+  test.serial(`${provider}: the receiving endpoint closes while 8 MiB writes${rxm ? '' : ' with remote CQ data'} land, 20 rounds: every write settles and the process exits by itself`, async (t) => {
     const r = await closeInFlight(provider, 'arriving');
     t.is(r.exit, 0, r.output);
     t.is(r.report?.settled, 80);
-    t.is(r.report?.withData, 80, 'every write carried remote CQ data');
+    t.is(r.report?.withData, rxm ? 0 : 80, rxm ? 'no write carried remote CQ data' : 'every write carried remote CQ data');
   });
+}
 
+for (const provider of PROVIDERS) {
   test.serial(`${provider}: 64 concurrent connections each doing RMA`, async (t) => {
     const { server, client, listener } = loopbackDomains(t, provider);
     const accepted: Promise<Endpoint>[] = [];
