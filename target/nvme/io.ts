@@ -260,7 +260,8 @@ function prepare(sqe: Buffer, ns: Namespace, ctx: IoContext): PreparedIo | { sta
   const rw = opcode === IoOpcode.Read || opcode === IoOpcode.Write || opcode === IoOpcode.Compare || opcode === IoOpcode.Verify || opcode === IoOpcode.WriteZeroes;
   if (rw && ((cdw12 >>> 26) & 0xf) !== 0) return fail(Status.InvalidField);
   const writes = opcode === IoOpcode.Write || opcode === IoOpcode.WriteZeroes || opcode === IoOpcode.DatasetManagement;
-  if (writes && ns.access !== 'rw') return fail(Status.NamespaceWriteProtected);
+  // The LU's software write protect (SCSI's Control page SWP, set by MODE SELECT) holds here too.
+  if (writes && (ns.access !== 'rw' || lu.modes.swp)) return fail(Status.NamespaceWriteProtected);
   const fua = (cdw12 & (1 << 30)) !== 0;
   switch (opcode) {
     case IoOpcode.Read:

@@ -137,7 +137,8 @@ export class RblkFastPath {
           blocks: lu.blocks,
           maxBlocks: Math.min(lu.limits.maxTransferBlocks, Math.floor(o.env.limits.maxIo / lu.blockSize)),
           readable: true,
-          writable: access === 'rw' && !lu.readOnly,
+          // SWP is set only by MODE SELECT, which holds the gate: allow() runs again after it.
+          writable: access === 'rw' && !lu.readOnly && !lu.modes.swp,
           writeThrough: !lu.modes.wce,
           // Always both buckets, limited or not: a reload changes them in place (target/scsi/qos.ts).
           qos: lu.qos.nativeState(nexus.initiator),

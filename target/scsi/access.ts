@@ -10,8 +10,11 @@
 //   (SPC-5 5.14: a reservation decides what other nexuses may do).
 // A nexus with 'ro' access, or any nexus of a read-only LU, may run 'read'
 // commands only. Both refused classes answer DATA PROTECT, WRITE PROTECTED
-// (07 27/00): docs/target.md gives the reasons for one sense for both.
-import { WRITE_PROTECTED } from '../../protocol/scsi/sense-codes.js';
+// (07 27/00): docs/target.md gives the reasons for one sense for both. While
+// the Control page's SWP is set (mode-pages.ts), 'write' commands answer
+// DATA PROTECT, LOGICAL UNIT SOFTWARE WRITE PROTECTED (07 27/02, SPC-5 7.5.8);
+// 'shared-state' ones still run, so that a MODE SELECT can clear it.
+import { SOFTWARE_WRITE_PROTECTED, WRITE_PROTECTED } from '../../protocol/scsi/sense-codes.js';
 import type { Access } from './nexus.js';
 import { check, type Failure } from './outcome.js';
 
@@ -24,8 +27,9 @@ export const REQUIRED_ACCESS: readonly RequiredAccess[] = ['read', 'write', 'sha
  * `granted` on an LU, or undefined when it may run. A read-only LU makes every
  * nexus read-only.
  */
-export function accessRefusal(required: RequiredAccess, granted: Access, luReadOnly: boolean): Failure | undefined {
+export function accessRefusal(required: RequiredAccess, granted: Access, luReadOnly: boolean, softwareWriteProtect = false): Failure | undefined {
   if (required === 'read') return undefined;
-  if (granted === 'rw' && !luReadOnly) return undefined;
-  return check(WRITE_PROTECTED);
+  if (granted !== 'rw' || luReadOnly) return check(WRITE_PROTECTED);
+  if (required === 'write' && softwareWriteProtect) return check(SOFTWARE_WRITE_PROTECTED);
+  return undefined;
 }

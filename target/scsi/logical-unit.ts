@@ -256,7 +256,7 @@ export class LogicalUnit {
         : { maxBlocks: Math.floor(this.limits.maxTransferBlocks / perPhysical) * perPhysical, alignment: perPhysical, granularity: perPhysical };
     this.log = o.log ?? silentLogger;
     this.portGroups = o.portGroups;
-    this.defaultModes = { wce: o.writeCache ?? true, dSense: false };
+    this.defaultModes = { wce: o.writeCache ?? true, dSense: false, swp: false };
     this.#modes = this.defaultModes;
     this.reservations = new Reservations((key, code) => this.attentions.establish(key, code), o.reservationStore);
     // A reservation taken or dropped (here or through another gateway) changes who may take the fast path.
@@ -283,7 +283,7 @@ export class LogicalUnit {
 
   /** MODE SELECT applied; the other nexuses hear 2A/01 (SPC-5 7.5.1). */
   setModes(next: ModeSettings, by: Nexus): void {
-    if (next.wce === this.#modes.wce && next.dSense === this.#modes.dSense) return;
+    if (next.wce === this.#modes.wce && next.dSense === this.#modes.dSense && next.swp === this.#modes.swp) return;
     this.#modes = next;
     this.attentions.establishAll(MODE_PARAMETERS_CHANGED, nexusKey(by));
   }

@@ -194,7 +194,7 @@ export function parseCommand(cdb: Buffer, lu: LogicalUnit | undefined, access: A
   if (isFailure(entry)) return fail(entry);
   if (cdb.length < entry.cdbLength) return fail(invalidCdb(cdb.length));
   if (nacaSet(cdb, entry.cdbLength)) return fail(invalidCdb(entry.cdbLength - 1, 2));
-  const refused = lu && accessRefusal(entry.access, access, lu.readOnly);
+  const refused = lu && accessRefusal(entry.access, access, lu.readOnly, lu.modes.swp);
   if (refused) {
     // Refused, but answered at execute: a pending unit attention or a
     // reservation conflict comes first (SAM-5 5.14), as for any command. No

@@ -17,6 +17,7 @@ import {
   MODE_PARAMETERS_CHANGED,
   PARAMETER_LIST_LENGTH_ERROR,
   SAVING_PARAMETERS_NOT_SUPPORTED,
+  SOFTWARE_WRITE_PROTECTED,
 } from '../../protocol/scsi/sense-codes.js';
 import { assertGood, assertSense, makeLu, ready, run } from './helpers/harness.js';
 
@@ -69,14 +70,14 @@ test('the WP bit is set for a read-only LU and under ro access', async (t) => {
   t.true(parseModeSense10((await run(rolu, m, cdb.modeSense10({ page: 0x08, allocationLength: 255 }))).data).writeProtect);
 });
 
-test('changeable values show WCE and D_SENSE only; saved values are not supported', async (t) => {
+test('changeable values show WCE, D_SENSE and SWP only; saved values are not supported', async (t) => {
   const { lu } = makeLu();
   const n = await ready(t, lu, 'host-a');
   const { p } = await sense6(lu, n, ModePage.ALL, PageControl.CHANGEABLE);
   const caching = findModePage(p, 0x08);
   const control = findModePage(p, 0x0a);
   t.deepEqual(caching && [...caching.subarray(2)], [0x04, ...Array<number>(17).fill(0)]);
-  t.deepEqual(control && [...control.subarray(2)], [0x04, ...Array<number>(9).fill(0)]);
+  t.deepEqual(control && [...control.subarray(2)], [0x04, 0, 0x08, ...Array<number>(7).fill(0)]);
   const saved = await run(lu, n, cdb.modeSense6({ page: 0x3f, pageControl: PageControl.SAVED, allocationLength: 255 }));
   assertSense(t, saved, SAVING_PARAMETERS_NOT_SUPPORTED);
 });
@@ -105,6 +106,37 @@ test('MODE SELECT round trip: clearing WCE makes writes FUA, and others hear 2A/
   t.true(backend.calls.filter((c) => c.op === 'write').at(-1)?.fua);
 });
 
+// SWP (SPC-5 7.5.8): what iscsi-test-cu's ModeSense6.ControlSwp and Sanitize.Readonly set.
+test('setting SWP write-protects the LU for every nexus until it is cleared; reads and MODE SELECT still run', async (t) => {
+  const { lu, backend } = makeLu();
+  const a = await ready(t, lu, 'host-a');
+  const b = await ready(t, lu, 'host-b');
+  t.true(parseControlPage(findModePage((await sense6(lu, a, 0x0a, 1)).p, 0x0a) ?? Buffer.alloc(0)).softwareWriteProtect, 'changeable');
+  const control = Buffer.from(findModePage((await sense6(lu, a, 0x0a)).p, 0x0a) ?? Buffer.alloc(0));
+  t.false(parseControlPage(control).softwareWriteProtect);
+  assertGood(t, await run(lu, a, cdb.write10(4, 1), { out: Buffer.alloc(512, 0x11) }));
+  control[4] |= 0x08;
+  assertGood(t, await run(lu, a, cdb.modeSelect6(16), { out: modeSelectList6([control]) }));
+  const { p } = await sense6(lu, a, 0x0a);
+  t.true(parseControlPage(findModePage(p, 0x0a) ?? Buffer.alloc(0)).softwareWriteProtect, 'current value set');
+  t.true(p.writeProtect, 'the header says WP');
+  t.false(parseControlPage(findModePage((await sense6(lu, a, 0x0a, 2)).p, 0x0a) ?? Buffer.alloc(0)).softwareWriteProtect, 'default value clear');
+  const writesBefore = backend.calls.filter((c) => c.op === 'write').length;
+  assertSense(t, await run(lu, a, cdb.write10(4, 1), { out: Buffer.alloc(512, 0x22) }), SOFTWARE_WRITE_PROTECTED, 'WRITE(10)');
+  assertSense(t, await run(lu, a, cdb.writeSame16(0, 8), { out: Buffer.alloc(512) }), SOFTWARE_WRITE_PROTECTED, 'WRITE SAME(16)');
+  assertSense(t, await run(lu, b, cdb.testUnitReady()), MODE_PARAMETERS_CHANGED, 'the other nexus hears of it');
+  assertSense(t, await run(lu, b, cdb.write10(4, 1), { out: Buffer.alloc(512, 0x33) }), SOFTWARE_WRITE_PROTECTED, 'the other nexus');
+  t.is(backend.calls.filter((c) => c.op === 'write').length, writesBefore, 'no refused write reached the backend');
+  const read = await run(lu, b, cdb.read10(4, 1));
+  assertGood(t, read, 'reads run');
+  t.true(read.data.equals(Buffer.alloc(512, 0x11)), 'the block kept the write from before SWP');
+  control[4] &= ~0x08;
+  assertGood(t, await run(lu, b, cdb.modeSelect6(16), { out: modeSelectList6([control]) }), 'another nexus clears SWP');
+  assertSense(t, await run(lu, a, cdb.testUnitReady()), MODE_PARAMETERS_CHANGED);
+  assertGood(t, await run(lu, a, cdb.write10(4, 1), { out: Buffer.alloc(512, 0x44) }), 'writes run again');
+  t.false((await sense6(lu, a, 0x0a)).p.writeProtect);
+});
+
 test('setting D_SENSE switches the LU to descriptor-format sense', async (t) => {
   const { lu } = makeLu();
   const n = await ready(t, lu, 'host-a');
@@ -122,11 +154,11 @@ test('MODE SELECT refuses non-changeable bits, unknown pages, wrong lengths, SP,
   const { lu } = makeLu();
   const n = await ready(t, lu, 'host-a');
   const control = Buffer.from(findModePage((await sense6(lu, n, 0x0a)).p, 0x0a) ?? Buffer.alloc(0));
-  const swp = Buffer.from(control);
-  swp[4] |= 0x08;
-  const r = await run(lu, n, cdb.modeSelect6(16), { out: modeSelectList6([swp]) });
-  assertSense(t, r, INVALID_FIELD_IN_PARAMETER_LIST, 'SWP is not changeable');
-  t.deepEqual(r.sense?.fieldPointer, { inCdb: false, byte: 4 + 4, bit: 3 });
+  const rac = Buffer.from(control);
+  rac[4] |= 0x40;
+  const r = await run(lu, n, cdb.modeSelect6(16), { out: modeSelectList6([rac]) });
+  assertSense(t, r, INVALID_FIELD_IN_PARAMETER_LIST, 'RAC is not changeable');
+  t.deepEqual(r.sense?.fieldPointer, { inCdb: false, byte: 4 + 4, bit: 6 });
   const unknown = modeSelectList6([Buffer.from([0x1c, 0x0a, ...Buffer.alloc(10)])]);
   assertSense(t, await run(lu, n, cdb.modeSelect6(unknown.length), { out: unknown }), INVALID_FIELD_IN_PARAMETER_LIST, 'unknown page');
   const badLen = Buffer.from(control);

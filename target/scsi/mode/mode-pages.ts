@@ -1,7 +1,7 @@
 // The mode pages rblk keeps per logical unit: Caching (SBC-4 6.5.5) with a
-// changeable WCE, and Control (SPC-5 7.5.8) with a changeable D_SENSE. The
-// pages are shared by every nexus (SPC-5 7.5.1 allows either way), so a change
-// raises MODE PARAMETERS CHANGED for the others.
+// changeable WCE, and Control (SPC-5 7.5.8) with a changeable D_SENSE and SWP.
+// The pages are shared by every nexus (SPC-5 7.5.1 allows either way), so a
+// change raises MODE PARAMETERS CHANGED for the others.
 import { CachingBits, CACHING_PAGE_LENGTH, ControlBits, CONTROL_PAGE_LENGTH } from '../../../protocol/scsi/mode.js';
 import { ModePage } from '../../../protocol/scsi/opcodes.js';
 import { PARAMETER_LIST_LENGTH_ERROR } from '../../../protocol/scsi/sense-codes.js';
@@ -12,6 +12,12 @@ export interface ModeSettings {
   readonly wce: boolean;
   /** Descriptor-format sense data. */
   readonly dSense: boolean;
+  /**
+   * Software write protect (SPC-5 7.5.8): while set, commands that change the
+   * medium fail with DATA PROTECT, LOGICAL UNIT SOFTWARE WRITE PROTECTED, from
+   * every nexus and front end (target/scsi/access.ts). Not saved: a restart clears it.
+   */
+  readonly swp: boolean;
 }
 
 export type PageKind = 'current' | 'changeable' | 'default';
@@ -34,12 +40,14 @@ function controlPage(kind: PageKind, s: ModeSettings): Buffer {
   p[1] = CONTROL_PAGE_LENGTH - 2;
   if (kind === 'changeable') {
     p[2] = ControlBits.D_SENSE;
+    p[4] = ControlBits.SWP;
     return p;
   }
   // GLTSD: no log parameters are saved. QUEUE ALGORITHM MODIFIER 1: the
   // target may reorder simple tasks, as every tag-queueing target does.
   p[2] = ControlBits.GLTSD | (s.dSense ? ControlBits.D_SENSE : 0);
   p[3] = 0x10;
+  if (kind === 'current' && s.swp) p[4] = ControlBits.SWP;
   // BUSY TIMEOUT PERIOD FFFFh: unlimited (SPC-5 table 455).
   p.writeUInt16BE(0xffff, 8);
   return p;
@@ -81,7 +89,7 @@ export function applyModePages(list: Buffer, base: number, current: ModeSettings
       if (diff !== 0) return invalidParameter(base + at + i, 31 - Math.clz32(diff));
     }
     if (code === ModePage.CACHING) next = { ...next, wce: (list[at + 2] & CachingBits.WCE) !== 0 };
-    if (code === ModePage.CONTROL) next = { ...next, dSense: (list[at + 2] & ControlBits.D_SENSE) !== 0 };
+    if (code === ModePage.CONTROL) next = { ...next, dSense: (list[at + 2] & ControlBits.D_SENSE) !== 0, swp: (list[at + 4] & ControlBits.SWP) !== 0 };
     at += cur.length;
   }
   return next;

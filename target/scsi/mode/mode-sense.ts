@@ -35,8 +35,8 @@ function parsePageFields(cdb: Buffer): Omit<ModeSenseParams, 'dbd' | 'llbaa' | '
 
 function deviceSpecific(io: CommandIo): number {
   // WP tells the initiator the medium is write protected for it (SBC-4 6.4.1),
-  // which is how Linux sd marks the disk read-only.
-  const wp = io.lu.readOnly || io.access === 'ro';
+  // which is how Linux sd marks the disk read-only; SWP counts (SPC-5 7.5.8).
+  const wp = io.lu.readOnly || io.access === 'ro' || io.lu.modes.swp;
   return (wp ? DeviceSpecific.WP : 0) | DeviceSpecific.DPOFUA;
 }
 
