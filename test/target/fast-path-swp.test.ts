@@ -4,7 +4,7 @@
 // again without write access, so a WRITE that arrives next is answered by
 // JavaScript with DATA PROTECT, LOGICAL UNIT SOFTWARE WRITE PROTECTED (27/02)
 // and changes nothing, while READs stay native. Clearing it gives the
-// writes back to the fast path (docs/target.md "Mode pages").
+// writes back to the fast path (docs/target.md "Access by command").
 import test from 'ava';
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
