@@ -375,7 +375,8 @@ export class Controller {
           blocks: lu.blocks,
           blockSize: lu.blockSize,
           thin: lu.thin,
-          readOnly: ns.access !== 'rw',
+          // NSATTR's write protect is the namespace's state now (NVM Express Base 2.0 §5.17.2.1), SCSI's SWP included.
+          readOnly: ns.access !== 'rw' || lu.modes.swp,
           nguid: lu.naa,
           deallocGranularity: lu.limits.unmapGranularity,
           anaGroup: this.anaGroup,

@@ -37,16 +37,19 @@ test('a SCSI reservation held by another initiator: Reservation Conflict for NVM
 
 // SWP, the Control mode page's software write protect that a SCSI initiator sets by MODE SELECT
 // (SPC-5 7.5.8, target/scsi/access.ts): the volume is write-protected for NVMe hosts too.
-test('software write protect set on the SCSI side: Namespace Is Write Protected for NVMe writes, reads run, and clearing it gives writes back', async (t) => {
+test('software write protect set on the SCSI side: Namespace Is Write Protected for NVMe writes and in NSATTR, reads run, and clearing it gives writes back', async (t) => {
   const f = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);
   t.teardown(() => f.close());
-  const { io } = await openHostQueues(t, f);
+  const { admin, io } = await openHostQueues(t, f);
+  const nsattr = async (): Promise<number> => ((await admin.admin(0x06, { nsid: 1, length: 4096, cdw: { 10: 0 } })).data?.[99] ?? -1) & 1;
   const write = (fill: number) => io.command(rwSqe(0x01, io.nextCid(), 1, 0, 1, 512, { inCapsule: true }), { data: Buffer.alloc(512, fill), inCapsule: true });
   const read = () => io.command(rwSqe(0x02, io.nextCid(), 1, 0, 1, 512));
   t.is((await write(1)).statusField, 0);
   const lu = f.volumes[0]!.lu;
   const scsi = { sessionId: 'swp', initiator: 'iqn.2026-12.org.example:scsi' };
+  t.is(await nsattr(), 0, 'Identify Namespace: NSATTR not write protected');
   lu.setModes({ ...lu.modes, swp: true }, scsi);
+  t.is(await nsattr(), 1, 'NSATTR write protected while SWP is set');
   const refused = await write(2);
   t.is(refused.sct, 0);
   t.is(refused.sc, 0x20, 'Namespace Is Write Protected');
@@ -55,5 +58,6 @@ test('software write protect set on the SCSI side: Namespace Is Write Protected 
   t.is(got.statusField, 0, 'reads run');
   t.true(got.data?.equals(Buffer.alloc(512, 1)), 'the refused writes changed nothing');
   lu.setModes({ ...lu.modes, swp: false }, scsi);
+  t.is(await nsattr(), 0);
   t.is((await write(3)).statusField, 0, 'cleared: writes run');
 });
