@@ -12,7 +12,7 @@ export interface CloseInFlightRun {
   /** The child's stderr, and the signal that ended it if one did. */
   output: string;
   /** The fixture's closing JSON line. */
-  report: { settled?: number; expected?: number; withData?: number; codes?: Record<string, number> } | null;
+  report: { settled?: number; withData?: number; codes?: Record<string, number> } | null;
 }
 
 export function closeInFlight(provider: string, mode?: 'arriving'): Promise<CloseInFlightRun> {
