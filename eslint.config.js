@@ -30,4 +30,16 @@ export default tseslint.config(
       '@typescript-eslint/no-misused-promises': 'error',
     },
   },
+  {
+    // Intervals and deadlines in the shipped code are measured on the monotonic
+    // clock: Date.now() jumps with NTP steps and `date -s`, which would end live
+    // sessions at once or leave dead ones for the size of the step.
+    files: ['target/**/*.ts', 'initiator/**/*.ts', 'protocol/**/*.ts', 'native/**/*.ts', 'bin-src/**/*.ts'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        { object: 'Date', property: 'now', message: 'Use performance.now() for intervals and deadlines; Date.now() only for a wall-clock time (with a comment saying so).' },
+      ],
+    },
+  },
 );

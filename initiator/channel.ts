@@ -80,7 +80,7 @@ export class Channel implements FastIoChannel {
   private readonly gatewayFences = new WeakMap<Connection, Map<string, Promise<void>>>();
   private lost = new LostSignal();
   private inflight = 0;
-  private lastActive = Date.now();
+  private lastActive = performance.now();
   private readonly resets = new Map<number, Promise<boolean>>();
   private keepAlive: NodeJS.Timeout | null = null;
   private probing = false;
@@ -146,7 +146,7 @@ export class Channel implements FastIoChannel {
   private install(conn: Connection): void {
     this.current = conn;
     this.lost = new LostSignal();
-    this.lastActive = Date.now();
+    this.lastActive = performance.now();
     conn.onClose = (reason) => this.onClose(conn, reason);
     this.startKeepAlive();
     if (conn.isClosed) this.onClose(conn, 'closed during login');
@@ -290,7 +290,7 @@ export class Channel implements FastIoChannel {
       this.deadlines.delete(att);
       pooled?.release();
       this.inflight--;
-      this.lastActive = Date.now();
+      this.lastActive = performance.now();
     }
   }
 
@@ -323,7 +323,7 @@ export class Channel implements FastIoChannel {
         this.deadlines.delete(att);
         if (!own) return;
         this.inflight--;
-        this.lastActive = Date.now();
+        this.lastActive = performance.now();
       };
       waiter = {
         done: (status, sense, underflow) => {
@@ -392,7 +392,7 @@ export class Channel implements FastIoChannel {
     io.settled = true;
     this.deadlines.delete(io);
     this.inflight--;
-    this.lastActive = Date.now();
+    this.lastActive = performance.now();
   }
 
   private arm(conn: Connection, lun: number, tag: bigint, att: Attempt): void {
@@ -544,7 +544,7 @@ export class Channel implements FastIoChannel {
   /** TEST UNIT READY on an idle connection; no answer within ms drops it. */
   private async probe(ms: number): Promise<void> {
     const conn = this.current;
-    if (conn === null || conn.isClosed || this.probing || this.inflight > 0 || Date.now() - this.lastActive < ms) return;
+    if (conn === null || conn.isClosed || this.probing || this.inflight > 0 || performance.now() - this.lastActive < ms) return;
     this.probing = true;
     try {
       const lun = this.host.probeLun();
@@ -562,7 +562,7 @@ export class Channel implements FastIoChannel {
       }
     } finally {
       this.probing = false;
-      this.lastActive = Date.now();
+      this.lastActive = performance.now();
     }
   }
 

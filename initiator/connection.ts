@@ -202,9 +202,9 @@ export class Connection {
   private rsp!: LoginResponse;
   private closed = false;
   private keepAlive: NodeJS.Timeout | null = null;
-  private lastSent = Date.now();
+  private lastSent = performance.now();
   /** When the target last sent anything (a capsule, or a read's remote CQ data). */
-  private lastHeard = Date.now();
+  private lastHeard = performance.now();
   private closeReason = '';
   /** The target's T_LOGOUT reason code (protocol.md §14.3), when it logged this session out. */
   logoutReason: LogoutReason | null = null;
@@ -371,15 +371,19 @@ export class Connection {
 
   private startKeepAlive(ms: number): void {
     if (ms <= 0) return;
-    let outstanding = false;
+    // When the outstanding KEEPALIVE was sent, or null.
+    let probeSentAt: number | null = null;
+    // Checked every half interval: a check every interval could find the last
+    // send just short of it, and the next would come after nearly 2 × keepAliveMs
+    // of silence, where the target ends the session (§13).
     this.keepAlive = setInterval(() => {
       if (this.closed) return;
-      if (outstanding) {
+      const now = performance.now();
+      if (probeSentAt !== null) {
         // §13: no KEEPALIVE_RSP within the interval: the target is dead.
-        void this.fail(`no KEEPALIVE_RSP within ${ms} ms`);
+        if (now - probeSentAt >= ms) void this.fail(`no KEEPALIVE_RSP within ${ms} ms`);
         return;
       }
-      const now = Date.now();
       // Dead-peer detection under load as well as when idle: commands are
       // outstanding and nothing has come back for the interval, so ask now.
       // A host that died without a reset (power, kernel, partition) sends no
@@ -387,13 +391,13 @@ export class Connection {
       // timeout (docs/initiator.md "Multipath").
       const starving = this.pending.size > 0 && now - this.lastHeard >= ms;
       if (now - this.lastSent < ms && !starving) return;
-      outstanding = true;
+      probeSentAt = now;
       const tag = this.takeTag();
       this.request(tag, { op: Opcode.KEEPALIVE, tag }).then(
-        () => (outstanding = false),
+        () => (probeSentAt = null),
         () => undefined,
       );
-    }, ms);
+    }, Math.max(25, Math.floor(ms / 2)));
     this.keepAlive.unref();
   }
 
@@ -401,7 +405,7 @@ export class Connection {
     if (this.closed) return Promise.reject(new TransportError(`connection closed: ${this.closeReason}`));
     return new Promise<Capsule>((resolve, reject) => {
       this.pending.set(tag, { resolve, reject });
-      this.lastSent = Date.now();
+      this.lastSent = performance.now();
       this.conn.send(capsuleBuffer(c)).catch((e: Error) => {
         this.pending.delete(tag);
         reject(new TransportError(e.message));
@@ -410,7 +414,7 @@ export class Connection {
   }
 
   private onCapsule(buf: Buffer): void {
-    this.lastHeard = Date.now();
+    this.lastHeard = performance.now();
     let c: Capsule;
     try {
       c = decodeCapsule(buf, { from: 'target', limits: this.limits });
@@ -449,7 +453,7 @@ export class Connection {
    */
   private onRemoteData(data: number): void {
     if (this.closed) return;
-    this.lastHeard = Date.now();
+    this.lastHeard = performance.now();
     const tag = this.reads.get(data);
     const p = tag === undefined ? undefined : this.pending.get(tag);
     if (tag === undefined || p === undefined) {
@@ -563,7 +567,7 @@ export class Connection {
     if (q.submit(1) !== 1) return null;
     // Word 11: the tag's low word, with the slot's generation (initiator-queue.h).
     this.fast[s[10]] = w;
-    this.lastSent = Date.now();
+    this.lastSent = performance.now();
     return BigInt(s[11]);
   }
 
@@ -618,7 +622,7 @@ export class Connection {
     // Cleared before the unposted hear of it: they may queue again.
     const rest = posted < n ? waiters.slice(posted) : null;
     waiters.length = 0;
-    if (posted > 0) this.lastSent = Date.now();
+    if (posted > 0) this.lastSent = performance.now();
     if (rest !== null) for (const w of rest) w.unposted();
   }
 
@@ -628,7 +632,7 @@ export class Connection {
     if (q === null) return;
     // Answers the native queue took are heard too: the keep-alive's starving
     // check must see them (docs/architecture.md "What the control plane sees of native work").
-    this.lastHeard = Date.now();
+    this.lastHeard = performance.now();
     const c = q.completions;
     for (let i = 0; i < n; i++) {
       const slot = c[3 * i];

@@ -18,7 +18,7 @@ export class Deadlines<K> {
   /** Starts the clock for key (no-op when timeouts are off). */
   add(key: K): void {
     if (this.ms <= 0) return;
-    this.due.set(key, Date.now() + this.ms);
+    this.due.set(key, performance.now() + this.ms);
     if (this.timer === null) this.arm(this.ms);
   }
 
@@ -42,7 +42,7 @@ export class Deadlines<K> {
 
   private sweep(): void {
     this.timer = null;
-    const now = Date.now();
+    const now = performance.now();
     for (const [key, at] of this.due) {
       if (at > now) {
         // expired() may have sent something, which armed the timer already.

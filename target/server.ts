@@ -193,7 +193,7 @@ export class TargetServer {
    * is never ended, so a burst of live logins is refused, not thrashed.
    */
   private evictStalePreLogin(source: string): ServedConnection | null {
-    const now = Date.now();
+    const now = performance.now();
     // The set iterates in insertion order: oldest first.
     for (const s of this.sessions) {
       if (!this.waitingToLogIn(s) || sourceOf(s.info().peer) !== source) continue;
@@ -399,7 +399,7 @@ export class TargetServer {
   /** A session on a new connection: counted while it lasts; its end lets the heap give memory back. */
   private adoptConnection(s: ServedConnection): void {
     this.sessions.add(s);
-    this.adoptedAt.set(s, Date.now());
+    this.adoptedAt.set(s, performance.now());
     s.onEnd = () => {
       this.sessions.delete(s);
       this.heap.noteRelease();

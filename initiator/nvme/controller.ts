@@ -118,13 +118,13 @@ export class NvmeController {
     const set = await this.admin.submitWithin({ sqe: propertySetSqe(0, Property.CC, false, cc) }, t, 'Property Set CC');
     if (!isSuccess(set.status)) throw new RblkError('LOGIN_FAILED', `Property Set CC.EN at ${this.where}: ${describeStatus(set.status)}`);
     // CSTS.RDY (bit 0) within CAP.TO; CSTS.CFS (bit 1) is a fatal controller status.
-    const until = Date.now() + readyMs;
+    const until = performance.now() + readyMs;
     for (;;) {
       const s = await this.admin.submitWithin({ sqe: propertyGetSqe(0, Property.CSTS, false) }, t, 'Property Get CSTS');
       if (!isSuccess(s.status)) throw new RblkError('LOGIN_FAILED', `Property Get CSTS at ${this.where}: ${describeStatus(s.status)}`);
       if ((s.dw0 & 2) !== 0) throw new RblkError('LOGIN_FAILED', `controller at ${this.where} reports Controller Fatal Status`);
       if ((s.dw0 & 1) !== 0) break;
-      if (Date.now() > until) throw new RblkError('LOGIN_FAILED', `controller at ${this.where} not ready within CAP.TO (${readyMs} ms)`);
+      if (performance.now() > until) throw new RblkError('LOGIN_FAILED', `controller at ${this.where} not ready within CAP.TO (${readyMs} ms)`);
       await new Promise((r) => setTimeout(r, 20));
     }
     const id = await this.identify(0x01, 0);

@@ -237,7 +237,7 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
     p.state = 'down';
     p.lastError = why;
     this.#lastCause = why;
-    if (!this.#paths.some((x) => x.state === 'live')) this.#downSince ??= Date.now();
+    if (!this.#paths.some((x) => x.state === 'live')) this.#downSince ??= performance.now();
     this.emit('pathDown', p.info(), why);
     this.#schedule(p);
   }
@@ -285,7 +285,7 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
       const c = this.#choose(nsid);
       if (c) return c;
       const start = Math.min(since, this.#downSince ?? since);
-      const left = start + this.#o.lossMs - Date.now();
+      const left = start + this.#o.lossMs - performance.now();
       if (left <= 0) {
         throw new RblkError('CONNECTION_LOST', `${what}: no usable path to ${this.subnqn} for ${this.#o.lossMs} ms (timeouts.lossMs); last cause: ${this.#lastCause}`);
       }
@@ -308,7 +308,7 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
    * §4.6.1.2), within the loss window; anything else becomes a typed error.
    */
   async run(nsid: number, cmd: Command, describe: Describe): Promise<Completion> {
-    const since = Date.now();
+    const since = performance.now();
     let lastStatus: NvmeStatus | null = null;
     /** The last loss, when it was the store not answering a command of the queue: a timeout, not a lost path. */
     let timedOut: QueueLostError | null = null;
@@ -337,7 +337,7 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
         }
         timedOut = e.why.includes(' unanswered for ') ? e : null;
         // A controller that keeps coming back but never answers this command (a hung store) must not hold it forever.
-        if (Date.now() - since > this.#o.lossMs) {
+        if (performance.now() - since > this.#o.lossMs) {
           throw new RblkError('TIMEOUT', `${textOf(describe)}: not completed within ${this.#o.lossMs} ms (timeouts.lossMs) over ${attempt + 1} attempts; last: ${e.why}`, { cause: e });
         }
         continue;
@@ -347,14 +347,14 @@ export class NvmeSession extends EventEmitter<NvmeSessionEvents> {
       if (!retryable(done.status)) throw errorForNvmeStatus(textOf(describe), done.status);
       // An ANA path status: that controller's view changed; read its log again before choosing (Base 2.0 §8.20.3.5).
       if (done.status.sct === 3 && c.info.anaReporting) await c.refreshAna().catch(() => undefined);
-      if (Date.now() - since > this.#o.lossMs) throw errorForNvmeStatus(`${textOf(describe)} (retried for ${this.#o.lossMs} ms)`, lastStatus);
+      if (performance.now() - since > this.#o.lossMs) throw errorForNvmeStatus(`${textOf(describe)} (retried for ${this.#o.lossMs} ms)`, lastStatus);
       await new Promise((r) => setTimeout(r, reconnectDelay(attempt, this.#o.reconnectInitialMs, this.#o.reconnectMaxMs)));
     }
   }
 
   /** An admin command on a live controller (Identify, Get Log Page), on the first one up within the loss window. */
   async admin<T>(what: string, f: (c: NvmeController) => Promise<T>, nsid = 0): Promise<T> {
-    const since = Date.now();
+    const since = performance.now();
     for (;;) {
       const c = await this.#controllerFor(nsid, what, since);
       try {

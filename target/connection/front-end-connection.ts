@@ -62,7 +62,7 @@ export abstract class FrontEndConnection<Tag = unknown, C extends OutstandingCom
   /** The login timeout, then the keep-alive interval. */
   protected timer: NodeJS.Timeout | null = null;
   /** When the initiator was last heard from. */
-  protected lastHeard = Date.now();
+  protected lastHeard = performance.now();
   protected loggedInAt: Date | null = null;
   private readonly since = new Date();
   private readonly idle: (() => void)[] = [];
@@ -298,9 +298,9 @@ export abstract class FrontEndConnection<Tag = unknown, C extends OutstandingCom
       const now = this.receivedCount();
       if (now !== received) {
         received = now;
-        this.lastHeard = Date.now();
+        this.lastHeard = performance.now();
       }
-      tick(Date.now() - this.lastHeard, ka);
+      tick(performance.now() - this.lastHeard, ka);
     }, Math.max(50, Math.floor(ka / 2)));
     this.timer.unref();
   }

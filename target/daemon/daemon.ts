@@ -78,7 +78,10 @@ export class Daemon {
   private control: ControlServer | null = null;
   private metrics: MetricsServer | null = null;
   private readonly startedAt = new Date();
+  /** Uptime is counted on the monotonic clock: a wall-clock step (NTP, `date -s`) does not change it. */
+  private readonly startedMono = performance.now();
   /** For rblk_config_last_reload_*: the start counts as a load that applied (docs/operations.md "Metrics"). */
+  // eslint-disable-next-line no-restricted-properties -- a wall-clock time, as the metric's name says
   private lastReload = { successful: true, successTimestamp: Date.now() / 1000 };
   /** This gateway's target port groups (ALUA), shared by every logical unit; undefined without `alua`. */
   private readonly portGroups: TargetPortGroups | undefined;
@@ -196,7 +199,7 @@ export class Daemon {
       version: this.opts.version ?? 'unknown',
       pid: process.pid,
       since: this.startedAt.toISOString(),
-      uptimeSeconds: Math.floor((Date.now() - this.startedAt.getTime()) / 1000),
+      uptimeSeconds: Math.floor((performance.now() - this.startedMono) / 1000),
       config: this.opts.configPath,
       targetName: this.config.targetName,
       state: this.stopping ? 'stopping' : 'serving',
@@ -301,6 +304,7 @@ export class Daemon {
       return this.doReload(force).then(
         (r) => {
           const successful = r.applied && r.errors.length === 0;
+          // eslint-disable-next-line no-restricted-properties -- a wall-clock time, as the metric's name says
           this.lastReload = { successful, successTimestamp: successful ? Date.now() / 1000 : this.lastReload.successTimestamp };
           return r;
         },

@@ -197,7 +197,7 @@ export class IscsiConnection extends FrontEndConnection<number, Running> impleme
     );
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => {
-      this.lastHeard = Date.now();
+      this.lastHeard = performance.now();
       this.reader.push(chunk);
     });
     socket.on('error', (e) => this.detach(this.end(`socket error: ${e.message}`)));

@@ -194,7 +194,7 @@ export class RblkConnection<B extends DataBuffer = DataBuffer> extends FrontEndC
 
   private onCapsule(buf: Buffer): void {
     if (this.state === 'closing' || this.state === 'closed') return;
-    this.lastHeard = Date.now();
+    this.lastHeard = performance.now();
     // Version 5: a logged-in initiator may send several CMDs in one message
     // (§5.1). Each is decoded and dispatched as if it had come alone, in order.
     let capsules: Buffer[] = [buf];

@@ -58,9 +58,9 @@ export function umountCommand<T extends { debug: boolean }>(y: Argv<T>): Argv<T>
         }
         // Returns only once every thread of the helper is gone (process-state.ts), so
         // its FUSE session, loop device and files are released when umount returns.
-        const deadline = Date.now() + timeoutMs;
+        const deadline = performance.now() + timeoutMs;
         while (isRunning(rec.pid)) {
-          if (Date.now() > deadline) throw new Error(`process ${rec.pid} did not finish detaching within ${a.timeout} (its log: ${state}/mount.log)`);
+          if (performance.now() > deadline) throw new Error(`process ${rec.pid} did not finish detaching within ${a.timeout} (its log: ${state}/mount.log)`);
           await sleep(POLL_MS);
         }
       }

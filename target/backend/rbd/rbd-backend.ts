@@ -149,8 +149,8 @@ export class RbdBackend implements Backend {
 
   /** Closes a blocklisted client once its operations have all come back (they fail at once: EBLOCKLISTED). */
   async #retire(old: RbdImage): Promise<void> {
-    const until = Date.now() + 2 * this.#timeoutSeconds * 1000;
-    while (old.inFlight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    const until = performance.now() + 2 * this.#timeoutSeconds * 1000;
+    while (old.inFlight > 0 && performance.now() < until) await new Promise((r) => setTimeout(r, 50));
     await old.close().catch(() => undefined);
   }
 
