@@ -43,6 +43,8 @@ export const MAX_IO_QUEUES = 64;
 export const MIN_ADMIN_QUEUE = 32;
 /** Keep Alive granularity reported (KAS), 100 ms units. */
 const KAS = 10;
+/** The longest delay setTimeout keeps (2^31 - 1 ms); Node runs a longer one after 1 ms. */
+const MAX_TIMER_MS = 0x7fffffff;
 /** Reservation notification log pages a controller keeps for its host; past this the oldest go (LPC still counts them). */
 export const MAX_RESERVATION_NOTICES = 64;
 /** Reservation Notification Mask (feature 82h) bits: REGPRE 1, RESREL 2, RESPRE 3 (Base 2.0 §5.27.1, "Reservation Notification Mask"). */
@@ -257,7 +259,19 @@ export class Controller {
     if (this.#katoTimer !== null) clearTimeout(this.#katoTimer);
     this.#katoTimer = null;
     if (this.#kato === 0 || this.#ended) return;
-    this.#katoTimer = setTimeout(() => this.end(`Keep Alive Timeout expired (KATO ${this.#kato} ms)`), this.#kato);
+    this.#armKato(this.#kato);
+  }
+
+  /**
+   * KATO is 32 bits of ms (up to about 49.7 days), and a timer's delay only 31: Node runs a longer one after
+   * 1 ms. So a long KATO is waited in steps, and the controller never ends before it.
+   */
+  #armKato(left: number): void {
+    const step = Math.min(left, MAX_TIMER_MS);
+    this.#katoTimer = setTimeout(() => {
+      if (left > step) this.#armKato(left - step);
+      else this.end(`Keep Alive Timeout expired (KATO ${this.#kato} ms)`);
+    }, step);
     this.#katoTimer.unref();
   }
 

@@ -179,6 +179,21 @@ test('Keep Alive Timeout: a controller that hears nothing for KATO ends, with it
   t.is((await late.connect({ qid: 2, sqsize: 16, subnqn: f.nqn, cntlid })).sc, 0x82, 'the controller is gone');
 });
 
+for (const kato of [2 ** 31, 0xffffffff]) {
+  test(`a KATO of ${kato} ms, past a timer's 31 bits: the controller stays, and Get Features reports the KATO set`, async (t) => {
+    const h = await open();
+    const cntlid = await h.enable(f.nqn, { kato });
+    // Node runs a timer of more than 2^31 - 1 ms after 1 ms: one that was not split would have ended it by now.
+    await new Promise((r) => setTimeout(r, 300));
+    t.false(h.closed);
+    t.is((await h.admin(0x18)).statusField, 0, 'Keep Alive answered');
+    const got = await h.admin(0x0a, { cdw: { 10: 0x0f } });
+    t.is(got.statusField, 0);
+    t.is(got.dw0 >>> 0, kato);
+    t.false(f.log.lines.some((l) => l.message.includes(`NVMe controller ${cntlid} `) && /Keep Alive Timeout/.test(l.message)));
+  });
+}
+
 test('the discovery controller lists this listener (log page 70h)', async (t) => {
   const h = await open();
   await h.initialize();
