@@ -446,7 +446,7 @@ export class IscsiConnection extends FrontEndConnection<number, Running> impleme
       }
       if (this.tsih === 0) this.tsih = this.ctx.registry.nextTsih();
       this.ctx.registry.add(this);
-      this.nexus = { sessionId: `${this.id}`, initiator: `${this.initiatorName},i,0x${this.isid}`, targetPort: this.env.portName };
+      this.nexus = { sessionId: `${this.id}`, initiator: `${this.initiatorName},i,0x${this.isid}`, device: this.initiatorName, targetPort: this.env.portName };
       this.mapLuns(luns);
       this.env.scsi.login(this.nexus);
     } else {

@@ -6,7 +6,7 @@
 // (docs/nvme.md "Command sets side by side").
 import { cdw, IoOpcode, Status, type NvmeStatus } from '../../protocol/nvme/command.js';
 import { isMiscompare } from '../backend/backend.js';
-import { nexusKey, type Access, type LogicalUnit, type Nexus } from '../scsi/index.js';
+import { initiatorNameOf, nexusKey, type Access, type LogicalUnit, type Nexus } from '../scsi/index.js';
 import type { PrClass } from '../scsi/reservations/reservations.js';
 import type { QosDirection } from '../scsi/qos-bucket.js';
 import { acquireScratch, withScratch } from '../scsi/scratch.js';
@@ -174,7 +174,7 @@ function guarded(p: PreparedIo, lu: LogicalUnit, ctx: IoContext, cls: PrClass, q
     dir: p.dir,
     run: (data) => {
       // QoS (target/scsi/qos.ts): the same buckets as the SCSI front ends'; a Read or Write waits for its turn, never fails for it.
-      const turn = qos !== null && lu.qos.active ? lu.qos.admit(ctx.nexus.initiator, qos, p.length) : null;
+      const turn = qos !== null && lu.qos.active ? lu.qos.admit(initiatorNameOf(ctx.nexus), qos, p.length) : null;
       return turn !== null ? turn.then(() => admitted(data)) : admitted(data);
     },
   };
@@ -217,7 +217,7 @@ class ReadIo implements PreparedIo {
   run(): Promise<Completion> {
     const { lu, ctx } = this;
     // QoS (target/scsi/qos.ts): the same buckets as the SCSI front ends'; a Read waits for its turn, never fails for it.
-    const turn = lu.qos.active ? lu.qos.admit(ctx.nexus.initiator, 'read', this.length) : null;
+    const turn = lu.qos.active ? lu.qos.admit(initiatorNameOf(ctx.nexus), 'read', this.length) : null;
     if (turn !== null) return turn.then(() => this.#admitted());
     return this.#admitted();
   }

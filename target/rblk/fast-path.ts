@@ -6,7 +6,7 @@
 // path (sync), and the answer to a command the fast path gave back (failed).
 import { getSystemErrorName } from 'node:util';
 import { errorText } from '../error-text.js';
-import { IO_CLASSES, LATENCY_BUCKETS_S, nexusKey, type LogicalUnit, type Nexus, type SessionIo } from '../scsi/index.js';
+import { initiatorNameOf, IO_CLASSES, LATENCY_BUCKETS_S, nexusKey, type LogicalUnit, type Nexus, type SessionIo } from '../scsi/index.js';
 import type { ConnectionFastPath, DataBuffer, FastPathStats, TargetConnection } from '../transport/transport.js';
 import { noNative, type ConnectionEnvironment, type MappedLun, type NativeInfo, type TargetLogger } from '../connection/environment.js';
 
@@ -141,7 +141,7 @@ export class RblkFastPath {
           writable: access === 'rw' && !lu.readOnly && !lu.modes.swp,
           writeThrough: !lu.modes.wce,
           // Always both buckets, limited or not: a reload changes them in place (target/scsi/qos.ts).
-          qos: lu.qos.nativeState(nexus.initiator),
+          qos: lu.qos.nativeState(initiatorNameOf(nexus)),
           ...(target.rbd !== undefined ? { rbdApi: target.rbd.api, rbdImage: target.rbd.image } : {}),
         });
       };

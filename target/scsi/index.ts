@@ -1,6 +1,6 @@
 // The protocol-neutral SCSI core: what front ends and the daemon use.
 export { LogicalUnit, naa6, parseIdentifier, type LogicalUnitOptions, type LuLimits } from './logical-unit.js';
-export { nexusKey, type Access, type Nexus } from './nexus.js';
+export { initiatorNameOf, nexusKey, type Access, type Nexus } from './nexus.js';
 export {
   backendFailure,
   parseCommand,

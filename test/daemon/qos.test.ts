@@ -216,6 +216,33 @@ native('per initiator, fast path on a reactor thread (reactors: 1): the matched 
   await stop(s);
 });
 
+test.serial('per initiator over iSCSI: an entry naming the IQN limits it, with one bucket for all its sessions (ISIDs)', async (t) => {
+  // An iSCSI nexus names the initiator port (IQN,i,0x<ISID>); the entry names the initiator, as the docs say.
+  const iqn = 'iqn.2026-12.io.rblk:iscsi-two';
+  const s = await serve(t, {}, { initiators: [{ initiator: iqn, iops: LIMIT }] });
+  const port = await s.d.iscsiPort();
+  const sessions = [await RawInitiator.open(port), await RawInitiator.open(port)];
+  try {
+    for (const c of sessions) {
+      t.is(loginStatus((await c.login({ initiator: iqn, target: TARGET }))!), 0);
+      c.command({ itt: 1, cdb: Buffer.alloc(16), edtl: 0 }); // takes the POWER ON unit attention
+      await c.next(0x21);
+    }
+    const loads = sessions.map((c) => iscsiLoad(c));
+    let rates: number[];
+    try {
+      rates = await Promise.all(loads.map((l) => rate(l, WINDOW_MS)));
+    } finally {
+      await Promise.all(loads.map((l) => l.stop()));
+    }
+    t.log(`the two sessions: ${rates.map((r) => r.toFixed(0)).join(' and ')} IOPS`);
+    within(t, rates[0]! + rates[1]!, LIMIT, 'two iSCSI sessions of one IQN, together');
+  } finally {
+    for (const c of sessions) c.close();
+  }
+  await stop(s);
+});
+
 test.serial('rblk library with fast_path: off, iSCSI and NVMe/TCP: 1,000 IOPS holds under QD32 on each', async (t) => {
   const s = await serve(t, { fast_path: 'off' });
   const a = await session(s.tcp, 'js');

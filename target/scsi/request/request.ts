@@ -10,6 +10,7 @@ import { INTERNAL_TARGET_FAILURE, INVALID_FIELD_IN_CDB, INVALID_FIELD_IN_COMMAND
 import { ScsiStatus } from '../../../protocol/scsi/status.js';
 import { parseCommand, type ScsiCommand } from '../scsi-command.js';
 import { DataOutUnusable, type DataOffer, type RequestBuffer, type RequestFrontEnd, type RequestScope, type Residuals } from './front-end.js';
+import { initiatorNameOf } from '../nexus.js';
 import { classOfOpcode, IO_CLASSES } from './io-stats.js';
 import { dataInToSend, NO_RESIDUALS, nothingMoved, residualsOf } from './residuals.js';
 
@@ -94,7 +95,7 @@ export class ScsiRequest<B extends RequestBuffer> {
       const cls = classOfOpcode(this.cdb[0]!);
       const lu = scope.lu;
       if (lu !== undefined && lu.qos.active && (cls === IO_READ || cls === IO_WRITE)) {
-        const turn = lu.qos.admit(scope.nexus.initiator, cls === IO_READ ? 'read' : 'write', want);
+        const turn = lu.qos.admit(initiatorNameOf(scope.nexus), cls === IO_READ ? 'read' : 'write', want);
         if (turn !== null && !this.#aborted) {
           await new Promise<void>((resolve) => {
             this.#wake = resolve;
