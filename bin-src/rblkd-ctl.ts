@@ -31,6 +31,8 @@ interface CtlArgs {
   force: boolean;
   /** create, resize, delete: the drop-in file change, then a reload (config/volume-files.ts, loaded only for these). */
   edit?: (vf: typeof import('../config/volume-files.js')) => VolumeEdit;
+  /** delete: the command that removes it under its sessions, for a refusal to name (the reload's own would do nothing once the file is back). */
+  forceCommand?: string;
 }
 
 /** --socket, else control.socket from the config file (if it can be read), else the default path. */
@@ -250,6 +252,7 @@ function parse(argv: string[]): CtlArgs {
   let verb: ControlCommand | undefined;
   let args: string[] = [];
   let edit: CtlArgs['edit'];
+  let forceCommand: string | undefined;
   const p = yargs(argv)
     .scriptName('rblkd ctl')
     .usage('$0 <status|sessions|volumes|kick SESSION|reload [--force]|snapshot VOLUME NAME|snapshots VOLUME|delete-snapshot VOLUME NAME|clone VOLUME@SNAP NEW|flatten VOLUME|create NAME ...|resize VOLUME SIZE|qos VOLUME --iops N ...|delete VOLUME [--force]> [--json] [--socket PATH]\n\nTalks to a running rblkd over its control socket; create, resize and delete write volumes_dir, then reload.')
@@ -343,7 +346,14 @@ function parse(argv: string[]): CtlArgs {
           .option('read-bps', { type: 'string', requiresArg: true })
           .option('write-bps', { type: 'string', requiresArg: true })
           .option('burst-ms', { type: 'number', requiresArg: true })
-          .option('clear', { type: 'boolean', describe: 'remove the qos key' }),
+          .option('clear', { type: 'boolean', describe: 'remove the qos key' })
+          // yargs reads `--iops abc` as NaN: a bad command line (exit 64), not a config the reload refuses.
+          .check((a) => {
+            for (const k of ['iops', 'read-iops', 'write-iops', 'burst-ms'] as const) {
+              if (a[k] !== undefined && !Number.isFinite(a[k])) throw new Error(`--${k} needs a number`);
+            }
+            return true;
+          }),
       (a) => {
         verb = 'reload';
         const change: Record<string, number | string> = {};
@@ -357,6 +367,7 @@ function parse(argv: string[]): CtlArgs {
     .command('delete <volume>', 'remove a volume from volumes_dir, then a reload (--force: even while sessions see it); undone if refused', (y) => y.positional('volume', { type: 'string', demandOption: true }).option('force', { type: 'boolean', default: false, describe: 'remove it even while logged-in sessions can see it' }), (a) => {
       verb = 'reload';
       edit = (vf) => vf.planDelete(String(a.config), String(a.volume));
+      forceCommand = `rblkd ctl delete ${String(a.volume)} --force`;
     })
     .option('copy', { type: 'boolean', default: false, describe: 'snapshot, clone: a full copy where the filesystem cannot reflink' })
     .option('json', { type: 'boolean', default: false, describe: "print the daemon's answer as JSON" })
@@ -381,6 +392,7 @@ function parse(argv: string[]): CtlArgs {
     json: parsed.json,
     force: parsed.force === true,
     ...(edit ? { edit } : {}),
+    ...(forceCommand !== undefined ? { forceCommand } : {}),
   };
 }
 
@@ -393,6 +405,7 @@ async function runEdit(a: CtlArgs, path: string, plan: NonNullable<CtlArgs['edit
   const vf = await import('../config/volume-files.js');
   const { loadConfig } = await import('../config/loader.js');
   const { ConfigError } = await import('../config/config-error.js');
+  const { FORCE_RELOAD } = await import('../target/daemon/reload-result.js');
   let undo: () => void;
   let change: VolumeEdit;
   try {
@@ -417,7 +430,9 @@ async function runEdit(a: CtlArgs, path: string, plan: NonNullable<CtlArgs['edit
     return 0;
   }
   if (!result.applied) undo();
-  process.stdout.write(a.json ? `${JSON.stringify({ change: result.applied ? change.summary : null, reload: result }, null, 2)}\n` : `${result.applied ? `${change.summary}\n` : 'not changed:\n'}${text('reload', result)}`);
+  let said = text('reload', result);
+  if (!result.applied && a.forceCommand !== undefined) said = said.replaceAll(FORCE_RELOAD, a.forceCommand);
+  process.stdout.write(a.json ? `${JSON.stringify({ change: result.applied ? change.summary : null, reload: result }, null, 2)}\n` : `${result.applied ? `${change.summary}\n` : 'not changed:\n'}${said}`);
   return result.applied ? 0 : 1;
 }
 

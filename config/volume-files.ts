@@ -92,14 +92,14 @@ export function planCreate(configPath: string, v: NewVolume): VolumeEdit {
 function mustBeDropIn(found: Found | undefined, name: string, verb: string): Found {
   if (!found) throw new VolumeEditError(`no volume named ${name} in the config or its volumes directory`);
   if (found.main) {
-    throw new VolumeEditError(`volume ${name} is defined in ${found.file}, which rblkd ctl does not rewrite (it keeps your comments): ${verb} it there, then rblkd ctl reload`);
+    throw new VolumeEditError(`volume ${name} is defined in ${found.file}, which rblkd ctl does not rewrite (it keeps your comments): ${verb} there, then rblkd ctl reload`);
   }
   return found;
 }
 
 /** The drop-in with the volume's size changed (grow or shrink: the reload decides what it allows). */
 export function planResize(configPath: string, name: string, size: string): VolumeEdit {
-  const f = mustBeDropIn(find(configPath, name).found, name, 'resize');
+  const f = mustBeDropIn(find(configPath, name).found, name, 'resize it');
   const volumes = f.volumes.map((v, i) => (i === f.index ? { ...v, size } : v));
   return { file: f.file, text: text(volumes), summary: `set the size of ${name} to ${size} in ${f.file}` };
 }
@@ -132,7 +132,7 @@ export function planQos(configPath: string, name: string, change: QosChange | nu
 
 /** The drop-in without the volume: the file removed when it was its only one. */
 export function planDelete(configPath: string, name: string): VolumeEdit {
-  const f = mustBeDropIn(find(configPath, name).found, name, 'remove');
+  const f = mustBeDropIn(find(configPath, name).found, name, 'remove it');
   const rest = f.volumes.filter((_, i) => i !== f.index);
   return rest.length === 0 ? { file: f.file, text: null, summary: `removed ${f.file}` } : { file: f.file, text: text(rest), summary: `removed ${name} from ${f.file}` };
 }

@@ -802,7 +802,8 @@ export function nativeFeatures(): Record<NativeFeature, boolean> {
       loadPart(f);
       return true;
     } catch (e) {
-      if (e instanceof FeatureUnavailableError) return false;
+      // No addon at all (no build directory, no prebuilt) is every part unavailable too.
+      if (e instanceof FeatureUnavailableError || e instanceof NativeLoadError) return false;
       throw e;
     }
   };

@@ -29,7 +29,8 @@ export async function resolveHost(host: string, port: number): Promise<string> {
 
 /** Fabric codes of a connection attempt that reached nothing, and what each means to a user. */
 const CONNECT_WORDS: Readonly<Record<string, (at: string, port: number) => string>> = {
-  FI_ECONNREFUSED: (at, port) => `connection refused at ${at}: nothing listens on port ${port} there (is rblkd running, and on that port?)`,
+  // Also what the sockets provider gets from a listener of another provider (tcp's): the port is open, the handshake is not its.
+  FI_ECONNREFUSED: (at, port) => `connection refused at ${at}: nothing listens on port ${port} there, or not with this provider (is rblkd running, on that port, with the same provider?)`,
   // libfabric 1.17's tcp provider: the TCP connection was made, but the peer's first bytes were not
   // its connection header (another service on the port, or an HTTP proxy or firewall answering
   // for the address); measured against an HTTP server and against this sandbox's egress proxy.

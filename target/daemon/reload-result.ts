@@ -33,11 +33,14 @@ export function inUseWho(u: VolumeInUse): string {
   return `volume ${u.volume} (LUN ${u.lun}) is in use by ${plural(u.sessions.length, 'session')}: ${who}`;
 }
 
+/** The second way on, in a refusal: `rblkd ctl delete` puts its file back, and names itself instead. */
+export const FORCE_RELOAD = 'rblkd ctl reload --force';
+
 /** The refusal line of one volume in use: which sessions, and the two ways on. */
 export function inUseText(u: VolumeInUse): string {
   return (
     `${inUseWho(u)}; log them out first (rblkd ctl kick ID, or on the initiator), ` +
-    `or run rblkd ctl reload --force to remove it under them (their commands to LUN ${u.lun} then fail with LOGICAL UNIT NOT SUPPORTED)`
+    `or run ${FORCE_RELOAD} to remove it under them (their commands to LUN ${u.lun} then fail with LOGICAL UNIT NOT SUPPORTED)`
   );
 }
 

@@ -234,7 +234,7 @@ test('rblkd ctl create, resize and delete write volumes.d beside the config and 
 
   const mainVolume = await run(['resize', 'a', '2MiB']);
   t.is(mainVolume.code, 1);
-  t.regex(mainVolume.stderr, /volume a is defined in .*rblkd\.yaml, which rblkd ctl does not rewrite/);
+  t.regex(mainVolume.stderr, /volume a is defined in .*rblkd\.yaml, which rblkd ctl does not rewrite \(it keeps your comments\): resize it there, then rblkd ctl reload/);
 
   const grown = await run(['resize', 'b', '2MiB']);
   t.is(grown.code, 0, grown.stderr + grown.stdout);
@@ -246,6 +246,9 @@ test('rblkd ctl create, resize and delete write volumes.d beside the config and 
   t.is(limited.code, 0, limited.stderr + limited.stdout);
   t.deepEqual(await qosOf(), { iops: 500, write_bps: 4 * MiB });
   t.regex(readFileSync(dropIn, 'utf8'), /qos:\s*\n\s+iops: 500\n\s+write_bps: 4MiB/);
+  const notNumber = await run(['qos', 'b', '--iops', 'abc']);
+  t.is(notNumber.code, 64, 'a bad command line');
+  t.regex(notNumber.stderr, /--iops needs a number/);
   const bad = await run(['qos', 'b', '--bps', '10']);
   t.is(bad.code, 1);
   t.regex(bad.stderr, /not changed, the config would be refused:\n.*volumes\.d\/b\.yaml:\d+: volumes\[0\]\.qos\.bps/);
@@ -260,6 +263,9 @@ test('rblkd ctl create, resize and delete write volumes.d beside the config and 
   const refused = await run(['delete', 'b']);
   t.is(refused.code, 1);
   t.regex(refused.stdout, /^not changed:/);
+  // With the file put back, a reload --force would remove nothing: the way on it names is this command's own.
+  t.regex(refused.stdout, /or run rblkd ctl delete b --force to remove it under them/);
+  t.notRegex(refused.stdout, /reload --force/);
   t.is(readFileSync(dropIn, 'utf8'), before, 'the file is back as it was');
   const forced = await run(['delete', 'b', '--force']);
   t.is(forced.code, 0, forced.stderr + forced.stdout);

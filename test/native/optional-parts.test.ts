@@ -82,6 +82,18 @@ test('with every part built, every feature loads', (t) => {
   t.deepEqual(JSON.parse(r.stdout), { io_uring: true, fuse: true, sd_notify: true, rbd: true });
 });
 
+test('with no addon at all (an empty RBLK_NATIVE directory), nativeFeatures() reports every part missing instead of throwing', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'rblk-no-addon-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const r = spawnSync(
+    process.execPath,
+    ['--import=tsx', '--input-type=module', '-e', "import { nativeFeatures } from './native/binding.ts'; console.log(JSON.stringify(nativeFeatures()));"],
+    { cwd: ROOT, encoding: 'utf8', env: { ...process.env, RBLK_NATIVE: dir } },
+  );
+  t.is(r.status, 0, r.stderr);
+  t.deepEqual(JSON.parse(r.stdout), { io_uring: false, fuse: false, sd_notify: false, rbd: false });
+});
+
 test('a part whose shared library is missing at run time fails alone and names the library package', (t) => {
   // A stand-in rblk_fuse.node that needs a library which is then removed:
   // dlopen fails the way it does on a host without libfuse3-3.
