@@ -289,6 +289,10 @@ export class Connection {
   get trains(): number {
     return this.queue?.trains ?? 0;
   }
+  /** Submits of several messages the native queue sent corked, on this connection (docs/transport.md "Corked bursts"). */
+  get corkedSubmits(): number {
+    return this.queue?.corked ?? 0;
+  }
   /** READ and WRITE on registered memory go through the native queue (LoginOptions.fastPath). */
   get hasFastPath(): boolean {
     return this.queue !== null && !this.closed;

@@ -321,6 +321,13 @@ export class Session extends EventEmitter<SessionEvents> implements ChannelHost,
     return n;
   }
 
+  /** @internal Submits of several messages the native queue sent corked (docs/transport.md "Corked bursts"), over the current connections. */
+  get fastPathCorkedSubmits(): number {
+    let n = 0;
+    for (const ch of this.channels) n += ch.connection?.corkedSubmits ?? 0;
+    return n;
+  }
+
   /** @internal Each connection's endpoint wake-ups and spins (ConnectOptions.busyPollMicros), where its transport has an endpoint. */
   get endpointWakeups(): EndpointWakeups[] {
     const out: EndpointWakeups[] = [];

@@ -317,6 +317,8 @@ export interface NativeFastPathOptions {
   reactors?: NativeReactors;
   /** How many commands may wait natively for their QoS turn at once (default: slots; 0: none, JS waits; native/src/core/fast-path-qos.cc). */
   qosPark?: number;
+  /** Cork the socket for a burst of answers on libfabric's tcp provider (default true; docs/transport.md "Corked bursts"). */
+  cork?: boolean;
 }
 
 /** Reactor threads (native/src/core/reactor.h); native/reactors.ts is its only user. */
@@ -349,6 +351,9 @@ export interface NativeFastPathStats {
   qosWaiting: number;
   /** The reactor thread serving the connection, or -1: the JS thread. */
   reactor: number;
+  /** Bursts of answers sent corked, and uncorks (equal between bursts; docs/transport.md "Corked bursts"). */
+  corked: number;
+  uncorked: number;
 }
 
 /** The target's native fast path, one per connection (native/src/core/fast-path.h); native/fast-path.ts is its only user. */
@@ -409,6 +414,8 @@ export interface NativeInitiatorQueueOptions {
   remoteData: boolean;
   /** Version 5: the largest message of several CMDs (§5.1), at most slotSize; 0 or absent: one CMD per message. */
   train?: number;
+  /** Cork the socket while a submit posts several messages, on libfabric's tcp provider (default true; docs/transport.md "Corked bursts"). */
+  cork?: boolean;
 }
 
 /**
@@ -429,6 +436,8 @@ export interface NativeInitiatorQueue {
   readonly immediateWrites: number;
   /** Messages that carried more than one CMD (trains, docs/protocol.md §5.1) since the queue opened. */
   readonly trains: number;
+  /** Submits whose messages went out corked as one transmit (docs/transport.md "Corked bursts") since the queue opened. */
+  readonly corked: number;
   /** Posts the first `count` submissions; returns how many went out. */
   submit(count: number): number;
   close(): void;

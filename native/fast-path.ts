@@ -105,7 +105,7 @@ export class FastPath {
   }
 
   get stats(): FastPathStats {
-    return this.#closed ? { taken: 0, handedOff: 0, inFlight: 0, answeredByData: 0, ioInline: 0, trains: 0, qosDeferred: 0, qosParked: 0, qosReleased: 0, qosWaiting: 0, reactor: -1 } : this.#native.stats;
+    return this.#closed ? { taken: 0, handedOff: 0, inFlight: 0, answeredByData: 0, ioInline: 0, trains: 0, qosDeferred: 0, qosParked: 0, qosReleased: 0, qosWaiting: 0, reactor: -1, corked: 0, uncorked: 0 } : this.#native.stats;
   }
 
   /** Resolves when no fast-path command is running on the LUN (revoke first, or more may start). */

@@ -95,6 +95,11 @@ export class InitiatorQueue {
     return this.#closed ? 0 : this.#native.trains;
   }
 
+  /** Submits of several messages sent corked, as one transmit (InitiatorQueueOptions.cork). */
+  get corked(): number {
+    return this.#closed ? 0 : this.#native.corked;
+  }
+
   close(): void {
     if (this.#closed) return;
     this.#closed = true;

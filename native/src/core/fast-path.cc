@@ -2,6 +2,8 @@
 // whole so that each stage reads beside the next; its QoS side is in fast-path-qos.cc.
 #include "fast-path.h"
 
+#include "domain.h"
+
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
@@ -115,6 +117,12 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
   async_ = new Napi::AsyncContext(env, "rblk:FastPath");
   lock_ = endpoint_->lock();
   std::lock_guard<std::recursive_mutex> g(*lock_);
+  // Only libfabric's tcp provider (MSG) is a socket per connection that
+  // sends each operation by itself (docs/transport.md "Corked bursts").
+  Napi::Value cork = o.Get("cork");
+  if ((cork.IsUndefined() || cork.ToBoolean().Value()) && !endpoint_->domain_->rdm() &&
+      std::strcmp(endpoint_->domain_->info()->fabric_attr->prov_name, "tcp") == 0)
+    cork_.Open(endpoint_->ep_);
   endpoint_->AttachConsumer(this);
   if (pool != nullptr) {
     reactors_ref_ = Napi::Persistent(reactors.As<Napi::Object>());
@@ -148,6 +156,9 @@ size_t FastPath::Shutdown(std::function<void()> settled) {
   // Back to the JS loop first: the orphans below watch their fds there.
   if (endpoint_ != nullptr) endpoint_->DetachReactor(true);
   closed_ = true;
+  // Closed inside a burst (a hand-off to JS that ended the connection): what it queued goes now.
+  if (endpoint_ != nullptr) cork_.End();
+  cork_.Forget();
   CloseQosTimer();
   // No backend is waited for here: a slow or hung device (or a cluster that
   // is away) would stop the loop, and every other connection, until it
@@ -195,6 +206,7 @@ void FastPath::EndpointClosed() {
   // Those in a backend finish when it reports them (OnBackendReady), or at Shutdown.
   Endpoint* ep = endpoint_;
   endpoint_ = nullptr;
+  cork_.Forget();  // its socket closes with it
   backlog_.clear();
   DropParked();
   for (uint32_t i = 0; i < cmds_.size(); ++i) {
@@ -323,6 +335,7 @@ bool FastPath::Post(uint32_t slot, int kind) {
   op->kind = static_cast<uint8_t>(kind);
   op->pages.push_back(memory_);
   memory_->Retain();
+  cork_.Post();
   ssize_t rc;
   void* desc = desc_;
   if (kind == kRsp) {
@@ -407,6 +420,8 @@ void FastPath::AfterDrain() {
   for (const auto& b : backends_) {
     if (b != nullptr) inline_ += b->Submit();
   }
+  // Every burst ends here: a CQ drain, a backend's completions, released QoS parks.
+  if (endpoint_ != nullptr) cork_.End();
 }
 
 std::vector<ConsumerSource> FastPath::ReactorSources() const {
@@ -721,6 +736,8 @@ Napi::Value FastPath::Stats(const Napi::CallbackInfo& info) {
   o.Set("qosReleased", Napi::Number::New(env, static_cast<double>(qos_released_)));
   o.Set("qosWaiting", Napi::Number::New(env, parked_));
   o.Set("reactor", Napi::Number::New(env, endpoint_ != nullptr ? endpoint_->reactor_index() : -1));
+  o.Set("corked", Napi::Number::New(env, static_cast<double>(cork_.corks())));
+  o.Set("uncorked", Napi::Number::New(env, static_cast<double>(cork_.uncorks())));
   return o;
 }
 

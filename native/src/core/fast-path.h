@@ -57,6 +57,7 @@
 #include "fast-cdb.h"
 #include "poller.h"
 #include "reactor.h"
+#include "socket-cork.h"
 #include "uring-c-api.h"
 
 namespace rblk {
@@ -231,6 +232,7 @@ class FastPath : public Napi::ObjectWrap<FastPath>, public CqConsumer {
   bool remote_data_ = false;
   // Version 5: a received message may be a train of CMDs (docs/protocol.md §5.1).
   bool trains_ = false;
+  SocketCork cork_;  // a burst's answers in one transmit on tcp (socket-cork.h)
   bool closed_ = false;
   uint32_t credits_ = 0;
   uint32_t js_outstanding_ = 0;

@@ -88,10 +88,11 @@ Napi::Function InitiatorQueue::Init(Napi::Env env) {
                      {InstanceMethod<&InitiatorQueue::Submit>("submit"), InstanceMethod<&InitiatorQueue::Close>("close"),
                       InstanceAccessor<&InitiatorQueue::Outstanding>("outstanding"),
                       InstanceAccessor<&InitiatorQueue::ImmediateWrites>("immediateWrites"),
-                      InstanceAccessor<&InitiatorQueue::Trains>("trains")});
+                      InstanceAccessor<&InitiatorQueue::Trains>("trains"),
+                      InstanceAccessor<&InitiatorQueue::Corked>("corked")});
 }
 
-// new InitiatorQueue(endpoint, sendRegion, { slots, slotSize, immediate, answerSize, credits, remoteData, reserve, train? }, onComplete(count))
+// new InitiatorQueue(endpoint, sendRegion, { slots, slotSize, immediate, answerSize, credits, remoteData, reserve, train?, cork? }, onComplete(count))
 // train: the largest message of several CMDs (docs/protocol.md §5.1), at most slotSize; 0 or absent: one CMD per message.
 // Exposes submissions (Uint32Array), completions (Uint32Array), answers
 // (Buffer) and credits (Int32Array of one) as properties.
@@ -151,6 +152,11 @@ InitiatorQueue::InitiatorQueue(const Napi::CallbackInfo& info) : Napi::ObjectWra
   region_ref_ = Napi::Persistent(info[1].As<Napi::Object>());
   on_complete_ = Napi::Persistent(info[3].As<Napi::Function>());
   async_ = new Napi::AsyncContext(env, "rblk:InitiatorQueue");
+  // As the target's fast path does (fast-path.cc): tcp MSG endpoints only.
+  Napi::Value cork = o.Get("cork");
+  if ((cork.IsUndefined() || cork.ToBoolean().Value()) && !endpoint_->domain_->rdm() &&
+      std::strcmp(endpoint_->domain_->info()->fabric_attr->prov_name, "tcp") == 0)
+    cork_.Open(endpoint_->ep_);
   endpoint_->AttachConsumer(this);
 }
 
@@ -177,6 +183,8 @@ const uint8_t* InitiatorQueue::ImmediateSource(uint64_t address, uint64_t key, u
 void InitiatorQueue::Shutdown() {
   if (closed_) return;
   closed_ = true;
+  if (endpoint_ != nullptr) cork_.End();
+  cork_.Forget();
   if (endpoint_ != nullptr) endpoint_->DetachConsumer(this);
   endpoint_ = nullptr;
   if (memory_ != nullptr) memory_->Release();
@@ -204,6 +212,14 @@ Napi::Value InitiatorQueue::Submit(const Napi::CallbackInfo& info) {
   uint32_t n = ToU32(env, info[0], "InitiatorQueue.submit", "count");
   if (n > slots_.size()) throw MakeUsageError(env, "ERR_OUT_OF_RANGE", EINVAL, "InitiatorQueue.submit", "more entries than slots");
   uint32_t posted = 0;
+  // The submit is one burst: its messages leave in one transmit (socket-cork.h),
+  // also when a bad entry throws halfway.
+  struct EndBurst {
+    InitiatorQueue* q;
+    ~EndBurst() {
+      if (q->endpoint_ != nullptr) q->cork_.End();
+    }
+  } end_burst{this};
   while (posted < n && endpoint_ != nullptr) {
     uint32_t sent = PostMessage(env, posted, n);
     if (sent == 0) break;
@@ -282,6 +298,7 @@ uint32_t InitiatorQueue::PostMessage(Napi::Env env, uint32_t from, uint32_t n) {
   uint32_t lead = free_[free_.size() - 1];
   ssize_t rc;
   bool inject = off <= inject_size_;
+  cork_.Post();
   if (inject) {
     // Copied out at once and no completion (fi_msg(3) fi_inject), as JS sends its small capsules.
     rc = endpoint_->PeerGone() ? -FI_ENOTCONN : fi_inject(endpoint_->ep_, msg, off, endpoint_->peer_);
@@ -424,6 +441,11 @@ void InitiatorQueue::Flush() {
   Napi::Env env = Env();
   Napi::HandleScope scope(env);
   on_complete_.MakeCallback(Value(), {Napi::Number::New(env, n)}, *async_);
+}
+
+// Submits whose messages went out corked (socket-cork.h).
+Napi::Value InitiatorQueue::Corked(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(cork_.corks()));
 }
 
 Napi::Value InitiatorQueue::Outstanding(const Napi::CallbackInfo& info) {

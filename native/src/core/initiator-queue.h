@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "cq-consumer.h"
+#include "socket-cork.h"
 
 namespace rblk {
 
@@ -81,6 +82,7 @@ class InitiatorQueue : public Napi::ObjectWrap<InitiatorQueue>, public CqConsume
   Napi::Value Outstanding(const Napi::CallbackInfo& info);
   Napi::Value ImmediateWrites(const Napi::CallbackInfo& info);
   Napi::Value Trains(const Napi::CallbackInfo& info);
+  Napi::Value Corked(const Napi::CallbackInfo& info);
   uint32_t PostMessage(Napi::Env env, uint32_t from, uint32_t n);
 
   void Shutdown();
@@ -107,6 +109,7 @@ class InitiatorQueue : public Napi::ObjectWrap<InitiatorQueue>, public CqConsume
   uint64_t immediate_writes_ = 0;  // WRITEs sent with their data in the CMD
   uint32_t train_ = 0;  // version 5: the largest message of several CMDs (docs/protocol.md §5.1); 0: one CMD each
   uint64_t trains_ = 0;  // messages that carried more than one CMD
+  SocketCork cork_;      // a submit's messages in one transmit on tcp (socket-cork.h)
   uint32_t reserve_ = 1;  // credits kept for task management (docs/protocol.md §11)
   uint32_t outstanding_ = 0;
   std::vector<Slot> slots_;
