@@ -236,9 +236,13 @@ export class TargetServer {
     this.opts = opts;
   }
 
-  /** The session with this id (SessionInfo.id), if it is still there. */
+  /**
+   * The session with this id, if it is still there: SessionInfo.id, what `rblkd ctl sessions`
+   * shows (an iSCSI session's is `iscsi:<ISID>:<TSIH>`), or the connection's own id, as its logs name it.
+   */
   session(id: string): ServedConnection | undefined {
     for (const s of this.sessions) if (s.id === id) return s;
+    for (const s of this.sessions) if (s.info().id === id) return s;
     return undefined;
   }
 

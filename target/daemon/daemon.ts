@@ -177,7 +177,9 @@ export class Daemon {
   }
 
   private listenersInfo(): { name: string; provider: string; address: string; port: number; sessions: number; connections: number; pool: ReturnType<NonNullable<TargetPort['poolUse']>> }[] {
-    const infos = [...this.server.sessions].map((s) => s.info());
+    // Logged in and serving, in each protocol's own terms (ServedConnection.isActive): the
+    // state names differ (rblk's `active`, iSCSI's `full`, NVMe's `admin queue` and `I/O queue N`).
+    const infos = [...this.server.sessions].map((s) => ({ port: s.info().port, active: s.isActive }));
     return [...this.ports.values()].map((p) => {
       const name = portName(p);
       const mine = infos.filter((i) => i.port === name);
@@ -186,7 +188,7 @@ export class Daemon {
         provider: p.provider,
         address: p.address,
         port: p.port,
-        sessions: mine.filter((i) => i.loggedInAt !== null && i.state === 'active').length,
+        sessions: mine.filter((i) => i.active).length,
         connections: mine.length,
         pool: p.poolUse?.() ?? [],
       };

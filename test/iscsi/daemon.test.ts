@@ -4,6 +4,9 @@
 // counts iSCSI sessions; SIGTERM asks iSCSI initiators to log out and exits 0;
 // the daemon's fds come back.
 import test from 'ava';
+import { join } from 'node:path';
+import type { SessionInfo } from '../../target/connection/environment.js';
+import { controlRequest } from '../../target/daemon/control-client.js';
 import { resources } from '../helpers/resources.js';
 import { baseConfig, spawnDaemon, workdir } from '../daemon/helpers/daemon-process.js';
 import { run } from './portal-fixture.js';
@@ -80,15 +83,25 @@ test('iSCSI beside rblk: ACLs and read-only, reload, max_sessions, SIGTERM', asy
   t.is(loginStatus(refused!), 0x0302);
   await third.whenClosed;
 
+  // rblkd ctl status counts both as sessions of the iSCSI listener, as max_sessions did.
+  const socket = join(w.dir, 'rblkd.ctl');
+  const status = (await controlRequest(socket, 'status')) as { listeners: { name: string; sessions: number; connections: number }[] };
+  t.like(status.listeners.find((l) => l.name.startsWith('iscsi:')), { sessions: 2, connections: 2 });
+
   // SIGHUP adds a volume: the running sessions see REPORTED LUNS DATA HAS CHANGED.
   w.writeConfig(config(w, [...volumes, { name: 'added', memory: true, size: '1MiB', lun: 2 }]));
   d.kill('SIGHUP');
   await d.waitForLine(/reloaded \(added added\)/);
   const ua = await tur(writer, 3);
   t.deepEqual(ua, { status: 2, asc: 0x3f, ascq: 0x0e });
+  // kick takes the id rblkd ctl sessions shows (iscsi:<ISID>:<TSIH>): the reader is logged out.
+  const readerId = ((await controlRequest(socket, 'sessions')) as SessionInfo[]).find((s) => s.initiator === READER)!.id;
+  t.regex(readerId, /^iscsi:[0-9a-f]{12}:\d+$/);
+  await controlRequest(socket, 'kick', [readerId]);
+  const asked = await reader.next(0x32, 10_000);
+  t.is(asked?.bhs[36], 1, 'the kicked session is asked to log out (Async Message, event 1)');
   reader.close();
   await reader.whenClosed;
-  await d.waitForLine(/iSCSI connection ended: connection closed by the initiator/);
   const listed = await run('iscsi-ls', ['-i', WRITER, '-s', `iscsi://127.0.0.1:${port}`]);
   t.regex(listed.stdout, /Lun:2\b/);
   // Every connection but the writer's has given its fd back.
