@@ -61,6 +61,18 @@ test('discover --json: the volumes with exact sizes and URLs', async (t) => {
   t.regex(String(doc.volumes[0].id), /^naa\.[0-9a-f]{32}$/);
 });
 
+test('discover --target-name and --initiator-name: the URLs it prints carry both, and reach the volume', async (t) => {
+  const tp = await startTargetProcess(t, { provider: 'tcp', targetName: 'iqn.2026-12.io.rblk:named', volumes: [{ name: 'v', lun: 0, size: 1 * MiB }] });
+  const r = await rblk(['discover', tp.hostPort, '--provider', 'tcp', '--target-name', 'iqn.2026-12.io.rblk:named', '--initiator-name', INITIATOR, '--json']);
+  t.is(r.code, 0, r.stderr);
+  const url = String((JSON.parse(r.out) as { volumes: Array<Record<string, unknown>> }).volumes[0]!.url);
+  t.is(url, `rblk://${tp.hostPort}/v?provider=tcp&initiator=${INITIATOR}&target=iqn.2026-12.io.rblk:named`);
+  // Without target= it would ask for the default target name, and be refused.
+  const info = await rblk(['info', url]);
+  t.is(info.code, 0, info.stderr);
+  t.regex(info.out, /^volume:\s+v$/m);
+});
+
 test('info shows size, blocks, block size, read-only, serial, id, max transfer and provider', async (t) => {
   const tp = await target();
   const r = await rblk(['info', tp.url('big4k')]);

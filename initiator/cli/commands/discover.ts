@@ -58,11 +58,23 @@ async function discoverNvmeCommand(text: string, asJson: boolean, connectMs: num
   process.stdout.write(table(rows));
 }
 
-/** The URL that names one volume of the target, with the provider the user chose. */
-function volumeUrl(base: string, provider: string | undefined, name: string): string {
-  const u = parseUrl(base);
-  const q = provider ?? u.provider;
-  return `rblk://${hostPort(u)}/${encodeURIComponent(name)}${q === undefined ? '' : `?provider=${encodeURIComponent(q)}`}`;
+/**
+ * The URL that names one volume of the target, with what the user chose to reach it: the provider,
+ * and the target and initiator names when given (a URL without them would ask for the defaults,
+ * and be refused by a target of another name, or see another initiator's volumes).
+ */
+function volumeUrl(base: string, chosen: { provider?: string | undefined; targetName?: string | undefined; initiatorName?: string | undefined }, name: string): string {
+  // A query may hold ':' as it is (RFC 3986 3.4), so IQNs stay readable.
+  const enc = (v: string): string => encodeURIComponent(v).replace(/%3A/gi, ':');
+  const q = [
+    ['provider', chosen.provider],
+    ['initiator', chosen.initiatorName],
+    ['target', chosen.targetName],
+  ]
+    .filter((kv): kv is [string, string] => kv[1] !== undefined)
+    .map(([k, v]) => `${k}=${enc(v)}`)
+    .join('&');
+  return `rblk://${hostPort(parseUrl(base))}/${encodeURIComponent(name)}${q === '' ? '' : `?${q}`}`;
 }
 
 /** `discover nvme+tcp://HOST[:PORT]/<NQN>`: the subsystem's active namespaces (Identify CNS 02h, 00h), one a line. */
@@ -115,9 +127,9 @@ export function discoverCommand<T>(y: Argv<T>): Argv<T> {
       } finally {
         await session.close();
       }
-      const provider = a.provider ?? u.provider;
+      const chosen = { provider: a.provider ?? u.provider, targetName: a['target-name'] ?? u.targetName, initiatorName: a['initiator-name'] ?? u.initiatorName };
       if (a.json) {
-        process.stdout.write(json({ target: hostPort(u), volumes: list.map((v) => ({ ...v, url: volumeUrl(url, provider, v.name) })) }));
+        process.stdout.write(json({ target: hostPort(u), volumes: list.map((v) => ({ ...v, url: volumeUrl(url, chosen, v.name) })) }));
         return;
       }
       if (list.length === 0) {
@@ -126,7 +138,7 @@ export function discoverCommand<T>(y: Argv<T>): Argv<T> {
       }
       const rows = [['LUN', 'NAME', 'SIZE', 'BLOCK', 'ACCESS', 'URL']];
       for (const v of list) {
-        rows.push([String(v.lun), v.name, formatBytes(v.size), String(v.blockSize), v.readOnly ? 'ro' : 'rw', volumeUrl(url, provider, v.name)]);
+        rows.push([String(v.lun), v.name, formatBytes(v.size), String(v.blockSize), v.readOnly ? 'ro' : 'rw', volumeUrl(url, chosen, v.name)]);
       }
       process.stdout.write(table(rows));
     },

@@ -16,7 +16,7 @@ import type { TargetSpec } from './target-process.js';
 
 async function main(spec: TargetSpec): Promise<void> {
   const server = new TargetServer({
-    targetName: DEFAULT_TARGET_NAME,
+    targetName: spec.targetName ?? DEFAULT_TARGET_NAME,
     limits: {
       queueDepth: 64,
       maxIo: 1 << 20,

@@ -23,6 +23,8 @@ export interface TargetSpec {
   /** initiator name → secret. */
   secrets?: Record<string, string>;
   authRequired?: boolean;
+  /** The target's name (default DEFAULT_TARGET_NAME). */
+  targetName?: string;
 }
 
 export interface TargetProcess {
