@@ -317,7 +317,10 @@ export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implement
       else this.#startR2T(cmd);
     } else if (p.dir === 'c2h' && p.length > 0) {
       if (sglId !== SglId.TransportData) this.#complete(cmd, { status: Status.SglTypeInvalid });
-      else if (sglLength < p.length) this.#complete(cmd, { status: Status.SglDataLengthInvalid });
+      // SGLS bit 16 (a longer SGL than the data) is clear in Identify Controller: an I/O command's SGL
+      // is exactly its data (Base 2.0 §4.3.2, Data SGL Length Invalid). Admin data may be shorter than
+      // the host's buffer (a log page smaller than NUMD asks for), so there it need only hold it.
+      else if (sglLength < p.length || (this.qid !== 0 && sglLength !== p.length)) this.#complete(cmd, { status: Status.SglDataLengthInvalid });
       else this.#run(cmd, null);
     } else this.#run(cmd, null);
     return null;

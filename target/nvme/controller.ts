@@ -83,11 +83,18 @@ export class Controller {
   readonly hostid: Buffer;
   readonly discovery: boolean;
   readonly queues = new Map<number, QueueConnection>();
+
+  /** The highest I/O queue id a Connect may open: what Number of Queues granted (submission and completion queues pair). */
+  get ioQueueLimit(): number {
+    return Math.min(this.#grantedQueues & 0xffff, this.#grantedQueues >>> 16) + 1;
+  }
   namespaces = new Map<number, Namespace>();
   #cc = 0;
   #csts = 0;
   #kato: number;
   #katoTimer: NodeJS.Timeout | null = null;
+  /** Number of Queues granted (Set Features 07h's reply: NSQR | NCQR << 16, 0's based); all of them until a Set. */
+  #grantedQueues = (MAX_IO_QUEUES - 1) | ((MAX_IO_QUEUES - 1) << 16);
   /** Async Event Configuration (feature 0Bh); bit 8 Namespace Attribute Notices. */
   #aec = 0;
   readonly #aers: Held[] = [];
@@ -474,13 +481,16 @@ export class Controller {
     if (set && (cdw(sqe, 10) & (1 << 31)) !== 0) return { status: Status.FeatureNotSaveable };
     switch (fid) {
       case 0x07: {
-        // Number of Queues: NSQR 15:0, NCQR 31:16, 0's based; the reply is what is granted.
+        // Number of Queues: NSQR 15:0, NCQR 31:16, 0's based; the reply is what is granted, and Get
+        // Features reports it too. Once an I/O queue exists the count is fixed: a Set then is a
+        // Command Sequence Error (Base 2.0 §5.27.1.5), and a Connect beyond it is refused (fabrics.ts).
         if (this.discovery) return { status: Status.InvalidField };
+        if (!set) return { status: Status.Success, dw0: this.#grantedQueues };
+        if ((v & 0xffff) === 0xffff || v >>> 16 === 0xffff) return { status: Status.InvalidField };
+        if ([...this.queues.keys()].some((qid) => qid !== 0)) return { status: Status.CommandSequenceError };
         const n = MAX_IO_QUEUES - 1;
-        if (set && ((v & 0xffff) === 0xffff || v >>> 16 === 0xffff)) return { status: Status.InvalidField };
-        const sq = set ? Math.min(v & 0xffff, n) : n;
-        const cq = set ? Math.min(v >>> 16, n) : n;
-        return { status: Status.Success, dw0: sq | (cq << 16) };
+        this.#grantedQueues = Math.min(v & 0xffff, n) | (Math.min(v >>> 16, n) << 16);
+        return { status: Status.Success, dw0: this.#grantedQueues };
       }
       case 0x0f:
         // Keep Alive Timer: KATO in ms (§5.27.1.12).

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { parseDhchapSecret, type DhchapKey } from '../../protocol/nvme/auth.js';
 import { DISCOVERY_NQN, readNqn, Status } from '../../protocol/nvme/command.js';
 import type { ConnectionEnvironment, TargetLogger } from '../connection/environment.js';
-import { Controller, MAX_IO_QUEUES, MIN_ADMIN_QUEUE, type QueueConnection } from './controller.js';
+import { Controller, MIN_ADMIN_QUEUE, type QueueConnection } from './controller.js';
 import type { Completion } from './io.js';
 import type { Subsystem } from './subsystem.js';
 
@@ -84,7 +84,7 @@ export function connectQueue(
     const found = sub.controllers.get(cntlid);
     if (found === undefined || found.discovery || found.hostnqn !== hostnqn || !found.hostid.equals(hostid) || discovery) return invalid(true, 16);
     if (!found.ready) return { status: Status.CommandSequenceError };
-    if (qid > MAX_IO_QUEUES || found.queues.has(qid)) return invalid(false, 42);
+    if (qid > found.ioQueueLimit || found.queues.has(qid)) return invalid(false, 42);
     c = found;
   }
   c.queues.set(qid, o.queue);

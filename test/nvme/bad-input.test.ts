@@ -127,6 +127,41 @@ test('H2CData beyond the R2T: Data Transfer Out of Range; an unknown TTAG: Inval
   await healthy(t);
 });
 
+test('an SGL longer or shorter than the data: Data SGL Length Invalid, for reads as for writes (SGLS bit 16 is clear)', async (t) => {
+  const admin = await open();
+  const cntlid = await admin.enable(f.nqn);
+  const id = await admin.admin(0x06, { length: 4096, cdw: { 10: 1 } });
+  t.is(id.data.readUInt32LE(536) & (1 << 16), 0, 'Identify: no SGL longer than the data');
+  const io = await open();
+  await io.initialize();
+  t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid })).statusField, 0);
+  let cid = 20;
+  for (const bytes of [4096 + 512, 8192, 4096 - 512]) {
+    t.is((await io.command(rwSqe(0x02, cid++, 1, 0, 8, bytes))).sc, 0x0f, `read of 4096 bytes, SGL ${bytes}`);
+    t.is((await io.command(rwSqe(0x01, cid++, 1, 0, 8, bytes), { data: Buffer.alloc(bytes) })).sc, 0x0f, `write of 4096 bytes, SGL ${bytes}`);
+  }
+  const exact = await io.command(rwSqe(0x02, cid++, 1, 0, 8, 4096));
+  t.is(exact.sc, 0);
+  t.is(exact.data.length, 4096);
+});
+
+test('Number of Queues: what Set Features grants, Get Features reports and Connect keeps to; once an I/O queue exists, a Set is a Command Sequence Error', async (t) => {
+  const admin = await open();
+  const cntlid = await admin.enable(f.nqn);
+  const nq = (set: boolean, v = 0): Promise<{ sc: number; dw0: number }> => admin.admin(set ? 0x09 : 0x0a, { cdw: { 10: 0x07, 11: v } });
+  t.like(await nq(false), { sc: 0, dw0: 63 | (63 << 16) }, 'every queue before a Set');
+  t.like(await nq(true, 0), { sc: 0, dw0: 0 }, 'one I/O queue granted');
+  t.like(await nq(false), { sc: 0, dw0: 0 });
+  const q1 = await open();
+  await q1.initialize();
+  t.is((await q1.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid })).statusField, 0);
+  const q2 = await open();
+  await q2.initialize();
+  t.is((await q2.connect({ qid: 2, sqsize: 16, subnqn: f.nqn, cntlid })).sc, 0x82, 'a queue beyond the grant: Connect Invalid Parameters');
+  t.is((await nq(true, 3 | (3 << 16))).sc, 0x0c, 'the count is fixed once an I/O queue exists');
+  t.like(await nq(false), { sc: 0, dw0: 0 });
+});
+
 test('more commands than the queue has entries (Connect SQSIZE): PDU Sequence Error', async (t) => {
   const admin = await open();
   const cntlid = await admin.enable(f.nqn);

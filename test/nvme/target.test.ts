@@ -292,9 +292,11 @@ test('log pages and features: SMART counts, error log, Number of Queues, KATO, K
   t.is(err.statusField, 0);
   t.true(err.data.equals(Buffer.alloc(64)));
   t.is((await admin.admin(0x02, { length: 64, cdw: { 10: 0x42 | (15 << 16) } })).sc, 0x09, 'Invalid Log Page');
-  const nq = await admin.admin(0x09, { cdw: { 10: 0x07, 11: (3 << 16) | 3 } });
+  // This session's I/O queue exists already: the count is fixed (Base 2.0 §5.27.1.5), and Get reports it.
+  t.is((await admin.admin(0x09, { cdw: { 10: 0x07, 11: (3 << 16) | 3 } })).sc, 0x0c, 'Command Sequence Error');
+  const nq = await admin.admin(0x0a, { cdw: { 10: 0x07 } });
   t.is(nq.statusField, 0);
-  t.is(nq.dw0, (3 << 16) | 3);
+  t.is(nq.dw0, (63 << 16) | 63);
   t.is((await admin.admin(0x09, { cdw: { 10: 0x0f, 11: 30_000 } })).statusField, 0);
   t.is((await admin.admin(0x0a, { cdw: { 10: 0x0f } })).dw0, 30_000);
   t.is((await admin.admin(0x18)).statusField, 0, 'Keep Alive');
