@@ -63,6 +63,20 @@ test('WRITE SAME of zeroes with UNMAP deallocates on a thin LU; without UNMAP it
   });
 });
 
+test('WRITE SAME with UNMAP on a fully provisioned LU (LBPWS and LBPWS10 clear): INVALID FIELD IN CDB at byte 1 bit 3, nothing written; without UNMAP it writes', async (t) => {
+  const { lu, backend } = makeLu({ thin: false });
+  const n = await ready(t, lu, 'host-a');
+  assertGood(t, await run(lu, n, cdb.write16(0, 8), { out: Buffer.alloc(8 * 512, 0xaa) }));
+  for (const c of [cdb.writeSame10(0, 8, { unmap: true }), cdb.writeSame16(0, 8, { unmap: true })]) {
+    const r = await run(lu, n, c, { out: Buffer.alloc(512) });
+    assertSense(t, r, INVALID_FIELD_IN_CDB);
+    t.deepEqual(r.sense?.fieldPointer, { inCdb: true, byte: 1, bit: 3 }, 'the UNMAP bit');
+  }
+  t.true(backend.bytes.subarray(0, 8 * 512).every((x) => x === 0xaa), 'nothing was written');
+  assertGood(t, await run(lu, n, cdb.writeSame16(0, 8), { out: Buffer.alloc(512) }));
+  t.true(backend.bytes.subarray(0, 8 * 512).every((x) => x === 0));
+});
+
 test('WRITE SAME(16) with NDOB moves no data and zeroes the range', async (t) => {
   const { lu, backend } = makeLu();
   const n = await ready(t, lu, 'host-a');

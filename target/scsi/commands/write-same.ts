@@ -61,6 +61,9 @@ function writeSame(op: number, name: string, sixteen: boolean): CommandEntry {
       if (cdb[1] & 0x04) return invalidCdb(1, 2);
       if (cdb[1] & 0x02) return invalidCdb(1, 1);
       if (!sixteen && cdb[1] & 0x01) return invalidCdb(1, 0);
+      // UNMAP on a fully provisioned LU: VPD B2h says LBPWS and LBPWS10 are clear, so it is a
+      // field this LU does not take, as Linux's target answers and libiscsi's UnmapVPD tests expect.
+      if (cdb[1] & 0x08 && !lu.thin) return invalidCdb(1, 3);
       const lba = sixteen ? cdb.readBigUInt64BE(2) : cdb.readUInt32BE(2);
       const blocks = sixteen ? cdb.readUInt32BE(10) : cdb.readUInt16BE(7);
       const lengthAt = sixteen ? 10 : 7;
@@ -83,9 +86,9 @@ function writeSame(op: number, name: string, sixteen: boolean): CommandEntry {
         const block = p.ndob ? undefined : io.data.subarray(0, lu.blockSize);
         const off = p.lba * lu.blockSize;
         const len = p.blocks * lu.blockSize;
-        // With UNMAP on a thin LU the blocks are deallocated whatever the data block holds
-        // (SBC-4 5.50: UNMAP asks for an unmap; a read then returns zeroes, LBPRZ), as Linux's
-        // target does; a thick LU writes the block.
+        // With UNMAP (a thin LU: parse refused it on a thick one) the blocks are deallocated whatever
+        // the data block holds (SBC-4 5.50: UNMAP asks for an unmap; a read then returns zeroes, LBPRZ),
+        // as Linux's target does.
         if (block === undefined || isZero(block) || (p.unmap && lu.thin)) {
           await backendIo(p.unmap && lu.thin ? 'discard' : 'write', lu.backend.writeZeroes(off, len, p.unmap && lu.thin));
           if (!lu.modes.wce) await backendIo('flush', lu.backend.flush());
