@@ -228,6 +228,9 @@ export class ServedVolume implements ExportedVolume {
     const where = kindOf(this.#config.backing).where(this.#config.backing);
     const b = this.backend as Backend & { ioEngine?: string; ioEngineFallback?: string | null };
     const engine = b.ioEngine === undefined ? '' : `, io ${b.ioEngine}${b.ioEngineFallback ? ` (io_uring unavailable: ${b.ioEngineFallback})` : ''}`;
-    return `${this.name} (LUN ${this.lun}, ${formatSize(this.backend.size)}, ${where}${engine})`;
+    // What initiators see: whole blocks. A file whose size is not a multiple of the block size keeps its tail unserved.
+    const served = this.lu.blocks * this.lu.blockSize;
+    const tail = this.backend.size > served ? `; the last ${this.backend.size - served} bytes of ${formatSize(this.backend.size)}, less than a block, are not served` : '';
+    return `${this.name} (LUN ${this.lun}, ${formatSize(served)}${tail}, ${where}${engine})`;
   }
 }
