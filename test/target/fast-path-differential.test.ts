@@ -335,6 +335,10 @@ async function run(fastPath: boolean, seed: number, version = 1, reactors = 0, p
     countTaken();
     countAnswers(a);
     countAnswers(b);
+  } catch (e) {
+    // A run that failed leaves no volume files behind (the directory goes below on success).
+    await rm(dir, { recursive: true, force: true });
+    throw e;
   } finally {
     await a?.close();
     await b?.close();
