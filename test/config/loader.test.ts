@@ -8,6 +8,11 @@ import { DEFAULT_STATE_DIR, type Config, type VolumeConfig } from '../../config/
 import { put, tempDir } from './helpers/tmp.js';
 
 const configDir = fileURLToPath(new URL('../../config/', import.meta.url));
+/**
+ * A state_dir that does not exist: a test whose volumes get their LUNs by the rules must not
+ * read this machine's /var/lib/rblk/luns.json (which `npm run demo` or any rblkd writes).
+ */
+const NO_STATE = { stateDir: '/nonexistent/rblk-test-state' };
 
 /** Parses and expects failure; returns the ConfigError. */
 function reject(text: string, options: Parameters<typeof parseConfig>[2] = {}): ConfigError {
@@ -226,6 +231,7 @@ test('LUNs are assigned lowest-free, in file order, around fixed ones', (t) => {
       '  - {name: e, memory: true, size: 1MiB}',
     ].join('\n'),
     'rblkd.yaml',
+    NO_STATE,
   );
   t.deepEqual(
     config.volumes.map((v) => [v.name, v.lun]),
@@ -272,7 +278,7 @@ test('a bad block size', (t) => {
 });
 
 test('physical_block_size: absent, 512 at 512-byte blocks, and smaller than block_size', (t) => {
-  const volume = (extra: string): VolumeConfig => parseConfig(`volumes:\n  - name: a\n    memory: true\n    size: 1MiB\n${extra}`, 'rblkd.yaml').volumes[0];
+  const volume = (extra: string): VolumeConfig => parseConfig(`volumes:\n  - name: a\n    memory: true\n    size: 1MiB\n${extra}`, 'rblkd.yaml', NO_STATE).volumes[0];
   t.is(volume('').physicalBlockSize, undefined);
   t.is(volume('    physical_block_size: 512\n').physicalBlockSize, 512);
   const e = reject('volumes:\n  - name: a\n    memory: true\n    size: 1MiB\n    block_size: 4096\n    physical_block_size: 512\n');
@@ -307,17 +313,17 @@ test('a missing backing file without size, and one with size', (t) => {
     },
   ]);
 
-  const ok = parseConfig(`volumes:\n  - {name: a, path: ${dir}/new.img, size: 4MiB}\n`, 'rblkd.yaml');
+  const ok = parseConfig(`volumes:\n  - {name: a, path: ${dir}/new.img, size: 4MiB}\n`, 'rblkd.yaml', NO_STATE);
   t.deepEqual(ok.volumes[0].backing, { kind: 'file', path: `${dir}/new.img`, size: 4 * 1024 * 1024 });
 });
 
 test('existing files: used at their size, grown, never shrunk', (t) => {
   const dir = tempDir(t);
   const img = put(dir, 'a.img', Buffer.alloc(8192));
-  const config = parseConfig(`volumes:\n  - {name: a, path: ${img}}\n  - {name: b, path: ${img}x, size: 1MiB}\n`, 'x');
+  const config = parseConfig(`volumes:\n  - {name: a, path: ${img}}\n  - {name: b, path: ${img}x, size: 1MiB}\n`, 'x', NO_STATE);
   t.deepEqual(config.volumes[0].backing, { kind: 'file', path: img });
 
-  const grown = parseConfig(`volumes:\n  - {name: a, path: ${img}, size: 16KiB}\n`, 'x');
+  const grown = parseConfig(`volumes:\n  - {name: a, path: ${img}, size: 16KiB}\n`, 'x', NO_STATE);
   t.deepEqual(grown.volumes[0].backing, { kind: 'file', path: img, size: 16384 });
 
   const e = reject(`volumes:\n  - name: a\n    path: ${img}\n    size: 4KiB\n`);
@@ -370,7 +376,7 @@ test('a block device takes no size and defaults to O_DIRECT', (t) => {
     );
     return;
   }
-  const config = parseConfig(`volumes:\n  - {name: a, path: ${dev}}\n`, 'x');
+  const config = parseConfig(`volumes:\n  - {name: a, path: ${dev}}\n`, 'x', NO_STATE);
   t.deepEqual(config.volumes[0].backing, { kind: 'blockdev', path: dev });
   t.true(config.volumes[0].direct);
 });
@@ -509,6 +515,7 @@ test('warnings: open network without auth, verbs on loopback, ACL name nobody ha
       '  - {name: a, memory: true, size: 1MiB}',
     ].join('\n'),
     'rblkd.yaml',
+    NO_STATE,
   );
   t.deepEqual(config.warnings, [
     {
@@ -533,6 +540,7 @@ test('warnings: open network without auth, verbs on loopback, ACL name nobody ha
       '  initiators: [{name: h1, secret: a-long-enough-secret-value}]',
     ].join('\n'),
     'rblkd.yaml',
+    NO_STATE,
   );
   t.deepEqual(acl.warnings, [
     {
