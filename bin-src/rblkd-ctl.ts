@@ -201,7 +201,7 @@ function qosLine(name: string, q: QosInfo): string {
   );
 }
 
-const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone', 'flatten', 'create', 'resize', 'delete', 'qos'] as const;
+export const VERBS = ['status', 'sessions', 'volumes', 'kick', 'reload', 'snapshot', 'snapshots', 'delete-snapshot', 'clone', 'flatten', 'create', 'resize', 'delete', 'qos'] as const;
 const OPTIONS = ['json', 'socket', 'config', 'force', 'copy', 'size', 'path', 'memory', 'rbd', 'read-only', 'lun', 'thin', 'iops', 'read-iops', 'write-iops', 'bps', 'read-bps', 'write-bps', 'burst-ms', 'clear', 'help'] as const;
 const VALUED = ['--socket', '--config', '--size', '--path', '--rbd', '--lun', '--iops', '--read-iops', '--write-iops', '--bps', '--read-bps', '--write-bps', '--burst-ms'];
 

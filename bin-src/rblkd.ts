@@ -36,7 +36,7 @@ function fail(message: string, code: number): never {
 function parseArgs(argv: string[]): Args {
   const parsed = yargs(argv)
     .scriptName('rblkd')
-    .usage('$0 [--config FILE] [--state-dir DIR]\n$0 --check-config [FILE]\n$0 ctl <status|sessions|volumes|kick SESSION|reload [--force]|snapshot VOLUME NAME|snapshots VOLUME|delete-snapshot VOLUME NAME|clone VOLUME@SNAP NEW> [--json]\n\nThe rblk target daemon: serves block volumes to rblk initiators over libfabric.')
+    .usage('$0 [--config FILE] [--state-dir DIR]\n$0 --check-config [FILE]\n$0 ctl <status|sessions|volumes|kick SESSION|reload [--force]|snapshot VOLUME NAME|snapshots VOLUME|delete-snapshot VOLUME NAME|clone VOLUME@SNAP NEW|flatten VOLUME|create NAME ...|resize VOLUME SIZE|qos VOLUME ...|delete VOLUME [--force]> [--json] [--socket PATH]   (rblkd ctl --help: the arguments of each)\n\nThe rblk target daemon: serves block volumes to rblk initiators over libfabric.')
     .option('config', { type: 'string', default: DEFAULT_CONFIG_PATH, describe: 'configuration file', requiresArg: true })
     .option('check-config', {
       type: 'string',

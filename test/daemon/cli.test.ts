@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { VERBS } from '../../bin-src/rblkd-ctl.js';
 import { baseConfig, ROOT, runDaemon, spawnDaemon, workdir, type Workdir } from './helpers/daemon-process.js';
 
 const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
@@ -65,6 +66,12 @@ test.serial('--version prints the package version; a bad option is one line and 
   const verb = await runDaemon(t, ['clt', 'status']);
   t.is(verb.code, 64);
   t.is(verb.stderr.trim(), "rblkd: unknown command 'clt': did you mean 'ctl'?; unexpected argument 'status' (see --help)");
+  // --help names every verb rblkd ctl takes.
+  const help = await runDaemon(t, ['--help']);
+  t.is(help.code, 0);
+  // yargs wraps the line: read it as one.
+  const synopsis = /ctl <([^>]*)>/.exec(help.stdout.replace(/\s+/g, ' '))?.[0] ?? '';
+  for (const v of VERBS) t.regex(synopsis, new RegExp(`[<|]${v}[ |>]`), `rblkd --help lacks ctl ${v}`);
 });
 
 /** A config whose second listener is on line 6, as written. */
