@@ -227,13 +227,13 @@ export function explainUsage(msg: string, argv: readonly string[]): string {
 }
 
 /** create's options as the YAML's keys. */
-function newVolume(a: { name?: unknown; size?: unknown; path?: unknown; rbd?: unknown; memory?: unknown; 'read-only'?: unknown; thin?: unknown; lun?: unknown }, VolumeEditError: new (m: string) => Error): NewVolume {
+function newVolume(a: { name?: unknown; size?: unknown; path?: unknown; rbd?: unknown; memory?: unknown; 'read-only'?: unknown; thin?: unknown; lun?: unknown }, VolumeEditError: new (m: string, usage?: boolean) => Error): NewVolume {
   const sources = [a.path, a.rbd, a.memory === true ? true : undefined].filter((x) => x !== undefined).length;
-  if (sources !== 1) throw new VolumeEditError('create needs exactly one of --path, --rbd POOL/IMAGE and --memory');
+  if (sources !== 1) throw new VolumeEditError('create needs exactly one of --path, --rbd POOL/IMAGE and --memory', true);
   let rbd: NewVolume['rbd'];
   if (typeof a.rbd === 'string') {
     const m = /^([^/\s]+)\/([^/\s]+)$/.exec(a.rbd);
-    if (!m) throw new VolumeEditError(`--rbd ${a.rbd}: expected POOL/IMAGE`);
+    if (!m) throw new VolumeEditError(`--rbd ${a.rbd}: expected POOL/IMAGE`, true);
     rbd = { pool: m[1]!, image: m[2]! };
   }
   return {
@@ -413,7 +413,7 @@ async function runEdit(a: CtlArgs, path: string, plan: NonNullable<CtlArgs['edit
     undo = vf.applyEdit(change);
   } catch (e) {
     process.stderr.write(`rblkd ctl: ${e instanceof Error ? e.message : String(e)}\n`);
-    return 1;
+    return e instanceof vf.VolumeEditError && e.usage ? EX_USAGE : 1;
   }
   try {
     loadConfig(a.config);

@@ -30,6 +30,13 @@ export interface VolumeEdit {
 
 export class VolumeEditError extends Error {
   override name = 'VolumeEditError';
+  /** usage: the command line asked for something that cannot be (rblkd ctl exits 64 for it, docs/operations.md "rblkd ctl"). */
+  constructor(
+    message: string,
+    readonly usage = false,
+  ) {
+    super(message);
+  }
 }
 
 const HEADER = '# Written by rblkd ctl (docs/operations.md "Volumes from rblkd ctl"); rblkd ctl resize and delete edit it.\n';
@@ -78,7 +85,7 @@ function text(volumes: Record<string, unknown>[]): string {
 /** A new file volumes_dir/NAME.yaml holding the volume; refused when the name is taken. */
 export function planCreate(configPath: string, v: NewVolume): VolumeEdit {
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(v.name) || v.name.startsWith('.')) {
-    throw new VolumeEditError(`"${v.name}" cannot name a volume file: use 1 to 64 letters, digits and . _ - (not starting with .)`);
+    throw new VolumeEditError(`"${v.name}" cannot name a volume file: use 1 to 64 letters, digits and . _ - (not starting with .)`, true);
   }
   const { found, dir } = find(configPath, v.name);
   if (found) throw new VolumeEditError(`a volume named ${v.name} is already defined in ${found.file}`);
@@ -119,7 +126,7 @@ export function planQos(configPath: string, name: string, change: QosChange | nu
   let next: Record<string, unknown> | undefined;
   if (change !== null) {
     next = { ...old, ...change };
-    if (Object.keys(change).length === 0) throw new VolumeEditError('qos needs a limit to set (--iops, --bps, ...) or --clear');
+    if (Object.keys(change).length === 0) throw new VolumeEditError('qos needs a limit to set (--iops, --bps, ...) or --clear', true);
   }
   const volumes = f.volumes.map((x, i) => {
     if (i !== f.index) return x;

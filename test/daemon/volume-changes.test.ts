@@ -246,6 +246,11 @@ test('rblkd ctl create, resize and delete write volumes.d beside the config and 
   t.is(limited.code, 0, limited.stderr + limited.stdout);
   t.deepEqual(await qosOf(), { iops: 500, write_bps: 4 * MiB });
   t.regex(readFileSync(dropIn, 'utf8'), /qos:\s*\n\s+iops: 500\n\s+write_bps: 4MiB/);
+  const noSource = await run(['create', 'c2', '--size', '1MiB']);
+  t.is(noSource.code, 64, 'a bad command line');
+  t.regex(noSource.stderr, /create needs exactly one of --path, --rbd POOL\/IMAGE and --memory/);
+  const noLimit = await run(['qos', 'b']);
+  t.is(noLimit.code, 64);
   const notNumber = await run(['qos', 'b', '--iops', 'abc']);
   t.is(notNumber.code, 64, 'a bad command line');
   t.regex(notNumber.stderr, /--iops needs a number/);
