@@ -30,6 +30,8 @@ const MAX_C2H_DATA = 128 * 1024;
 const ADMIN_IN_CAPSULE = 8192;
 /** Commands whose R2T data is being received at once; the others wait for a buffer (memory per connection). */
 const MAX_R2T_COMMANDS = 4;
+/** Transfers of commands that completed before their data came (a fused half aborted) whose late H2CData is still taken, and dropped. */
+const MAX_RETIRED_R2TS = 64;
 /**
  * How long a fused first half waits for its second (Base 2.0 §3.4.2: the
  * second must be the next command submitted). A host submits both together, so
@@ -109,6 +111,8 @@ export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implement
   #auth: DhchapController | null = null;
   readonly #r2ts = new Map<number, Cmd>();
   readonly #r2tQueue: Cmd[] = [];
+  /** By TTAG: R2Ts of commands that completed first; their slots went to the next (#retireR2T). */
+  readonly #retired = new Map<number, Cmd>();
   /** The first half of a fused pair, until the next command arrives. */
   #fusedFirst: Cmd | null = null;
   #fusedTimer: NodeJS.Timeout | null = null;
@@ -518,6 +522,7 @@ export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implement
     }
     do this.#ttag = (this.#ttag + 1) & 0xffff;
     while (this.#r2ts.has(this.#ttag));
+    this.#retired.delete(this.#ttag);
     cmd.ttag = this.#ttag;
     cmd.buf = Buffer.allocUnsafe(cmd.prepared.length);
     this.#r2ts.set(cmd.ttag, cmd);
@@ -531,12 +536,19 @@ export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implement
     const ttag = pdu.readUInt16LE(10);
     const datao = pdu.readUInt32LE(12);
     const datal = pdu.readUInt32LE(16);
-    const cmd = this.#r2ts.get(ttag);
+    const retired = this.#retired.get(ttag);
+    const cmd = this.#r2ts.get(ttag) ?? retired;
     if (cmd === undefined) return { fes: Fes.InvalidHeaderField, fei: 10, why: `H2CData for TTAG ${ttag}, which no R2T gave` };
     if (cmd.cid !== cccid) return { fes: Fes.InvalidHeaderField, fei: 8, why: `H2CData CCCID ${cccid} for TTAG ${ttag} of command ${cmd.cid}` };
     if (datal !== (data?.length ?? 0) || datal === 0) return { fes: Fes.InvalidHeaderField, fei: 16, why: `H2CData DATAL ${datal} with ${data?.length ?? 0} bytes of data` };
     if (datao !== cmd.received || datao + datal > cmd.prepared.length) {
       return { fes: Fes.DataTransferOutOfRange, fei: 12, why: `H2CData at ${datao}+${datal} outside the R2T (expected offset ${cmd.received} of ${cmd.prepared.length})` };
+    }
+    if (cmd === retired) {
+      // Data the host sent before it heard the command end: taken in order, and dropped.
+      cmd.received += datal;
+      if (cmd.received === cmd.prepared.length) this.#retired.delete(ttag);
+      return null;
     }
     data!.copy(cmd.buf!, datao);
     cmd.received += datal;
@@ -551,6 +563,23 @@ export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implement
     return null;
   }
 
+  /**
+   * A command that completes while its R2T is open or queued (a fused half that ended early) gives
+   * its slot to the next: a host that has its completion sends no more data for it, and the slot
+   * would be held for good. Data already on its way is still taken for a while, and dropped.
+   */
+  #retireR2T(cmd: Cmd): void {
+    const queued = this.#r2tQueue.indexOf(cmd);
+    if (queued >= 0) this.#r2tQueue.splice(queued, 1);
+    if (cmd.ttag < 0 || this.#r2ts.get(cmd.ttag) !== cmd) return;
+    this.#r2ts.delete(cmd.ttag);
+    cmd.buf = null;
+    this.#retired.set(cmd.ttag, cmd);
+    if (this.#retired.size > MAX_RETIRED_R2TS) this.#retired.delete(this.#retired.keys().next().value!);
+    const next = this.#r2tQueue.shift();
+    if (next) this.#startR2T(next);
+  }
+
   #complete(cmd: Cmd, c: Completion): void {
     // Each command completes once; a fused half that ends early ends its partner (Base 2.0 §3.4.2).
     if (this.outstanding.get(cmd.cid) !== cmd) {
@@ -559,6 +588,7 @@ export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implement
     }
     this.outstanding.delete(cmd.cid);
     cmd.finish();
+    this.#retireR2T(cmd);
     this.wakeIfIdle();
     const pair = cmd.pair;
     if (pair && !pair.broken) {

@@ -95,3 +95,70 @@ test('fused Compare and Write: written on a match, nothing on a miscompare, abor
   t.is((await io.command(rwSqe(0x00, io.nextCid(), 1, 0, 1, 0))).statusField, 0, 'the queue goes on');
   t.true((await back()).equals(old));
 });
+
+test('fused halves that end while their R2T is open give the slot back: five in a row, then a plain R2T write still gets its R2T and lands', async (t) => {
+  const f = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);
+  t.teardown(() => f.close());
+  const admin = await RawHost.open(f.port);
+  t.teardown(() => admin.close());
+  const cntlid = await admin.enable(f.nqn);
+  const io = await RawHost.open(f.port);
+  t.teardown(() => io.close());
+  await io.initialize();
+  t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid })).statusField, 0);
+  // Each Compare (FUSE 01b) asks for its data by R2T; the next one, not a Write (10b), ends it
+  // with Missing Fused Command before the data came. A host that has that completion sends no
+  // data for it, so each would hold one of the queue's R2T slots for good (4 of them).
+  const firsts: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const cid = io.nextCid();
+    const cmp = rwSqe(0x05, cid, 1, 10, 2, 1024);
+    cmp[1] |= 0x01;
+    io.sendCapsule(cmp);
+    firsts.push(cid);
+  }
+  const data = randomBytes(4096);
+  const wcid = io.nextCid();
+  io.sendCapsule(rwSqe(0x01, wcid, 1, 40, 8, 4096));
+  const aborted = new Set<number>();
+  const compareR2ts: { cid: number; ttag: number }[] = [];
+  let written = false;
+  while (!written) {
+    const p = await io.next();
+    if (p.type === 0x09) {
+      if (p.raw.readUInt16LE(8) !== wcid) {
+        compareR2ts.push({ cid: p.raw.readUInt16LE(8), ttag: p.raw.readUInt16LE(10) }); // its data never comes
+        continue;
+      }
+      const h = Buffer.alloc(24);
+      h[0] = 0x06;
+      h[1] = 0x04;
+      h.writeUInt16LE(wcid, 8);
+      h.writeUInt16LE(p.raw.readUInt16LE(10), 10);
+      h.writeUInt32LE(4096, 16);
+      io.write(io.frame(h, data));
+      continue;
+    }
+    t.is(p.type, 0x05);
+    const c = decodeCqe(p.raw, 8);
+    if (c.cid === wcid) {
+      t.is(c.statusField, 0, 'the plain write');
+      written = true;
+    } else {
+      t.is(c.sc, 0x0a, 'Missing Fused Command');
+      aborted.add(c.cid);
+    }
+  }
+  t.deepEqual([...aborted].sort((a, b) => a - b), [...firsts].sort((a, b) => a - b));
+  // Data that a host had already sent when the Compare ended is taken and dropped, not a fatal error.
+  const late = compareR2ts[0]!;
+  const h = Buffer.alloc(24);
+  h[0] = 0x06;
+  h[1] = 0x04;
+  h.writeUInt16LE(late.cid, 8);
+  h.writeUInt16LE(late.ttag, 10);
+  h.writeUInt32LE(1024, 16);
+  io.write(io.frame(h, randomBytes(1024)));
+  t.true((await io.command(rwSqe(0x02, io.nextCid(), 1, 40, 8, 4096))).data.equals(data), 'the write landed, and the queue goes on');
+  t.false(io.closed);
+});
