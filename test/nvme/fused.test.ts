@@ -4,7 +4,7 @@
 // aborts the Write without writing; a half without its other is aborted.
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
-import { startNvme } from './fixture.js';
+import { openHostQueues, startNvme } from './fixture.js';
 import { RawHost, rwSqe, decodeCqe, type Cqe } from '../../bench/soak/nvme-raw-host.js';
 
 test('fused Compare and Write: written on a match, nothing on a miscompare, aborted when unpaired', async (t) => {
@@ -99,13 +99,7 @@ test('fused Compare and Write: written on a match, nothing on a miscompare, abor
 test('fused halves that end while their R2T is open give the slot back: five in a row, then a plain R2T write still gets its R2T and lands', async (t) => {
   const f = await startNvme([{ name: 'v0', lun: 0, size: 1 << 20 }]);
   t.teardown(() => f.close());
-  const admin = await RawHost.open(f.port);
-  t.teardown(() => admin.close());
-  const cntlid = await admin.enable(f.nqn);
-  const io = await RawHost.open(f.port);
-  t.teardown(() => io.close());
-  await io.initialize();
-  t.is((await io.connect({ qid: 1, sqsize: 16, subnqn: f.nqn, cntlid })).statusField, 0);
+  const { io } = await openHostQueues(t, f);
   // Each Compare (FUSE 01b) asks for its data by R2T; the next one, not a Write (10b), ends it
   // with Missing Fused Command before the data came. A host that has that completion sends no
   // data for it, so each would hold one of the queue's R2T slots for good (4 of them).
