@@ -554,9 +554,7 @@ export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implement
     cmd.received += datal;
     if (!digestOk) cmd.digestError = true;
     if (cmd.received < cmd.prepared.length) return null;
-    this.#r2ts.delete(ttag);
-    const next = this.#r2tQueue.shift();
-    if (next) this.#startR2T(next);
+    this.#freeR2T(ttag);
     // A data digest error is not fatal: the command completes with Transient Transport Error (§3.6.2.6 / Base 2.0 §4.6.1.2.1).
     if (cmd.digestError) this.#complete(cmd, { status: Status.TransientTransportError });
     else this.#ready(cmd, cmd.buf);
@@ -572,10 +570,15 @@ export class NvmeTcpConnection extends FrontEndConnection<number, Cmd> implement
     const queued = this.#r2tQueue.indexOf(cmd);
     if (queued >= 0) this.#r2tQueue.splice(queued, 1);
     if (cmd.ttag < 0 || this.#r2ts.get(cmd.ttag) !== cmd) return;
-    this.#r2ts.delete(cmd.ttag);
     cmd.buf = null;
     this.#retired.set(cmd.ttag, cmd);
     if (this.#retired.size > MAX_RETIRED_R2TS) this.#retired.delete(this.#retired.keys().next().value!);
+    this.#freeR2T(cmd.ttag);
+  }
+
+  /** An R2T's slot is free (its data all came, or its command ended): the next waiting write gets it. */
+  #freeR2T(ttag: number): void {
+    this.#r2ts.delete(ttag);
     const next = this.#r2tQueue.shift();
     if (next) this.#startR2T(next);
   }

@@ -2,8 +2,6 @@
 // whole so that each stage reads beside the next; its QoS side is in fast-path-qos.cc.
 #include "fast-path.h"
 
-#include "domain.h"
-
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
@@ -117,12 +115,7 @@ FastPath::FastPath(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FastPath>(
   async_ = new Napi::AsyncContext(env, "rblk:FastPath");
   lock_ = endpoint_->lock();
   std::lock_guard<std::recursive_mutex> g(*lock_);
-  // Only libfabric's tcp provider (MSG) is a socket per connection that
-  // sends each operation by itself (docs/transport.md "Corked bursts").
-  Napi::Value cork = o.Get("cork");
-  if ((cork.IsUndefined() || cork.ToBoolean().Value()) && !endpoint_->domain_->rdm() &&
-      std::strcmp(endpoint_->domain_->info()->fabric_attr->prov_name, "tcp") == 0)
-    cork_.Open(endpoint_->ep_);
+  cork_.Open(endpoint_->ep_, endpoint_->domain_, o.Get("cork"));  // docs/transport.md "Corked bursts"
   endpoint_->AttachConsumer(this);
   if (pool != nullptr) {
     reactors_ref_ = Napi::Persistent(reactors.As<Napi::Object>());

@@ -152,11 +152,7 @@ InitiatorQueue::InitiatorQueue(const Napi::CallbackInfo& info) : Napi::ObjectWra
   region_ref_ = Napi::Persistent(info[1].As<Napi::Object>());
   on_complete_ = Napi::Persistent(info[3].As<Napi::Function>());
   async_ = new Napi::AsyncContext(env, "rblk:InitiatorQueue");
-  // As the target's fast path does (fast-path.cc): tcp MSG endpoints only.
-  Napi::Value cork = o.Get("cork");
-  if ((cork.IsUndefined() || cork.ToBoolean().Value()) && !endpoint_->domain_->rdm() &&
-      std::strcmp(endpoint_->domain_->info()->fabric_attr->prov_name, "tcp") == 0)
-    cork_.Open(endpoint_->ep_);
+  cork_.Open(endpoint_->ep_, endpoint_->domain_, o.Get("cork"));  // docs/transport.md "Corked bursts"
   endpoint_->AttachConsumer(this);
 }
 

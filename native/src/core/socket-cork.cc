@@ -11,6 +11,8 @@
 
 #include <rdma/fi_cm.h>
 
+#include "domain.h"
+
 namespace rblk {
 namespace {
 
@@ -49,6 +51,12 @@ int TcpSocketOf(fid_ep* ep) {
   }
   closedir(dir);
   return found;
+}
+
+void SocketCork::Open(fid_ep* ep, const Domain* domain, const Napi::Value& option) {
+  if (!option.IsUndefined() && !option.ToBoolean().Value()) return;
+  if (domain->rdm() || std::strcmp(domain->info()->fabric_attr->prov_name, "tcp") != 0) return;
+  fd_ = TcpSocketOf(ep);
 }
 
 void SocketCork::Post() {

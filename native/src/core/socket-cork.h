@@ -11,11 +11,14 @@
 // unique, so the one fd of this process whose two names match both is that
 // socket.
 #pragma once
+#include <napi.h>
 #include <rdma/fi_endpoint.h>
 
 #include <cstdint>
 
 namespace rblk {
+
+class Domain;
 
 // The fd, or -1 when no socket of this process matches (another provider,
 // or a name that is not an IPv4/IPv6 address). The fd stays the endpoint's:
@@ -28,7 +31,11 @@ int TcpSocketOf(fid_ep* ep);
 // then be reused).
 class SocketCork {
  public:
-  void Open(fid_ep* ep) { fd_ = TcpSocketOf(ep); }
+  // At the owner's start: takes the endpoint's socket when `option` (the
+  // owner's `cork`, default true) allows and the domain is libfabric's tcp
+  // provider over MSG endpoints, the one that is a socket per connection
+  // sending each operation by itself. Elsewhere it corks nothing.
+  void Open(fid_ep* ep, const Domain* domain, const Napi::Value& option);
   void Post();
   void End();
   void Forget() {
@@ -36,7 +43,6 @@ class SocketCork {
     corked_ = false;
     posts_ = 0;
   }
-  bool active() const { return fd_ >= 0; }
   uint64_t corks() const { return corks_; }
   uint64_t uncorks() const { return uncorks_; }
 
